@@ -1,0 +1,33 @@
+# Thin wrapper over CMake; see README.md.
+#   make          build (Release, warnings are errors)
+#   make test     build and run every test through ctest
+#   make deps     install the Debian packages the build needs (root)
+#   make asan     build with AddressSanitizer + UBSan in build-asan/ and run the tests
+#   make run      build and transcribe the bundled clip with the bundled model
+JOBS ?= $(shell nproc)
+BUILD ?= build
+CMAKE_ARGS ?=
+
+.PHONY: all build test deps asan run bench fuzz clean
+
+all: build
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+deps:
+	apt-get update
+	apt-get install -y --no-install-recommends build-essential cmake pkg-config \
+	    libcjson-dev libopenblas-dev libsoxr-dev clang libclang-rt-dev
+
+asan:
+	$(MAKE) test BUILD=build-asan CMAKE_ARGS="-DTG_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
+
+clean:
+	rm -rf build build-asan build-fuzz

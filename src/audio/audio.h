@@ -1,0 +1,51 @@
+/*
+ * audio.h: audio input and the log-mel frontend (internal).
+ *
+ * WAV files are read by our own parser (PCM 8/16/24/32, float 32/64,
+ * WAVE_FORMAT_EXTENSIBLE, any channel count averaged to mono); other rates
+ * are resampled to 16 kHz with libsoxr at high quality. The frontend follows
+ * spec section 4 exactly, without dither. Long audio is split by the energy
+ * rule of spec 5.4.
+ */
+#ifndef CT_AUDIO_H
+#define CT_AUDIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tg.h"
+
+/* Mono float samples in [-1, 1]. */
+typedef struct ct_audio {
+    float *samples;   /* owned; free with ct_audio_free */
+    size_t n;
+    int sample_rate;
+} ct_audio;
+
+void ct_audio_free(ct_audio *a);
+/* Parses a WAV image in memory; `what` names it in errors. */
+tg_status ct_wav_parse(const uint8_t *data, size_t size, const char *what, ct_audio *out);
+tg_status ct_wav_read(const char *path, ct_audio *out);
+/* Resamples in place to `rate` (no-op when equal), libsoxr high quality. */
+tg_status ct_audio_resample(ct_audio *a, int rate);
+
+/* The frontend of spec 4 for one clip of n samples at 16 kHz.
+ * out_features: [n_frames][128] row-major (frame-major), n_frames = n/160 + 1;
+ * frames >= n_valid (= n/160) are zero. Free with tg_free. */
+typedef struct ct_mel {
+    float *filters;   /* [128][257], Slaney, float32 as librosa computes */
+    float *window;    /* [400] symmetric Hann */
+    int n_mels, n_fft, win, hop;
+} ct_mel;
+tg_status ct_mel_init(ct_mel *mel);           /* 128 mels, 512 fft, 400, 160 */
+void ct_mel_free(ct_mel *mel);
+tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
+                         float **out_features, int *out_frames, int *out_valid);
+
+/* Energy-based split of spec 5.4: returns chunk boundaries [start, end) in
+ * samples (n_chunks >= 1 for n > 0). Free *out_bounds with tg_free. */
+tg_status ct_split_chunks(const float *samples, size_t n, int sample_rate,
+                          double max_clip_s, double overlap_s,
+                          size_t (**out_bounds)[2], int *out_n_chunks);
+
+#endif

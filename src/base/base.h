@@ -1,0 +1,122 @@
+/*
+ * base.h: the bottom layer (internal): logging, allocation, threads, files,
+ * hashing and JSON. Everything above uses these instead of libc directly so
+ * that allocation failures can be injected in tests and every message goes
+ * through one logger.
+ *
+ * The status type itself is public (tg.h); its implementation is status.c.
+ */
+#ifndef TG_BASE_H
+#define TG_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tg.h"
+
+/* ---------------------------------------------------------------- logging */
+
+typedef enum tg_log_level {
+    TG_LOG_DEBUG = 0,
+    TG_LOG_INFO = 1,
+    TG_LOG_WARN = 2,
+    TG_LOG_ERROR = 3,
+    TG_LOG_NONE = 4,
+} tg_log_level;
+
+/* The level comes from the environment variable CT_LOG (debug, info, warn,
+ * error, none; default warn), read once on first use. */
+tg_log_level tg_log_get_level(void);
+void tg_log_set_level(tg_log_level level);
+bool tg_log_enabled(tg_log_level level);
+/* Writes "[level] message\n" to stderr when level is enabled. Thread-safe. */
+void tg_log(tg_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tg_logv(tg_log_level level, const char *fmt, va_list ap);
+
+#define TG_DEBUG(...) tg_log(TG_LOG_DEBUG, __VA_ARGS__)
+#define TG_INFO(...) tg_log(TG_LOG_INFO, __VA_ARGS__)
+#define TG_WARN(...) tg_log(TG_LOG_WARN, __VA_ARGS__)
+#define TG_ERROR(...) tg_log(TG_LOG_ERROR, __VA_ARGS__)
+
+/* ------------------------------------------------------------- allocation */
+
+/* All heap memory of the project goes through these. NULL on failure (or on
+ * an injected failure). tg_free accepts NULL. */
+void *tg_malloc(size_t size);
+void *tg_calloc(size_t n, size_t size);
+void *tg_realloc(void *p, size_t size);
+void tg_free(void *p);
+char *tg_strdup(const char *s);
+/* Aligned to `align` (a power of two >= sizeof(void*)); free with
+ * tg_aligned_free. */
+void *tg_aligned_alloc(size_t align, size_t size);
+void tg_aligned_free(void *p);
+
+/* Test hook: the next n allocations succeed, the one after fails, and so on
+ * until reset with n < 0. Not thread-safe; tests only. */
+void tg_alloc_fail_after(long n);
+
+/* A growable array helper: ensures *cap >= need for an array of elem-sized
+ * items at *p, growing geometrically. Returns false when out of memory (the
+ * array is unchanged). */
+bool tg_grow(void **p, int *cap, int need, size_t elem);
+
+/* ---------------------------------------------------------------- threads */
+
+typedef struct tg_threadpool tg_threadpool;
+
+/* The work of one parallel region: called once on each of nth threads with
+ * ith in [0, nth). */
+typedef void (*tg_task_fn)(void *arg, int ith, int nth);
+
+/* n_threads <= 0 means one per online core. The calling thread counts as
+ * thread 0, so n_threads - 1 workers are started. Free with
+ * tg_threadpool_free. */
+tg_status tg_threadpool_new(int n_threads, tg_threadpool **out_pool);
+void tg_threadpool_free(tg_threadpool *pool);
+int tg_threadpool_size(const tg_threadpool *pool);
+/* Runs fn(arg, ith, nth) on every thread of the pool, the caller included,
+ * and returns when all are done. Regions of one pool must not nest and must
+ * not be entered from two threads at once. */
+void tg_threadpool_run(tg_threadpool *pool, tg_task_fn fn, void *arg);
+/* Number of online cores (at least 1). */
+int tg_cpu_count(void);
+
+/* ------------------------------------------------------------------ files */
+
+/* A read-only mapping of a whole file. */
+typedef struct tg_file_map {
+    const uint8_t *data; /* NULL for an empty file */
+    size_t size;
+    char *path;          /* owned copy, for messages */
+} tg_file_map;
+
+/* Maps path read-only; the error names the path. Unmap with tg_file_unmap. */
+tg_status tg_file_map_open(const char *path, tg_file_map *out_map);
+void tg_file_unmap(tg_file_map *map);
+/* Reads a whole file into a new NUL-terminated buffer; free with tg_free. */
+tg_status tg_file_read(const char *path, char **out_data, size_t *out_size);
+/* Writes data to path through a temporary file and an atomic rename. */
+tg_status tg_file_write_atomic(const char *path, const void *data, size_t size);
+
+/* ---------------------------------------------------------------- hashing */
+
+/* A fast 64-bit non-cryptographic hash (cache keys, graph signatures). */
+uint64_t tg_hash64(const void *data, size_t size, uint64_t seed);
+/* Folds v into h (for hashing structures field by field). */
+uint64_t tg_hash_combine(uint64_t h, uint64_t v);
+
+/* ------------------------------------------------------------------- JSON */
+
+/* JSON goes through cJSON (Debian's libcjson); these add errors that name
+ * the source and the key. */
+struct cJSON;
+/* Parses text (size bytes, need not be NUL-terminated). `what` names the
+ * source in errors ("config.json"). Free with tg_json_free. */
+tg_status tg_json_parse(const char *text, size_t size, const char *what,
+                        struct cJSON **out_json);
+void tg_json_free(struct cJSON *json);
+
+#endif /* TG_BASE_H */
