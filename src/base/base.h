@@ -34,6 +34,11 @@ bool tg_log_enabled(tg_log_level level);
 /* Writes "[level] message\n" to stderr when level is enabled. Thread-safe. */
 void tg_log(tg_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tg_logv(tg_log_level level, const char *fmt, va_list ap);
+/* Parses a level name as CT_LOG spells it (case-insensitive; "warning" is
+ * accepted for warn). Returns false, leaving *out_level alone, otherwise. */
+bool tg_log_parse_level(const char *text, tg_log_level *out_level);
+/* "debug", "info", "warn", "error", "none"; static storage. */
+const char *tg_log_level_name(tg_log_level level);
 
 #define TG_DEBUG(...) tg_log(TG_LOG_DEBUG, __VA_ARGS__)
 #define TG_INFO(...) tg_log(TG_LOG_INFO, __VA_ARGS__)
