@@ -29,5 +29,19 @@ deps:
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_ARGS="-DTG_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
 
+# The main job on the bundled default: the tiny fixture model (random weights,
+# so the text is gibberish by design) on a bundled clip.
+run: build
+	./$(BUILD)/cohere-transcribe --model tests/data/tiny/hub tests/data/tiny/audio/a.wav
+
+bench: build
+	./$(BUILD)/bench-ops
+
+# libFuzzer targets (clang), built in build-fuzz/; run one with
+#   build-fuzz/fuzz_wav fuzz/corpus/fuzz_wav -max_total_time=600
+fuzz:
+	CC=clang cmake -S . -B build-fuzz -DTG_FUZZ=ON -DTG_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build-fuzz -j $(JOBS)
+
 clean:
 	rm -rf build build-asan build-fuzz
