@@ -62,6 +62,9 @@ void tg_aligned_free(void *p);
 /* Test hook: the next n allocations succeed, the one after fails, and so on
  * until reset with n < 0. Not thread-safe; tests only. */
 void tg_alloc_fail_after(long n);
+/* Test hook: while on, status records cannot be allocated, so tg_status_new
+ * returns the static out-of-memory status. Not thread-safe; tests only. */
+void tg_status_fail_alloc(bool on);
 
 /* A growable array helper: ensures *cap >= need for an array of elem-sized
  * items at *p, growing geometrically. Returns false when out of memory (the

@@ -10,8 +10,10 @@
  * tg_status_wrap cannot add a prefix to it (its message stays generic).
  *
  * Not here: stack traces, nested causes or error chaining beyond the textual
- * "outer: inner" prefixes built by tg_status_wrap.
+ * "outer: inner" prefixes built by tg_status_wrap. (tg_status_fail_alloc
+ * forces the static record so tests can reach that path.)
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,12 @@ static struct tg_status_rec oom_status = {
     TG_ERR_NO_MEMORY,
     (char *)"out of memory (while reporting an error)",
 };
+
+static atomic_bool fail_alloc;
+
+void tg_status_fail_alloc(bool on) {
+    atomic_store_explicit(&fail_alloc, on, memory_order_relaxed);
+}
 
 /* Formats into a new malloc'd string; NULL when memory is short. */
 static char *format_message(const char *fmt, va_list ap) {
@@ -51,6 +59,7 @@ static char *format_message(const char *fmt, va_list ap) {
 /* TG_OK yields NULL: success carries no message. */
 tg_status tg_status_new(tg_code code, const char *fmt, ...) {
     if (code == TG_OK) return NULL;
+    if (atomic_load_explicit(&fail_alloc, memory_order_relaxed)) return &oom_status;
     tg_status s = malloc(sizeof *s);
     if (!s) return &oom_status;
     va_list ap;
