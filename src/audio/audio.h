@@ -32,10 +32,16 @@ tg_status ct_audio_resample(ct_audio *a, int rate);
 /* The frontend of spec 4 for one clip of n samples at 16 kHz.
  * out_features: [n_frames][128] row-major (frame-major), n_frames = n/160 + 1;
  * frames >= n_valid (= n/160) are zero. Free with tg_free. */
+struct ct_fft;
 typedef struct ct_mel {
     float *filters;   /* [128][257], Slaney, float32 as librosa computes */
     float *window;    /* [400] symmetric Hann */
     int n_mels, n_fft, win, hop;
+    /* Added for speed: each filter's nonzero bins are [band_lo, band_hi),
+     * and the FFT plan. Read-only after init, so one ct_mel serves any
+     * number of threads at once. */
+    int *band_lo, *band_hi;   /* [n_mels] */
+    struct ct_fft *fft;
 } ct_mel;
 tg_status ct_mel_init(ct_mel *mel);           /* 128 mels, 512 fft, 400, 160 */
 void ct_mel_free(ct_mel *mel);

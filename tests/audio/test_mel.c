@@ -1,0 +1,205 @@
+/*
+ * test_mel.c: the log-mel frontend against the transformers fixtures
+ * (tests/data/tiny/reference.safetensors), its FFT against a direct DFT, and
+ * its answers to bad input.
+ *
+ * Tolerances: the filter bank within 1e-8 absolute (spec 4 expects librosa's
+ * float32 numbers to a few 1e-9; the only differences are last-ulp ones of
+ * float64 log/exp between numpy and libm); features within 1e-4 absolute
+ * (fixtures/README.md: the reference's float32 STFT rounds differently).
+ */
+#include <stdint.h>
+
+#include "audio_fixture.h"
+#include "audio/fft.h"
+
+static st_set *open_reference(void) {
+    st_set *set = NULL;
+    CHECK_OK(st_open_file(FIXTURE_DIR "/reference.safetensors", &set));
+    return set;
+}
+
+static void test_fft_matches_direct_dft(void) {
+    ct_fft f;
+    CHECK_OK(ct_fft_init(&f, 512));
+    double in[512], out[2 * 257], work[512];
+    uint32_t s = 12345;
+    for (int i = 0; i < 512; i++) {
+        s = s * 1664525u + 1013904223u;
+        in[i] = (double)(s >> 8) / (1 << 24) - 0.5;
+    }
+    ct_fft_real_forward(&f, in, out, work);
+    double max_err = 0.0;
+    for (int k = 0; k <= 256; k++) {
+        long double re = 0, im = 0;
+        for (int t = 0; t < 512; t++) {
+            long double a = -2.0L * 3.14159265358979323846264338327950288L * k * t / 512;
+            re += in[t] * cosl(a);
+            im += in[t] * sinl(a);
+        }
+        double e = fmax(fabs(out[2 * k] - (double)re), fabs(out[2 * k + 1] - (double)im));
+        if (e > max_err) max_err = e;
+    }
+    /* a 512-point transform of values in [-0.5, 0.5): sums of magnitude ~10;
+     * double rounding leaves errors near 1e-14 */
+    CHECK_MSG(max_err < 1e-12, "FFT vs direct DFT: max error %g", max_err);
+    ct_fft_free(&f);
+
+    CHECK_ERR(ct_fft_init(&f, 384), TG_ERR_INVALID_ARG, "power of two");
+    CHECK_ERR(ct_fft_init(&f, 2), TG_ERR_INVALID_ARG, "power of two");
+}
+
+static void test_filters_match_librosa(void) {
+    st_set *set = open_reference();
+    if (!set) return;
+    int64_t shape[ST_MAX_DIMS];
+    int nd = 0;
+    float *ref = fixture_f32(set, "mel_filters", shape, &nd);
+    ct_mel mel;
+    CHECK_OK(ct_mel_init(&mel));
+    if (ref && mel.filters) {
+        CHECK(nd == 2 && shape[0] == 128 && shape[1] == 257);
+        double max_err = 0.0;
+        for (int i = 0; i < 128 * 257; i++) {
+            double e = fabs((double)mel.filters[i] - ref[i]);
+            if (e > max_err) max_err = e;
+            /* the zero pattern must be identical: the bands are derived from it */
+            CHECK_MSG((mel.filters[i] == 0.0f) == (ref[i] == 0.0f), "filter %d bin %d: %g vs %g",
+                      i / 257, i % 257, mel.filters[i], ref[i]);
+        }
+        printf("  mel_filters: max abs error %.3g\n", max_err);
+        CHECK_MSG(max_err <= 1e-8, "mel filters: max abs error %g", max_err);
+        for (int b = 0; b < 128; b++) CHECK(mel.band_lo[b] < mel.band_hi[b]);
+    }
+    tg_free(ref);
+    ct_mel_free(&mel);
+    st_close(set);
+}
+
+/* Features of one fixture clip against its own tensor and, when given, the
+ * row of the padded batch `ab`. */
+static void check_clip(const char *wav, const char *tensor, const char *batch, int batch_row) {
+    st_set *set = open_reference();
+    if (!set) return;
+    ct_audio a = {0};
+    ct_mel mel;
+    float *feat = NULL, *ref = NULL, *bref = NULL;
+    CHECK_OK(ct_mel_init(&mel));
+    if (!fixture_wav(wav, &a)) goto done;
+    int frames = 0, valid = 0;
+    CHECK_OK(ct_mel_compute(&mel, a.samples, a.n, &feat, &frames, &valid));
+    if (!feat) goto done;
+    CHECK(frames == (int)(a.n / 160) + 1);
+    CHECK(valid == (int)(a.n / 160));
+    int64_t shape[ST_MAX_DIMS];
+    int nd = 0;
+    ref = fixture_f32(set, tensor, shape, &nd);
+    if (ref) {
+        CHECK(nd == 3 && shape[0] == 1 && shape[1] == frames && shape[2] == 128);
+        if (shape[1] == frames) compare_features(feat, frames, valid, ref, shape[1], 0, 1e-4, tensor);
+        /* the mask marks exactly our valid frames */
+        char mname[64];
+        snprintf(mname, sizeof mname, "%s_mask", tensor);
+        const st_tensor *m = st_find(set, mname);
+        CHECK(m != NULL && m->dtype == ST_I32);
+        if (m && m->dtype == ST_I32) {
+            int sum = 0;
+            for (int64_t t = 0; t < m->shape[1]; t++) {
+                int32_t v;
+                memcpy(&v, m->data + 4 * t, 4);
+                sum += v;
+            }
+            CHECK_MSG(sum == valid, "%s: %d valid frames, ours %d", mname, sum, valid);
+        }
+    }
+    if (batch) {
+        bref = fixture_f32(set, batch, shape, &nd);
+        if (bref) {
+            CHECK(nd == 3 && shape[0] > batch_row && shape[1] >= frames);
+            char what[64];
+            snprintf(what, sizeof what, "%s row %d", batch, batch_row);
+            if (shape[1] >= frames)
+                compare_features(feat, frames, valid, bref, shape[1], batch_row, 1e-4, what);
+        }
+    }
+done:
+    tg_free(feat);
+    tg_free(ref);
+    tg_free(bref);
+    ct_audio_free(&a);
+    ct_mel_free(&mel);
+    st_close(set);
+}
+
+static void test_features_a(void) { check_clip("a.wav", "a.features", "ab.features", 0); }
+static void test_features_b_and_padded_batch_row(void) {
+    check_clip("b.wav", "b.features", "ab.features", 1);
+}
+
+static void test_bad_inputs_are_refused(void) {
+    ct_mel mel;
+    CHECK_OK(ct_mel_init(&mel));
+    float x[400] = {0};
+    static float sentinel;
+    float *feat = &sentinel;   /* outputs must stay untouched on failure */
+    int frames = -7, valid = -7;
+    CHECK_ERR(ct_mel_compute(&mel, x, 0, &feat, &frames, &valid), TG_ERR_INVALID_ARG,
+              "empty audio");
+    CHECK_ERR(ct_mel_compute(&mel, x, 319, &feat, &frames, &valid), TG_ERR_INVALID_ARG,
+              "audio too short: 319 samples (need at least 320");
+    CHECK_ERR(ct_mel_compute(&mel, x, 1, &feat, &frames, &valid), TG_ERR_INVALID_ARG,
+              "too short");
+    x[123] = NAN;
+    CHECK_ERR(ct_mel_compute(&mel, x, 400, &feat, &frames, &valid), TG_ERR_INVALID_ARG,
+              "sample 123 is NaN");
+    x[123] = 0.0f;
+    x[7] = -INFINITY;
+    CHECK_ERR(ct_mel_compute(&mel, x, 400, &feat, &frames, &valid), TG_ERR_INVALID_ARG,
+              "sample 7 is infinite");
+    CHECK(feat == &sentinel && frames == -7 && valid == -7);
+    ct_mel_free(&mel);
+}
+
+static void test_shortest_and_silent_audio(void) {
+    ct_mel mel;
+    CHECK_OK(ct_mel_init(&mel));
+    /* 320 samples: the shortest clip with two valid frames */
+    float x[16000];
+    for (int i = 0; i < 320; i++) x[i] = (float)sin(i * 0.3) * 0.5f;
+    float *feat = NULL;
+    int frames = 0, valid = 0;
+    CHECK_OK(ct_mel_compute(&mel, x, 320, &feat, &frames, &valid));
+    CHECK(frames == 3 && valid == 2);
+    if (feat) {
+        /* with two frames a bin whose values differ by 2d normalises to
+         * ±d/(√2·|d| + 1e-5): opposite signs, magnitude just under 1/√2 */
+        int finite = 1, near_half = 0;
+        for (int i = 0; i < 3 * 128; i++) finite &= isfinite(feat[i]) != 0;
+        CHECK(finite);
+        for (int b = 0; b < 128; b++) {
+            CHECK_NEAR(feat[b] + feat[128 + b], 0.0, 1e-6);
+            CHECK_MSG(fabs(feat[b]) <= sqrt(0.5) + 1e-6, "bin %d: %g", b, feat[b]);
+            near_half += fabs(fabs(feat[b]) - sqrt(0.5)) < 1e-3;
+            CHECK(feat[256 + b] == 0.0f);
+        }
+        CHECK_MSG(near_half > 100, "only %d of 128 bins near ±1/√2", near_half);
+    }
+    tg_free(feat);
+    feat = NULL;
+    /* one second of digital silence: log of the guard everywhere, variance
+     * zero, (x − mean)/(0 + 1e-5) = 0: all zeros, no NaN */
+    memset(x, 0, sizeof x);
+    CHECK_OK(ct_mel_compute(&mel, x, 16000, &feat, &frames, &valid));
+    CHECK(frames == 101 && valid == 100);
+    if (feat) {
+        int zeros = 1;
+        for (int i = 0; i < 101 * 128; i++) zeros &= feat[i] == 0.0f;
+        CHECK(zeros);
+    }
+    tg_free(feat);
+    ct_mel_free(&mel);
+}
+
+TEST_MAIN(T(test_fft_matches_direct_dft), T(test_filters_match_librosa), T(test_features_a),
+          T(test_features_b_and_padded_batch_row), T(test_bad_inputs_are_refused),
+          T(test_shortest_and_silent_audio))
