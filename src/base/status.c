@@ -36,15 +36,18 @@ void tg_status_fail_alloc(bool on) {
     atomic_store_explicit(&fail_alloc, on, memory_order_relaxed);
 }
 
-/* Formats into a new malloc'd string; NULL when memory is short. */
+/* Formats into a new malloc'd string; NULL when memory is short. Short
+ * messages (nearly all) are formatted once, into a stack buffer. */
 static char *format_message(const char *fmt, va_list ap) {
+    char small[256];
     va_list ap2;
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
+    int n = vsnprintf(small, sizeof small, fmt, ap2);
     va_end(ap2);
     if (n < 0) {
         /* An encoding error in the arguments: keep the format itself rather
          * than lose the whole message. */
+        fmt = fmt ? fmt : "";
         size_t len = strlen(fmt);
         char *s = malloc(len + 1);
         if (s) memcpy(s, fmt, len + 1);
@@ -52,7 +55,10 @@ static char *format_message(const char *fmt, va_list ap) {
     }
     char *s = malloc((size_t)n + 1);
     if (!s) return NULL;
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    if ((size_t)n < sizeof small)
+        memcpy(s, small, (size_t)n + 1);
+    else
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
     return s;
 }
 
