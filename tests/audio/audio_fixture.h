@@ -20,7 +20,7 @@
 
 /* A float32 fixture tensor copied out of the file; free with tg_free. NULL
  * (and a failed check) when it is missing or not float32. */
-static float *fixture_f32(const st_set *set, const char *name, int64_t shape[ST_MAX_DIMS],
+static inline float *fixture_f32(const st_set *set, const char *name, int64_t shape[ST_MAX_DIMS],
                           int *n_dims) {
     const st_tensor *t = st_find(set, name);
     CHECK_MSG(t != NULL, "fixture tensor %s missing", name);
@@ -37,7 +37,7 @@ static float *fixture_f32(const st_set *set, const char *name, int64_t shape[ST_
 }
 
 /* Reads a fixture WAV at 16 kHz. */
-static int fixture_wav(const char *name, ct_audio *a) {
+static inline int fixture_wav(const char *name, ct_audio *a) {
     char path[1024];
     snprintf(path, sizeof path, "%s/audio/%s", FIXTURE_DIR, name);
     tg_status st = ct_wav_read(path, a);
@@ -51,7 +51,7 @@ static int fixture_wav(const char *name, ct_audio *a) {
  * [B, T, 128]: frames < n_valid within tol, every other reference frame of
  * the row zero, and ours zero from n_valid on. Returns the max abs error over
  * the valid frames. */
-static double compare_features(const float *ours, int frames, int n_valid, const float *ref,
+static inline double compare_features(const float *ours, int frames, int n_valid, const float *ref,
                                int64_t ref_t, int row, double tol, const char *what) {
     const float *r = ref + (size_t)row * (size_t)ref_t * 128;
     double max_err = 0.0;
