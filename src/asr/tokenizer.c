@@ -111,9 +111,10 @@ static tg_status tok_set(ct_tokenizer *t, int id, const char *s, size_t len, int
         return tg_status_new(TG_ERR_FORMAT, "%s: token %d is %zu bytes long", what, id, len);
     if (memchr(s, 0, len))
         return tg_status_new(TG_ERR_FORMAT, "%s: token %d contains a NUL byte", what, id);
-    if (!tok_reserve(t, id + 1)) return tg_status_new(TG_ERR_NO_MEMORY, "%s: vocabulary", what);
+    if (!tok_reserve(t, id + 1))
+        return tg_status_new(TG_ERR_NO_MEMORY, "%s: vocabulary: out of memory", what);
     char *copy = tg_malloc(len + 1);
-    if (!copy) return tg_status_new(TG_ERR_NO_MEMORY, "%s: vocabulary", what);
+    if (!copy) return tg_status_new(TG_ERR_NO_MEMORY, "%s: vocabulary: out of memory", what);
     memcpy(copy, s, len);
     copy[len] = 0;
     tg_free(t->piece[id]);
@@ -149,7 +150,7 @@ static tg_status tok_finish(ct_tokenizer *t, const char *what) {
     uint32_t n_slots = 16;
     while (n_slots < 2u * (uint32_t)t->n) n_slots *= 2;
     t->slots = tg_malloc((size_t)n_slots * sizeof(int));
-    if (!t->slots) return tg_status_new(TG_ERR_NO_MEMORY, "%s: piece index", what);
+    if (!t->slots) return tg_status_new(TG_ERR_NO_MEMORY, "%s: piece index: out of memory", what);
     memset(t->slots, 0xff, (size_t)n_slots * sizeof(int));
     t->n_slots = n_slots;
     for (int i = 0; i < t->n; i++) {
@@ -290,7 +291,7 @@ tg_status ct_tokenizer_load_model(const uint8_t *data, size_t size, const char *
     if (!what) what = "tokenizer.model";
     if (!data && size) return tg_status_new(TG_ERR_INVALID_ARG, "%s: no data", what);
     ct_tokenizer *t = tok_new();
-    if (!t) return tg_status_new(TG_ERR_NO_MEMORY, "loading %s", what);
+    if (!t) return tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", what);
     tg_status st = NULL;
     pb r = {data, data ? data + size : data};
     int n = 0;
@@ -350,7 +351,7 @@ tg_status ct_tokenizer_load_json(const char *text, size_t size, const char *what
     if (st) return st;
     t = tok_new();
     if (!t) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "loading %s", what);
+        st = tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", what);
         goto fail;
     }
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -433,7 +434,8 @@ tg_status ct_tokenizer_load_dir(const char *dir, ct_tokenizer **out_tok) {
     char *text = NULL;
     size_t size = 0;
     struct stat sb;
-    if (!path) return tg_status_new(TG_ERR_NO_MEMORY, "loading the tokenizer of %s", dir);
+    if (!path)
+        return tg_status_new(TG_ERR_NO_MEMORY, "loading the tokenizer of %s: out of memory", dir);
     snprintf(path, n, "%s/tokenizer.model", dir);
     if (stat(path, &sb) == 0) {
         st = tg_file_read(path, &text, &size);
@@ -589,7 +591,7 @@ tg_status ct_tokenizer_decode(const ct_tokenizer *tok, const int32_t *ids, int n
     *out_text = o.p;
     return NULL;
 oom:
-    st = tg_status_new(TG_ERR_NO_MEMORY, "decoding %d tokens", n);
+    st = tg_status_new(TG_ERR_NO_MEMORY, "decoding %d tokens: out of memory", n);
 fail:
     tg_free(bytes);
     tg_free(o.p);

@@ -331,7 +331,7 @@ tg_status ct_config_load(const char *dir, ct_config *out_config) {
     ct_config c;
 
     path = tg_malloc(n);
-    if (!path) return tg_status_new(TG_ERR_NO_MEMORY, "loading config from %s", dir);
+    if (!path) return tg_status_new(TG_ERR_NO_MEMORY, "loading config from %s: out of memory", dir);
     snprintf(path, n, "%s/config.json", dir);
     st = tg_file_read(path, &text, &size);
     if (st) goto done;

@@ -164,7 +164,7 @@ static int cmp_by_offset(const void *a, const void *b) {
 static tg_status set_index(st_set *set) {
     tg_free(set->by_name);
     set->by_name = tg_malloc((size_t)(set->n_tensors ? set->n_tensors : 1) * sizeof(int));
-    if (!set->by_name) return tg_status_new(TG_ERR_NO_MEMORY, "indexing tensors");
+    if (!set->by_name) return tg_status_new(TG_ERR_NO_MEMORY, "indexing tensors: out of memory");
     for (int i = 0; i < set->n_tensors; i++) set->by_name[i] = i;
     sort_tensors = set->tensors;
     qsort(set->by_name, (size_t)set->n_tensors, sizeof(int), cmp_by_name);
@@ -219,7 +219,7 @@ static tg_status parse_entry(const cJSON *e, const char *what, const uint8_t *da
                              what, name, n_dims, ST_MAX_DIMS);
     t->n_dims = n_dims;
     uint64_t elems = 1;
-    int zero = 0, d = 0;
+    int zero = 0, overflow = 0, d = 0;
     const cJSON *v;
     cJSON_ArrayForEach(v, js) {
         uint64_t n;
@@ -230,12 +230,12 @@ static tg_status parse_entry(const cJSON *e, const char *what, const uint8_t *da
                                  what, name, d);
         t->shape[d++] = (int64_t)n;
         if (n == 0) zero = 1;
-        else if (!zero && elems > UINT64_MAX / n) elems = UINT64_MAX; /* saturate */
-        else if (!zero) elems *= n;
+        else if (elems > UINT64_MAX / n) overflow = 1;
+        else elems *= n;
     }
-    if (zero) elems = 0;
+    if (zero) elems = 0, overflow = 0; /* a zero dimension empties any shape */
     uint64_t esize = dtype_info[t->dtype].size;
-    if (elems > UINT64_MAX / esize)
+    if (overflow || elems > UINT64_MAX / esize)
         return tg_status_new(TG_ERR_FORMAT, "%s: tensor '%s': shape too large", what, name);
     uint64_t bytes = elems * esize;
 
@@ -297,7 +297,7 @@ static tg_status parse_file(st_set *set, int file, const uint8_t *buf, size_t si
         return tg_status_new(TG_ERR_FORMAT, "%s: header of %llu bytes cannot hold a JSON "
                              "object", what, (unsigned long long)hlen);
     st = tg_json_parse((const char *)buf + 8, (size_t)hlen, what, &json);
-    if (st) return tg_status_wrap(st, "%s: header", what);
+    if (st) return tg_status_wrap(st, "safetensors header");
     if (!cJSON_IsObject(json)) {
         st = tg_status_new(TG_ERR_FORMAT, "%s: header is JSON but not an object", what);
         goto fail;
@@ -334,7 +334,7 @@ static tg_status parse_file(st_set *set, int file, const uint8_t *buf, size_t si
         }
         if (!tg_grow((void **)&set->tensors, &set->cap_tensors, set->n_tensors + 1,
                      sizeof(st_tensor))) {
-            st = tg_status_new(TG_ERR_NO_MEMORY, "%s: tensor table", what);
+            st = tg_status_new(TG_ERR_NO_MEMORY, "%s: tensor table: out of memory", what);
             goto fail;
         }
         st_tensor *t = &set->tensors[set->n_tensors];
@@ -343,7 +343,7 @@ static tg_status parse_file(st_set *set, int file, const uint8_t *buf, size_t si
         if (st) goto fail;
         t->name = tg_strdup(name);
         if (!t->name) {
-            st = tg_status_new(TG_ERR_NO_MEMORY, "%s: tensor '%s'", what, name);
+            st = tg_status_new(TG_ERR_NO_MEMORY, "%s: tensor '%s': out of memory", what, name);
             goto fail;
         }
         set->n_tensors++;
@@ -354,7 +354,7 @@ static tg_status parse_file(st_set *set, int file, const uint8_t *buf, size_t si
     if (n > 1) {
         order = tg_malloc((size_t)n * sizeof(int));
         if (!order) {
-            st = tg_status_new(TG_ERR_NO_MEMORY, "%s: overlap check", what);
+            st = tg_status_new(TG_ERR_NO_MEMORY, "%s: overlap check: out of memory", what);
             goto fail;
         }
         for (int i = 0; i < n; i++) order[i] = first + i;
@@ -393,11 +393,11 @@ fail:
 tg_status st_open_memory(const uint8_t *buf, size_t size, const char *what,
                          st_set **out_set) {
     st_set *set = set_new();
-    if (!set) return tg_status_new(TG_ERR_NO_MEMORY, "opening %s", what);
+    if (!set) return tg_status_new(TG_ERR_NO_MEMORY, "opening %s: out of memory", what);
     tg_status st = NULL;
     int f = set_add_file(set, what ? what : "(memory)");
     if (f < 0) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "opening %s", what);
+        st = tg_status_new(TG_ERR_NO_MEMORY, "opening %s: out of memory", what);
         goto fail;
     }
     st = parse_file(set, f, buf, size);
@@ -414,7 +414,7 @@ fail:
 /* Maps path as a new file of set and parses it. */
 static tg_status add_mapped(st_set *set, const char *path) {
     int f = set_add_file(set, path);
-    if (f < 0) return tg_status_new(TG_ERR_NO_MEMORY, "opening %s", path);
+    if (f < 0) return tg_status_new(TG_ERR_NO_MEMORY, "opening %s: out of memory", path);
     tg_status st = tg_file_map_open(path, &set->maps[f]);
     if (st) return st;
     return parse_file(set, f, set->maps[f].data, set->maps[f].size);
@@ -422,7 +422,7 @@ static tg_status add_mapped(st_set *set, const char *path) {
 
 tg_status st_open_file(const char *path, st_set **out_set) {
     st_set *set = set_new();
-    if (!set) return tg_status_new(TG_ERR_NO_MEMORY, "opening %s", path);
+    if (!set) return tg_status_new(TG_ERR_NO_MEMORY, "opening %s: out of memory", path);
     tg_status st = add_mapped(set, path);
     if (st) goto fail;
     st = set_index(set);
@@ -466,7 +466,7 @@ static tg_status open_index(const char *dir, const char *index_path, st_set **ou
     cJSON *json = NULL;
     char *shard_path = NULL;
     st_set *set = set_new();
-    if (!set) return tg_status_new(TG_ERR_NO_MEMORY, "opening %s", index_path);
+    if (!set) return tg_status_new(TG_ERR_NO_MEMORY, "opening %s: out of memory", index_path);
 
     st = tg_file_read(index_path, &text, &text_size);
     if (st) goto fail;
@@ -492,7 +492,7 @@ static tg_status open_index(const char *dir, const char *index_path, st_set **ou
         }
         shard_path = join_path(dir, e->valuestring);
         if (!shard_path) {
-            st = tg_status_new(TG_ERR_NO_MEMORY, "%s", index_path);
+            st = tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory", index_path);
             goto fail;
         }
         int known = 0;
@@ -525,7 +525,7 @@ static tg_status open_index(const char *dir, const char *index_path, st_set **ou
         const st_tensor *t = st_find(set, e->string);
         shard_path = join_path(dir, e->valuestring);
         if (!shard_path) {
-            st = tg_status_new(TG_ERR_NO_MEMORY, "%s", index_path);
+            st = tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory", index_path);
             goto fail;
         }
         if (!t) {
@@ -558,7 +558,7 @@ tg_status st_open_dir(const char *dir, st_set **out_set) {
     char *single = join_path(dir, "model.safetensors");
     char *index = join_path(dir, "model.safetensors.index.json");
     if (!single || !index) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "opening %s", dir);
+        st = tg_status_new(TG_ERR_NO_MEMORY, "opening %s: out of memory", dir);
         goto done;
     }
     if (file_exists(single)) {
@@ -591,7 +591,7 @@ tg_status st_write_file(const char *path, const st_write_entry *entries, int n) 
     sizes = tg_calloc((size_t)(n ? n : 1), sizeof *sizes);
     root = cJSON_CreateObject();
     if (!sizes || !root) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s", path);
+        st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s: out of memory", path);
         goto fail;
     }
     uint64_t offset = 0;
@@ -612,7 +612,8 @@ tg_status st_write_file(const char *path, const st_write_entry *entries, int n) 
         }
         uint64_t elems = 1;
         for (int d = 0; d < w->n_dims; d++) {
-            if (w->shape[d] < 0 || (w->shape[d] > 0 && elems > UINT64_MAX / (uint64_t)w->shape[d])) {
+            uint64_t dim = (uint64_t)w->shape[d];
+            if (w->shape[d] < 0 || (dim > 0 && elems > UINT64_MAX / dim)) {
                 st = tg_status_new(TG_ERR_INVALID_ARG,
                                    "writing %s: tensor '%s': bad dimension %d", path, name, d);
                 goto fail;
@@ -634,7 +635,7 @@ tg_status st_write_file(const char *path, const st_write_entry *entries, int n) 
         cJSON *e = cJSON_CreateObject();
         if (!e || !cJSON_AddItemToObject(root, w->name, e)) {
             cJSON_Delete(e);
-            st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s", path);
+            st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s: out of memory", path);
             goto fail;
         }
         cJSON *shape = cJSON_AddArrayToObject(e, "shape");
@@ -645,14 +646,14 @@ tg_status st_write_file(const char *path, const st_write_entry *entries, int n) 
         ok = ok && cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)offset));
         ok = ok && cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(offset + bytes)));
         if (!ok) {
-            st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s", path);
+            st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s: out of memory", path);
             goto fail;
         }
         offset += bytes;
     }
     header = cJSON_PrintUnformatted(root);
     if (!header) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s", path);
+        st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s: out of memory", path);
         goto fail;
     }
     size_t hlen = strlen(header);
@@ -664,7 +665,7 @@ tg_status st_write_file(const char *path, const st_write_entry *entries, int n) 
     size_t total = 8 + padded + (size_t)offset;
     buf = tg_malloc(total);
     if (!buf) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s (%zu bytes)", path, total);
+        st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s (%zu bytes): out of memory", path, total);
         goto fail;
     }
     for (int i = 0; i < 8; i++) buf[i] = (uint8_t)((uint64_t)padded >> (8 * i));
