@@ -1,0 +1,261 @@
+/*
+ * backend.c: the public backend and buffer functions, which dispatch through
+ * a backend's function table (backend_impl.h), and tensor data placement and
+ * transfer (place, alloc for a whole context, set/get/copy).
+ *
+ * Views get their data from their view source chain: tg_tensor_place sets the
+ * root only, and every path that hands tensors to a backend (graph compute
+ * here, the scheduler, tg_ctx_alloc_tensors) resolves views first, so a view
+ * made before or after its source was placed both work. set/get of a view
+ * address its root's buffer directly without touching the view.
+ *
+ * Not here: any backend's implementation; choosing a backend per node
+ * (sched.c).
+ */
+#include <string.h>
+
+#include "base.h"
+#include "tensor_internal.h"
+
+/* ------------------------------------------------------------- backends */
+
+void tg_backend_free(tg_backend *backend) {
+    if (backend && backend->iface && backend->iface->free) backend->iface->free(backend);
+}
+
+const char *tg_backend_name(const tg_backend *backend) {
+    if (!backend || !backend->iface || !backend->iface->name) return "(none)";
+    return backend->iface->name((tg_backend *)backend);
+}
+
+bool tg_backend_is_cpu(const tg_backend *backend) {
+    return backend && backend->iface && backend->iface->is_cpu;
+}
+
+bool tg_backend_supports_op(tg_backend *backend, const tg_tensor *node) {
+    if (!backend || !node) return false;
+    if (node->op == TG_OP_VIEW || (node->op == TG_OP_NONE && !node->view_src)) return true;
+    return backend->iface->supports_op && backend->iface->supports_op(backend, node);
+}
+
+void tg_backend_set_abort(tg_backend *backend, tg_abort_fn fn, void *user) {
+    if (!backend) return;
+    backend->abort_fn = fn;
+    backend->abort_user = user;
+}
+
+tg_status tg_backend_graph_compute(tg_backend *backend, tg_graph *g) {
+    if (!backend || !g)
+        return tg_status_new(TG_ERR_INVALID_ARG, "graph_compute: NULL backend or graph");
+    for (int i = 0; i < g->n_nodes; i++) {
+        tg_tensor *n = g->nodes[i];
+        tg_tensor_resolve_view(n);
+        for (int s = 0; s < TG_MAX_SRC; s++) tg_tensor_resolve_view(n->src[s]);
+        if (!n->data && tg_nbytes(n) > 0 && n->op != TG_OP_VIEW) {
+            char d[TG_DESC_SIZE];
+            return tg_status_new(TG_ERR_INVALID_ARG,
+                                 "graph_compute on %s: node %s (%s) has no data; allocate "
+                                 "the graph first",
+                                 tg_backend_name(backend), tg_tensor_desc(n, d, sizeof d),
+                                 tg_op_name(n->op));
+        }
+    }
+    return backend->iface->graph_compute(backend, g);
+}
+
+tg_status tg_backend_synchronize(tg_backend *backend) {
+    if (!backend) return tg_status_new(TG_ERR_INVALID_ARG, "synchronize: NULL backend");
+    if (!backend->iface->synchronize) return NULL;
+    return backend->iface->synchronize(backend);
+}
+
+size_t tg_backend_alignment(tg_backend *backend) {
+    size_t a = backend && backend->iface->alignment ? backend->iface->alignment(backend) : 0;
+    return a ? a : 64;
+}
+
+/* -------------------------------------------------------------- buffers */
+
+tg_status tg_backend_buffer_alloc(tg_backend *backend, size_t size, tg_buffer **out_buffer) {
+    if (!backend || !out_buffer)
+        return tg_status_new(TG_ERR_INVALID_ARG, "buffer_alloc: NULL backend or output");
+    *out_buffer = NULL;
+    tg_status st = backend->iface->buffer_alloc(backend, size, out_buffer);
+    return tg_status_wrap(st, "%s: allocating a buffer of %zu bytes", tg_backend_name(backend),
+                          size);
+}
+
+tg_status tg_backend_buffer_from_host(tg_backend *backend, void *ptr, size_t size,
+                                      tg_buffer **out_buffer) {
+    if (!backend || !out_buffer || (!ptr && size))
+        return tg_status_new(TG_ERR_INVALID_ARG, "buffer_from_host: NULL argument");
+    *out_buffer = NULL;
+    if (!backend->iface->buffer_from_host)
+        return tg_status_new(TG_ERR_UNSUPPORTED, "%s cannot wrap host memory",
+                             tg_backend_name(backend));
+    return backend->iface->buffer_from_host(backend, ptr, size, out_buffer);
+}
+
+void tg_buffer_free(tg_buffer *buffer) {
+    if (buffer && buffer->iface && buffer->iface->free) buffer->iface->free(buffer);
+}
+
+size_t tg_buffer_size(const tg_buffer *buffer) { return buffer ? buffer->size : 0; }
+
+tg_backend *tg_buffer_backend(const tg_buffer *buffer) {
+    return buffer ? buffer->backend : NULL;
+}
+
+tg_status tg_buffer_clear(tg_buffer *buffer, uint8_t value) {
+    if (!buffer) return tg_status_new(TG_ERR_INVALID_ARG, "buffer_clear: NULL buffer");
+    if (buffer->size == 0) return NULL;
+    return buffer->iface->memset(buffer, buffer->base, value, buffer->size);
+}
+
+/* -------------------------------------------------------------- placing */
+
+tg_status tg_tensor_place(tg_tensor *t, tg_buffer *buffer, size_t offset) {
+    char d[TG_DESC_SIZE];
+    if (!t || !buffer) return tg_status_new(TG_ERR_INVALID_ARG, "tensor_place: NULL argument");
+    if (t->view_src)
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "tensor_place: %s is a view; place its source instead",
+                             tg_tensor_desc(t, d, sizeof d));
+    size_t n = tg_nbytes(t);
+    if (offset > buffer->size || n > buffer->size - offset)
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "tensor_place: %s (%zu bytes) at offset %zu does not fit a buffer "
+                             "of %zu bytes",
+                             tg_tensor_desc(t, d, sizeof d), n, offset, buffer->size);
+    t->buffer = buffer;
+    t->data = (char *)buffer->base + offset;
+    t->flags &= ~TG_FLAG_SCHED_PLACED;
+    return NULL;
+}
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) & ~(a - 1); }
+
+tg_status tg_ctx_alloc_tensors(tg_ctx *ctx, tg_backend *backend, tg_buffer **out_buffer) {
+    if (!ctx || !backend || !out_buffer)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ctx_alloc_tensors: NULL argument");
+    *out_buffer = NULL;
+    size_t align = tg_backend_alignment(backend);
+    size_t total = 0;
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        tg_tensor *t = tg_ctx_tensor(ctx, i);
+        if (t->data || t->view_src) continue;
+        total = align_up(total, align) + tg_nbytes(t);
+    }
+    tg_buffer *buf = NULL;
+    tg_status st = tg_backend_buffer_alloc(backend, total ? total : align, &buf);
+    if (st) return tg_status_wrap(st, "allocating the tensors of a context");
+    size_t off = 0;
+    for (int i = 0; i < ctx->n_tensors; i++) {
+        tg_tensor *t = tg_ctx_tensor(ctx, i);
+        if (t->data || t->view_src) continue;
+        off = align_up(off, align);
+        t->buffer = buf;
+        t->data = (char *)buf->base + off;
+        t->flags &= ~TG_FLAG_SCHED_PLACED;
+        off += tg_nbytes(t);
+    }
+    for (int i = 0; i < ctx->n_tensors; i++) tg_tensor_resolve_view(tg_ctx_tensor(ctx, i));
+    *out_buffer = buf;
+    return NULL;
+}
+
+/* The buffer and address of t's first byte, following the view chain
+ * without modifying t. */
+static tg_status storage_of(const tg_tensor *t, const char *what, tg_buffer **out_buf,
+                            char **out_addr) {
+    size_t offs = 0;
+    const tg_tensor *r = t;
+    while (r->view_src) {
+        offs += r->view_offs;
+        r = r->view_src;
+    }
+    if (!r->buffer || !r->data) {
+        char d[TG_DESC_SIZE];
+        return tg_status_new(TG_ERR_INVALID_ARG, "%s: tensor %s has no storage yet (allocate "
+                                                 "it or its graph first)",
+                             what, tg_tensor_desc(t, d, sizeof d));
+    }
+    *out_buf = r->buffer;
+    *out_addr = (char *)r->data + offs;
+    return NULL;
+}
+
+static tg_status check_range(const tg_tensor *t, const char *what, size_t offset, size_t size) {
+    size_t n = tg_nbytes(t);
+    if (offset > n || size > n - offset) {
+        char d[TG_DESC_SIZE];
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "%s: bytes [%zu, %zu) are outside tensor %s of %zu bytes", what,
+                             offset, offset + size, tg_tensor_desc(t, d, sizeof d), n);
+    }
+    return NULL;
+}
+
+tg_status tg_tensor_set(tg_tensor *t, const void *data, size_t offset, size_t size) {
+    if (!t || (!data && size))
+        return tg_status_new(TG_ERR_INVALID_ARG, "tensor_set: NULL argument");
+    tg_status st = check_range(t, "tensor_set", offset, size);
+    if (st) return st;
+    if (size == 0) return NULL;
+    tg_buffer *buf;
+    char *addr;
+    if ((st = storage_of(t, "tensor_set", &buf, &addr))) return st;
+    return buf->iface->set(buf, addr + offset, data, size);
+}
+
+tg_status tg_tensor_get(const tg_tensor *t, void *data, size_t offset, size_t size) {
+    if (!t || (!data && size))
+        return tg_status_new(TG_ERR_INVALID_ARG, "tensor_get: NULL argument");
+    tg_status st = check_range(t, "tensor_get", offset, size);
+    if (st) return st;
+    if (size == 0) return NULL;
+    tg_buffer *buf;
+    char *addr;
+    if ((st = storage_of(t, "tensor_get", &buf, &addr))) return st;
+    return buf->iface->get(buf, addr + offset, data, size);
+}
+
+tg_status tg_tensor_copy(const tg_tensor *src, tg_tensor *dst) {
+    char ds[TG_DESC_SIZE], dd[TG_DESC_SIZE];
+    if (!src || !dst) return tg_status_new(TG_ERR_INVALID_ARG, "tensor_copy: NULL tensor");
+    size_t n = tg_nbytes(src);
+    if (src->type != dst->type || n != tg_nbytes(dst))
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "tensor_copy: %s (%s, %zu bytes) and %s (%s, %zu bytes) differ in "
+                             "type or size",
+                             tg_tensor_desc(src, ds, sizeof ds), tg_type_name(src->type), n,
+                             tg_tensor_desc(dst, dd, sizeof dd), tg_type_name(dst->type),
+                             tg_nbytes(dst));
+    if (n == 0) return NULL;
+    tg_buffer *sb, *db;
+    char *sa, *da;
+    tg_status st;
+    if ((st = storage_of(src, "tensor_copy", &sb, &sa))) return st;
+    if ((st = storage_of(dst, "tensor_copy", &db, &da))) return st;
+    if (sb->host && db->host) {
+        memmove(da, sa, n);
+        return NULL;
+    }
+    tg_backend *dbk = db->backend;
+    if (sb->backend != dbk && dbk && dbk->iface->copy_tensor) {
+        tg_tensor_resolve_view((tg_tensor *)src);
+        tg_tensor_resolve_view(dst);
+        return dbk->iface->copy_tensor(dbk, src, dst);
+    }
+    if (db->host) return sb->iface->get(sb, sa, da, n);
+    if (sb->host) return db->iface->set(db, da, sa, n);
+    void *bounce = tg_malloc(n);
+    if (!bounce)
+        return tg_status_new(TG_ERR_NO_MEMORY, "tensor_copy: no host memory to copy %s (%zu "
+                                               "bytes)",
+                             tg_tensor_desc(src, ds, sizeof ds), n);
+    st = sb->iface->get(sb, sa, bounce, n);
+    if (!st) st = db->iface->set(db, da, bounce, n);
+    tg_free(bounce);
+    return st;
+}
