@@ -200,6 +200,46 @@ static void test_shortest_and_silent_audio(void) {
     ct_mel_free(&mel);
 }
 
+/* Every allocation of init and compute may fail: each failure is reported as
+ * out of memory, leaves the outputs unset and leaks nothing (ASan builds). */
+static void test_out_of_memory_is_reported(void) {
+    ct_mel mel;
+    int init_ok = 0;
+    for (long k = 0; k < 50 && !init_ok; k++) {
+        tg_alloc_fail_after(k);
+        tg_status st = ct_mel_init(&mel);
+        tg_alloc_fail_after(-1);
+        if (!st) {
+            init_ok = 1;
+            CHECK(k > 0);
+        } else {
+            CHECK_ERR(st, TG_ERR_NO_MEMORY, "out of memory");
+        }
+    }
+    CHECK(init_ok);
+    if (!init_ok) return;
+    float x[1600];
+    for (int i = 0; i < 1600; i++) x[i] = (float)sin(i * 0.05);
+    int compute_ok = 0;
+    for (long k = 0; k < 50 && !compute_ok; k++) {
+        float *feat = NULL;
+        int frames = 0, valid = 0;
+        tg_alloc_fail_after(k);
+        tg_status st = ct_mel_compute(&mel, x, 1600, &feat, &frames, &valid);
+        tg_alloc_fail_after(-1);
+        if (!st) {
+            compute_ok = 1;
+            CHECK(feat != NULL && frames == 11 && valid == 10);
+            tg_free(feat);
+        } else {
+            CHECK(feat == NULL && frames == 0);
+            CHECK_ERR(st, TG_ERR_NO_MEMORY, "out of memory");
+        }
+    }
+    CHECK(compute_ok);
+    ct_mel_free(&mel);
+}
+
 TEST_MAIN(T(test_fft_matches_direct_dft), T(test_filters_match_librosa), T(test_features_a),
           T(test_features_b_and_padded_batch_row), T(test_bad_inputs_are_refused),
-          T(test_shortest_and_silent_audio))
+          T(test_shortest_and_silent_audio), T(test_out_of_memory_is_reported))

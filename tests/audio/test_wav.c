@@ -468,8 +468,22 @@ static void test_fixture_clips(void) {
     }
 }
 
+static void test_out_of_memory_is_reported(void) {
+    buf b = {0};
+    put_riff(&b);
+    put_fmt(&b, 1, 1, 16000, 16, 0);
+    put_chunk(&b, "data", "\x01\x02\x03\x04", 4);
+    finish(&b);
+    ct_audio a;
+    tg_alloc_fail_after(0);
+    tg_status st = ct_wav_parse(b.d, b.n, "oom.wav", &a);
+    tg_alloc_fail_after(-1);
+    CHECK_ERR(st, TG_ERR_NO_MEMORY, "oom.wav: out of memory");
+    CHECK(a.samples == NULL && a.n == 0);
+}
+
 TEST_MAIN(T(test_pcm16_mono), T(test_pcm8_unsigned), T(test_pcm24_and_pcm32),
           T(test_float32_and_float64), T(test_extensible_pcm_and_float),
           T(test_channels_are_averaged), T(test_chunks_are_skipped_with_padding),
           T(test_sizes_past_the_end), T(test_malformed_files_name_the_problem),
-          T(test_fixture_clips))
+          T(test_fixture_clips), T(test_out_of_memory_is_reported))
