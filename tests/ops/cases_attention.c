@@ -1,0 +1,156 @@
+/*
+ * cases_attention.c: conformance cases for soft_max and attention.
+ *
+ * Scores are kept out of saturation (inputs in [-3, 3], q and k in [-1, 1]
+ * with scale 1/sqrt(D)), so the outputs depend on every input. Masks carry
+ * -INFINITY at about a quarter of the places and whole rows of -INFINITY
+ * (tg.h: such a row gives zeros), and broadcast over heads, batch or both.
+ * Attention runs at the head dims the models use (64 and 128 in the decoder,
+ * 160 in the encoder) and at 16 and 256, with F32 and F16 keys and values
+ * (the KV cache), q/k/v laid out as the model makes them (heads between
+ * features and time: dims 1 and 2 swapped), Tq = 1 for a decoder step, Dv != D,
+ * and the relative-position bias given as the rel_shift view (spec 2.4).
+ * Limits: LIM_ELEM for soft_max (one exp per element), LIM_MATMUL for
+ * attention at default precision, LIM_MATMUL_F32 when TG_PREC_F32 is asked.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "ops_test.h"
+
+enum {
+    MASK_NONE,
+    MASK_FULL,     /* [Tk, Tq, H, B] */
+    MASK_SHARED,   /* [Tk, Tq, 1, 1] */
+    MASK_PER_HEAD, /* [Tk, Tq, H, 1] */
+    MASK_PER_SEQ,  /* [Tk, Tq, 1, B] */
+    MASK_REL,      /* rel_shift view of [2T-1, T, H, B] (a bias, no -inf) */
+};
+
+static const char *mask_names[] = {"none", "full", "shared", "per-head", "per-seq", "rel_shift"};
+
+static tg_tensor *rel_shift_of(case_env *e, int64_t T, int64_t H, int64_t B) {
+    int64_t rne[4] = {2 * T - 1, T, H, B}, ne[4] = {T, T, H, B};
+    tg_tensor *raw = env_input(e, TG_F32, rne, L_CONT, fill_u(-1, 1));
+    tg_tensor *v = raw ? tg_rel_shift(env_ctx(e), raw) : NULL;
+    if (v) {
+        size_t nb[4] = {raw->nb[0], raw->nb[1] - raw->nb[0], raw->nb[2], raw->nb[3]};
+        env_expect_view(e, "rel_shift", v, ne, nb, (size_t)(T - 1) * raw->nb[0]);
+    }
+    return v;
+}
+
+/* ne[0] a (layout[0]); i[0]: mask (ne[1]); i[1]: a = rel_shift of T = i[2],
+ * H = i[3] instead; f[0]: scale. */
+static tg_tensor *build_soft_max(case_env *e, const case_params *p) {
+    tg_tensor *a = p->i[1] ? rel_shift_of(e, p->i[2], p->i[3], 1)
+                           : env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(-3, 3));
+    tg_tensor *mask = p->i[0] ? env_input(e, TG_F32, p->ne[1], L_CONT,
+                                          (fill_spec){FILL_MASK, -1, 1})
+                              : NULL;
+    return tg_soft_max(env_ctx(e), a, mask, p->f[0]);
+}
+
+/* i: D, Dv, Tq, Tk, H, B, mask kind, prec; type[1]: k/v type; layout[0]: q/k/v. */
+static tg_tensor *build_attention(case_env *e, const case_params *p) {
+    int64_t D = p->i[0], Dv = p->i[1], Tq = p->i[2], Tk = p->i[3], H = p->i[4], B = p->i[5];
+    layout lay = (layout)p->layout[0];
+    int64_t qne[4] = {D, Tq, H, B}, kne[4] = {D, Tk, H, B}, vne[4] = {Dv, Tk, H, B};
+    tg_tensor *q = env_input(e, TG_F32, qne, lay, fill_u(-1, 1));
+    tg_tensor *k = env_input(e, p->type[1], kne, lay, fill_u(-1, 1));
+    tg_tensor *v = env_input(e, p->type[1], vne, lay, fill_u(-1, 1));
+    tg_tensor *mask = NULL;
+    int64_t mne[4] = {Tk, Tq, 1, 1};
+    switch (p->i[6]) {
+    case MASK_FULL: mne[2] = H; mne[3] = B; break;
+    case MASK_PER_HEAD: mne[2] = H; break;
+    case MASK_PER_SEQ: mne[3] = B; break;
+    default: break;
+    }
+    if (p->i[6] == MASK_REL) mask = rel_shift_of(e, Tq, H, B);
+    else if (p->i[6] != MASK_NONE) mask = env_input(e, TG_F32, mne, L_CONT, (fill_spec){FILL_MASK, -1, 1});
+    tg_tensor *out = tg_attention(env_ctx(e), q, k, v, mask, (float)(1.0 / sqrt((double)D)));
+    if (out && p->i[7]) tg_set_prec(out, TG_PREC_F32);
+    return out;
+}
+
+typedef struct sm {
+    int64_t a[4];
+    layout la;
+    int64_t m[4]; /* mask shape, {0} = none */
+    float scale;
+} sm;
+
+typedef struct at {
+    int D, Dv, Tq, Tk, H, B, mask, prec;
+    layout l;
+} at;
+
+void cases_attention(case_list *l) {
+    static const sm sms[] = {
+        {{1, 1, 1, 1}, L_CONT, {0}, 1.0f},
+        {{7, 3, 1, 1}, L_CONT, {0}, 0.5f},
+        {{33, 5, 2, 1}, L_CONT, {33, 5, 2, 1}, 1.0f},
+        {{65, 7, 2, 2}, L_CONT, {65, 7, 1, 1}, 0.125f},
+        {{65, 7, 2, 2}, L_CONT, {65, 7, 2, 1}, 1.0f},
+        {{65, 7, 2, 2}, L_CONT, {65, 7, 1, 2}, 1.0f},
+        {{1000, 4, 1, 1}, L_CONT, {0}, 1.0f},
+        {{33, 7, 2, 1}, L_T01, {33, 7, 2, 1}, 1.0f},
+        {{17, 9, 3, 1}, L_PERM, {0}, 0.7f},
+        {{127, 3, 1, 1}, L_ROWPAD, {127, 3, 1, 1}, 1.0f},
+    };
+    char s0[96], s1[96];
+    for (size_t k = 0; k < sizeof sms / sizeof sms[0]; k++) {
+        case_params p = cp_new();
+        memcpy(p.ne[0], sms[k].a, sizeof sms[k].a);
+        p.layout[0] = sms[k].la;
+        p.i[0] = sms[k].m[0] != 0;
+        if (p.i[0]) memcpy(p.ne[1], sms[k].m, sizeof sms[k].m);
+        p.f[0] = sms[k].scale;
+        cases_add(l, TG_OP_SOFT_MAX, LIM_ELEM, build_soft_max, &p, "soft_max %s mask=%s scale=%g",
+                  cp_shape(&p, 0, s0, sizeof s0), p.i[0] ? cp_shape(&p, 1, s1, sizeof s1) : "none",
+                  (double)sms[k].scale);
+    }
+    static const int rel[][2] = {{7, 2}, {33, 2}};
+    for (size_t k = 0; k < 2; k++) {
+        case_params p = cp_new();
+        p.i[0] = 1;
+        p.i[1] = 1;
+        p.i[2] = rel[k][0];
+        p.i[3] = rel[k][1];
+        cp_ne(&p, 1, rel[k][0], rel[k][0], 1, 1);
+        p.f[0] = 1.0f;
+        cases_add(l, TG_OP_SOFT_MAX, LIM_ELEM, build_soft_max, &p,
+                  "soft_max rel_shift(BDraw) T=%d H=%d mask=[%d,%d]", rel[k][0], rel[k][1],
+                  rel[k][0], rel[k][0]);
+    }
+
+    static const at ats[] = {
+        {16, 16, 7, 7, 2, 1, MASK_FULL, 0, L_CONT},
+        {64, 64, 33, 33, 2, 1, MASK_SHARED, 0, L_T12},
+        {64, 32, 5, 9, 2, 1, MASK_NONE, 0, L_CONT},
+        {128, 128, 1, 65, 4, 2, MASK_PER_SEQ, 0, L_CONT},   /* decoder step */
+        {128, 128, 127, 127, 1, 1, MASK_NONE, 0, L_T12},
+        {160, 160, 33, 65, 2, 1, MASK_FULL, 0, L_T12},      /* encoder head dim */
+        {256, 256, 7, 33, 2, 2, MASK_PER_HEAD, 0, L_CONT},
+        {64, 64, 3, 1, 1, 1, MASK_NONE, 0, L_CONT},         /* a single key */
+        {64, 64, 7, 7, 2, 1, MASK_REL, 0, L_CONT},
+        {160, 160, 33, 33, 2, 1, MASK_REL, 0, L_T12},
+        {64, 64, 33, 33, 2, 1, MASK_FULL, 1, L_CONT},       /* TG_PREC_F32 */
+        {160, 160, 9, 17, 1, 2, MASK_PER_SEQ, 1, L_T12},
+    };
+    static const tg_type kv[] = {TG_F32, TG_F16};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t k = 0; k < sizeof ats / sizeof ats[0]; k++) {
+            case_params p = cp_new();
+            const at *a = &ats[k];
+            int v[8] = {a->D, a->Dv, a->Tq, a->Tk, a->H, a->B, a->mask, a->prec};
+            memcpy(p.i, v, sizeof v);
+            p.type[1] = kv[t];
+            p.layout[0] = a->l;
+            cases_add(l, TG_OP_ATTENTION, a->prec ? LIM_MATMUL_F32 : LIM_MATMUL, build_attention, &p,
+                      "attention k/v %s D=%d Dv=%d Tq=%d Tk=%d H=%d B=%d mask=%s%s%s",
+                      tg_type_name(kv[t]), a->D, a->Dv, a->Tq, a->Tk, a->H, a->B,
+                      mask_names[a->mask], layout_name(a->l), a->prec ? " prec=f32" : "");
+        }
+}
