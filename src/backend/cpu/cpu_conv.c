@@ -1,0 +1,205 @@
+/*
+ * cpu_conv.c: the convolutions of the CPU backend: conv_2d (groups = 1),
+ * depthwise conv_2d_dw and depthwise conv_1d_dw (channels innermost).
+ *
+ * conv_2d is im2col followed by the shared GEMM (cpu_matmul.c): the input
+ * patch matrix col[(kx, ky, ci)][pixel] is built per batch entry in scratch
+ * and multiplied by the kernel, so a 1x1 pointwise convolution and a 3x3
+ * one take the same fast path. The depthwise ones are direct loops: their
+ * work is small next to the encoder's matrix products, and conv_1d_dw runs
+ * across contiguous channels with the vector multiply-add kernel.
+ *
+ * Not here: grouped convolutions other than depthwise, dilation, transposed
+ * convolutions (the model has none).
+ */
+#include <string.h>
+
+#include "cpu_impl.h"
+
+static inline int64_t out_size(int64_t in, int64_t k, int s, int p) {
+    return (in + 2 * p - k) / s + 1;
+}
+
+/* ---------------------------------------------------------------- conv_2d */
+
+typedef struct im2col_task {
+    const tg_tensor *in;
+    int64_t n;          /* batch entry */
+    int64_t KW, KH, OW, OH;
+    int s0, s1, p0, p1;
+    float *col;         /* [KW*KH*Cin][OW*OH] */
+} im2col_task;
+
+static void im2col_fn(void *arg, int ith, int nth) {
+    im2col_task *t = arg;
+    const tg_tensor *in = t->in;
+    int64_t rows = t->KW * t->KH * in->ne[2], lo, hi, P = t->OW * t->OH;
+    cpu_range(rows, ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t kx = r % t->KW, ky = (r / t->KW) % t->KH, ci = r / (t->KW * t->KH);
+        float *dst = t->col + r * P;
+        for (int64_t oy = 0; oy < t->OH; oy++) {
+            int64_t iy = oy * t->s1 - t->p1 + ky;
+            float *d = dst + oy * t->OW;
+            if (iy < 0 || iy >= in->ne[1]) {
+                memset(d, 0, (size_t)t->OW * sizeof(float));
+                continue;
+            }
+            const char *src = cpu_at(in, 0, iy, ci, t->n);
+            for (int64_t ox = 0; ox < t->OW; ox++) {
+                int64_t ix = ox * t->s0 - t->p0 + kx;
+                d[ox] = ix < 0 || ix >= in->ne[0] ? 0.0f : *(const float *)(src + ix * in->nb[0]);
+            }
+        }
+    }
+}
+
+tg_status cpu_op_conv_2d(cpu_backend *be, tg_tensor *node) {
+    const tg_tensor *ker = node->src[0], *in = node->src[1];
+    int s0 = tg_param_i32(node, 0), s1 = tg_param_i32(node, 1);
+    int p0 = tg_param_i32(node, 2), p1 = tg_param_i32(node, 3);
+    int64_t KW = ker->ne[0], KH = ker->ne[1], Cin = ker->ne[2], Cout = ker->ne[3];
+    if (s0 <= 0 || s1 <= 0 || p0 < 0 || p1 < 0 || in->ne[2] != Cin ||
+        node->ne[0] != out_size(in->ne[0], KW, s0, p0) ||
+        node->ne[1] != out_size(in->ne[1], KH, s1, p1) || node->ne[2] != Cout ||
+        node->ne[3] != in->ne[3])
+        return tg_status_new(TG_ERR_INVALID_ARG, "conv_2d: kernel '%s' and input '%s' do not give "
+                             "the result's shape", ker->name, in->name);
+    int64_t OW = node->ne[0], OH = node->ne[1], P = OW * OH, K = KW * KH * Cin;
+    if (node->nb[0] != sizeof(float) || node->nb[1] != (size_t)OW * sizeof(float) ||
+        node->nb[2] % sizeof(float))
+        return tg_status_new(TG_ERR_UNSUPPORTED, "conv_2d: result '%s' is not contiguous",
+                             node->name);
+    /* Scratch: the kernel as [Cout][K] contiguous, then the patch matrix. */
+    size_t kfl = (size_t)((K * Cout + 15) / 16 * 16);
+    void *mem;
+    tg_status st = cpu_scratch_outer(be, (kfl + (size_t)(K * P)) * sizeof(float), &mem);
+    if (st) return tg_status_wrap(st, "conv_2d");
+    float *kc = mem, *col = kc + kfl;
+    for (int64_t co = 0; co < Cout; co++)
+        for (int64_t ci = 0; ci < Cin; ci++)
+            for (int64_t ky = 0; ky < KH; ky++)
+                for (int64_t kx = 0; kx < KW; kx++)
+                    kc[co * K + (ci * KH + ky) * KW + kx] = *(const float *)cpu_at(ker, kx, ky, ci, co);
+    for (int64_t n = 0; n < in->ne[3]; n++) {
+        im2col_task t = {.in = in, .n = n, .KW = KW, .KH = KH, .OW = OW, .OH = OH, .s0 = s0,
+                         .s1 = s1, .p0 = p0, .p1 = p1, .col = col};
+        tg_threadpool_run(be->pool, im2col_fn, &t);
+        /* out[pix, co] = sum_k col[k][pix] * kc[co][k]: pixels are the GEMM's
+         * n (contiguous in the result), channels its m. */
+        cpu_mat A = {.data = col, .type = TG_F32, .sk = (size_t)P * sizeof(float),
+                     .sj = sizeof(float)};
+        cpu_mat B = {.data = kc, .type = TG_F32, .sk = sizeof(float),
+                     .sj = (size_t)K * sizeof(float)};
+        st = cpu_gemm(be, Cout, P, K, &A, &B, cpu_at(node, 0, 0, 0, n),
+                      (int64_t)(node->nb[2] / sizeof(float)), false);
+        if (st) return tg_status_wrap(st, "conv_2d");
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------- conv_2d_dw */
+
+typedef struct dw_task {
+    const cpu_kernels *k;
+    tg_tensor *node;
+    float *kbuf;        /* conv_1d_dw: kernel as [K][C] */
+} dw_task;
+
+static void conv_2d_dw_fn(void *arg, int ith, int nth) {
+    dw_task *t = arg;
+    tg_tensor *n = t->node;
+    const tg_tensor *ker = n->src[0], *in = n->src[1];
+    int s0 = tg_param_i32(n, 0), s1 = tg_param_i32(n, 1);
+    int p0 = tg_param_i32(n, 2), p1 = tg_param_i32(n, 3);
+    int64_t KW = ker->ne[0], KH = ker->ne[1], OW = n->ne[0], OH = n->ne[1];
+    int64_t rows = OH * n->ne[2] * n->ne[3], lo, hi;
+    cpu_range(rows, ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t oy = r % OH, c = (r / OH) % n->ne[2], b = r / (OH * n->ne[2]);
+        char *dst = cpu_at(n, 0, oy, c, b);
+        for (int64_t ox = 0; ox < OW; ox++) {
+            float s = 0.0f;
+            for (int64_t ky = 0; ky < KH; ky++) {
+                int64_t iy = oy * s1 - p1 + ky;
+                if (iy < 0 || iy >= in->ne[1]) continue;
+                const char *src = cpu_at(in, 0, iy, c, b);
+                const char *kr = cpu_at(ker, 0, ky, 0, c);
+                for (int64_t kx = 0; kx < KW; kx++) {
+                    int64_t ix = ox * s0 - p0 + kx;
+                    if (ix < 0 || ix >= in->ne[0]) continue;
+                    s += *(const float *)(src + ix * in->nb[0]) * *(const float *)(kr + kx * ker->nb[0]);
+                }
+            }
+            *(float *)(dst + ox * n->nb[0]) = s;
+        }
+    }
+}
+
+tg_status cpu_op_conv_2d_dw(cpu_backend *be, tg_tensor *node) {
+    const tg_tensor *ker = node->src[0], *in = node->src[1];
+    int s0 = tg_param_i32(node, 0), s1 = tg_param_i32(node, 1);
+    int p0 = tg_param_i32(node, 2), p1 = tg_param_i32(node, 3);
+    if (s0 <= 0 || s1 <= 0 || p0 < 0 || p1 < 0 || ker->ne[2] != 1 || ker->ne[3] != in->ne[2] ||
+        node->ne[0] != out_size(in->ne[0], ker->ne[0], s0, p0) ||
+        node->ne[1] != out_size(in->ne[1], ker->ne[1], s1, p1) || node->ne[2] != in->ne[2] ||
+        node->ne[3] != in->ne[3])
+        return tg_status_new(TG_ERR_INVALID_ARG, "conv_2d_dw: kernel '%s' and input '%s' do not "
+                             "give the result's shape", ker->name, in->name);
+    dw_task t = {.k = &be->k, .node = node};
+    tg_threadpool_run(be->pool, conv_2d_dw_fn, &t);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- conv_1d_dw */
+
+static void conv_1d_dw_fn(void *arg, int ith, int nth) {
+    dw_task *t = arg;
+    tg_tensor *n = t->node;
+    const tg_tensor *ker = n->src[0], *in = n->src[1];
+    int s = tg_param_i32(n, 0), p = tg_param_i32(n, 1);
+    int64_t C = n->ne[0], OT = n->ne[1], K = ker->ne[0], T = in->ne[1];
+    int64_t rows = OT * n->ne[2], lo, hi;
+    float *cbuf = t->kbuf + K * C + (int64_t)ith * 2 * C;
+    float *ybuf = cbuf + C;
+    cpu_range(rows, ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t ot = r % OT, b = r / OT;
+        char *pz = cpu_at(n, 0, ot, b, 0);
+        float *y = n->nb[0] == sizeof(float) ? (float *)pz : ybuf;
+        memset(y, 0, (size_t)C * sizeof(float));
+        for (int64_t j = 0; j < K; j++) {
+            int64_t it = ot * s - p + j;
+            if (it < 0 || it >= T) continue;
+            const char *px = cpu_at(in, 0, it, b, 0);
+            const float *x = (const float *)px;
+            if (in->nb[0] != sizeof(float)) {
+                for (int64_t c = 0; c < C; c++) cbuf[c] = *(const float *)(px + c * in->nb[0]);
+                x = cbuf;
+            }
+            t->k->mad(C, y, x, t->kbuf + j * C);
+        }
+        if (y == ybuf)
+            for (int64_t c = 0; c < C; c++) *(float *)(pz + c * n->nb[0]) = y[c];
+    }
+}
+
+tg_status cpu_op_conv_1d_dw(cpu_backend *be, tg_tensor *node) {
+    const tg_tensor *ker = node->src[0], *in = node->src[1];
+    int s = tg_param_i32(node, 0), p = tg_param_i32(node, 1);
+    int64_t K = ker->ne[0], C = ker->ne[1];
+    if (s <= 0 || p < 0 || in->ne[0] != C || node->ne[0] != C ||
+        node->ne[1] != out_size(in->ne[1], K, s, p) || node->ne[2] != in->ne[2] ||
+        ker->ne[2] != 1 || ker->ne[3] != 1 || in->ne[3] != 1)
+        return tg_status_new(TG_ERR_INVALID_ARG, "conv_1d_dw: kernel '%s' and input '%s' do not "
+                             "give the result's shape", ker->name, in->name);
+    void *mem;
+    tg_status st = cpu_scratch(be, (size_t)(K * C + 2 * C * be->n_threads) * sizeof(float), &mem);
+    if (st) return tg_status_wrap(st, "conv_1d_dw");
+    dw_task t = {.k = &be->k, .node = node, .kbuf = mem};
+    /* The kernel transposed to [K][C], so each tap is a contiguous vector. */
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t j = 0; j < K; j++) t.kbuf[j * C + c] = *(const float *)cpu_at(ker, j, c, 0, 0);
+    tg_threadpool_run(be->pool, conv_1d_dw_fn, &t);
+    return NULL;
+}

@@ -1,0 +1,306 @@
+/*
+ * cpu_matmul.c: matrix products on the CPU: the blocked GEMM driver shared by
+ * mul_mat, attention and convolution, and the mul_mat op.
+ *
+ * C[m, n] = sum_k A(k, n) B(k, m): A is the weight (f32, f16 or bf16, k
+ * usually contiguous), B the f32 activations, C f32 with n contiguous. The
+ * shape follows the usual packed-panel design (Goto/BLIS): B is packed once
+ * per call into MR-row panels, k-major ([k][MR]), shared by all threads; each
+ * thread then takes NR-column slices of A, converts one KC x NR panel at a
+ * time to f32 ([k][NR], the layout the register kernel streams), and sweeps
+ * it over every B panel while it sits in L1. The register kernel (an MR x NR
+ * tile of accumulators, one broadcast of B and NR/16 vector loads of A per k)
+ * comes from the ISA's kernel table. Converting panel by panel means a bf16
+ * weight is never held as f32 beyond one KC x NR panel per thread, and the
+ * f32 result is exact: bf16 -> f32 is exact and accumulation is f32.
+ *
+ * Products with few rows (decoder steps) skip the packing, whose cost would
+ * dominate, and run as dot products over converted rows of A.
+ *
+ * Not here: reduced-precision (bf16 x bf16) products; none are requested
+ * (TG_PREC_DEFAULT is computed exactly as TG_PREC_F32 is).
+ */
+#include <string.h>
+
+#include "cpu_impl.h"
+
+enum {
+    KC = 256,        /* k block: one A panel (KC x NR f32) stays in L1/L2   */
+    SMALL_M = 8,     /* at or below this many rows: dot-product path         */
+    DOT_CHUNK = 512, /* k chunk of the dot-product path                      */
+};
+
+static inline int64_t round_up(int64_t x, int64_t m) {
+    return (x + m - 1) / m * m;
+}
+
+/* Packs rows m0..m0+mr-1 (mr <= MR, the rest zero) of B over k0..k0+kc-1
+ * into bp[kk*MR + i]. */
+static void pack_b(const cpu_mat *B, int64_t m0, int mr, int MR, int64_t k0, int64_t kc,
+                   float *bp) {
+    for (int i = 0; i < mr; i++) {
+        const char *row = (const char *)B->data + (size_t)(m0 + i) * B->sj + (size_t)k0 * B->sk;
+        if (B->sk == sizeof(float)) {
+            const float *x = (const float *)row;
+            for (int64_t kk = 0; kk < kc; kk++) bp[kk * MR + i] = x[kk];
+        } else {
+            for (int64_t kk = 0; kk < kc; kk++) bp[kk * MR + i] = *(const float *)(row + kk * B->sk);
+        }
+    }
+    for (int i = mr; i < MR; i++)
+        for (int64_t kk = 0; kk < kc; kk++) bp[kk * MR + i] = 0.0f;
+}
+
+/* Packs columns n0..n0+nr-1 of A over k0..k0+kc-1 into ap[kk*NR + j]. */
+static void pack_a(const cpu_kernels *k, const cpu_mat *A, int64_t n0, int nr, int64_t k0,
+                   int64_t kc, float *ap) {
+    size_t es = tg_type_size(A->type);
+    const char *base = (const char *)A->data + (size_t)n0 * A->sj + (size_t)k0 * A->sk;
+    if (A->sk == es) {
+        k->pack_a(A->type, base, A->sj, nr, kc, k->nr, ap);
+        return;
+    }
+    if (A->sj == es) {
+        /* n contiguous (attention's V): already [k][n], convert row by row. */
+        for (int64_t kk = 0; kk < kc; kk++) {
+            k->to_f32(A->type, base + (size_t)kk * A->sk, ap + kk * k->nr, nr);
+            for (int j = nr; j < k->nr; j++) ap[kk * k->nr + j] = 0.0f;
+        }
+        return;
+    }
+    for (int j = 0; j < nr; j++)
+        for (int64_t kk = 0; kk < kc; kk++)
+            ap[kk * k->nr + j] = cpu_load_f32(A->type, base + (size_t)j * A->sj + (size_t)kk * A->sk);
+    for (int j = nr; j < k->nr; j++)
+        for (int64_t kk = 0; kk < kc; kk++) ap[kk * k->nr + j] = 0.0f;
+}
+
+/* Runs the register kernel on one tile, going through a scratch tile when it
+ * is partial (mr < MR or nr < NR). */
+static void tile(const cpu_kernels *k, int64_t kc, const float *bp, const float *ap, float *c,
+                 int64_t ldc, bool acc, int mr, int nr, float *tmp) {
+    if (mr == k->mr && nr == k->nr) {
+        k->gemm(kc, bp, ap, c, ldc, acc);
+        return;
+    }
+    k->gemm(kc, bp, ap, tmp, k->nr, false);
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            c[i * ldc + j] = acc ? c[i * ldc + j] + tmp[i * k->nr + j] : tmp[i * k->nr + j];
+}
+
+/* The packed B of a whole call: block kb (k0 = kb*KC) holds Mp/MR panels of
+ * kc*MR floats, starting at k0*Mp. */
+static inline const float *bpanel(const float *bp, int64_t Mp, int64_t k0, int64_t kc, int64_t ip,
+                                  int MR) {
+    return bp + k0 * Mp + ip * kc * MR;
+}
+
+/* Computes n-panels [jp0, jp1) x m-panels [ip0, ip1) from packed B. */
+static void gemm_region(const cpu_kernels *k, int64_t M, int64_t N, int64_t K, const cpu_mat *A,
+                        const float *bp, float *C, int64_t ldc, bool acc, int64_t jp0, int64_t jp1,
+                        int64_t ip0, int64_t ip1, float *ap, float *tmp) {
+    int MR = k->mr, NR = k->nr;
+    int64_t Mp = round_up(M, MR);
+    for (int64_t jp = jp0; jp < jp1; jp++) {
+        int64_t n0 = jp * NR;
+        int nr = N - n0 < NR ? (int)(N - n0) : NR;
+        for (int64_t k0 = 0; k0 < K; k0 += KC) {
+            int64_t kc = K - k0 < KC ? K - k0 : KC;
+            pack_a(k, A, n0, nr, k0, kc, ap);
+            bool a2 = acc || k0 > 0;
+            for (int64_t ip = ip0; ip < ip1; ip++) {
+                int64_t m0 = ip * MR;
+                int mr = M - m0 < MR ? (int)(M - m0) : MR;
+                tile(k, kc, bpanel(bp, Mp, k0, kc, ip, MR), ap, C + m0 * ldc + n0, ldc, a2, mr, nr,
+                     tmp);
+            }
+        }
+    }
+}
+
+static void pack_b_all(const cpu_kernels *k, int64_t M, int64_t K, const cpu_mat *B, float *bp,
+                       int64_t ip0, int64_t ip1) {
+    int MR = k->mr;
+    int64_t Mp = round_up(M, MR);
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        int64_t kc = K - k0 < KC ? K - k0 : KC;
+        for (int64_t ip = ip0; ip < ip1; ip++) {
+            int64_t m0 = ip * MR;
+            int mr = M - m0 < MR ? (int)(M - m0) : MR;
+            pack_b(B, m0, mr, MR, k0, kc, (float *)bpanel(bp, Mp, k0, kc, ip, MR));
+        }
+    }
+}
+
+/* ---------------------------------------------------- dot-product path */
+
+/* C rows m0..m1 x columns n0..n1 by dot products; buf holds DOT_CHUNK
+ * floats. */
+static void gemm_dots(const cpu_kernels *k, int64_t M, int64_t K, const cpu_mat *A,
+                      const cpu_mat *B, float *C, int64_t ldc, bool acc, int64_t n0, int64_t n1,
+                      float *abuf, float *bbuf) {
+    size_t es = tg_type_size(A->type);
+    bool b_cont = B->sk == sizeof(float);
+    for (int64_t n = n0; n < n1; n++) {
+        float s[SMALL_M];
+        for (int64_t m = 0; m < M; m++) s[m] = 0.0f;
+        const char *arow = (const char *)A->data + (size_t)n * A->sj;
+        for (int64_t k0 = 0; k0 < K; k0 += DOT_CHUNK) {
+            int64_t kc = K - k0 < DOT_CHUNK ? K - k0 : DOT_CHUNK;
+            const float *av;
+            if (A->sk == es) {
+                if (A->type == TG_F32) {
+                    av = (const float *)(arow + (size_t)k0 * es);
+                } else {
+                    k->to_f32(A->type, arow + (size_t)k0 * es, abuf, kc);
+                    av = abuf;
+                }
+            } else {
+                for (int64_t kk = 0; kk < kc; kk++)
+                    abuf[kk] = cpu_load_f32(A->type, arow + (size_t)(k0 + kk) * A->sk);
+                av = abuf;
+            }
+            for (int64_t m = 0; m < M; m++) {
+                const char *brow = (const char *)B->data + (size_t)m * B->sj + (size_t)k0 * B->sk;
+                const float *bv = (const float *)brow;
+                if (!b_cont) {
+                    for (int64_t kk = 0; kk < kc; kk++) bbuf[kk] = *(const float *)(brow + kk * B->sk);
+                    bv = bbuf;
+                }
+                s[m] += k->dot(kc, av, bv);
+            }
+        }
+        for (int64_t m = 0; m < M; m++) C[m * ldc + n] = acc ? C[m * ldc + n] + s[m] : s[m];
+    }
+}
+
+/* ------------------------------------------------------ single thread */
+
+size_t cpu_gemm_st_scratch(const cpu_kernels *k, int64_t M, int64_t K) {
+    int64_t Mp = round_up(M, k->mr);
+    size_t floats = (size_t)(K * Mp) + (size_t)KC * k->nr + (size_t)k->mr * k->nr + 2 * DOT_CHUNK;
+    return floats * sizeof(float) + 256;
+}
+
+void cpu_gemm_st(const cpu_kernels *k, int64_t M, int64_t N, int64_t K, const cpu_mat *A,
+                 const cpu_mat *B, float *C, int64_t ldc, bool acc, void *ws) {
+    float *bp = ws;
+    int64_t Mp = round_up(M, k->mr);
+    float *ap = bp + round_up(K * Mp, 16);
+    float *tmp = ap + (size_t)KC * k->nr;
+    if (M <= SMALL_M && A->sk == tg_type_size(A->type)) {
+        gemm_dots(k, M, K, A, B, C, ldc, acc, 0, N, ap, ap + DOT_CHUNK);
+        return;
+    }
+    pack_b_all(k, M, K, B, bp, 0, Mp / k->mr);
+    gemm_region(k, M, N, K, A, bp, C, ldc, acc, 0, (N + k->nr - 1) / k->nr, 0, Mp / k->mr, ap,
+                tmp);
+}
+
+/* ------------------------------------------------------------ threaded */
+
+typedef struct gemm_task {
+    const cpu_kernels *k;
+    int64_t M, N, K;
+    const cpu_mat *A, *B;
+    float *C;
+    int64_t ldc;
+    bool acc;
+    float *bp;          /* packed B */
+    float *thread_ws;   /* per thread: KC*NR + MR*NR + 2*DOT_CHUNK floats */
+    int64_t ws_stride;  /* floats */
+    int64_t n_mchunks;  /* the m-panels are split into this many chunks */
+} gemm_task;
+
+static void pack_b_task(void *arg, int ith, int nth) {
+    gemm_task *t = arg;
+    int64_t np = round_up(t->M, t->k->mr) / t->k->mr, lo, hi;
+    cpu_range(np, ith, nth, &lo, &hi);
+    pack_b_all(t->k, t->M, t->K, t->B, t->bp, lo, hi);
+}
+
+static void compute_task(void *arg, int ith, int nth) {
+    gemm_task *t = arg;
+    const cpu_kernels *k = t->k;
+    float *ap = t->thread_ws + ith * t->ws_stride;
+    float *tmp = ap + (size_t)KC * k->nr;
+    int64_t njp = (t->N + k->nr - 1) / k->nr, nip = round_up(t->M, k->mr) / k->mr;
+    int64_t items = njp * t->n_mchunks, lo, hi;
+    cpu_range(items, ith, nth, &lo, &hi);
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t jp = it / t->n_mchunks, mc = it % t->n_mchunks, ip0, ip1;
+        cpu_range(nip, (int)mc, (int)t->n_mchunks, &ip0, &ip1);
+        gemm_region(k, t->M, t->N, t->K, t->A, t->bp, t->C, t->ldc, t->acc, jp, jp + 1, ip0, ip1,
+                    ap, tmp);
+    }
+}
+
+static void dots_task(void *arg, int ith, int nth) {
+    gemm_task *t = arg;
+    float *ws = t->thread_ws + ith * t->ws_stride;
+    int64_t lo, hi;
+    cpu_range(t->N, ith, nth, &lo, &hi);
+    gemm_dots(t->k, t->M, t->K, t->A, t->B, t->C, t->ldc, t->acc, lo, hi, ws, ws + DOT_CHUNK);
+}
+
+tg_status cpu_gemm(cpu_backend *be, int64_t M, int64_t N, int64_t K, const cpu_mat *A,
+                   const cpu_mat *B, float *C, int64_t ldc, bool acc) {
+    const cpu_kernels *k = &be->k;
+    int nth = be->n_threads;
+    if (M <= 0 || N <= 0) return NULL;
+    int64_t Mp = round_up(M, k->mr);
+    int64_t ws_stride = round_up((int64_t)KC * k->nr + (int64_t)k->mr * k->nr + 2 * DOT_CHUNK, 16);
+    bool dots = M <= SMALL_M && A->sk == tg_type_size(A->type);
+    size_t bp_floats = dots ? 0 : (size_t)round_up(K * Mp, 16);
+    void *mem;
+    tg_status st = cpu_scratch(be, (bp_floats + (size_t)ws_stride * nth) * sizeof(float), &mem);
+    if (st) return tg_status_wrap(st, "matrix product %lldx%lldx%lld", (long long)M, (long long)N,
+                                  (long long)K);
+    gemm_task t = {.k = k, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C, .ldc = ldc, .acc = acc,
+                   .bp = mem, .thread_ws = (float *)mem + bp_floats, .ws_stride = ws_stride};
+    if (dots) {
+        tg_threadpool_run(be->pool, dots_task, &t);
+        return NULL;
+    }
+    if (K == 0) {
+        for (int64_t m = 0; m < M; m++)
+            if (!acc) memset(C + m * ldc, 0, (size_t)N * sizeof(float));
+        return NULL;
+    }
+    /* Enough items that every thread gets work even when N is narrow. */
+    int64_t njp = (N + k->nr - 1) / k->nr, nip = Mp / k->mr;
+    t.n_mchunks = 1;
+    while (njp * t.n_mchunks < 4 * nth && t.n_mchunks < nip) t.n_mchunks++;
+    tg_threadpool_run(be->pool, pack_b_task, &t);
+    tg_threadpool_run(be->pool, compute_task, &t);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- op */
+
+tg_status cpu_op_mul_mat(cpu_backend *be, tg_tensor *node) {
+    const tg_tensor *a = node->src[0], *b = node->src[1];
+    if (a->ne[0] != b->ne[0] || node->ne[0] != a->ne[1] || node->ne[1] != b->ne[1] ||
+        node->ne[2] != b->ne[2] || node->ne[3] != b->ne[3] || b->ne[2] % a->ne[2] ||
+        b->ne[3] % a->ne[3])
+        return tg_status_new(TG_ERR_INVALID_ARG, "mul_mat: shapes of '%s' and '%s' do not fit",
+                             a->name, b->name);
+    if (node->nb[0] != sizeof(float))
+        return tg_status_new(TG_ERR_UNSUPPORTED, "mul_mat: result '%s' is not contiguous in dim 0",
+                             node->name);
+    int64_t r2 = b->ne[2] / a->ne[2], r3 = b->ne[3] / a->ne[3];
+    for (int64_t i3 = 0; i3 < b->ne[3]; i3++) {
+        for (int64_t i2 = 0; i2 < b->ne[2]; i2++) {
+            cpu_mat A = {.data = cpu_at(a, 0, 0, i2 / r2, i3 / r3), .type = a->type,
+                         .sk = a->nb[0], .sj = a->nb[1]};
+            cpu_mat B = {.data = cpu_at(b, 0, 0, i2, i3), .type = TG_F32, .sk = b->nb[0],
+                         .sj = b->nb[1]};
+            float *C = cpu_at(node, 0, 0, i2, i3);
+            tg_status st = cpu_gemm(be, b->ne[1], a->ne[1], a->ne[0], &A, &B, C,
+                                    (int64_t)(node->nb[1] / sizeof(float)), false);
+            if (st) return st;
+        }
+    }
+    return NULL;
+}
