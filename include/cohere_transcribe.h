@@ -1,0 +1,132 @@
+/*
+ * cohere_transcribe.h: the public transcription API (prefix ct_).
+ *
+ * A session loads a Cohere Transcribe (cohere_asr) checkpoint directory once
+ * and transcribes 16 kHz mono float PCM or audio files to text and token
+ * ids. Audio longer than the model's clip limit is split by energy into
+ * chunks (spec 5.4) that are transcribed independently, each with the full
+ * prompt, and rejoined.
+ *
+ * Errors: every fallible call returns a ct_status (the runtime's tg_status):
+ * NULL on success, otherwise an object with a code and a message that names
+ * the file, tensor or option involved; the caller frees it with
+ * ct_status_free. Nothing here exits or aborts on bad input.
+ *
+ * Threads: one session is used by one thread at a time.
+ */
+#ifndef COHERE_TRANSCRIBE_H
+#define COHERE_TRANSCRIBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef tg_status ct_status;
+#define ct_status_message tg_status_message
+#define ct_status_code tg_status_code
+#define ct_status_free tg_status_free
+
+typedef enum ct_backend_kind {
+    CT_BACKEND_AUTO = 0, /* CUDA when a GPU is usable, else the CPU */
+    CT_BACKEND_CPU,
+    CT_BACKEND_CUDA,     /* an error when no CUDA backend is present */
+} ct_backend_kind;
+
+/* Parses "cpu", "cuda" or "auto"; TG_ERR_INVALID_ARG otherwise. */
+ct_status ct_backend_parse(const char *name, ct_backend_kind *out_kind);
+
+/* Called with each intermediate the debug hook asks for: `name` is one of
+ * "features" ([T, n_mels]), "encoder_hidden.i" and "encoder_out" ([T', d]),
+ * "prompt_logits" ([10, vocab]), "step_logits" ([steps, vocab]),
+ * "generated" (I32 [n]: prompt included). `index` counts the clips (chunks)
+ * of the session in order; data is borrowed for the call. Shapes are
+ * PyTorch order, without the batch dimension: each row of a batch is
+ * reported on its own, cut to its own length (T = its mel frames, T' =
+ * ct_enc_len(T)). */
+typedef void (*ct_dump_fn)(void *user, int index, const char *name, tg_type type,
+                           int n_dims, const int64_t *shape, const void *data);
+
+/* Progress of a long file: chunk `done` of `total` finished. */
+typedef void (*ct_progress_fn)(void *user, int done, int total);
+
+typedef struct ct_options {
+    const char *model_dir;     /* required: config.json + model.safetensors + tokenizer */
+    ct_backend_kind backend;   /* default CT_BACKEND_AUTO */
+    int n_threads;             /* CPU threads; <= 0: one per core */
+    const char *language;      /* one of the 14 codes; default "en" */
+    bool punctuation;          /* default true */
+    int max_new_tokens;        /* default 256 */
+    int batch_size;            /* chunks decoded together; default 1 */
+    int f32;                   /* 1: ask for f32 matrix products and attention
+                                  (the reference setting), 0: let the backend
+                                  use bf16; default -1: f32 on the CPU only */
+    ct_dump_fn dump;           /* optional debug hook */
+    void *dump_user;
+    ct_progress_fn progress;   /* optional */
+    void *progress_user;
+} ct_options;
+
+/* Fills o with the defaults above (model_dir NULL). */
+void ct_options_init(ct_options *o);
+
+typedef struct ct_session ct_session;
+
+/* Opens a session: loads the checkpoint onto the chosen backend. Borrows
+ * opts only for the call (strings are copied). Returns a new session; free
+ * it with ct_session_close. */
+ct_status ct_session_open(const ct_options *opts, ct_session **out_session);
+void ct_session_close(ct_session *s);
+/* Name of the backend the session runs on ("cpu", "cuda:0 ..."); owned by s. */
+const char *ct_session_backend(const ct_session *s);
+/* Replaces the progress callback for later calls (NULL: none). */
+void ct_session_set_progress(ct_session *s, ct_progress_fn fn, void *user);
+/* The pad token id (finished rows of a batch are padded with it). */
+int ct_session_pad_id(const ct_session *s);
+/* Changes language / punctuation for later calls. */
+ct_status ct_session_set_language(ct_session *s, const char *language, bool punctuation);
+
+/* Per-stage wall time of one transcription, in milliseconds. */
+typedef struct ct_timings {
+    double load_ms;     /* reading and resampling the file */
+    double frontend_ms; /* log-mel features */
+    double encoder_ms;
+    double decoder_ms;  /* cross K/V, prefill and greedy steps */
+} ct_timings;
+
+typedef struct ct_result {
+    char *text;          /* UTF-8, chunks rejoined (spec 5.4) */
+    int32_t *tokens;     /* every chunk's generated ids after the prompt, up to
+                            and without EOS, concatenated */
+    int n_tokens;
+    int n_chunks;
+    double duration_s;   /* audio length */
+    ct_timings timings;
+} ct_result;
+
+/* Frees a result and everything in it; accepts NULL. */
+void ct_result_free(ct_result *r);
+
+/* Transcribes n samples of 16 kHz mono PCM in [-1, 1]. Returns a new
+ * result; free it with ct_result_free. Errors on empty, too short (< 10 ms)
+ * or non-finite audio. */
+ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
+                            ct_result **out_result);
+/* Reads a WAV file (any rate, channels averaged) and transcribes it. */
+ct_status ct_transcribe_file(ct_session *s, const char *path, ct_result **out_result);
+/* Transcribes several clips (each <= the clip limit, 16 kHz) as one padded
+ * batch; out_results[i] gets clip i's result. Used for batched throughput
+ * and by the tests of padded batches. */
+ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const size_t *n,
+                              int n_clips, ct_result **out_results);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

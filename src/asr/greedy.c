@@ -1,0 +1,123 @@
+/*
+ * greedy.c: the greedy loop over the decoder (see greedy.h).
+ *
+ * Only token ids cross from the device each step; logits come back only
+ * when a caller asks for them (tests, --dump-tensors). Positions are shared
+ * by all rows because every row starts from the same prompt.
+ *
+ * Not here: repetition penalties or n-gram blocking (no reference path has
+ * them, spec 5.3), beam search.
+ */
+#include "greedy.h"
+
+#include <string.h>
+
+#include "base.h"
+
+void ct_greedy_result_free(ct_greedy_result *r) {
+    if (!r) return;
+    tg_free(r->tokens);
+    tg_free(r->n_tokens);
+    tg_free(r->prompt_logits);
+    tg_free(r->step_logits);
+    memset(r, 0, sizeof *r);
+}
+
+tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_result *enc,
+                           const int32_t *prompt, int n_prompt, const ct_greedy_opts *opts,
+                           ct_greedy_result *out) {
+    if (!m || !sched || !enc || !prompt || n_prompt <= 0 || !opts || !out ||
+        opts->max_new_tokens <= 0)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_greedy_decode: bad arguments");
+    memset(out, 0, sizeof *out);
+    int B = enc->n_batch, P = n_prompt, V = m->vocab;
+    int max_new = opts->max_new_tokens;
+    if (P + max_new > m->max_positions) max_new = m->max_positions - P;
+    if (max_new <= 0)
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "a %d-token prompt leaves no room in the decoder's %d positions", P,
+                             m->max_positions);
+    int cols = P + max_new;
+    ct_dec_state *ds = NULL;
+    int32_t *feed = NULL, *next = NULL;
+    bool *done = NULL;
+    float *step_buf = NULL;
+    tg_status st = NULL;
+
+    out->n_batch = B;
+    out->tokens = tg_malloc((size_t)B * cols * sizeof(int32_t));
+    out->n_tokens = tg_calloc((size_t)B, sizeof(int));
+    feed = tg_malloc((size_t)B * P * sizeof(int32_t));
+    next = tg_malloc((size_t)B * sizeof(int32_t));
+    done = tg_calloc((size_t)B, sizeof(bool));
+    if (!out->tokens || !out->n_tokens || !feed || !next || !done) goto oom;
+    if (opts->keep_logits) {
+        out->prompt_logits = tg_malloc((size_t)B * P * V * sizeof(float));
+        out->step_logits = tg_malloc((size_t)B * max_new * V * sizeof(float));
+        step_buf = tg_malloc((size_t)B * V * sizeof(float));
+        if (!out->prompt_logits || !out->step_logits || !step_buf) goto oom;
+    }
+
+    ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = opts->keep_logits};
+    if ((st = ct_decoder_begin(m, sched, enc, P, cols, &dopts, &ds))) goto fail;
+    for (int b = 0; b < B; b++) {
+        memcpy(feed + (size_t)b * P, prompt, (size_t)P * sizeof(int32_t));
+        memcpy(out->tokens + (size_t)b * cols, prompt, (size_t)P * sizeof(int32_t));
+    }
+    if ((st = ct_decoder_prefill(ds, feed, next, out->prompt_logits))) goto fail;
+    if (opts->keep_logits)
+        for (int b = 0; b < B; b++)
+            memcpy(out->step_logits + (size_t)b * max_new * V,
+                   out->prompt_logits + ((size_t)b * P + P - 1) * V, (size_t)V * sizeof(float));
+
+    int n_new = 0;
+    for (;;) {
+        bool all_done = true;
+        for (int b = 0; b < B; b++) {
+            int32_t tok = done[b] ? opts->pad_id : next[b];
+            out->tokens[(size_t)b * cols + P + n_new] = tok;
+            if (!done[b]) {
+                out->n_tokens[b] = P + n_new + 1;
+                if (tok == opts->eos_id) done[b] = true;
+            }
+            all_done = all_done && done[b];
+            feed[b] = tok;
+        }
+        n_new++;
+        if (all_done || n_new >= max_new) break;
+        if ((st = ct_decoder_step(ds, feed, P + n_new - 1, next, step_buf))) goto fail;
+        if (opts->keep_logits)
+            for (int b = 0; b < B; b++)
+                memcpy(out->step_logits + ((size_t)b * max_new + n_new) * V,
+                       step_buf + (size_t)b * V, (size_t)V * sizeof(float));
+    }
+    out->n_steps = n_new;
+    out->n_cols = P + n_new;
+    if (n_new < max_new) {
+        /* compact rows to n_cols (the buffer was sized for max_new) */
+        for (int b = 1; b < B; b++)
+            memmove(out->tokens + (size_t)b * out->n_cols, out->tokens + (size_t)b * cols,
+                    (size_t)out->n_cols * sizeof(int32_t));
+        if (opts->keep_logits)
+            for (int b = 1; b < B; b++)
+                memmove(out->step_logits + (size_t)b * n_new * V,
+                        out->step_logits + (size_t)b * max_new * V,
+                        (size_t)n_new * V * sizeof(float));
+    }
+    ct_decoder_free(ds);
+    tg_free(feed);
+    tg_free(next);
+    tg_free(done);
+    tg_free(step_buf);
+    return NULL;
+oom:
+    st = tg_status_new(TG_ERR_NO_MEMORY, "greedy decoding: out of memory");
+fail:
+    ct_decoder_free(ds);
+    tg_free(feed);
+    tg_free(next);
+    tg_free(done);
+    tg_free(step_buf);
+    ct_greedy_result_free(out);
+    return st;
+}

@@ -1,0 +1,44 @@
+/*
+ * greedy.h: greedy decoding of a batch of clips (internal).
+ *
+ * HF's generate with do_sample=False, num_beams=1 (spec 5.3): prefill the
+ * prompt, take the argmax, feed it back, stop a row at EOS; finished rows
+ * keep their slot and are padded with the pad id (masked, not removed);
+ * the loop ends when every row is finished or max_new_tokens were made.
+ */
+#ifndef CT_GREEDY_H
+#define CT_GREEDY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "tg.h"
+
+typedef struct ct_greedy_opts {
+    int max_new_tokens; /* > 0 */
+    int eos_id, pad_id;
+    bool f32;           /* TG_PREC_F32 matrix products */
+    bool keep_logits;   /* return prompt and step logits (tests, dumps) */
+} ct_greedy_opts;
+
+typedef struct ct_greedy_result {
+    int n_batch;
+    int n_cols;          /* n_prompt + new tokens made (the longest row)   */
+    int32_t *tokens;     /* [n_batch][n_cols]: prompt + generated, padded  */
+    int *n_tokens;       /* [n_batch]: tokens of the row up to and with EOS */
+    int n_steps;         /* new tokens made = n_cols - n_prompt            */
+    float *prompt_logits;/* keep_logits: [n_batch][n_prompt][vocab]        */
+    float *step_logits;  /* keep_logits: [n_batch][n_steps][vocab]; step 0
+                            is the prompt's last position                 */
+} ct_greedy_result;
+
+void ct_greedy_result_free(ct_greedy_result *r);
+
+/* Decodes every row of enc with the same prompt (ids[n_prompt]). Fills
+ * *out; free with ct_greedy_result_free. */
+tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_result *enc,
+                           const int32_t *prompt, int n_prompt, const ct_greedy_opts *opts,
+                           ct_greedy_result *out);
+
+#endif

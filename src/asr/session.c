@@ -1,0 +1,526 @@
+/*
+ * session.c: the public transcription API (include/cohere_transcribe.h).
+ *
+ * A session owns the backends, the scheduler, the model, the tokenizer and
+ * the mel frontend. A transcription is: split the audio into chunks by
+ * energy (spec 5.4), then per batch of chunks: log-mel features, padded to
+ * the batch's longest (a padded row equals the clip's own features followed
+ * by zero frames), the encoder, greedy decoding with the prompt of spec 5.2,
+ * and the tokenizer's text; chunk texts are rejoined by spec 5.4's rules.
+ *
+ * The debug hook sees each clip's intermediates cut to the clip's own
+ * length, so what it reports does not depend on how clips were batched.
+ *
+ * Not here: other audio formats than WAV (audio/wav.c), subtitles,
+ * timestamps, streaming.
+ */
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "asr/greedy.h"
+#include "asr/tokenizer.h"
+#include "audio/audio.h"
+#include "base.h"
+#include "cohere_transcribe.h"
+#include "model/model.h"
+
+#define SAMPLE_RATE 16000
+#define MAX_PROMPT 16
+
+struct ct_session {
+    ct_options opts;
+    char *model_dir;
+    char language[8];
+    bool punctuation;
+    bool f32;
+    tg_backend *backends[2];
+    int n_backends;
+    tg_sched *sched;
+    ct_model *model;
+    ct_tokenizer *tok;
+    ct_mel mel;
+    bool mel_ready;
+    int32_t prompt[MAX_PROMPT];
+    int n_prompt;
+    int eos_id, pad_id;
+    int dump_index;
+    char backend_name[96];
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void ct_options_init(ct_options *o) {
+    memset(o, 0, sizeof *o);
+    o->backend = CT_BACKEND_AUTO;
+    o->language = "en";
+    o->punctuation = true;
+    o->max_new_tokens = 256;
+    o->batch_size = 1;
+    o->f32 = -1;
+}
+
+ct_status ct_backend_parse(const char *name, ct_backend_kind *out_kind) {
+    if (name && !strcmp(name, "cpu")) *out_kind = CT_BACKEND_CPU;
+    else if (name && !strcmp(name, "cuda")) *out_kind = CT_BACKEND_CUDA;
+    else if (name && !strcmp(name, "auto")) *out_kind = CT_BACKEND_AUTO;
+    else
+        return tg_status_new(TG_ERR_INVALID_ARG, "unknown backend '%s' (use cpu, cuda or auto)",
+                             name ? name : "(null)");
+    return NULL;
+}
+
+const char *ct_session_backend(const ct_session *s) { return s ? s->backend_name : ""; }
+
+void ct_session_set_progress(ct_session *s, ct_progress_fn fn, void *user) {
+    if (!s) return;
+    s->opts.progress = fn;
+    s->opts.progress_user = user;
+}
+
+int ct_session_pad_id(const ct_session *s) { return s ? s->pad_id : -1; }
+
+ct_status ct_session_set_language(ct_session *s, const char *language, bool punctuation) {
+    if (!s || !language)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_session_set_language: NULL argument");
+    int32_t ids[MAX_PROMPT];
+    int n = 0;
+    tg_status st = ct_tokenizer_prompt(s->tok, language, punctuation, ids, &n);
+    if (st) return st;
+    if (n <= 0 || n > MAX_PROMPT)
+        return tg_status_new(TG_ERR_INTERNAL, "prompt of %d tokens", n);
+    memcpy(s->prompt, ids, (size_t)n * sizeof(int32_t));
+    s->n_prompt = n;
+    snprintf(s->language, sizeof s->language, "%s", language);
+    s->punctuation = punctuation;
+    return NULL;
+}
+
+static tg_status open_backends(ct_session *s) {
+    const ct_options *o = &s->opts;
+    tg_status st = NULL;
+    tg_backend *cuda = NULL, *cpu = NULL;
+    if (o->backend != CT_BACKEND_CPU) {
+        st = tg_backend_cuda_new(0, &cuda);
+        if (st && o->backend == CT_BACKEND_CUDA)
+            return tg_status_wrap(st, "backend cuda: the CUDA backend is not available");
+        if (st) {
+            TG_INFO("no CUDA backend (%s); running on the CPU", tg_status_message(st));
+            tg_status_free(st);
+            cuda = NULL;
+        }
+    }
+    if ((st = tg_backend_cpu_new(o->n_threads, &cpu))) {
+        tg_backend_free(cuda);
+        return tg_status_wrap(st, "starting the CPU backend");
+    }
+    s->n_backends = 0;
+    if (cuda) s->backends[s->n_backends++] = cuda;
+    s->backends[s->n_backends++] = cpu;
+    snprintf(s->backend_name, sizeof s->backend_name, "%s", tg_backend_name(s->backends[0]));
+    return NULL;
+}
+
+void ct_session_close(ct_session *s) {
+    if (!s) return;
+    ct_model_free(s->model);
+    tg_sched_free(s->sched);
+    for (int i = 0; i < s->n_backends; i++) tg_backend_free(s->backends[i]);
+    ct_tokenizer_free(s->tok);
+    if (s->mel_ready) ct_mel_free(&s->mel);
+    tg_free(s->model_dir);
+    tg_free(s);
+}
+
+ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
+    if (!opts || !out_session)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_session_open: NULL argument");
+    *out_session = NULL;
+    if (!opts->model_dir || !opts->model_dir[0])
+        return tg_status_new(TG_ERR_INVALID_ARG, "no model directory given");
+    if (opts->max_new_tokens <= 0)
+        return tg_status_new(TG_ERR_INVALID_ARG, "max_new_tokens must be positive (got %d)",
+                             opts->max_new_tokens);
+    if (opts->batch_size <= 0)
+        return tg_status_new(TG_ERR_INVALID_ARG, "batch_size must be positive (got %d)",
+                             opts->batch_size);
+    tg_status st = NULL;
+    ct_session *s = tg_calloc(1, sizeof *s);
+    if (!s) return tg_status_new(TG_ERR_NO_MEMORY, "opening a session: out of memory");
+    s->opts = *opts;
+    s->model_dir = tg_strdup(opts->model_dir);
+    if (!s->model_dir) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "opening a session: out of memory");
+        goto fail;
+    }
+    s->opts.model_dir = s->model_dir;
+    s->opts.language = NULL; /* copied into s->language below */
+
+    if ((st = open_backends(s))) goto fail;
+    if ((st = tg_sched_new(s->backends, s->n_backends, &s->sched))) goto fail;
+    if ((st = ct_model_load(s->model_dir, s->backends[0], &s->model))) goto fail;
+    if ((st = ct_tokenizer_load_dir(s->model_dir, &s->tok)))
+        goto fail;
+    if (ct_tokenizer_size(s->tok) != s->model->vocab)
+        TG_WARN("%s: the tokenizer has %d pieces but the model %d", s->model_dir,
+                ct_tokenizer_size(s->tok), s->model->vocab);
+    if ((st = ct_mel_init(&s->mel))) goto fail;
+    s->mel_ready = true;
+    if (s->mel.n_mels != s->model->n_mels) {
+        st = tg_status_new(TG_ERR_UNSUPPORTED, "%s: the model wants %d mel bins; the frontend "
+                           "makes %d", s->model_dir, s->model->n_mels, s->mel.n_mels);
+        goto fail;
+    }
+    if ((st = ct_session_set_language(s, opts->language ? opts->language : "en",
+                                      opts->punctuation)))
+        goto fail;
+    const ct_config *c = &s->model->cfg;
+    s->eos_id = c->eos_token_id >= 0 ? c->eos_token_id : ct_tokenizer_id(s->tok, "<|endoftext|>");
+    s->pad_id = c->pad_token_id >= 0 ? c->pad_token_id : ct_tokenizer_id(s->tok, "<pad>");
+    if (s->eos_id < 0 || s->eos_id >= s->model->vocab || s->pad_id < 0 ||
+        s->pad_id >= s->model->vocab) {
+        st = tg_status_new(TG_ERR_FORMAT, "%s: no usable EOS/pad token ids (eos %d, pad %d)",
+                           s->model_dir, s->eos_id, s->pad_id);
+        goto fail;
+    }
+    s->f32 = opts->f32 < 0 ? tg_backend_is_cpu(s->backends[0]) : opts->f32 != 0;
+    *out_session = s;
+    return NULL;
+fail:
+    ct_session_close(s);
+    return tg_status_wrap(st, "opening %s", opts->model_dir);
+}
+
+void ct_result_free(ct_result *r) {
+    if (!r) return;
+    tg_free(r->text);
+    tg_free(r->tokens);
+    tg_free(r);
+}
+
+/* ---------------------------------------------------------------- batches */
+
+static void dump(ct_session *s, int index, const char *name, tg_type type, int n_dims,
+                 const int64_t *shape, const void *data) {
+    if (s->opts.dump) s->opts.dump(s->opts.dump_user, index, name, type, n_dims, shape, data);
+}
+
+/* What one clip of a batch produced. */
+typedef struct clip_out {
+    char *text;
+    int32_t *tokens; /* generated ids after the prompt, without EOS */
+    int n_tokens;
+} clip_out;
+
+/* Runs clips[0..n) as one padded batch. */
+static tg_status run_batch(ct_session *s, const float *const *clips, const size_t *lens, int n,
+                           clip_out *outs, ct_timings *tm) {
+    const ct_model *m = s->model;
+    int M = m->n_mels;
+    float **feats = tg_calloc((size_t)n, sizeof(float *));
+    int *frames = tg_calloc((size_t)n * 2, sizeof(int));
+    float *batch = NULL;
+    ct_enc_result enc = {0};
+    ct_greedy_result gr = {0};
+    tg_status st = NULL;
+    if (!feats || !frames) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+        goto done;
+    }
+    int *valid = frames + n;
+
+    double t0 = now_ms();
+    int T = 0;
+    for (int i = 0; i < n; i++) {
+        st = ct_mel_compute(&s->mel, clips[i], lens[i], &feats[i], &frames[i], &valid[i]);
+        if (st) goto done;
+        if (frames[i] > T) T = frames[i];
+    }
+    batch = tg_calloc((size_t)n * T * M, sizeof(float));
+    if (!batch) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(batch + (size_t)i * T * M, feats[i], (size_t)frames[i] * M * sizeof(float));
+        int64_t shape[2] = {frames[i], M};
+        dump(s, s->dump_index + i, "features", TG_F32, 2, shape, feats[i]);
+    }
+    double t1 = now_ms();
+    tm->frontend_ms += t1 - t0;
+
+    ct_enc_opts eo = {.f32 = s->f32, .keep_hidden = s->opts.dump != NULL};
+    if ((st = ct_encoder_run(m, s->sched, batch, n, T, valid, &eo, &enc))) goto done;
+    double t2 = now_ms();
+    tm->encoder_ms += t2 - t1;
+    for (int i = 0; s->opts.dump && i < n; i++) {
+        int64_t shape[2] = {ct_enc_len(frames[i]), enc.d};
+        size_t off = (size_t)i * enc.n_frames * enc.d;
+        char name[32];
+        for (int h = 0; h < enc.n_hidden; h++) {
+            snprintf(name, sizeof name, "encoder_hidden.%d", h);
+            dump(s, s->dump_index + i, name, TG_F32, 2, shape, enc.hidden[h] + off);
+        }
+        dump(s, s->dump_index + i, "encoder_out", TG_F32, 2, shape, enc.out + off);
+    }
+
+    ct_greedy_opts go = {.max_new_tokens = s->opts.max_new_tokens,
+                         .eos_id = s->eos_id,
+                         .pad_id = s->pad_id,
+                         .f32 = s->f32,
+                         .keep_logits = s->opts.dump != NULL};
+    if ((st = ct_greedy_decode(m, s->sched, &enc, s->prompt, s->n_prompt, &go, &gr))) goto done;
+    tm->decoder_ms += now_ms() - t2;
+
+    for (int i = 0; i < n && !st; i++) {
+        const int32_t *row = gr.tokens + (size_t)i * gr.n_cols;
+        if (s->opts.dump) {
+            int64_t pl[2] = {s->n_prompt, m->vocab}, sl[2] = {gr.n_steps, m->vocab};
+            int64_t gl[1] = {gr.n_cols};
+            dump(s, s->dump_index + i, "prompt_logits", TG_F32, 2, pl,
+                 gr.prompt_logits + (size_t)i * s->n_prompt * m->vocab);
+            dump(s, s->dump_index + i, "step_logits", TG_F32, 2, sl,
+                 gr.step_logits + (size_t)i * gr.n_steps * m->vocab);
+            dump(s, s->dump_index + i, "generated", TG_I32, 1, gl, row);
+        }
+        int n_tok = gr.n_tokens[i];
+        st = ct_tokenizer_decode(s->tok, row, n_tok, &outs[i].text);
+        if (st) break;
+        int n_gen = n_tok - s->n_prompt;
+        if (n_gen > 0 && row[n_tok - 1] == s->eos_id) n_gen--;
+        outs[i].tokens = tg_malloc((size_t)(n_gen > 0 ? n_gen : 1) * sizeof(int32_t));
+        if (!outs[i].tokens) {
+            st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+            break;
+        }
+        memcpy(outs[i].tokens, row + s->n_prompt, (size_t)(n_gen > 0 ? n_gen : 0) * sizeof(int32_t));
+        outs[i].n_tokens = n_gen > 0 ? n_gen : 0;
+    }
+    s->dump_index += n;
+done:
+    for (int i = 0; feats && i < n; i++) tg_free(feats[i]);
+    tg_free(feats);
+    tg_free(frames);
+    tg_free(batch);
+    ct_enc_result_free(&enc);
+    ct_greedy_result_free(&gr);
+    return st;
+}
+
+/* ----------------------------------------------------------------- joining */
+
+/* Trims ASCII whitespace in place; returns the start. */
+static char *trim(char *t) {
+    while (*t && isspace((unsigned char)*t)) t++;
+    size_t n = strlen(t);
+    while (n && isspace((unsigned char)t[n - 1])) t[--n] = 0;
+    return t;
+}
+
+/* spec 5.4: drop empty chunk texts, strip them, join with " " (or "" for
+ * ja and zh). Our decode drops the leading space HF keeps on the first
+ * chunk, so every chunk is stripped on both sides. */
+static tg_status join_texts(const ct_session *s, clip_out *outs, int n, ct_result *r) {
+    const char *sep = !strcmp(s->language, "ja") || !strcmp(s->language, "zh") ? "" : " ";
+    size_t total = 1, n_tok = 0;
+    for (int i = 0; i < n; i++) {
+        total += strlen(outs[i].text) + 1;
+        n_tok += (size_t)outs[i].n_tokens;
+    }
+    r->text = tg_malloc(total);
+    r->tokens = tg_malloc((n_tok ? n_tok : 1) * sizeof(int32_t));
+    if (!r->text || !r->tokens) return tg_status_new(TG_ERR_NO_MEMORY, "joining: out of memory");
+    r->text[0] = 0;
+    size_t k = 0;
+    bool first = true;
+    for (int i = 0; i < n; i++) {
+        char *t = trim(outs[i].text);
+        memcpy(r->tokens + r->n_tokens, outs[i].tokens, (size_t)outs[i].n_tokens * sizeof(int32_t));
+        r->n_tokens += outs[i].n_tokens;
+        if (!*t) continue;
+        if (!first) {
+            strcpy(r->text + k, sep);
+            k += strlen(sep);
+        }
+        size_t len = strlen(t);
+        memcpy(r->text + k, t, len + 1);
+        k += len;
+        first = false;
+    }
+    return NULL;
+}
+
+static void free_outs(clip_out *outs, int n) {
+    for (int i = 0; outs && i < n; i++) {
+        tg_free(outs[i].text);
+        tg_free(outs[i].tokens);
+    }
+    tg_free(outs);
+}
+
+static tg_status check_pcm(const float *samples, size_t n) {
+    if (!samples || n == 0) return tg_status_new(TG_ERR_INVALID_ARG, "empty audio (0 samples)");
+    if (n < 2 * 160)
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "audio too short: %zu samples (need at least 320, 20 ms at 16 kHz)",
+                             n);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(samples[i]))
+            return tg_status_new(TG_ERR_INVALID_ARG, "audio sample %zu is %s", i,
+                                 isnan(samples[i]) ? "NaN" : "infinite");
+    return NULL;
+}
+
+ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
+                            ct_result **out_result) {
+    if (!s || !out_result)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_transcribe_pcm: NULL argument");
+    *out_result = NULL;
+    tg_status st = check_pcm(samples, n);
+    if (st) return st;
+    size_t (*bounds)[2] = NULL;
+    int n_chunks = 0;
+    clip_out *outs = NULL;
+    const float **clips = NULL;
+    size_t *lens = NULL;
+    int *slot = NULL;
+    ct_result *r = tg_calloc(1, sizeof *r);
+    if (!r) return tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+    r->duration_s = (double)n / SAMPLE_RATE;
+
+    const ct_config *c = &s->model->cfg;
+    double t0 = now_ms();
+    st = ct_split_chunks(samples, n, SAMPLE_RATE, c->max_audio_clip_s > 0 ? c->max_audio_clip_s : 35,
+                         c->overlap_chunk_s >= 0 ? c->overlap_chunk_s : 5, &bounds, &n_chunks);
+    if (st) goto fail;
+    r->timings.frontend_ms += now_ms() - t0;
+    outs = tg_calloc((size_t)n_chunks, sizeof *outs);
+    clips = tg_calloc((size_t)n_chunks, sizeof *clips);
+    lens = tg_calloc((size_t)n_chunks, sizeof *lens);
+    slot = tg_calloc((size_t)n_chunks, sizeof *slot);
+    if (!outs || !clips || !lens || !slot) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+        goto fail;
+    }
+    /* a sliver too short for the frontend (< 2 frames) transcribes to nothing */
+    int n_run = 0;
+    for (int i = 0; i < n_chunks; i++) {
+        size_t len = bounds[i][1] - bounds[i][0];
+        if (len < 2 * 160) {
+            TG_DEBUG("chunk %d has only %zu samples; skipped", i, len);
+            outs[i].text = tg_strdup("");
+            outs[i].tokens = tg_malloc(sizeof(int32_t));
+            if (!outs[i].text || !outs[i].tokens) {
+                st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+                goto fail;
+            }
+            continue;
+        }
+        clips[n_run] = samples + bounds[i][0];
+        lens[n_run] = len;
+        slot[n_run++] = i;
+    }
+    /* run in batches; clip j of the run list is chunk slot[j] */
+    for (int done = 0; done < n_run;) {
+        int bs = s->opts.batch_size;
+        if (bs > n_run - done) bs = n_run - done;
+        clip_out *tmp = tg_calloc((size_t)bs, sizeof *tmp);
+        if (!tmp) {
+            st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+            goto fail;
+        }
+        st = run_batch(s, clips + done, lens + done, bs, tmp, &r->timings);
+        if (st) {
+            free_outs(tmp, bs);
+            goto fail;
+        }
+        for (int j = 0; j < bs; j++) outs[slot[done + j]] = tmp[j];
+        tg_free(tmp);
+        done += bs;
+        if (s->opts.progress) s->opts.progress(s->opts.progress_user, done, n_run);
+    }
+    r->n_chunks = n_chunks;
+    if ((st = join_texts(s, outs, n_chunks, r))) goto fail;
+    free_outs(outs, n_chunks);
+    tg_free(bounds);
+    tg_free(clips);
+    tg_free(lens);
+    tg_free(slot);
+    *out_result = r;
+    return NULL;
+fail:
+    free_outs(outs, n_chunks);
+    tg_free(bounds);
+    tg_free(clips);
+    tg_free(lens);
+    tg_free(slot);
+    ct_result_free(r);
+    return st;
+}
+
+ct_status ct_transcribe_file(ct_session *s, const char *path, ct_result **out_result) {
+    if (!s || !path || !out_result)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_transcribe_file: NULL argument");
+    *out_result = NULL;
+    double t0 = now_ms();
+    ct_audio a = {0};
+    tg_status st = ct_wav_read(path, &a);
+    if (!st) st = ct_audio_resample(&a, SAMPLE_RATE);
+    if (st) {
+        ct_audio_free(&a);
+        return st;
+    }
+    double load = now_ms() - t0;
+    st = ct_transcribe_pcm(s, a.samples, a.n, out_result);
+    ct_audio_free(&a);
+    if (st) return tg_status_wrap(st, "%s", path);
+    (*out_result)->timings.load_ms = load;
+    return NULL;
+}
+
+ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const size_t *n,
+                              int n_clips, ct_result **out_results) {
+    if (!s || !clips || !n || n_clips <= 0 || !out_results)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_transcribe_batch: bad arguments");
+    const ct_config *c = &s->model->cfg;
+    double max_s = c->max_audio_clip_s > 0 ? c->max_audio_clip_s : 35;
+    for (int i = 0; i < n_clips; i++) {
+        out_results[i] = NULL;
+        tg_status st = check_pcm(clips[i], n[i]);
+        if (st) return tg_status_wrap(st, "clip %d", i);
+        if ((double)n[i] / SAMPLE_RATE > max_s)
+            return tg_status_new(TG_ERR_INVALID_ARG,
+                                 "clip %d is %.1f s, longer than the model's %.0f s clip limit "
+                                 "(use ct_transcribe_pcm, which splits it)",
+                                 i, (double)n[i] / SAMPLE_RATE, max_s);
+    }
+    ct_timings tm = {0};
+    clip_out *outs = tg_calloc((size_t)n_clips, sizeof *outs);
+    if (!outs) return tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+    tg_status st = run_batch(s, clips, n, n_clips, outs, &tm);
+    for (int i = 0; !st && i < n_clips; i++) {
+        ct_result *r = tg_calloc(1, sizeof *r);
+        if (!r) {
+            st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+            break;
+        }
+        out_results[i] = r;
+        r->duration_s = (double)n[i] / SAMPLE_RATE;
+        r->timings = tm; /* the batch's stages, shared */
+        st = join_texts(s, &outs[i], 1, r);
+        r->n_chunks = 1;
+    }
+    free_outs(outs, n_clips);
+    if (st)
+        for (int i = 0; i < n_clips; i++) {
+            ct_result_free(out_results[i]);
+            out_results[i] = NULL;
+        }
+    return st;
+}

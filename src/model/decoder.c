@@ -1,0 +1,318 @@
+/*
+ * decoder.c: the Transformer decoder of spec 3 with a fixed-shape KV cache.
+ *
+ * Per batch of clips: the encoder output is projected to the decoder width
+ * and each layer's cross-attention K/V are computed once (spec 3.4) into
+ * tensors that live for the batch. The self-attention cache is allocated
+ * once at its maximum length, [head_dim, max_len, heads, B] per layer, so
+ * attention reads it without a copy. Two graphs are built once per batch:
+ * the prefill (the whole prompt) and the step (one token per row). A step
+ * writes its K/V at a position given as data (tg_set_rows with an ids
+ * tensor) and attends over the whole cache with a mask given as data, so
+ * every step runs the same graph with the same shapes: the plan (and on a
+ * GPU the captured launch sequence) is made once. Argmax runs where the
+ * logits are; only ids come back unless the caller asks for logits.
+ *
+ * Rows of a batch stay in their slots; the caller feeds finished rows a pad
+ * token and ignores what they produce.
+ *
+ * Not here: the greedy loop and stopping rules (src/asr/greedy.c).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "base.h"
+#include "model.h"
+
+/* One of the two decoding graphs. */
+typedef struct dec_graph {
+    tg_ctx *ctx;
+    tg_graph *g;
+    int n_q;                      /* query positions per row            */
+    tg_tensor *tok, *pos, *wids;  /* I32 inputs                         */
+    tg_tensor *self_mask, *cross_mask;
+    tg_tensor *ids, *logits;      /* outputs (logits only when wanted)  */
+} dec_graph;
+
+struct ct_dec_state {
+    const ct_model *m;
+    tg_sched *sched;
+    ct_dec_opts opts;
+    int B, n_prompt, max_len, n_enc;
+    int *enc_valid;               /* [B] valid encoder frames          */
+    tg_ctx *kv_ctx;
+    tg_buffer *kv_buf;
+    tg_tensor **self_k, **self_v; /* [hd, max_len, H, B] per layer     */
+    tg_tensor **cross_k, **cross_v; /* [hd, n_enc, H, B] per layer     */
+    dec_graph prefill, step;
+    dec_graph *allocated;         /* the graph the scheduler holds now */
+    float *host;                  /* scratch for masks                 */
+    int32_t *ihost;               /* scratch for ids                   */
+};
+
+static tg_tensor *linear(const ct_dec_state *s, tg_ctx *ctx, tg_tensor *w, tg_tensor *b,
+                         tg_tensor *x) {
+    tg_tensor *y = tg_mul_mat(ctx, w, x);
+    if (y && s->opts.f32) tg_set_prec(y, TG_PREC_F32);
+    return b ? tg_add(ctx, y, b) : y;
+}
+
+/* [hd*H, T, B] -> [hd, T, H, B], contiguous. */
+static tg_tensor *split_heads(tg_ctx *ctx, tg_tensor *x, int hd, int H) {
+    tg_tensor *t = tg_reshape_4d(ctx, x, hd, H, x ? x->ne[1] : 1, x ? x->ne[2] : 1);
+    return tg_cont(ctx, tg_permute(ctx, t, 0, 2, 1, 3));
+}
+
+static tg_tensor *attend(const ct_dec_state *s, tg_ctx *ctx, tg_tensor *q, tg_tensor *k,
+                         tg_tensor *v, tg_tensor *mask) {
+    const ct_model *m = s->m;
+    tg_tensor *a = tg_attention(ctx, q, k, v, mask, 1.0f / sqrtf((float)m->dec_head_dim));
+    if (a && s->opts.f32) tg_set_prec(a, TG_PREC_F32);
+    /* [hd, H, Tq, B] -> [dd, Tq, B] */
+    return tg_reshape_3d(ctx, a, m->dd, q ? q->ne[1] : 1, q ? q->ne[3] : 1);
+}
+
+static tg_tensor *new_input(tg_ctx *ctx, tg_type type, int64_t ne0, int64_t ne1, int64_t ne2,
+                            int64_t ne3, const char *name) {
+    tg_tensor *t = tg_new_4d(ctx, type, ne0, ne1, ne2, ne3);
+    if (t) {
+        t->flags |= TG_FLAG_INPUT;
+        tg_set_name(t, "%s", name);
+    }
+    return t;
+}
+
+/* spec 3.1-3.3 for n_q query positions per row. */
+static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
+    const ct_model *m = s->m;
+    int B = s->B, H = m->dec_heads, hd = m->dec_head_dim;
+    tg_ctx *ctx = dg->ctx = tg_ctx_new();
+    if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    dg->n_q = n_q;
+    dg->tok = new_input(ctx, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
+    dg->pos = new_input(ctx, TG_I32, (int64_t)n_q * B, 1, 1, 1, "positions");
+    dg->wids = new_input(ctx, TG_I32, n_q, H, B, 1, "cache_rows");
+    dg->self_mask = new_input(ctx, TG_F32, s->max_len, n_q, 1, 1, "self_mask");
+    dg->cross_mask = new_input(ctx, TG_F32, s->n_enc, n_q, 1, B, "cross_mask");
+    tg_status st = tg_ctx_check(ctx);
+    if (st) return st;
+
+    /* spec 3.1: x = LN(E_tok[ids] + PE[positions]) */
+    tg_tensor *x = tg_add(ctx, tg_get_rows(ctx, m->tok_emb, dg->tok),
+                          tg_get_rows(ctx, m->pos_emb, dg->pos));
+    x = tg_reshape_3d(ctx, x, m->dd, n_q, B);
+    x = tg_layer_norm(ctx, x, m->emb_norm_w, m->emb_norm_b, 1e-5f);
+    for (int i = 0; i < m->n_dec_layers && x; i++) {
+        const ct_dec_layer *l = &m->dec[i];
+        /* causal self-attention over the cache */
+        tg_tensor *h = tg_layer_norm(ctx, x, l->ln1_w, l->ln1_b, 1e-5f);
+        tg_tensor *q = split_heads(ctx, linear(s, ctx, l->sa_wq, l->sa_bq, h), hd, H);
+        tg_tensor *k = split_heads(ctx, linear(s, ctx, l->sa_wk, l->sa_bk, h), hd, H);
+        tg_tensor *v = split_heads(ctx, linear(s, ctx, l->sa_wv, l->sa_bv, h), hd, H);
+        tg_tensor *kc = tg_set_rows(ctx, s->self_k[i], k, dg->wids);
+        tg_tensor *vc = tg_set_rows(ctx, s->self_v[i], v, dg->wids);
+        tg_tensor *a = attend(s, ctx, q, kc, vc, dg->self_mask);
+        x = tg_add(ctx, x, linear(s, ctx, l->sa_wo, l->sa_bo, a));
+        /* cross-attention on the clip's K/V */
+        h = tg_layer_norm(ctx, x, l->ln2_w, l->ln2_b, 1e-5f);
+        q = split_heads(ctx, linear(s, ctx, l->ca_wq, l->ca_bq, h), hd, H);
+        a = attend(s, ctx, q, s->cross_k[i], s->cross_v[i], dg->cross_mask);
+        x = tg_add(ctx, x, linear(s, ctx, l->ca_wo, l->ca_bo, a));
+        /* relu MLP */
+        h = tg_layer_norm(ctx, x, l->ln3_w, l->ln3_b, 1e-5f);
+        h = tg_relu(ctx, linear(s, ctx, l->fc1_w, l->fc1_b, h));
+        x = tg_add(ctx, x, linear(s, ctx, l->fc2_w, l->fc2_b, h));
+    }
+    x = tg_layer_norm(ctx, x, m->final_norm_w, m->final_norm_b, 1e-5f);
+    tg_tensor *logits = linear(s, ctx, m->head_w, m->head_b, x); /* [V, n_q, B] */
+    dg->ids = tg_argmax(ctx, logits);                            /* [n_q, B]    */
+    if ((st = tg_ctx_check(ctx))) return tg_status_wrap(st, "building the decoder graph");
+    tg_set_name(logits, "logits");
+    tg_set_name(dg->ids, "next_ids");
+    dg->g = tg_graph_new(ctx);
+    if (!dg->g) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    st = tg_graph_build(dg->g, dg->ids);
+    if (!st && s->opts.want_logits) {
+        dg->logits = logits;
+        st = tg_graph_build(dg->g, logits);
+    }
+    return tg_status_wrap(st, "building the decoder graph");
+}
+
+/* Projects the encoder output and computes every layer's cross K/V into
+ * the batch's tensors (spec 3.4: once per clip). */
+static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
+    const ct_model *m = s->m;
+    int H = m->dec_heads, hd = m->dec_head_dim;
+    tg_status st = NULL;
+    tg_ctx *ctx = tg_ctx_new();
+    if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    tg_tensor *e = new_input(ctx, TG_F32, m->d, s->n_enc, s->B, 1, "encoder_out");
+    tg_tensor *e3 = tg_reshape_3d(ctx, e, m->d, s->n_enc, s->B);
+    tg_tensor *p = linear(s, ctx, m->proj_w, m->proj_b, e3);
+    tg_graph *g = tg_graph_new(ctx);
+    if (!g) st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    for (int i = 0; !st && i < m->n_dec_layers; i++) {
+        const ct_dec_layer *l = &m->dec[i];
+        tg_tensor *k = split_heads(ctx, linear(s, ctx, l->ca_wk, l->ca_bk, p), hd, H);
+        tg_tensor *v = split_heads(ctx, linear(s, ctx, l->ca_wv, l->ca_bv, p), hd, H);
+        st = tg_graph_build(g, tg_cpy(ctx, k, s->cross_k[i]));
+        if (!st) st = tg_graph_build(g, tg_cpy(ctx, v, s->cross_v[i]));
+    }
+    if (!st) st = tg_sched_alloc(s->sched, g);
+    if (!st)
+        st = tg_tensor_set(e, enc->out, 0, (size_t)m->d * s->n_enc * s->B * sizeof(float));
+    if (!st) st = tg_sched_compute(s->sched, g);
+    tg_ctx_free(ctx);
+    s->allocated = NULL;
+    return tg_status_wrap(st, "computing the cross-attention keys and values");
+}
+
+void ct_decoder_free(ct_dec_state *s) {
+    if (!s) return;
+    tg_ctx_free(s->prefill.ctx);
+    tg_ctx_free(s->step.ctx);
+    tg_buffer_free(s->kv_buf);
+    tg_ctx_free(s->kv_ctx);
+    tg_free(s->self_k);
+    tg_free(s->enc_valid);
+    tg_free(s->host);
+    tg_free(s->ihost);
+    tg_free(s);
+}
+
+tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_result *enc,
+                           int n_prompt, int max_len, const ct_dec_opts *opts,
+                           ct_dec_state **out_state) {
+    if (!m || !sched || !enc || !enc->out || !out_state || enc->d != m->d || enc->n_batch <= 0)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_begin: bad arguments");
+    if (n_prompt <= 0 || max_len <= n_prompt || max_len > m->max_positions)
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "decoder: a %d-token prompt and %d tokens in all do not fit the "
+                             "model's %d positions",
+                             n_prompt, max_len, m->max_positions);
+    tg_status st = NULL;
+    ct_dec_state *s = tg_calloc(1, sizeof *s);
+    if (!s) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    int L = m->n_dec_layers, H = m->dec_heads, hd = m->dec_head_dim;
+    s->m = m;
+    s->sched = sched;
+    s->opts = opts ? *opts : (ct_dec_opts){0};
+    s->B = enc->n_batch;
+    s->n_prompt = n_prompt;
+    s->max_len = max_len;
+    s->n_enc = enc->n_frames;
+    size_t n_host = (size_t)s->max_len * n_prompt;
+    if ((size_t)s->n_enc * n_prompt * s->B > n_host) n_host = (size_t)s->n_enc * n_prompt * s->B;
+    s->host = tg_malloc(n_host * sizeof(float));
+    s->ihost = tg_malloc((size_t)n_prompt * H * s->B * sizeof(int32_t));
+    s->enc_valid = tg_malloc((size_t)s->B * sizeof(int));
+    s->self_k = tg_calloc((size_t)L * 4, sizeof(tg_tensor *));
+    s->kv_ctx = tg_ctx_new();
+    if (!s->host || !s->ihost || !s->enc_valid || !s->self_k || !s->kv_ctx) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+        goto fail;
+    }
+    memcpy(s->enc_valid, enc->valid, (size_t)s->B * sizeof(int));
+    s->self_v = s->self_k + L;
+    s->cross_k = s->self_k + 2 * L;
+    s->cross_v = s->self_k + 3 * L;
+    for (int i = 0; i < L; i++) {
+        s->self_k[i] = tg_new_4d(s->kv_ctx, TG_F32, hd, max_len, H, s->B);
+        s->self_v[i] = tg_new_4d(s->kv_ctx, TG_F32, hd, max_len, H, s->B);
+        s->cross_k[i] = tg_new_4d(s->kv_ctx, TG_F32, hd, s->n_enc, H, s->B);
+        s->cross_v[i] = tg_new_4d(s->kv_ctx, TG_F32, hd, s->n_enc, H, s->B);
+        if (s->self_k[i]) tg_set_name(s->self_k[i], "cache_k.%d", i);
+        if (s->self_v[i]) tg_set_name(s->self_v[i], "cache_v.%d", i);
+        if (s->cross_k[i]) tg_set_name(s->cross_k[i], "cross_k.%d", i);
+        if (s->cross_v[i]) tg_set_name(s->cross_v[i], "cross_v.%d", i);
+    }
+    if ((st = tg_ctx_check(s->kv_ctx))) goto fail;
+    if ((st = tg_ctx_alloc_tensors(s->kv_ctx, m->backend, &s->kv_buf))) goto fail;
+    /* unwritten cache rows are masked, but 0 * NaN would still poison the sum */
+    if ((st = tg_buffer_clear(s->kv_buf, 0))) goto fail;
+    if ((st = compute_cross(s, enc))) goto fail;
+    if ((st = build_graph(s, &s->prefill, n_prompt))) goto fail;
+    if ((st = build_graph(s, &s->step, 1))) goto fail;
+    *out_state = s;
+    return NULL;
+fail:
+    ct_decoder_free(s);
+    return tg_status_wrap(st, "starting the decoder");
+}
+
+/* Sets the inputs of dg for tokens ids[b*n_q + t] at positions pos0 + t and
+ * runs it. */
+static tg_status run(ct_dec_state *s, dec_graph *dg, const int32_t *ids, int pos0) {
+    const ct_model *m = s->m;
+    int B = s->B, n_q = dg->n_q, H = m->dec_heads;
+    tg_status st = NULL;
+    if (s->allocated != dg) {
+        if ((st = tg_sched_alloc(s->sched, dg->g))) return st;
+        s->allocated = dg;
+    }
+    for (int i = 0; i < B * n_q; i++) {
+        if (ids[i] < 0 || ids[i] >= m->vocab)
+            return tg_status_new(TG_ERR_INVALID_ARG, "decoder: token id %d is outside the vocabulary of %d",
+                                 ids[i], m->vocab);
+    }
+    if ((st = tg_tensor_set(dg->tok, ids, 0, (size_t)B * n_q * sizeof(int32_t)))) return st;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < n_q; t++) s->ihost[b * n_q + t] = pos0 + t;
+    if ((st = tg_tensor_set(dg->pos, s->ihost, 0, (size_t)B * n_q * sizeof(int32_t)))) return st;
+    /* cache rows written: [n_q, H, B] */
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < n_q; t++) s->ihost[((size_t)b * H + h) * n_q + t] = pos0 + t;
+    if ((st = tg_tensor_set(dg->wids, s->ihost, 0, (size_t)B * H * n_q * sizeof(int32_t))))
+        return st;
+    /* causal: position pos0 + t sees cache rows 0..pos0 + t */
+    for (int t = 0; t < n_q; t++)
+        for (int j = 0; j < s->max_len; j++)
+            s->host[(size_t)t * s->max_len + j] = j <= pos0 + t ? 0.0f : -INFINITY;
+    if ((st = tg_tensor_set(dg->self_mask, s->host, 0, (size_t)n_q * s->max_len * sizeof(float))))
+        return st;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < n_q; t++)
+            for (int j = 0; j < s->n_enc; j++)
+                s->host[((size_t)b * n_q + t) * s->n_enc + j] =
+                    j < s->enc_valid[b] ? 0.0f : -INFINITY;
+    if ((st = tg_tensor_set(dg->cross_mask, s->host, 0,
+                            (size_t)B * n_q * s->n_enc * sizeof(float))))
+        return st;
+    return tg_sched_compute(s->sched, dg->g);
+}
+
+tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *out_next,
+                             float *out_logits) {
+    if (!s || !prompt || !out_next)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_prefill: NULL argument");
+    int B = s->B, P = s->n_prompt;
+    tg_status st = run(s, &s->prefill, prompt, 0);
+    int32_t *ids = tg_malloc((size_t)B * P * sizeof(int32_t));
+    if (!st && !ids) st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    if (!st) st = tg_tensor_get(s->prefill.ids, ids, 0, (size_t)B * P * sizeof(int32_t));
+    if (!st)
+        for (int b = 0; b < B; b++) out_next[b] = ids[b * P + P - 1];
+    if (!st && out_logits && s->prefill.logits)
+        st = tg_tensor_get(s->prefill.logits, out_logits, 0,
+                           (size_t)B * P * s->m->vocab * sizeof(float));
+    tg_free(ids);
+    return tg_status_wrap(st, "decoding the prompt");
+}
+
+tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
+                          float *out_logits) {
+    if (!s || !ids || !out_next)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_step: NULL argument");
+    if (pos < s->n_prompt || pos >= s->max_len)
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "decoder step at position %d: outside [%d, %d) of the cache", pos,
+                             s->n_prompt, s->max_len);
+    tg_status st = run(s, &s->step, ids, pos);
+    if (!st) st = tg_tensor_get(s->step.ids, out_next, 0, (size_t)s->B * sizeof(int32_t));
+    if (!st && out_logits && s->step.logits)
+        st = tg_tensor_get(s->step.logits, out_logits, 0,
+                           (size_t)s->B * s->m->vocab * sizeof(float));
+    return tg_status_wrap(st, "decoder step at position %d", pos);
+}

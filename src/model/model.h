@@ -1,0 +1,176 @@
+/*
+ * model.h: the cohere_asr model in memory and the graph builders that run it
+ * (internal).
+ *
+ * ct_model holds the checkpoint's tensors as runtime leaves (weights.c), in
+ * the shapes the graph code wants: PyTorch's shape reversed (ne[0] innermost)
+ * and size-1 kernel dims dropped where a conv is run as a matrix product.
+ * The encoder (encoder.c) and the decoder (decoder.c) build tg graphs from it
+ * and run them through a scheduler; nothing here names a backend.
+ *
+ * Data crosses the host boundary only at these seams: log-mel features in,
+ * encoder output out (host floats, so the decoder, the debug dumps and the
+ * session need no shared device state), token ids in, argmax ids out (logits
+ * only when a caller asks for them).
+ *
+ * Not here: audio, tokenizer, prompt building, greedy loop, chunking (src/asr).
+ */
+#ifndef CT_MODEL_H
+#define CT_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "safetensors.h"
+#include "tg.h"
+
+/* The three tensor-name layouts of spec 6.2 / DESIGN.md. */
+typedef enum ct_layout {
+    CT_LAYOUT_HUB,    /* NeMo names, no prefix (the published checkpoint)        */
+    CT_LAYOUT_SAVED,  /* NeMo names under "model." (transformers save_pretrained) */
+    CT_LAYOUT_NATIVE, /* transformers in-memory names (subsampling.layers.N, ...) */
+} ct_layout;
+
+const char *ct_layout_name(ct_layout layout);
+
+typedef struct ct_enc_layer {
+    tg_tensor *ff1_norm_w, *ff1_norm_b, *ff1_w1, *ff1_b1, *ff1_w2, *ff1_b2;
+    tg_tensor *att_norm_w, *att_norm_b;
+    tg_tensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
+    tg_tensor *wpos;             /* linear_pos / relative_k_proj, no bias  */
+    tg_tensor *pos_u, *pos_v;    /* [head_dim, heads], F32                 */
+    tg_tensor *conv_norm_w, *conv_norm_b;
+    tg_tensor *pw1_w, *pw1_b;    /* [d, 2d] as a matrix                    */
+    tg_tensor *dw_w, *dw_b;      /* [k, d] F32, BatchNorm folded in        */
+    tg_tensor *pw2_w, *pw2_b;    /* [d, d] as a matrix                     */
+    tg_tensor *ff2_norm_w, *ff2_norm_b, *ff2_w1, *ff2_b1, *ff2_w2, *ff2_b2;
+    tg_tensor *out_norm_w, *out_norm_b;
+} ct_enc_layer;
+
+typedef struct ct_dec_layer {
+    tg_tensor *ln1_w, *ln1_b;
+    tg_tensor *sa_wq, *sa_bq, *sa_wk, *sa_bk, *sa_wv, *sa_bv, *sa_wo, *sa_bo;
+    tg_tensor *ln2_w, *ln2_b;
+    tg_tensor *ca_wq, *ca_bq, *ca_wk, *ca_bk, *ca_wv, *ca_bv, *ca_wo, *ca_bo;
+    tg_tensor *ln3_w, *ln3_b;
+    tg_tensor *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+} ct_dec_layer;
+
+typedef struct ct_model {
+    ct_config cfg;
+    ct_layout layout;
+
+    /* encoder dimensions (from the tensor shapes; heads from the config) */
+    int n_mels;        /* feature bins (128)                             */
+    int sub_channels;  /* subsampling conv channels (256)                */
+    int sub_freq;      /* frequency bins after the three stride-2 convs  */
+    int d;             /* encoder width (1280)                           */
+    int heads, head_dim;
+    int ff;            /* encoder feed-forward width                     */
+    int conv_kernel;   /* depthwise kernel (9)                           */
+    int n_enc_layers;
+
+    /* decoder dimensions */
+    int dd, dec_heads, dec_head_dim, dec_ff, n_dec_layers, vocab, max_positions;
+
+    /* subsampling: convs 0 (full), 2 (dw), 3 (pw), 5 (dw), 6 (pw) */
+    tg_tensor *sub_w[5], *sub_b[5]; /* kernels [KW, KH, Cin, Cout] F32 */
+    tg_tensor *sub_out_w, *sub_out_b;
+    ct_enc_layer *enc;
+
+    tg_tensor *proj_w, *proj_b;      /* encoder -> decoder width */
+    tg_tensor *tok_emb, *pos_emb;    /* [dd, vocab], [dd, max_positions] */
+    tg_tensor *emb_norm_w, *emb_norm_b;
+    ct_dec_layer *dec;
+    tg_tensor *final_norm_w, *final_norm_b;
+    tg_tensor *head_w, *head_b;      /* [dd, vocab], [vocab] */
+
+    /* storage */
+    tg_ctx *ctx;             /* owns every weight tensor above          */
+    st_set *st;              /* the mapping the in-place weights use    */
+    tg_buffer **bufs;
+    int n_bufs, cap_bufs;
+    tg_backend *backend;     /* borrowed: where the weights live        */
+    size_t bytes_in_place;   /* used from the mapping without a copy    */
+    size_t bytes_copied;     /* converted or copied into own buffers    */
+    tg_type matrix_type;     /* stored type of the big matrices         */
+} ct_model;
+
+/* Loads the checkpoint directory `dir` (config.json, model.safetensors or a
+ * shard index) onto `backend` (borrowed; it must outlive the model). On the
+ * CPU the matrices are used in place from the mapping; elsewhere they are
+ * copied into device buffers in their stored type. Small tensors become F32
+ * and BatchNorm is folded into the depthwise conv (spec 2.5). Returns a new
+ * model; free it with ct_model_free. */
+tg_status ct_model_load(const char *dir, tg_backend *backend, ct_model **out_model);
+void ct_model_free(ct_model *model);
+
+/* spec 2.1: length after one stride-2, k3, p1 conv (floor((n-1)/2)+1; 0 stays 0). */
+static inline int ct_sub_len(int n) { return n <= 0 ? 0 : (n - 1) / 2 + 1; }
+/* Encoder frames for n mel frames (three stride-2 convs). */
+static inline int ct_enc_len(int n) { return ct_sub_len(ct_sub_len(ct_sub_len(n))); }
+
+/* ------------------------------------------------------------------ encoder */
+
+typedef struct ct_enc_opts {
+    bool f32;          /* ask for f32 matrix products and attention (TG_PREC_F32) */
+    bool keep_hidden;  /* also return every layer's input/output (debug, tests)   */
+} ct_enc_opts;
+
+/* The encoder's result for a padded batch, on the host. */
+typedef struct ct_enc_result {
+    int n_batch;
+    int n_frames;      /* encoder frames of the tensor (T')                   */
+    int d;
+    int *valid;        /* [n_batch] valid encoder frames per row              */
+    float *out;        /* [n_batch][n_frames][d]: encoder output (before proj) */
+    int n_hidden;      /* n_enc_layers + 1 when keep_hidden, else 0            */
+    float **hidden;    /* [n_hidden] of [n_batch][n_frames][d]: hidden[0] is
+                          the subsampling output, hidden[i] layer i's output   */
+} ct_enc_result;
+
+void ct_enc_result_free(ct_enc_result *r);
+
+/* Runs spec 2 on a padded batch: features [n_batch][n_frames][n_mels]
+ * (frame-major, padded frames zero), valid mel frames per row in
+ * valid_frames. Frames at and after a row's valid length are masked as HF
+ * masks them (spec 2.6). Fills *out (free with ct_enc_result_free). */
+tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *features,
+                         int n_batch, int n_frames, const int *valid_frames,
+                         const ct_enc_opts *opts, ct_enc_result *out);
+
+/* ------------------------------------------------------------------ decoder */
+
+/* Decoder state for one batch of clips: cross-attention K/V computed once
+ * from the encoder output, the self-attention cache allocated at its maximum
+ * length, and the prefill and step graphs (built once, shapes fixed). */
+typedef struct ct_dec_state ct_dec_state;
+
+typedef struct ct_dec_opts {
+    bool f32;          /* TG_PREC_F32 on matrix products and attention          */
+    bool want_logits;  /* keep logits for the caller (prefill: every position)  */
+} ct_dec_opts;
+
+/* Computes the cross K/V of enc (borrowed; only its out/valid are read) and
+ * allocates the caches for sequences of up to max_len tokens (<= the model's
+ * max_positions). The prompt length is fixed at n_prompt. Free with
+ * ct_decoder_free. */
+tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_result *enc,
+                           int n_prompt, int max_len, const ct_dec_opts *opts,
+                           ct_dec_state **out_state);
+void ct_decoder_free(ct_dec_state *s);
+
+/* Runs the prompt (ids [n_batch][n_prompt]) at positions 0..n_prompt-1.
+ * out_next[b] gets the argmax at the last prompt position. When the state
+ * was made with want_logits, out_logits (may be NULL) receives
+ * [n_batch][n_prompt][vocab]. */
+tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *out_next,
+                             float *out_logits);
+/* One step: ids[b] is fed at position pos (the same for every row, since all
+ * rows share one prompt length); out_next[b] gets the argmax. out_logits
+ * (want_logits only; may be NULL) receives [n_batch][vocab]. */
+tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
+                          float *out_logits);
+
+#endif

@@ -1,0 +1,706 @@
+/*
+ * weights.c: loads a cohere_asr checkpoint directory into runtime tensors.
+ *
+ * Three tensor-name layouts exist for the same weights (spec 6.2): the Hub's
+ * NeMo-style names, the same names under "model." as transformers'
+ * save_pretrained writes them (the head keeps its bare name), and the
+ * transformers in-memory names. The layout is told by probing the first
+ * subsampling conv under each name; every later lookup goes through one
+ * table that spells a logical tensor in all three.
+ *
+ * Dimensions come from the tensor shapes: a few reference tensors fix them,
+ * every other tensor is checked against the shape they imply, and the config
+ * is checked against them; head counts come only from the config. A
+ * misshapen or missing tensor is an error naming it (and both shapes).
+ *
+ * Storage: the matrices of matrix products and the embedding tables keep
+ * their stored type (F32, F16 or BF16). On a CPU backend they are used in
+ * place from the read-only mapping (no copy of a 4 GB checkpoint); on any
+ * other backend they are copied into one device buffer. Norms, biases, conv
+ * kernels and the rel-pos biases are converted to F32 into a buffer of their
+ * own; BatchNorm is folded into the depthwise conv in f32 (spec 2.5).
+ *
+ * Not here: running anything (encoder.c, decoder.c). Tensors this model does
+ * not use (preprocessor.*, num_batches_tracked, anything unknown) are
+ * ignored.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base.h"
+#include "model.h"
+
+#define MAX_NAME 256
+
+/* How a tensor is stored once loaded. */
+enum kind {
+    KIND_MATRIX, /* stored type, in place on the CPU                     */
+    KIND_F32,    /* converted to F32                                     */
+    KIND_DW,     /* depthwise kernel: F32, BatchNorm folded (set later)  */
+    KIND_DWB,    /* depthwise bias: F32, BatchNorm folded (set later)    */
+};
+
+typedef struct pending {
+    tg_tensor *t;
+    const st_tensor *src;
+    enum kind kind;
+    int layer; /* for KIND_DW / KIND_DWB */
+} pending;
+
+typedef struct loader {
+    ct_model *m;
+    const char *dir;
+    pending *items;
+    int n_items, cap_items;
+    /* BatchNorm tensors per encoder layer, read at fold time */
+    const st_tensor **bn; /* [n_enc_layers][6]: dw_w, dw_b, gamma, beta, mean, var */
+} loader;
+
+const char *ct_layout_name(ct_layout layout) {
+    switch (layout) {
+    case CT_LAYOUT_HUB: return "hub (NeMo names)";
+    case CT_LAYOUT_SAVED: return "save_pretrained (NeMo names under model.)";
+    case CT_LAYOUT_NATIVE: return "transformers native names";
+    }
+    return "?";
+}
+
+/* ------------------------------------------------------------------ names */
+
+/* Spells the logical tensor `nemo` / `native` (a printf format taking the
+ * layer index, or none) in the model's layout. NeMo names get "model." in
+ * the saved layout, except the head. */
+static void tensor_name(ct_layout layout, char *buf, const char *nemo, const char *native,
+                        int layer) {
+    char tmp[MAX_NAME - 8];
+    const char *fmt = layout == CT_LAYOUT_NATIVE ? native : nemo;
+    snprintf(tmp, sizeof tmp, fmt, layer);
+    if (layout == CT_LAYOUT_SAVED && strncmp(tmp, "log_softmax.", 12) != 0)
+        snprintf(buf, MAX_NAME, "model.%s", tmp);
+    else
+        snprintf(buf, MAX_NAME, "%s", tmp);
+}
+
+static const char *layout_probe[3] = {
+    "encoder.pre_encode.conv.0.weight",
+    "model.encoder.pre_encode.conv.0.weight",
+    "model.encoder.subsampling.layers.0.weight",
+};
+
+static tg_status detect_layout(const st_set *st, const char *dir, ct_layout *out) {
+    for (int i = 0; i < 3; i++) {
+        if (st_find(st, layout_probe[i])) {
+            *out = (ct_layout)i;
+            return NULL;
+        }
+    }
+    return tg_status_new(TG_ERR_FORMAT,
+                         "%s: not a cohere_asr checkpoint: none of '%s', '%s', '%s' is present",
+                         dir, layout_probe[0], layout_probe[1], layout_probe[2]);
+}
+
+/* ----------------------------------------------------------------- shapes */
+
+static void shape_str(char *buf, size_t size, int n, const int64_t *s) {
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, size - k, "[");
+    for (int i = 0; i < n && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%lld", i ? "," : "", (long long)s[i]);
+    if (k < size) snprintf(buf + k, size - k, "]");
+}
+
+/* Finds `name` and checks its PyTorch shape against want[0..n). */
+static tg_status find_checked(const loader *L, const char *name, int n, const int64_t *want,
+                              const st_tensor **out) {
+    const st_tensor *t = st_find(L->m->st, name);
+    if (!t)
+        return tg_status_new(TG_ERR_NOT_FOUND, "%s: tensor '%s' is missing from the checkpoint",
+                             L->dir, name);
+    bool ok = t->n_dims == n;
+    for (int i = 0; ok && i < n; i++) ok = t->shape[i] == want[i];
+    if (!ok) {
+        char got[96], exp[96];
+        shape_str(got, sizeof got, t->n_dims, t->shape);
+        shape_str(exp, sizeof exp, n, want);
+        return tg_status_new(TG_ERR_FORMAT, "%s: tensor '%s' has shape %s but %s was expected",
+                             L->dir, name, got, exp);
+    }
+    tg_type tt;
+    tg_status st = st_dtype_to_tg(t->dtype, &tt);
+    if (st || (tt != TG_F32 && tt != TG_F16 && tt != TG_BF16)) {
+        tg_status_free(st);
+        return tg_status_new(TG_ERR_UNSUPPORTED,
+                             "%s: tensor '%s' has dtype %s; weights must be F32, F16 or BF16",
+                             L->dir, name, st_dtype_name(t->dtype));
+    }
+    *out = t;
+    return NULL;
+}
+
+/* Declares one weight: checks it, makes its runtime tensor with the
+ * runtime shape ne[0..tg_n) and queues it for placement. */
+static tg_status take(loader *L, const char *name, int n, const int64_t *want,
+                      enum kind kind, int tg_n, const int64_t *ne, int layer,
+                      tg_tensor **out) {
+    const st_tensor *src;
+    tg_status st = find_checked(L, name, n, want, &src);
+    if (st) return st;
+    tg_type type = TG_F32;
+    if (kind == KIND_MATRIX) {
+        st = st_dtype_to_tg(src->dtype, &type);
+        if (st) return st;
+    }
+    tg_tensor *t = tg_new_tensor(L->m->ctx, type, tg_n, ne);
+    if (!t) return tg_status_wrap(tg_ctx_check(L->m->ctx), "%s: tensor '%s'", L->dir, name);
+    tg_set_name(t, "%s", name);
+    t->flags |= TG_FLAG_WEIGHT;
+    if (!tg_grow((void **)&L->items, &L->cap_items, L->n_items + 1, sizeof(pending)))
+        return tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", L->dir);
+    L->items[L->n_items++] = (pending){t, src, kind, layer};
+    *out = t;
+    return NULL;
+}
+
+/* Shorthands: a linear layer's matrix [out, in] and a vector [n]. */
+static tg_status take_matrix(loader *L, const char *name, int64_t out_dim, int64_t in_dim,
+                             tg_tensor **out) {
+    int64_t want[2] = {out_dim, in_dim}, ne[2] = {in_dim, out_dim};
+    return take(L, name, 2, want, KIND_MATRIX, 2, ne, 0, out);
+}
+
+static tg_status take_vec(loader *L, const char *name, int64_t n, tg_tensor **out) {
+    int64_t want[1] = {n};
+    return take(L, name, 1, want, KIND_F32, 1, want, 0, out);
+}
+
+/* --------------------------------------------------------------- the model */
+
+/* Names of the per-layer tensors: NeMo suffix, native suffix. */
+typedef struct lname {
+    const char *nemo, *native;
+} lname;
+
+#define ENC_NEMO "encoder.layers.%d."
+#define ENC_NATIVE "model.encoder.layers.%d."
+#define DEC_NEMO "transf_decoder._decoder.layers.%d."
+#define DEC_NATIVE "model.decoder.layers.%d."
+
+/* Looks up a layer tensor: base name (NeMo / native) + ".weight" etc. */
+static void lname_fmt(const loader *L, char *buf, bool dec, lname n, const char *suffix,
+                      int layer) {
+    char nemo[MAX_NAME - 16], native[MAX_NAME - 16];
+    snprintf(nemo, sizeof nemo, "%s%s%s", dec ? DEC_NEMO : ENC_NEMO, n.nemo, suffix);
+    snprintf(native, sizeof native, "%s%s%s", dec ? DEC_NATIVE : ENC_NATIVE, n.native,
+             suffix);
+    tensor_name(L->m->layout, buf, nemo, native, layer);
+}
+
+static tg_status take_lin(loader *L, bool dec, lname n, int layer, int64_t out_dim,
+                          int64_t in_dim, bool bias, tg_tensor **w, tg_tensor **b) {
+    char name[MAX_NAME];
+    lname_fmt(L, name, dec, n, ".weight", layer);
+    tg_status st = take_matrix(L, name, out_dim, in_dim, w);
+    if (st || !bias) return st;
+    lname_fmt(L, name, dec, n, ".bias", layer);
+    return take_vec(L, name, out_dim, b);
+}
+
+static tg_status take_norm(loader *L, bool dec, lname n, int layer, int64_t dim,
+                           tg_tensor **w, tg_tensor **b) {
+    char name[MAX_NAME];
+    lname_fmt(L, name, dec, n, ".weight", layer);
+    tg_status st = take_vec(L, name, dim, w);
+    if (st) return st;
+    lname_fmt(L, name, dec, n, ".bias", layer);
+    return take_vec(L, name, dim, b);
+}
+
+/* Reads the shape of a reference tensor (any rank check is left to the
+ * caller), for deriving dimensions. */
+static tg_status ref_shape(const loader *L, const char *name, int n, const st_tensor **out) {
+    const st_tensor *t = st_find(L->m->st, name);
+    if (!t)
+        return tg_status_new(TG_ERR_NOT_FOUND, "%s: tensor '%s' is missing from the checkpoint",
+                             L->dir, name);
+    if (t->n_dims != n) {
+        char got[96];
+        shape_str(got, sizeof got, t->n_dims, t->shape);
+        return tg_status_new(TG_ERR_FORMAT, "%s: tensor '%s' has shape %s but %d dims were expected",
+                             L->dir, name, got, n);
+    }
+    for (int i = 0; i < n; i++) {
+        if (t->shape[i] <= 0 || t->shape[i] > (1 << 24)) {
+            char got[96];
+            shape_str(got, sizeof got, t->n_dims, t->shape);
+            return tg_status_new(TG_ERR_FORMAT, "%s: tensor '%s' has an implausible shape %s",
+                                 L->dir, name, got);
+        }
+    }
+    *out = t;
+    return NULL;
+}
+
+/* A config value that disagrees with the weights is an error naming both. */
+static tg_status check_cfg(const loader *L, const char *key, int cfg, int got,
+                           const char *tensor) {
+    if (cfg > 0 && cfg != got)
+        return tg_status_new(TG_ERR_FORMAT,
+                             "%s: config.json gives %s = %d but tensor '%s' implies %d", L->dir,
+                             key, cfg, tensor, got);
+    return NULL;
+}
+
+static tg_status derive_dims(loader *L) {
+    ct_model *m = L->m;
+    const ct_config *c = &m->cfg;
+    char name[MAX_NAME];
+    const st_tensor *t;
+    tg_status st;
+
+    /* subsampling conv 0 [C, 1, 3, 3] and the linear after it [d, C*F] */
+    tensor_name(m->layout, name, "encoder.pre_encode.conv.0.weight",
+                "model.encoder.subsampling.layers.0.weight", 0);
+    if ((st = ref_shape(L, name, 4, &t))) return st;
+    m->sub_channels = (int)t->shape[0];
+    m->n_mels = c->n_mels > 0 ? c->n_mels : 128;
+    m->sub_freq = ct_enc_len(m->n_mels);
+    tensor_name(m->layout, name, "encoder.pre_encode.out.weight",
+                "model.encoder.subsampling.linear.weight", 0);
+    if ((st = ref_shape(L, name, 2, &t))) return st;
+    m->d = (int)t->shape[0];
+    if (t->shape[1] != (int64_t)m->sub_channels * m->sub_freq)
+        return tg_status_new(TG_ERR_FORMAT,
+                             "%s: tensor '%s' has %lld inputs but %d channels x %d mel bins "
+                             "after subsampling = %d were expected",
+                             L->dir, name, (long long)t->shape[1], m->sub_channels,
+                             m->sub_freq, m->sub_channels * m->sub_freq);
+    if ((st = check_cfg(L, "the encoder width", c->enc_hidden, m->d, name))) return st;
+    if ((st = check_cfg(L, "subsampling_conv_channels", c->subsampling_channels,
+                        m->sub_channels, "conv 0 of the subsampling")))
+        return st;
+    if (c->subsampling_factor > 0 && c->subsampling_factor != 8)
+        return tg_status_new(TG_ERR_UNSUPPORTED,
+                             "%s: subsampling_factor %d is not supported (only 8)", L->dir,
+                             c->subsampling_factor);
+
+    m->n_enc_layers = c->enc_layers;
+    m->heads = c->enc_heads;
+    if (m->n_enc_layers <= 0 || m->heads <= 0)
+        return tg_status_new(TG_ERR_FORMAT, "%s: config.json lacks encoder layers/heads", L->dir);
+    if (m->d % m->heads)
+        return tg_status_new(TG_ERR_FORMAT,
+                             "%s: encoder width %d is not a multiple of its %d heads (config.json)",
+                             L->dir, m->d, m->heads);
+    m->head_dim = m->d / m->heads;
+
+    tensor_name(m->layout, name, ENC_NEMO "feed_forward1.linear1.weight",
+                ENC_NATIVE "feed_forward1.linear1.weight", 0);
+    if ((st = ref_shape(L, name, 2, &t))) return st;
+    m->ff = (int)t->shape[0];
+    if ((st = check_cfg(L, "the encoder intermediate size", c->enc_ff, m->ff, name))) return st;
+    tensor_name(m->layout, name, ENC_NEMO "conv.depthwise_conv.weight",
+                ENC_NATIVE "conv.depthwise_conv.weight", 0);
+    if ((st = ref_shape(L, name, 3, &t))) return st;
+    m->conv_kernel = (int)t->shape[2];
+    if (m->conv_kernel % 2 == 0)
+        return tg_status_new(TG_ERR_FORMAT, "%s: tensor '%s': depthwise kernel %d is not odd",
+                             L->dir, name, m->conv_kernel);
+    if ((st = check_cfg(L, "conv_kernel_size", c->conv_kernel, m->conv_kernel, name))) return st;
+
+    /* decoder */
+    tensor_name(m->layout, name, "transf_decoder._embedding.token_embedding.weight",
+                "model.decoder.embed_tokens.weight", 0);
+    if ((st = ref_shape(L, name, 2, &t))) return st;
+    m->vocab = (int)t->shape[0];
+    m->dd = (int)t->shape[1];
+    if ((st = check_cfg(L, "vocab_size", c->vocab_size, m->vocab, name))) return st;
+    if ((st = check_cfg(L, "the decoder width", c->dec_hidden, m->dd, name))) return st;
+    tensor_name(m->layout, name, "transf_decoder._embedding.position_embedding.pos_enc",
+                "model.decoder.pos_emb.weight", 0);
+    if ((st = ref_shape(L, name, 2, &t))) return st;
+    m->max_positions = (int)t->shape[0];
+    tensor_name(m->layout, name, DEC_NEMO "third_sub_layer.dense_in.weight",
+                DEC_NATIVE "mlp.fc1.weight", 0);
+    if ((st = ref_shape(L, name, 2, &t))) return st;
+    m->dec_ff = (int)t->shape[0];
+    if ((st = check_cfg(L, "the decoder intermediate size", c->dec_ff, m->dec_ff, name)))
+        return st;
+    m->n_dec_layers = c->dec_layers;
+    m->dec_heads = c->dec_heads;
+    if (m->n_dec_layers <= 0 || m->dec_heads <= 0)
+        return tg_status_new(TG_ERR_FORMAT, "%s: config.json lacks decoder layers/heads", L->dir);
+    if (m->dd % m->dec_heads)
+        return tg_status_new(TG_ERR_FORMAT,
+                             "%s: decoder width %d is not a multiple of its %d heads (config.json)",
+                             L->dir, m->dd, m->dec_heads);
+    m->dec_head_dim = m->dd / m->dec_heads;
+    return NULL;
+}
+
+static tg_status declare_subsampling(loader *L) {
+    ct_model *m = L->m;
+    char name[MAX_NAME];
+    static const int idx[5] = {0, 2, 3, 5, 6};
+    int64_t C = m->sub_channels;
+    tg_status st;
+    for (int i = 0; i < 5; i++) {
+        bool pw = idx[i] == 3 || idx[i] == 6;
+        int64_t cin = idx[i] == 0 || !pw ? 1 : C, k = pw ? 1 : 3;
+        int64_t want[4] = {C, cin, k, k}, ne[4] = {k, k, cin, C};
+        char nemo[64], native[64];
+        snprintf(nemo, sizeof nemo, "encoder.pre_encode.conv.%d.weight", idx[i]);
+        snprintf(native, sizeof native, "model.encoder.subsampling.layers.%d.weight", idx[i]);
+        tensor_name(m->layout, name, nemo, native, 0);
+        if ((st = take(L, name, 4, want, KIND_F32, 4, ne, 0, &m->sub_w[i]))) return st;
+        snprintf(nemo, sizeof nemo, "encoder.pre_encode.conv.%d.bias", idx[i]);
+        snprintf(native, sizeof native, "model.encoder.subsampling.layers.%d.bias", idx[i]);
+        tensor_name(m->layout, name, nemo, native, 0);
+        if ((st = take_vec(L, name, C, &m->sub_b[i]))) return st;
+    }
+    tensor_name(m->layout, name, "encoder.pre_encode.out.weight",
+                "model.encoder.subsampling.linear.weight", 0);
+    if ((st = take_matrix(L, name, m->d, C * m->sub_freq, &m->sub_out_w))) return st;
+    tensor_name(m->layout, name, "encoder.pre_encode.out.bias",
+                "model.encoder.subsampling.linear.bias", 0);
+    return take_vec(L, name, m->d, &m->sub_out_b);
+}
+
+static tg_status declare_enc_layer(loader *L, int i) {
+    ct_model *m = L->m;
+    ct_enc_layer *e = &m->enc[i];
+    int64_t d = m->d, ff = m->ff;
+    char name[MAX_NAME];
+    tg_status st;
+#define TRY(x) if ((st = (x))) return st
+    TRY(take_norm(L, false, (lname){"norm_feed_forward1", "norm_feed_forward1"}, i, d,
+                  &e->ff1_norm_w, &e->ff1_norm_b));
+    TRY(take_lin(L, false, (lname){"feed_forward1.linear1", "feed_forward1.linear1"}, i, ff, d,
+                 true, &e->ff1_w1, &e->ff1_b1));
+    TRY(take_lin(L, false, (lname){"feed_forward1.linear2", "feed_forward1.linear2"}, i, d, ff,
+                 true, &e->ff1_w2, &e->ff1_b2));
+    TRY(take_norm(L, false, (lname){"norm_self_att", "norm_self_att"}, i, d, &e->att_norm_w,
+                  &e->att_norm_b));
+    TRY(take_lin(L, false, (lname){"self_attn.linear_q", "self_attn.q_proj"}, i, d, d, true,
+                 &e->wq, &e->bq));
+    TRY(take_lin(L, false, (lname){"self_attn.linear_k", "self_attn.k_proj"}, i, d, d, true,
+                 &e->wk, &e->bk));
+    TRY(take_lin(L, false, (lname){"self_attn.linear_v", "self_attn.v_proj"}, i, d, d, true,
+                 &e->wv, &e->bv));
+    TRY(take_lin(L, false, (lname){"self_attn.linear_out", "self_attn.o_proj"}, i, d, d, true,
+                 &e->wo, &e->bo));
+    TRY(take_lin(L, false, (lname){"self_attn.linear_pos", "self_attn.relative_k_proj"}, i, d,
+                 d, false, &e->wpos, NULL));
+    {
+        /* [heads, head_dim]: the config's head count must fit the weights */
+        int64_t want[2] = {m->heads, m->head_dim}, ne[2] = {m->head_dim, m->heads};
+        lname_fmt(L, name, false, (lname){"self_attn.pos_bias_u", "self_attn.bias_u"}, "", i);
+        TRY(take(L, name, 2, want, KIND_F32, 2, ne, 0, &e->pos_u));
+        lname_fmt(L, name, false, (lname){"self_attn.pos_bias_v", "self_attn.bias_v"}, "", i);
+        TRY(take(L, name, 2, want, KIND_F32, 2, ne, 0, &e->pos_v));
+    }
+    TRY(take_norm(L, false, (lname){"norm_conv", "norm_conv"}, i, d, &e->conv_norm_w,
+                  &e->conv_norm_b));
+    {
+        /* pointwise convs [out, in, 1] run as matrices [in, out] */
+        int64_t want1[3] = {2 * d, d, 1}, ne1[2] = {d, 2 * d};
+        lname_fmt(L, name, false, (lname){"conv.pointwise_conv1", "conv.pointwise_conv1"},
+                  ".weight", i);
+        TRY(take(L, name, 3, want1, KIND_MATRIX, 2, ne1, 0, &e->pw1_w));
+        lname_fmt(L, name, false, (lname){"conv.pointwise_conv1", "conv.pointwise_conv1"},
+                  ".bias", i);
+        TRY(take_vec(L, name, 2 * d, &e->pw1_b));
+        int64_t want2[3] = {d, d, 1}, ne2[2] = {d, d};
+        lname_fmt(L, name, false, (lname){"conv.pointwise_conv2", "conv.pointwise_conv2"},
+                  ".weight", i);
+        TRY(take(L, name, 3, want2, KIND_MATRIX, 2, ne2, 0, &e->pw2_w));
+        lname_fmt(L, name, false, (lname){"conv.pointwise_conv2", "conv.pointwise_conv2"},
+                  ".bias", i);
+        TRY(take_vec(L, name, d, &e->pw2_b));
+    }
+    {
+        /* depthwise conv [d, 1, k] -> [k, d], with the BatchNorm folded in */
+        int64_t want[3] = {d, 1, m->conv_kernel}, ne[2] = {m->conv_kernel, d}, nv[1] = {d};
+        const st_tensor **bn = &L->bn[i * 6];
+        lname_fmt(L, name, false, (lname){"conv.depthwise_conv", "conv.depthwise_conv"},
+                  ".weight", i);
+        TRY(take(L, name, 3, want, KIND_DW, 2, ne, i, &e->dw_w));
+        bn[0] = L->items[L->n_items - 1].src;
+        lname_fmt(L, name, false, (lname){"conv.depthwise_conv", "conv.depthwise_conv"},
+                  ".bias", i);
+        TRY(take(L, name, 1, nv, KIND_DWB, 1, nv, i, &e->dw_b));
+        bn[1] = L->items[L->n_items - 1].src;
+        static const char *bn_part[4] = {".weight", ".bias", ".running_mean", ".running_var"};
+        for (int k = 0; k < 4; k++) {
+            lname_fmt(L, name, false, (lname){"conv.batch_norm", "conv.norm"}, bn_part[k], i);
+            TRY(find_checked(L, name, 1, nv, &bn[2 + k]));
+        }
+    }
+    TRY(take_norm(L, false, (lname){"norm_feed_forward2", "norm_feed_forward2"}, i, d,
+                  &e->ff2_norm_w, &e->ff2_norm_b));
+    TRY(take_lin(L, false, (lname){"feed_forward2.linear1", "feed_forward2.linear1"}, i, ff, d,
+                 true, &e->ff2_w1, &e->ff2_b1));
+    TRY(take_lin(L, false, (lname){"feed_forward2.linear2", "feed_forward2.linear2"}, i, d, ff,
+                 true, &e->ff2_w2, &e->ff2_b2));
+    TRY(take_norm(L, false, (lname){"norm_out", "norm_out"}, i, d, &e->out_norm_w,
+                  &e->out_norm_b));
+    return NULL;
+}
+
+static tg_status declare_decoder(loader *L) {
+    ct_model *m = L->m;
+    int64_t dd = m->dd;
+    char name[MAX_NAME];
+    tg_status st;
+    tensor_name(m->layout, name, "encoder_decoder_proj.weight", "model.decoder.proj.weight", 0);
+    TRY(take_matrix(L, name, dd, m->d, &m->proj_w));
+    tensor_name(m->layout, name, "encoder_decoder_proj.bias", "model.decoder.proj.bias", 0);
+    TRY(take_vec(L, name, dd, &m->proj_b));
+    tensor_name(m->layout, name, "transf_decoder._embedding.token_embedding.weight",
+                "model.decoder.embed_tokens.weight", 0);
+    TRY(take_matrix(L, name, m->vocab, dd, &m->tok_emb));
+    tensor_name(m->layout, name, "transf_decoder._embedding.position_embedding.pos_enc",
+                "model.decoder.pos_emb.weight", 0);
+    TRY(take_matrix(L, name, m->max_positions, dd, &m->pos_emb));
+    tensor_name(m->layout, name, "transf_decoder._embedding.layer_norm.weight",
+                "model.decoder.embedding_layernorm.weight", 0);
+    TRY(take_vec(L, name, dd, &m->emb_norm_w));
+    tensor_name(m->layout, name, "transf_decoder._embedding.layer_norm.bias",
+                "model.decoder.embedding_layernorm.bias", 0);
+    TRY(take_vec(L, name, dd, &m->emb_norm_b));
+    for (int i = 0; i < m->n_dec_layers; i++) {
+        ct_dec_layer *l = &m->dec[i];
+        int64_t ff = m->dec_ff;
+        TRY(take_norm(L, true, (lname){"layer_norm_1", "input_layernorm"}, i, dd, &l->ln1_w,
+                      &l->ln1_b));
+        TRY(take_lin(L, true, (lname){"first_sub_layer.query_net", "self_attn.q_proj"}, i, dd,
+                     dd, true, &l->sa_wq, &l->sa_bq));
+        TRY(take_lin(L, true, (lname){"first_sub_layer.key_net", "self_attn.k_proj"}, i, dd, dd,
+                     true, &l->sa_wk, &l->sa_bk));
+        TRY(take_lin(L, true, (lname){"first_sub_layer.value_net", "self_attn.v_proj"}, i, dd,
+                     dd, true, &l->sa_wv, &l->sa_bv));
+        TRY(take_lin(L, true, (lname){"first_sub_layer.out_projection", "self_attn.o_proj"}, i,
+                     dd, dd, true, &l->sa_wo, &l->sa_bo));
+        TRY(take_norm(L, true, (lname){"layer_norm_2", "post_attention_layernorm"}, i, dd,
+                      &l->ln2_w, &l->ln2_b));
+        TRY(take_lin(L, true, (lname){"second_sub_layer.query_net", "encoder_attn.q_proj"}, i,
+                     dd, dd, true, &l->ca_wq, &l->ca_bq));
+        TRY(take_lin(L, true, (lname){"second_sub_layer.key_net", "encoder_attn.k_proj"}, i, dd,
+                     dd, true, &l->ca_wk, &l->ca_bk));
+        TRY(take_lin(L, true, (lname){"second_sub_layer.value_net", "encoder_attn.v_proj"}, i,
+                     dd, dd, true, &l->ca_wv, &l->ca_bv));
+        TRY(take_lin(L, true, (lname){"second_sub_layer.out_projection", "encoder_attn.o_proj"},
+                     i, dd, dd, true, &l->ca_wo, &l->ca_bo));
+        TRY(take_norm(L, true, (lname){"layer_norm_3", "final_layernorm"}, i, dd, &l->ln3_w,
+                      &l->ln3_b));
+        TRY(take_lin(L, true, (lname){"third_sub_layer.dense_in", "mlp.fc1"}, i, ff, dd, true,
+                     &l->fc1_w, &l->fc1_b));
+        TRY(take_lin(L, true, (lname){"third_sub_layer.dense_out", "mlp.fc2"}, i, dd, ff, true,
+                     &l->fc2_w, &l->fc2_b));
+    }
+    tensor_name(m->layout, name, "transf_decoder._decoder.final_layer_norm.weight",
+                "model.decoder.norm.weight", 0);
+    TRY(take_vec(L, name, dd, &m->final_norm_w));
+    tensor_name(m->layout, name, "transf_decoder._decoder.final_layer_norm.bias",
+                "model.decoder.norm.bias", 0);
+    TRY(take_vec(L, name, dd, &m->final_norm_b));
+    tensor_name(m->layout, name, "log_softmax.mlp.layer0.weight", "proj_out.weight", 0);
+    TRY(take_matrix(L, name, m->vocab, dd, &m->head_w));
+    tensor_name(m->layout, name, "log_softmax.mlp.layer0.bias", "proj_out.bias", 0);
+    TRY(take_vec(L, name, m->vocab, &m->head_b));
+#undef TRY
+    return NULL;
+}
+
+/* -------------------------------------------------------------- placement */
+
+/* Converts n elements of a checkpoint tensor to f32 into dst. */
+static tg_status to_f32(const st_tensor *src, float *dst, size_t n) {
+    tg_type t;
+    tg_status st = st_dtype_to_tg(src->dtype, &t);
+    if (st) return st;
+    return tg_status_wrap(tg_convert(t, src->data, TG_F32, dst, n), "tensor '%s'", src->name);
+}
+
+/* spec 2.5: w' = w*s, b' = (b - mean)*s + beta, s = gamma/sqrt(var + 1e-5), in f32. */
+static tg_status fold_bn(const loader *L, int layer, bool bias, float *dst) {
+    const ct_model *m = L->m;
+    const st_tensor **bn = &L->bn[layer * 6];
+    size_t d = (size_t)m->d, k = (size_t)m->conv_kernel;
+    float *tmp = tg_malloc(sizeof(float) * d * (4 + k));
+    if (!tmp) return tg_status_new(TG_ERR_NO_MEMORY, "folding BatchNorm: out of memory");
+    float *gamma = tmp, *beta = tmp + d, *mean = tmp + 2 * d, *var = tmp + 3 * d;
+    float *w = tmp + 4 * d;
+    tg_status st = NULL;
+    for (int i = 0; i < 4 && !st; i++) st = to_f32(bn[2 + i], tmp + (size_t)i * d, d);
+    if (!st) st = to_f32(bias ? bn[1] : bn[0], w, bias ? d : d * k);
+    if (!st) {
+        for (size_t c = 0; c < d; c++) {
+            float s = gamma[c] / sqrtf(var[c] + 1e-5f);
+            if (bias)
+                dst[c] = (w[c] - mean[c]) * s + beta[c];
+            else
+                for (size_t j = 0; j < k; j++) dst[c * k + j] = w[c * k + j] * s;
+        }
+    }
+    tg_free(tmp);
+    return st;
+}
+
+/* Uses the matrices in place from the mapping (CPU backends): one host
+ * buffer per checkpoint file, spanning the tensors used from it. */
+static tg_status place_in_place(loader *L) {
+    ct_model *m = L->m;
+    int n_files = 0;
+    for (int i = 0; i < L->n_items; i++)
+        if (L->items[i].src->file + 1 > n_files) n_files = L->items[i].src->file + 1;
+    for (int f = 0; f < n_files; f++) {
+        const uint8_t *lo = NULL, *hi = NULL;
+        for (int i = 0; i < L->n_items; i++) {
+            const pending *p = &L->items[i];
+            if (p->kind != KIND_MATRIX || p->src->file != f || !p->src->size) continue;
+            if ((uintptr_t)p->src->data % tg_type_size(p->t->type)) continue; /* copied */
+            if (!lo || p->src->data < lo) lo = p->src->data;
+            if (!hi || p->src->data + p->src->size > hi) hi = p->src->data + p->src->size;
+        }
+        if (!lo) continue;
+        if (!tg_grow((void **)&m->bufs, &m->cap_bufs, m->n_bufs + 1, sizeof(tg_buffer *)))
+            return tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", L->dir);
+        tg_buffer *buf;
+        tg_status st = tg_backend_buffer_from_host(m->backend, (void *)(uintptr_t)lo,
+                                                   (size_t)(hi - lo), &buf);
+        if (st) return tg_status_wrap(st, "mapping %s", st_file_path(m->st, f));
+        m->bufs[m->n_bufs++] = buf;
+        for (int i = 0; i < L->n_items; i++) {
+            pending *p = &L->items[i];
+            if (p->kind != KIND_MATRIX || p->src->file != f || !p->src->size) continue;
+            if ((uintptr_t)p->src->data % tg_type_size(p->t->type)) continue;
+            st = tg_tensor_place(p->t, buf, (size_t)(p->src->data - lo));
+            if (st) return tg_status_wrap(st, "placing '%s'", p->src->name);
+            m->bytes_in_place += p->src->size;
+        }
+    }
+    return NULL;
+}
+
+/* Allocates every tensor not placed yet in one buffer of the backend and
+ * fills it: converted, folded or copied in its stored type. */
+static tg_status place_copies(loader *L) {
+    ct_model *m = L->m;
+    bool any = false;
+    for (int i = 0; i < L->n_items && !any; i++) any = !L->items[i].t->data;
+    if (!any) return NULL;
+    if (!tg_grow((void **)&m->bufs, &m->cap_bufs, m->n_bufs + 1, sizeof(tg_buffer *)))
+        return tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", L->dir);
+    tg_buffer *buf;
+    tg_status st = tg_ctx_alloc_tensors(m->ctx, m->backend, &buf);
+    if (st) return tg_status_wrap(st, "allocating weights of %s", L->dir);
+    m->bufs[m->n_bufs++] = buf;
+
+    float *scratch = NULL;
+    size_t scratch_n = 0;
+    for (int i = 0; i < L->n_items && !st; i++) {
+        pending *p = &L->items[i];
+        if (p->t->buffer != buf) continue;
+        size_t n = (size_t)tg_nelements(p->t);
+        if (p->kind == KIND_MATRIX) {
+            /* stored type, byte for byte */
+            st = tg_tensor_set(p->t, p->src->data, 0, p->src->size);
+            m->bytes_copied += p->src->size;
+            continue;
+        }
+        if (n > scratch_n) {
+            tg_free(scratch);
+            scratch = tg_malloc(n * sizeof(float));
+            scratch_n = scratch ? n : 0;
+            if (!scratch) {
+                st = tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", L->dir);
+                break;
+            }
+        }
+        if (p->kind == KIND_F32)
+            st = to_f32(p->src, scratch, n);
+        else
+            st = fold_bn(L, p->layer, p->kind == KIND_DWB, scratch);
+        if (!st) st = tg_tensor_set(p->t, scratch, 0, n * sizeof(float));
+        m->bytes_copied += n * sizeof(float);
+        if (st) st = tg_status_wrap(st, "loading '%s'", p->src->name);
+    }
+    tg_free(scratch);
+    return st;
+}
+
+/* Zeroed LayerNorm gains are the signature of a corrupt download (spec 7.1
+ * item 10): warn, since the text would be garbage. */
+static void warn_zero_norms(const ct_model *m) {
+    for (int i = 0; i < m->n_enc_layers; i++) {
+        const st_tensor *t = st_find(m->st, m->enc[i].out_norm_w->name);
+        if (!t || t->dtype != ST_BF16) continue;
+        size_t zeros = 0, n = t->size / 2;
+        for (size_t k = 0; k < n; k++) zeros += ((const uint16_t *)(const void *)t->data)[k] == 0;
+        if (zeros == n)
+            TG_WARN("encoder layer %d: norm_out weight is all zeros; the checkpoint may be corrupt",
+                    i);
+    }
+}
+
+tg_status ct_model_load(const char *dir, tg_backend *backend, ct_model **out_model) {
+    if (!dir || !backend || !out_model)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_model_load: NULL argument");
+    loader L = {0};
+    tg_status st = NULL;
+    ct_model *m = tg_calloc(1, sizeof *m);
+    if (!m) return tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", dir);
+    L.m = m;
+    L.dir = dir;
+    m->backend = backend;
+
+    if ((st = ct_config_load(dir, &m->cfg))) goto fail;
+    if ((st = st_open_dir(dir, &m->st))) goto fail;
+    if ((st = detect_layout(m->st, dir, &m->layout))) goto fail;
+    if ((st = derive_dims(&L))) goto fail;
+
+    m->ctx = tg_ctx_new();
+    m->enc = tg_calloc((size_t)m->n_enc_layers, sizeof(ct_enc_layer));
+    m->dec = tg_calloc((size_t)m->n_dec_layers, sizeof(ct_dec_layer));
+    L.bn = tg_calloc((size_t)m->n_enc_layers * 6, sizeof(st_tensor *));
+    if (!m->ctx || !m->enc || !m->dec || !L.bn) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", dir);
+        goto fail;
+    }
+    if ((st = declare_subsampling(&L))) goto fail;
+    for (int i = 0; i < m->n_enc_layers; i++)
+        if ((st = declare_enc_layer(&L, i))) goto fail;
+    if ((st = declare_decoder(&L))) goto fail;
+    m->matrix_type = m->enc[0].wq->type;
+
+    if (tg_backend_is_cpu(backend) && (st = place_in_place(&L))) goto fail;
+    if ((st = place_copies(&L))) goto fail;
+    warn_zero_norms(m);
+    TG_INFO("loaded %s: %s layout, %s matrices, encoder %dx%d (%d heads), decoder %dx%d "
+            "(%d heads), vocab %d; %.1f MB in place, %.1f MB copied",
+            dir, ct_layout_name(m->layout), tg_type_name(m->matrix_type), m->n_enc_layers,
+            m->d, m->heads, m->n_dec_layers, m->dd, m->dec_heads, m->vocab,
+            m->bytes_in_place / 1e6, m->bytes_copied / 1e6);
+    tg_free(L.items);
+    tg_free(L.bn);
+    *out_model = m;
+    return NULL;
+fail:
+    tg_free(L.items);
+    tg_free(L.bn);
+    ct_model_free(m);
+    return st;
+}
+
+void ct_model_free(ct_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_bufs; i++) tg_buffer_free(m->bufs[i]);
+    tg_free(m->bufs);
+    tg_ctx_free(m->ctx);
+    st_close(m->st);
+    tg_free(m->enc);
+    tg_free(m->dec);
+    tg_free(m);
+}

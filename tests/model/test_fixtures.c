@@ -1,0 +1,366 @@
+/*
+ * test_fixtures.c: the model against the tensors transformers computed
+ * (tests/data/tiny/README.md), on the CPU backend, from both checkpoint
+ * layouts (hub: NeMo names, bf16; hf: save_pretrained names, f32).
+ *
+ * Tolerances are the README's: features within 1e-4 absolute (FFT
+ * rounding), every encoder layer, the encoder output (valid frames only:
+ * masked frames hold whatever transformers left there), the prompt logits
+ * and every greedy step's logits within 1e-3 relative L2, and the generated
+ * tokens identical. The measured errors are printed so regressions show
+ * before they fail.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "asr/greedy.h"
+#include "audio/audio.h"
+#include "base.h"
+#include "check.h"
+#include "cohere_transcribe.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+
+#define TINY TEST_DATA_DIR "/tiny"
+#define FEAT_TOL 1e-4
+#define REL_TOL 1e-3
+
+typedef struct env {
+    tg_backend *cpu;
+    tg_sched *sched;
+    ct_model *model;
+    st_set *ref;
+    ct_mel mel;
+} env;
+
+static bool env_open(env *e, const char *model_dir, const char *ref_file) {
+    memset(e, 0, sizeof *e);
+    tg_status st = tg_backend_cpu_new(2, &e->cpu);
+    if (!st) st = tg_sched_new(&e->cpu, 1, &e->sched);
+    if (!st) st = ct_model_load(model_dir, e->cpu, &e->model);
+    if (!st) st = st_open_file(ref_file, &e->ref);
+    if (!st) st = ct_mel_init(&e->mel);
+    CHECK_OK(st);
+    return e->mel.filters != NULL;
+}
+
+static void env_close(env *e) {
+    if (e->mel.filters) ct_mel_free(&e->mel);
+    st_close(e->ref);
+    ct_model_free(e->model);
+    tg_sched_free(e->sched);
+    tg_backend_free(e->cpu);
+}
+
+static const st_tensor *ref_tensor(const env *e, const char *prefix, const char *name) {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", prefix, name);
+    const st_tensor *t = st_find(e->ref, full);
+    CHECK_MSG(t != NULL, "reference tensor %s missing", full);
+    return t;
+}
+
+/* ||a - b|| / ||b|| over rows [0, n_rows) of row length len, taken from
+ * each batch row b at stride row_stride_*: compares row b's first
+ * valid[b] frames only. */
+static double rel_l2(const float *a, const float *ref, int B, int valid_of_b[], int Ta, int Tr,
+                     int d) {
+    double num = 0, den = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < valid_of_b[b]; t++)
+            for (int k = 0; k < d; k++) {
+                double x = a[((size_t)b * Ta + t) * d + k], y = ref[((size_t)b * Tr + t) * d + k];
+                if (isnan(x)) return INFINITY;
+                num += (x - y) * (x - y);
+                den += y * y;
+            }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int read_clip(const char *name, ct_audio *a) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/audio/%s.wav", TINY, name);
+    tg_status st = ct_wav_read(path, a);
+    CHECK_OK(st);
+    return a->samples != NULL;
+}
+
+/* Runs clips as one padded batch through frontend, encoder and greedy
+ * decoding, and compares everything the reference has under `prefix`. */
+static void check_batch(env *e, const char *prefix, const float *const *clips, const size_t *lens,
+                        int B, bool has_hidden, bool has_steps, const char *label) {
+    const ct_model *m = e->model;
+    int M = m->n_mels;
+    float *feats[8] = {0};
+    int frames[8] = {0}, valid[8] = {0}, T = 0;
+    for (int b = 0; b < B; b++) {
+        CHECK_OK(ct_mel_compute(&e->mel, clips[b], lens[b], &feats[b], &frames[b], &valid[b]));
+        if (!feats[b]) return;
+        if (frames[b] > T) T = frames[b];
+    }
+    float *batch = tg_calloc((size_t)B * T * M, sizeof(float));
+    for (int b = 0; b < B; b++)
+        memcpy(batch + (size_t)b * T * M, feats[b], (size_t)frames[b] * M * sizeof(float));
+
+    /* features: the whole padded tensor, abs 1e-4 */
+    const st_tensor *rf = ref_tensor(e, prefix, "features");
+    if (!rf) goto out;
+    CHECK(rf->shape[0] == B && rf->shape[1] == T && rf->shape[2] == M);
+    double fmax = 0;
+    const float *rfd = (const float *)(const void *)rf->data;
+    for (size_t i = 0; i < (size_t)B * T * M; i++) {
+        double dlt = fabs((double)batch[i] - rfd[i]);
+        if (dlt > fmax || isnan(dlt)) fmax = isnan(dlt) ? INFINITY : dlt;
+    }
+    printf("  %s %-5s features        max abs err %.3g\n", label, prefix, fmax);
+    CHECK_MSG(fmax <= FEAT_TOL, "%s features: %g > %g", prefix, fmax, FEAT_TOL);
+
+    /* encoder */
+    ct_enc_opts eo = {.f32 = true, .keep_hidden = true};
+    ct_enc_result enc = {0};
+    CHECK_OK(ct_encoder_run(m, e->sched, batch, B, T, valid, &eo, &enc));
+    if (!enc.out) goto out;
+    const st_tensor *rm = ref_tensor(e, prefix, "encoder_mask");
+    const st_tensor *ro = ref_tensor(e, prefix, "encoder_out");
+    if (!rm || !ro) goto out_enc;
+    int Tr = (int)ro->shape[1];
+    CHECK_MSG(enc.n_frames == Tr, "%s: encoder frames %d vs reference %d", prefix, enc.n_frames, Tr);
+    int evalid[8];
+    for (int b = 0; b < B; b++) {
+        int n = 0;
+        for (int t = 0; t < Tr; t++) n += ((const int32_t *)(const void *)rm->data)[b * Tr + t] != 0;
+        evalid[b] = n;
+        CHECK_MSG(enc.valid[b] == n, "%s row %d: %d valid encoder frames vs reference %d", prefix,
+                  b, enc.valid[b], n);
+    }
+    if (has_hidden) {
+        for (int i = 0; i < enc.n_hidden; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "encoder_hidden.%d", i);
+            const st_tensor *rh = ref_tensor(e, prefix, name);
+            if (!rh) continue;
+            double err = rel_l2(enc.hidden[i], (const float *)(const void *)rh->data, B, evalid,
+                                enc.n_frames, Tr, m->d);
+            printf("  %s %-5s %-17s rel L2 %.3g\n", label, prefix, name, err);
+            CHECK_MSG(err <= REL_TOL, "%s %s: %g", prefix, name, err);
+        }
+    }
+    double err = rel_l2(enc.out, (const float *)(const void *)ro->data, B, evalid, enc.n_frames,
+                        Tr, m->d);
+    printf("  %s %-5s encoder_out       rel L2 %.3g\n", label, prefix, err);
+    CHECK_MSG(err <= REL_TOL, "%s encoder_out: %g", prefix, err);
+
+    /* decoder: prompt from the reference, 24 new tokens as the fixtures */
+    const st_tensor *rg = ref_tensor(e, prefix, "generated");
+    const st_tensor *rp = ref_tensor(e, prefix, "prompt_logits");
+    if (!rg || !rp) goto out_enc;
+    const int32_t *ref_ids = (const int32_t *)(const void *)rg->data;
+    int cols = (int)rg->shape[1], P = 10, V = m->vocab;
+    ct_greedy_opts go = {.max_new_tokens = cols - P, .eos_id = 3, .pad_id = 2, .f32 = true,
+                         .keep_logits = true};
+    ct_greedy_result gr = {0};
+    CHECK_OK(ct_greedy_decode(m, e->sched, &enc, ref_ids, P, &go, &gr));
+    if (!gr.tokens) goto out_enc;
+    int all_p[8];
+    for (int b = 0; b < B; b++) all_p[b] = P;
+    err = rel_l2(gr.prompt_logits, (const float *)(const void *)rp->data, B, all_p, P, P, V);
+    printf("  %s %-5s prompt_logits     rel L2 %.3g\n", label, prefix, err);
+    CHECK_MSG(err <= REL_TOL, "%s prompt_logits: %g", prefix, err);
+    CHECK_MSG(gr.n_cols == cols, "%s: %d tokens vs reference %d", prefix, gr.n_cols, cols);
+    if (has_steps && gr.n_cols == cols) {
+        const st_tensor *rs = ref_tensor(e, prefix, "step_logits");
+        int steps[8];
+        for (int b = 0; b < B; b++) steps[b] = cols - P;
+        if (rs) {
+            err = rel_l2(gr.step_logits, (const float *)(const void *)rs->data, B, steps,
+                         gr.n_steps, cols - P, V);
+            printf("  %s %-5s step_logits       rel L2 %.3g\n", label, prefix, err);
+            CHECK_MSG(err <= REL_TOL, "%s step_logits: %g", prefix, err);
+        }
+    }
+    int mismatches = 0;
+    for (int b = 0; b < B && gr.n_cols == cols; b++)
+        for (int t = 0; t < cols; t++) {
+            if (gr.tokens[b * cols + t] != ref_ids[b * cols + t]) {
+                if (!mismatches)
+                    fprintf(stderr, "%s row %d token %d: %d vs reference %d\n", prefix, b, t,
+                            gr.tokens[b * cols + t], ref_ids[b * cols + t]);
+                mismatches++;
+            }
+        }
+    printf("  %s %-5s generated         %d/%d tokens differ\n", label, prefix, mismatches,
+           B * cols);
+    CHECK(mismatches == 0);
+    ct_greedy_result_free(&gr);
+out_enc:
+    ct_enc_result_free(&enc);
+out:
+    tg_free(batch);
+    for (int b = 0; b < B; b++) tg_free(feats[b]);
+}
+
+static void check_short(const char *layout) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/%s", TINY, layout);
+    env e;
+    if (!env_open(&e, dir, TINY "/reference.safetensors")) {
+        env_close(&e);
+        return;
+    }
+    ct_audio a = {0}, b = {0};
+    if (read_clip("a", &a) && read_clip("b", &b)) {
+        const float *ca[1] = {a.samples}, *cb[1] = {b.samples}, *cab[2] = {a.samples, b.samples};
+        size_t la[1] = {a.n}, lb[1] = {b.n}, lab[2] = {a.n, b.n};
+        check_batch(&e, "a", ca, la, 1, true, true, layout);
+        check_batch(&e, "b", cb, lb, 1, true, true, layout);
+        check_batch(&e, "ab", cab, lab, 2, true, true, layout);
+    }
+    ct_audio_free(&a);
+    ct_audio_free(&b);
+    env_close(&e);
+}
+
+static void check_long(const char *layout) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/%s", TINY, layout);
+    env e;
+    if (!env_open(&e, dir, TINY "/reference_long.safetensors")) {
+        env_close(&e);
+        return;
+    }
+    ct_audio a = {0};
+    if (read_clip("long", &a)) {
+        size_t (*bounds)[2] = NULL;
+        int n = 0;
+        CHECK_OK(ct_split_chunks(a.samples, a.n, 16000, 35, 5, &bounds, &n));
+        static const size_t want[3][2] = {{0, 502400}, {502400, 990400}, {990400, 1140800}};
+        CHECK(n == 3);
+        for (int i = 0; i < n && i < 3; i++)
+            CHECK(bounds[i][0] == want[i][0] && bounds[i][1] == want[i][1]);
+        if (n == 3) {
+            const float *c[3];
+            size_t l[3];
+            for (int i = 0; i < 3; i++) {
+                c[i] = a.samples + bounds[i][0];
+                l[i] = bounds[i][1] - bounds[i][0];
+            }
+            check_batch(&e, "long", c, l, 3, false, false, layout);
+        }
+        tg_free(bounds);
+    }
+    ct_audio_free(&a);
+    env_close(&e);
+}
+
+static void fixtures_hub_short(void) { check_short("hub"); }
+static void fixtures_hf_short(void) { check_short("hf"); }
+static void fixtures_hub_long(void) { check_long("hub"); }
+static void fixtures_hf_long(void) { check_long("hf"); }
+
+/* The public API end to end: a file through ct_transcribe_file gives the
+ * reference's tokens (24 new, no EOS) and the debug hook sees them. */
+typedef struct hook_seen {
+    int n_generated, n_features;
+    int32_t generated[64];
+    int64_t feat_frames;
+} hook_seen;
+
+static void hook(void *user, int index, const char *name, tg_type type, int n_dims,
+                 const int64_t *shape, const void *data) {
+    hook_seen *h = user;
+    if (!strcmp(name, "generated") && index == 0 && type == TG_I32 && shape[0] <= 64) {
+        h->n_generated = (int)shape[0];
+        memcpy(h->generated, data, (size_t)shape[0] * sizeof(int32_t));
+    }
+    if (!strcmp(name, "features") && n_dims == 2) {
+        h->n_features++;
+        h->feat_frames = shape[0];
+    }
+}
+
+static void session_matches_reference(void) {
+    static const char *layouts[2] = {"hub", "hf"};
+    st_set *ref = NULL;
+    CHECK_OK(st_open_file(TINY "/reference.safetensors", &ref));
+    if (!ref) return;
+    const st_tensor *rg = st_find(ref, "a.generated");
+    CHECK(rg != NULL);
+    for (int li = 0; li < 2 && rg; li++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, "%s/%s", TINY, layouts[li]);
+        ct_options o;
+        ct_options_init(&o);
+        o.model_dir = dir;
+        o.backend = CT_BACKEND_CPU;
+        o.n_threads = 2;
+        o.max_new_tokens = 24;
+        hook_seen seen = {0};
+        o.dump = hook;
+        o.dump_user = &seen;
+        ct_session *s = NULL;
+        CHECK_OK(ct_session_open(&o, &s));
+        if (!s) continue;
+        ct_result *r = NULL;
+        CHECK_OK(ct_transcribe_file(s, TINY "/audio/a.wav", &r));
+        if (r) {
+            const int32_t *want = (const int32_t *)(const void *)rg->data;
+            CHECK(r->n_tokens == 24);
+            for (int i = 0; i < r->n_tokens && i < 24; i++) CHECK(r->tokens[i] == want[10 + i]);
+            CHECK(r->text != NULL && r->text[0] != ' ');
+            CHECK(r->n_chunks == 1);
+            CHECK(seen.n_generated == 34);
+            for (int i = 0; i < 34 && seen.n_generated == 34; i++)
+                CHECK(seen.generated[i] == want[i]);
+            CHECK(seen.n_features == 1 && seen.feat_frames == 338);
+            printf("  session %s: \"%.60s...\" (%d tokens)\n", layouts[li], r->text, r->n_tokens);
+        }
+        ct_result_free(r);
+        ct_session_close(s);
+    }
+    st_close(ref);
+}
+
+/* Long audio through the session: three chunks, each chunk's tokens as the
+ * reference's (up to EOS), texts joined with spaces. */
+static void session_long_audio(void) {
+    st_set *ref = NULL;
+    CHECK_OK(st_open_file(TINY "/reference_long.safetensors", &ref));
+    if (!ref) return;
+    const st_tensor *rg = st_find(ref, "long.generated");
+    ct_options o;
+    ct_options_init(&o);
+    o.model_dir = TINY "/hub";
+    o.backend = CT_BACKEND_CPU;
+    o.n_threads = 2;
+    o.max_new_tokens = 24;
+    ct_session *s = NULL;
+    CHECK_OK(ct_session_open(&o, &s));
+    ct_result *r = NULL;
+    if (s) CHECK_OK(ct_transcribe_file(s, TINY "/audio/long.wav", &r));
+    if (r && rg) {
+        CHECK(r->n_chunks == 3);
+        /* the reference rows hold prompt + 24 ids, padded after EOS (3) */
+        const int32_t *want = (const int32_t *)(const void *)rg->data;
+        int k = 0, bad = 0;
+        for (int c = 0; c < 3; c++)
+            for (int t = 10; t < 34; t++) {
+                int32_t id = want[c * 34 + t];
+                if (id == 3) break;
+                if (k >= r->n_tokens || r->tokens[k] != id) bad++;
+                k++;
+            }
+        CHECK(k == r->n_tokens);
+        CHECK(bad == 0);
+        printf("  long: %d chunks, %d tokens, %.1f s: frontend %.1f ms, encoder %.1f ms, "
+               "decoder %.1f ms\n",
+               r->n_chunks, r->n_tokens, r->duration_s, r->timings.frontend_ms,
+               r->timings.encoder_ms, r->timings.decoder_ms);
+    }
+    ct_result_free(r);
+    ct_session_close(s);
+    st_close(ref);
+}
+
+TEST_MAIN(T(fixtures_hub_short), T(fixtures_hf_short), T(fixtures_hub_long),
+          T(fixtures_hf_long), T(session_matches_reference), T(session_long_audio))
