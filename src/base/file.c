@@ -37,7 +37,8 @@ tg_status tg_file_map_open(const char *path, tg_file_map *out_map) {
     size_t size = 0;
     char *copy = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tg_status_new(open_error_code(errno), "opening %s: %s", path, strerror(errno));
+    if (fd < 0)
+        return tg_status_new(open_error_code(errno), "opening %s: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         st = tg_status_new(TG_ERR_IO, "reading %s: %s", path, strerror(errno));
@@ -94,7 +95,8 @@ tg_status tg_file_read(const char *path, char **out_data, size_t *out_size) {
     tg_status st = NULL;
     char *buf = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tg_status_new(open_error_code(errno), "opening %s: %s", path, strerror(errno));
+    if (fd < 0)
+        return tg_status_new(open_error_code(errno), "opening %s: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         st = tg_status_new(TG_ERR_IO, "reading %s: %s", path, strerror(errno));

@@ -54,8 +54,9 @@ static tg_status syntax_error(const char *text, size_t size, size_t off, const c
     locate(text, off, &line, &col);
     excerpt(text, size, off, near);
     if (off >= size)
-        return tg_status_new(TG_ERR_FORMAT, "%s: %s at line %zu, column %zu (byte %zu, end of input)",
-                             what, why, line, col, off);
+        return tg_status_new(TG_ERR_FORMAT,
+                             "%s: %s at line %zu, column %zu (byte %zu, end of input)", what,
+                             why, line, col, off);
     return tg_status_new(TG_ERR_FORMAT, "%s: %s at line %zu, column %zu (byte %zu) near '%s'",
                          what, why, line, col, off, near);
 }
