@@ -1,7 +1,8 @@
 /*
  * test_fixtures.c: the model against the tensors transformers computed
  * (tests/data/tiny/README.md), on the CPU backend, from both checkpoint
- * layouts (hub: NeMo names, bf16; hf: save_pretrained names, f32).
+ * layouts (hub: NeMo names, bf16; hf: save_pretrained names, f32), and the
+ * second configuration tests/data/small2 (hub layout).
  *
  * Tolerances are the README's: features within 1e-4 absolute (FFT
  * rounding), every encoder layer, the encoder output (valid frames only:
@@ -200,11 +201,12 @@ out:
     for (int b = 0; b < B; b++) tg_free(feats[b]);
 }
 
-static void check_short(const char *layout) {
-    char dir[256];
-    snprintf(dir, sizeof dir, "%s/%s", TINY, layout);
+static void check_short(const char *base, const char *layout, const char *label) {
+    char dir[256], ref[256];
+    snprintf(dir, sizeof dir, "%s/%s", base, layout);
+    snprintf(ref, sizeof ref, "%s/reference.safetensors", base);
     env e;
-    if (!env_open(&e, dir, TINY "/reference.safetensors")) {
+    if (!env_open(&e, dir, ref)) {
         env_close(&e);
         return;
     }
@@ -212,9 +214,9 @@ static void check_short(const char *layout) {
     if (read_clip("a", &a) && read_clip("b", &b)) {
         const float *ca[1] = {a.samples}, *cb[1] = {b.samples}, *cab[2] = {a.samples, b.samples};
         size_t la[1] = {a.n}, lb[1] = {b.n}, lab[2] = {a.n, b.n};
-        check_batch(&e, "a", ca, la, 1, true, true, layout);
-        check_batch(&e, "b", cb, lb, 1, true, true, layout);
-        check_batch(&e, "ab", cab, lab, 2, true, true, layout);
+        check_batch(&e, "a", ca, la, 1, true, true, label);
+        check_batch(&e, "b", cb, lb, 1, true, true, label);
+        check_batch(&e, "ab", cab, lab, 2, true, true, label);
     }
     ct_audio_free(&a);
     ct_audio_free(&b);
@@ -253,8 +255,11 @@ static void check_long(const char *layout) {
     env_close(&e);
 }
 
-static void fixtures_hub_short(void) { check_short("hub"); }
-static void fixtures_hf_short(void) { check_short("hf"); }
+static void fixtures_hub_short(void) { check_short(TINY, "hub", "hub"); }
+static void fixtures_hf_short(void) { check_short(TINY, "hf", "hf"); }
+/* other widths, head counts (2 encoder heads of 40, 3 decoder heads of 32)
+ * and conv kernel 7, so nothing is tested only at the tiny dims */
+static void fixtures_small2_short(void) { check_short(TEST_DATA_DIR "/small2", "hub", "small2"); }
 static void fixtures_hub_long(void) { check_long("hub"); }
 static void fixtures_hf_long(void) { check_long("hf"); }
 
@@ -362,5 +367,5 @@ static void session_long_audio(void) {
     st_close(ref);
 }
 
-TEST_MAIN(T(fixtures_hub_short), T(fixtures_hf_short), T(fixtures_hub_long),
+TEST_MAIN(T(fixtures_hub_short), T(fixtures_hf_short), T(fixtures_small2_short), T(fixtures_hub_long),
           T(fixtures_hf_long), T(session_matches_reference), T(session_long_audio))
