@@ -113,20 +113,27 @@ tg_status tg_file_read(const char *path, char **out_data, size_t *out_size) {
     buf = tg_malloc(cap);
     if (!buf) goto oom;
     for (;;) {
-        if (len + 1 >= cap) {
-            if (cap > SIZE_MAX / 2) goto oom;
-            char *nb = tg_realloc(buf, cap * 2);
-            if (!nb) goto oom;
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        bool full = len + 1 >= cap;
+        /* When the buffer is full (usually: exactly the size fstat gave),
+         * probe into a small buffer first so that reaching the end does not
+         * double a large allocation. */
+        char probe[4096];
+        ssize_t n = full ? read(fd, probe, sizeof probe) : read(fd, buf + len, cap - 1 - len);
         if (n < 0) {
             if (errno == EINTR) continue;
             st = tg_status_new(TG_ERR_IO, "reading %s: %s", path, strerror(errno));
             goto fail;
         }
         if (n == 0) break;
+        if (full) {
+            if (len > SIZE_MAX / 2 - sizeof probe) goto oom;
+            size_t want = cap * 2 > len + (size_t)n + 1 ? cap * 2 : len + sizeof probe + 1;
+            char *nb = tg_realloc(buf, want);
+            if (!nb) goto oom;
+            buf = nb;
+            cap = want;
+            memcpy(buf + len, probe, (size_t)n);
+        }
         len += (size_t)n;
     }
     buf[len] = '\0';
