@@ -15,23 +15,37 @@
 
 #include "tg.h"
 
-/* Mono float samples in [-1, 1]. */
+/* Mono float samples, nominally in [-1, 1] (float WAVs may exceed it). */
 typedef struct ct_audio {
     float *samples;   /* owned; free with ct_audio_free */
     size_t n;
     int sample_rate;
 } ct_audio;
 
+/* Frees the samples and zeroes *a; accepts NULL and an already freed one. */
 void ct_audio_free(ct_audio *a);
-/* Parses a WAV image in memory; `what` names it in errors. */
+/* Parses a WAV image in memory (borrowed; not kept); `what` names it in
+ * errors ("a.wav: fmt chunk missing"). On success *out owns new samples at
+ * the file's rate (free with ct_audio_free); on failure *out is zeroed. A
+ * data chunk that runs past the end of the file gives the whole frames
+ * present and a warning; a file without one whole frame is an error. */
 tg_status ct_wav_parse(const uint8_t *data, size_t size, const char *what, ct_audio *out);
+/* ct_wav_parse on the file at path (mapped read-only, unmapped before
+ * returning); errors name the path. */
 tg_status ct_wav_read(const char *path, ct_audio *out);
-/* Resamples in place to `rate` (no-op when equal), libsoxr high quality. */
+/* Resamples a in place to `rate` (no-op when equal), libsoxr SOXR_HQ; the
+ * old samples are freed and replaced. On failure a is unchanged. */
 tg_status ct_audio_resample(ct_audio *a, int rate);
+/* The usual way in: ct_wav_read, then ct_audio_resample to 16 kHz. On
+ * success *out owns 16 kHz mono samples (free with ct_audio_free). */
+tg_status ct_audio_load(const char *path, ct_audio *out);
 
 /* The frontend of spec 4 for one clip of n samples at 16 kHz.
  * out_features: [n_frames][128] row-major (frame-major), n_frames = n/160 + 1;
- * frames >= n_valid (= n/160) are zero. Free with tg_free. */
+ * frames >= n_valid (= n/160) are zero. Free with tg_free. A row of a padded
+ * batch is these frames followed by zero frames. Errors (outputs untouched):
+ * empty audio, fewer than 320 samples (the normalisation needs two valid
+ * frames), a NaN or infinite sample (named by index). */
 struct ct_fft;
 typedef struct ct_mel {
     float *filters;   /* [128][257], Slaney, float32 as librosa computes */
@@ -43,13 +57,17 @@ typedef struct ct_mel {
     int *band_lo, *band_hi;   /* [n_mels] */
     struct ct_fft *fft;
 } ct_mel;
-tg_status ct_mel_init(ct_mel *mel);           /* 128 mels, 512 fft, 400, 160 */
+/* 128 mels, 512 fft, window 400, hop 160. Free with ct_mel_free. */
+tg_status ct_mel_init(ct_mel *mel);
+/* Frees the tables and zeroes *mel; safe on a zeroed or freed one. */
 void ct_mel_free(ct_mel *mel);
 tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
                          float **out_features, int *out_frames, int *out_valid);
 
-/* Energy-based split of spec 5.4: returns chunk boundaries [start, end) in
- * samples (n_chunks >= 1 for n > 0). Free *out_bounds with tg_free. */
+/* Energy-based split of spec 5.4 (the model's values: max_clip_s 35,
+ * overlap_s 5; the quiet window is 1600 samples): returns chunk boundaries
+ * [start, end) in samples, in order, covering [0, n) without overlap
+ * (n_chunks >= 1 for n > 0). Free *out_bounds with tg_free. */
 tg_status ct_split_chunks(const float *samples, size_t n, int sample_rate,
                           double max_clip_s, double overlap_s,
                           size_t (**out_bounds)[2], int *out_n_chunks);

@@ -11,6 +11,7 @@
  * measure about 1e-7 on float32 input.
  */
 #include <stdint.h>
+#include <unistd.h>
 
 #include "audio_fixture.h"
 
@@ -97,5 +98,52 @@ static void test_same_rate_and_bad_rates(void) {
     ct_audio_free(&a);
 }
 
-TEST_MAIN(T(test_tone_from_44100), T(test_tone_from_8000), T(test_high_tone_from_48000),
+/* ct_audio_load: a 16 kHz fixture comes back unchanged, errors name the
+ * file. */
+static void test_load(void) {
+    ct_audio a, b;
+    CHECK_OK(ct_audio_load(FIXTURE_DIR "/audio/b.wav", &a));
+    if (fixture_wav("b.wav", &b) && a.samples) {
+        CHECK(a.n == b.n && a.sample_rate == 16000);
+        CHECK(memcmp(a.samples, b.samples, a.n * sizeof *a.samples) == 0);
+    }
+    ct_audio_free(&a);
+    ct_audio_free(&b);
+    CHECK_ERR(ct_audio_load(FIXTURE_DIR "/audio/missing.wav", &a), TG_ERR_NOT_FOUND,
+              "missing.wav");
+    CHECK(a.samples == NULL);
+}
+
+/* ct_audio_load of an 8 kHz 16-bit file written to a temporary path: 16 kHz
+ * out, twice the samples, the tone kept. */
+static void test_load_resamples(void) {
+    enum { N = 8000 };
+    static uint8_t file[44 + 2 * N];
+    const uint32_t rate = 8000, bytes = 2 * N;
+    uint8_t hdr[44] = "RIFF....WAVEfmt \x10\0\0\0\x01\0\x01\0........\x02\0\x10\0data....";
+    uint32_t riff = 36 + bytes, brate = rate * 2;
+    memcpy(hdr + 4, &riff, 4);   /* the test host is little-endian, like WAV */
+    memcpy(hdr + 24, &rate, 4);
+    memcpy(hdr + 28, &brate, 4);
+    memcpy(hdr + 40, &bytes, 4);
+    memcpy(file, hdr, 44);
+    for (int i = 0; i < N; i++) {
+        int16_t v = (int16_t)lrint(16384 * sin(2 * PI * 1000.0 * i / rate + 0.3));
+        memcpy(file + 44 + 2 * i, &v, 2);
+    }
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/ct-test-resample-%ld.wav", (long)getpid());
+    CHECK_OK(tg_file_write_atomic(path, file, sizeof file));
+    ct_audio a;
+    CHECK_OK(ct_audio_load(path, &a));
+    remove(path);
+    if (!a.samples) return;
+    CHECK(a.sample_rate == 16000 && a.n == 2 * N);
+    double amp = 0, resid = 0;
+    fit_tone(a.samples, 2000, a.n - 2000, 16000, 1000.0, &amp, &resid);
+    CHECK_MSG(fabs(amp - 0.5) < 1e-3 && resid < 1e-3, "amplitude %g, residual %g", amp, resid);
+    ct_audio_free(&a);
+}
+
+TEST_MAIN(T(test_load), T(test_load_resamples), T(test_tone_from_44100), T(test_tone_from_8000), T(test_high_tone_from_48000),
           T(test_above_nyquist_is_removed), T(test_same_rate_and_bad_rates))
