@@ -272,6 +272,8 @@ static tg_tensor *make_view(tg_ctx *ctx, const char *what, tg_tensor *a,
     tg_tensor *t = tg_ctx_new_tensor(ctx, what, a->type, ne);
     if (!t) return NULL;
     memcpy(t->nb, nb, sizeof t->nb);
+    /* "w (permute)": messages about the view still say what it shows */
+    if (a->name[0]) snprintf(t->name, sizeof t->name, "%.48s (%s)", a->name, what);
     t->op = TG_OP_VIEW;
     t->view_src = a;
     t->view_offs = offset;
