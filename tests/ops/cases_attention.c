@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "op_params.h"
 #include "ops_test.h"
 
 enum {
@@ -48,7 +49,9 @@ static tg_tensor *build_soft_max(case_env *e, const case_params *p) {
     tg_tensor *mask = p->i[0] ? env_input(e, TG_F32, p->ne[1], L_CONT,
                                           (fill_spec){FILL_MASK, -1, 1})
                               : NULL;
-    return tg_soft_max(env_ctx(e), a, mask, p->f[0]);
+    tg_tensor *out = tg_soft_max(env_ctx(e), a, mask, p->f[0]);
+    env_expect_f32(e, out, 0, p->f[0]);
+    return out;
 }
 
 /* i: D, Dv, Tq, Tk, H, B, mask kind, prec; type[1]: k/v type; layout[0]: q/k/v. */
@@ -69,8 +72,14 @@ static tg_tensor *build_attention(case_env *e, const case_params *p) {
     }
     if (p->i[6] == MASK_REL) mask = rel_shift_of(e, Tq, H, B);
     else if (p->i[6] != MASK_NONE) mask = env_input(e, TG_F32, mne, L_CONT, (fill_spec){FILL_MASK, -1, 1});
-    tg_tensor *out = tg_attention(env_ctx(e), q, k, v, mask, (float)(1.0 / sqrt((double)D)));
-    if (out && p->i[7]) tg_set_prec(out, TG_PREC_F32);
+    float scale = (float)(1.0 / sqrt((double)D));
+    tg_tensor *out = tg_attention(env_ctx(e), q, k, v, mask, scale);
+    env_expect_f32(e, out, 0, scale);
+    if (out && p->i[7]) {
+        tg_set_prec(out, TG_PREC_F32);
+        int32_t want = TG_PREC_F32;
+        env_expect_i32(e, out, TG_P_PREC, &want, 1);
+    }
     return out;
 }
 
@@ -98,6 +107,8 @@ void cases_attention(case_list *l) {
         {{33, 7, 2, 1}, L_T01, {33, 7, 2, 1}, 1.0f},
         {{17, 9, 3, 1}, L_PERM, {0}, 0.7f},
         {{127, 3, 1, 1}, L_ROWPAD, {127, 3, 1, 1}, 1.0f},
+        {{1, 3, 1, 1}, L_CONT, {1, 3, 1, 1}, 1.0f},       /* row 1 fully masked */
+        {{438, 5, 2, 1}, L_CONT, {438, 5, 1, 1}, 0.0884f},
     };
     char s0[96], s1[96];
     for (size_t k = 0; k < sizeof sms / sizeof sms[0]; k++) {
@@ -138,6 +149,8 @@ void cases_attention(case_list *l) {
         {160, 160, 33, 33, 2, 1, MASK_REL, 0, L_T12},
         {64, 64, 33, 33, 2, 1, MASK_FULL, 1, L_CONT},       /* TG_PREC_F32 */
         {160, 160, 9, 17, 1, 2, MASK_PER_SEQ, 1, L_T12},
+        {160, 160, 200, 200, 2, 1, MASK_SHARED, 0, L_T12}, /* an encoder chunk */
+        {64, 64, 1, 1, 1, 1, MASK_NONE, 0, L_CONT},
     };
     static const tg_type kv[] = {TG_F32, TG_F16};
     for (size_t t = 0; t < 2; t++)

@@ -23,11 +23,16 @@ static tg_tensor *build_conv(case_env *e, const case_params *p) {
     tg_tensor *k = env_input(e, TG_F32, p->ne[0], L_CONT, fill_u(-1, 1));
     tg_tensor *x = env_input(e, TG_F32, p->ne[1], (layout)p->layout[1], fill_u(-1, 1));
     tg_ctx *ctx = env_ctx(e);
+    tg_tensor *out;
+    int n = 4;
     switch ((tg_op)p->i[4]) {
-    case TG_OP_CONV_2D: return tg_conv_2d(ctx, k, x, p->i[0], p->i[1], p->i[2], p->i[3]);
-    case TG_OP_CONV_2D_DW: return tg_conv_2d_dw(ctx, k, x, p->i[0], p->i[1], p->i[2], p->i[3]);
-    default: return tg_conv_1d_dw(ctx, k, x, p->i[0], p->i[1]);
+    case TG_OP_CONV_2D: out = tg_conv_2d(ctx, k, x, p->i[0], p->i[1], p->i[2], p->i[3]); break;
+    case TG_OP_CONV_2D_DW: out = tg_conv_2d_dw(ctx, k, x, p->i[0], p->i[1], p->i[2], p->i[3]); break;
+    default: out = tg_conv_1d_dw(ctx, k, x, p->i[0], p->i[1]); n = 2; break;
     }
+    int32_t want[4] = {p->i[0], p->i[1], p->i[2], p->i[3]};
+    env_expect_i32(e, out, 0, want, n);
+    return out;
 }
 
 typedef struct cv {

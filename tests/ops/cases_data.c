@@ -75,6 +75,9 @@ static tg_tensor *build_cpy(case_env *e, const case_params *p) {
         env_expect_view(e, "view_3d", v, ne, nb, off);
     } else if (p->i[0] == 1) {
         v = tg_transpose(ctx, dst);
+        int64_t ne[4] = {dst->ne[1], dst->ne[0], dst->ne[2], dst->ne[3]};
+        size_t nb[4] = {dst->nb[1], dst->nb[0], dst->nb[2], dst->nb[3]};
+        env_expect_view(e, "transpose", v, ne, nb, 0);
     }
     return tg_cpy(ctx, a, v);
 }
@@ -84,14 +87,18 @@ static tg_tensor *build_concat(case_env *e, const case_params *p) {
     fill_spec f = fill_for(p->type[0], -1000, 1000);
     tg_tensor *a = env_input(e, p->type[0], p->ne[0], (layout)p->layout[0], f);
     tg_tensor *b = env_input(e, p->type[0], p->ne[1], (layout)p->layout[1], f);
-    return tg_concat(env_ctx(e), a, b, p->i[0]);
+    tg_tensor *out = tg_concat(env_ctx(e), a, b, p->i[0]);
+    env_expect_i32(e, out, 0, &p->i[0], 1);
+    return out;
 }
 
 /* a ne[0] layout[0]; lo = i[0..3], hi = i[4..7]. */
 static tg_tensor *build_pad(case_env *e, const case_params *p) {
     tg_tensor *a = env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(-1, 1));
     int lo[4] = {p->i[0], p->i[1], p->i[2], p->i[3]}, hi[4] = {p->i[4], p->i[5], p->i[6], p->i[7]};
-    return tg_pad(env_ctx(e), a, lo, hi);
+    tg_tensor *out = tg_pad(env_ctx(e), a, lo, hi);
+    env_expect_i32(e, out, 0, p->i, 8);
+    return out;
 }
 
 typedef struct two {

@@ -52,7 +52,11 @@ static tg_tensor *build_unary(case_env *e, const case_params *p) {
     tg_ctx *ctx = env_ctx(e);
     tg_tensor *a = env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(-6, 6));
     switch ((tg_op)p->i[0]) {
-    case TG_OP_SCALE: return tg_scale(ctx, a, p->f[0]);
+    case TG_OP_SCALE: {
+        tg_tensor *out = tg_scale(ctx, a, p->f[0]);
+        env_expect_f32(e, out, 0, p->f[0]);
+        return out;
+    }
     case TG_OP_RELU: return tg_relu(ctx, a);
     case TG_OP_SILU: return tg_silu(ctx, a);
     case TG_OP_SIGMOID: return tg_sigmoid(ctx, a);

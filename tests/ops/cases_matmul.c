@@ -15,6 +15,7 @@
  */
 #include <stdio.h>
 
+#include "op_params.h"
 #include "ops_test.h"
 
 /* type[0]: weight type; ne[0] weights (layout[0]); ne[1] activations
@@ -23,7 +24,11 @@ static tg_tensor *build_mul_mat(case_env *e, const case_params *p) {
     tg_tensor *a = env_input(e, p->type[0], p->ne[0], (layout)p->layout[0], fill_u(-1, 1));
     tg_tensor *b = env_input(e, TG_F32, p->ne[1], (layout)p->layout[1], fill_u(-1, 1));
     tg_tensor *out = tg_mul_mat(env_ctx(e), a, b);
-    if (out && p->i[0]) tg_set_prec(out, TG_PREC_F32);
+    if (out && p->i[0]) {
+        tg_set_prec(out, TG_PREC_F32);
+        int32_t want = TG_PREC_F32;
+        env_expect_i32(e, out, TG_P_PREC, &want, 1);
+    }
     return out;
 }
 
@@ -44,6 +49,7 @@ void cases_matmul(case_list *l) {
         {{127, 17, 1, 1}, L_CONT, {127, 127, 1, 1}, L_CONT, 0},
         {{256, 64, 1, 1}, L_ROWPAD, {256, 33, 2, 1}, L_T12, 0},  /* strided a, permuted b */
         {{64, 16, 3, 1}, L_CONT, {64, 9, 3, 1}, L_ROWPAD, 0},
+        {{48, 20, 3, 1}, L_T12, {48, 11, 3, 1}, L_CONT, 0},     /* permuted a */
         {{1024, 100, 1, 1}, L_CONT, {1024, 1, 1, 1}, L_CONT, 0}, /* decoder matvec */
         {{1280, 128, 1, 1}, L_CONT, {1280, 438, 1, 1}, L_CONT, 0}, /* encoder, reduced N */
         {{5120, 32, 1, 1}, L_CONT, {5120, 438, 1, 1}, L_CONT, 0},

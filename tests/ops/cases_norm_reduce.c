@@ -20,7 +20,9 @@ static tg_tensor *build_layer_norm(case_env *e, const case_params *p) {
     tg_tensor *a = env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(m - 1, m + 1));
     tg_tensor *w = p->i[0] >= 1 ? env_input(e, TG_F32, wne, L_CONT, fill_u(0.5, 1.5)) : NULL;
     tg_tensor *b = p->i[0] >= 2 ? env_input(e, TG_F32, wne, L_CONT, fill_u(-1, 1)) : NULL;
-    return tg_layer_norm(env_ctx(e), a, w, b, p->f[0]);
+    tg_tensor *out = tg_layer_norm(env_ctx(e), a, w, b, p->f[0]);
+    env_expect_f32(e, out, 0, p->f[0]);
+    return out;
 }
 
 /* i[0]: the op; i[1]: 1 = integer levels in [f[0], f[1]] (ties), else uniform. */

@@ -223,6 +223,22 @@ void env_expect_view(case_env *e, const char *what, const tg_tensor *v, const in
                  v->view_src ? "set" : "NULL", offset_from_src);
 }
 
+void env_expect_i32(case_env *e, const tg_tensor *t, int first, const int32_t *vals, int n) {
+    if (!t) return;
+    for (int i = 0; i < n; i++)
+        if (tg_param_i32(t, first + i) != vals[i]) {
+            env_fail(e, "%s: op_params[%d] is %d, the builder passed %d", tg_op_name(t->op),
+                     first + i, tg_param_i32(t, first + i), vals[i]);
+            return;
+        }
+}
+
+void env_expect_f32(case_env *e, const tg_tensor *t, int slot, float val) {
+    if (t && tg_param_f32(t, slot) != val)
+        env_fail(e, "%s: f32 op_params[%d] is %g, the builder passed %g", tg_op_name(t->op), slot,
+                 (double)tg_param_f32(t, slot), (double)val);
+}
+
 static tg_tensor *env_leaf(case_env *e, tg_type type, const int64_t ne[4], fill_spec f) {
     if (e->n_leaves == MAX_LEAVES) {
         env_fail(e, "test case has more than %d inputs", MAX_LEAVES);

@@ -8,7 +8,8 @@
  *   --backend NAME           only backends whose name contains NAME
  *   --op NAME                only cases of op NAME (tg_op_name), or "selftest"
  *   -v                       every case with its NMSE
- *   -t N                     CPU threads (default: one per core)
+ *   -t N                     CPU threads; may be repeated (default: one per
+ *                            core, and 3, so that work is also split unevenly)
  *   --seed N                 base seed of the input generator
  *
  * The CPU backend is always tested; CUDA when tg_backend_cuda_new(0) succeeds.
@@ -26,6 +27,7 @@
 #include "ops_test.h"
 
 #define MAX_BACKENDS 4
+#define MAX_CPUS 3
 
 typedef struct tally {
     int pass, fail, skip;
@@ -101,14 +103,23 @@ static void print_matrix(const case_list *cl, const bool *sel, tg_backend **be, 
 int main(int argc, char **argv) {
     bool list = false, verbose = false;
     const char *want_backend = NULL, *want_op = NULL;
-    int threads = 0;
+    int threads[MAX_CPUS] = {0, 3}, n_threads = 2;
+    bool threads_given = false;
     uint64_t seed = 20261130;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--list")) list = true;
         else if (!strcmp(argv[i], "-v")) verbose = true;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) want_backend = argv[++i];
         else if (!strcmp(argv[i], "--op") && i + 1 < argc) want_op = argv[++i];
-        else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
+            if (!threads_given) n_threads = 0;
+            threads_given = true;
+            if (n_threads == MAX_CPUS) {
+                usage();
+                return 2;
+            }
+            threads[n_threads++] = atoi(argv[++i]);
+        }
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
         else {
             usage();
@@ -145,12 +156,23 @@ int main(int argc, char **argv) {
     /* backends */
     tg_backend *be[MAX_BACKENDS];
     int nbe = 0, failed = 0, passed = 0, skipped = 0;
-    tg_backend *cpu = NULL;
-    tg_status st = tg_backend_cpu_new(threads, &cpu);
-    if (st) {
-        printf("FAIL CPU backend: %s\n", tg_status_message(st));
-        tg_status_free(st);
-        failed++;
+    tg_backend *cpus[MAX_CPUS] = {0}, *cpu = NULL;
+    tg_status st = NULL;
+    for (int k = 0; k < n_threads; k++) {
+        st = tg_backend_cpu_new(threads[k], &cpus[k]);
+        if (st) {
+            printf("FAIL CPU backend (%d threads): %s\n", threads[k], tg_status_message(st));
+            tg_status_free(st);
+            failed++;
+            continue;
+        }
+        /* the same thread count twice (a 3-core machine) is tested once */
+        for (int j = 0; j < k; j++)
+            if (cpus[j] && cpus[k] && !strcmp(tg_backend_name(cpus[j]), tg_backend_name(cpus[k]))) {
+                tg_backend_free(cpus[k]);
+                cpus[k] = NULL;
+            }
+        if (!cpu) cpu = cpus[k];
     }
     tg_backend *cuda = NULL;
     st = tg_backend_cuda_new(0, &cuda);
@@ -163,9 +185,10 @@ int main(int argc, char **argv) {
         }
         tg_status_free(st);
     }
-    if (cpu && (!want_backend || contains_nocase(tg_backend_name(cpu), want_backend) ||
-                contains_nocase("cpu", want_backend)))
-        be[nbe++] = cpu;
+    for (int k = 0; k < n_threads; k++)
+        if (cpus[k] && (!want_backend || contains_nocase(tg_backend_name(cpus[k]), want_backend) ||
+                        contains_nocase("cpu", want_backend)))
+            be[nbe++] = cpus[k];
     if (cuda && (!want_backend || contains_nocase(tg_backend_name(cuda), want_backend) ||
                  contains_nocase("cuda", want_backend)))
         be[nbe++] = cuda;
@@ -179,7 +202,7 @@ int main(int argc, char **argv) {
         free(sel);
         cases_free(&cl);
         tg_backend_free(cuda);
-        tg_backend_free(cpu);
+        for (int k = 0; k < n_threads; k++) tg_backend_free(cpus[k]);
         return 0;
     }
 
@@ -228,17 +251,17 @@ int main(int argc, char **argv) {
         failed += st_fail;
     }
 
-    printf("\n%-12s %-12s %6s %6s %6s\n", "backend", "op", "passed", "failed", "skipped");
+    printf("\n%-26s %-12s %6s %6s %6s\n", "backend", "op", "passed", "failed", "skipped");
     for (int b = 0; b < nbe; b++) {
         for (int op = 0; op < TG_OP_COUNT; op++) {
             tally *ty = &t[b][op];
             if (ty->pass + ty->fail + ty->skip == 0) continue;
-            printf("%-12s %-12s %6d %6d %6d\n", tg_backend_name(be[b]), tg_op_name((tg_op)op),
+            printf("%-26s %-12s %6d %6d %6d\n", tg_backend_name(be[b]), tg_op_name((tg_op)op),
                    ty->pass, ty->fail, ty->skip);
         }
-        printf("%-12s %-12s %.1f s\n", tg_backend_name(be[b]), "(time)", secs[b]);
+        printf("%-26s %-12s %.1f s\n", tg_backend_name(be[b]), "(time)", secs[b]);
     }
-    if (st_checks) printf("%-12s %-12s %6d %6d %6d\n", "harness", "selftest", st_checks - st_fail, st_fail, 0);
+    if (st_checks) printf("%-26s %-12s %6d %6d %6d\n", "harness", "selftest", st_checks - st_fail, st_fail, 0);
     printf("%d skipped (unsupported by the backend)\n", skipped);
     printf("%d passed, %d failed\n", passed, failed);
 
@@ -247,6 +270,6 @@ int main(int argc, char **argv) {
     free(sel);
     cases_free(&cl);
     tg_backend_free(cuda);
-    tg_backend_free(cpu);
+    for (int k = 0; k < n_threads; k++) tg_backend_free(cpus[k]);
     return failed ? 1 : 0;
 }

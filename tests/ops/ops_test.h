@@ -174,6 +174,13 @@ void env_fail(case_env *e, const char *fmt, ...) __attribute__((format(printf, 2
 void env_expect_view(case_env *e, const char *what, const tg_tensor *v, const int64_t ne[4],
                      const size_t nb[4], size_t offset_from_src);
 
+/* Checks that node t stores the parameters the builder passed where
+ * op_params.h says (int32 slots first..first+n-1, or an f32 slot), so the
+ * reference, which reads them from there, cannot agree with a constructor
+ * that stores them wrongly. NULL t is ignored (the constructor failed). */
+void env_expect_i32(case_env *e, const tg_tensor *t, int first, const int32_t *vals, int n);
+void env_expect_f32(case_env *e, const tg_tensor *t, int slot, float val);
+
 /* ----------------------------------------------------------------- running */
 
 typedef enum case_result {
