@@ -1,0 +1,449 @@
+/*
+ * test_weights.c: the checkpoint loader (src/model/weights.c).
+ *
+ * Proves: the three name layouts are detected and load (the transformers
+ * in-memory layout is made here by renaming the save_pretrained fixture with
+ * the spec 6.2 table, and must reproduce the reference encoder output and
+ * tokens); dimensions come from the shapes; on the CPU the matrices are used
+ * in place in their stored type; BatchNorm is folded exactly; and every
+ * broken checkpoint (missing tensor, misshapen tensor, unsupported dtype,
+ * another model's config, head counts that do not fit) is an error naming
+ * what is wrong. Altered checkpoints are written to a temporary directory
+ * with st_write_file.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "asr/greedy.h"
+#include "audio/audio.h"
+#include "base.h"
+#include "check.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+
+#define TINY TEST_DATA_DIR "/tiny"
+
+static tg_backend *cpu;
+
+static tg_backend *get_cpu(void) {
+    if (!cpu) CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    return cpu;
+}
+
+/* ------------------------------------------------------ altered checkpoints */
+
+/* An edit applied while copying a checkpoint: returns the new name (or NULL
+ * to drop the tensor) and may replace dtype/shape/data. */
+typedef struct edit {
+    const char *name;       /* tensor to change (exact), or NULL for renames */
+    bool drop;
+    int n_dims;             /* > 0: new shape */
+    int64_t shape[4];
+    st_dtype dtype;         /* with convert */
+    bool convert;
+} edit;
+
+typedef const char *(*rename_fn)(const char *name, char *buf, size_t size);
+
+static char tmp_dir[256];
+
+static bool make_tmp(void) {
+    snprintf(tmp_dir, sizeof tmp_dir, "/tmp/ct-test-weights-XXXXXX");
+    return mkdtemp(tmp_dir) != NULL;
+}
+
+static void rm_tmp(void) {
+    char p[512];
+    const char *files[] = {"model.safetensors", "config.json", "generation_config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", tmp_dir, files[i]);
+        unlink(p);
+    }
+    rmdir(tmp_dir);
+}
+
+static void copy_file(const char *from, const char *to_name, const char *replace_from,
+                      const char *replace_to) {
+    char *text = NULL;
+    size_t size = 0;
+    CHECK_OK(tg_file_read(from, &text, &size));
+    if (!text) return;
+    char out[8192];
+    const char *hit = replace_from ? strstr(text, replace_from) : NULL;
+    if (hit)
+        snprintf(out, sizeof out, "%.*s%s%s", (int)(hit - text), text, replace_to,
+                 hit + strlen(replace_from));
+    else
+        snprintf(out, sizeof out, "%s", text);
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", tmp_dir, to_name);
+    CHECK_OK(tg_file_write_atomic(p, out, strlen(out)));
+    tg_free(text);
+}
+
+/* Copies src_dir's checkpoint into tmp_dir with one edit and an optional
+ * rename of every tensor; config.json copied with one optional text
+ * replacement. */
+static bool all_f16; /* write_altered stores every BF16 tensor as F16 */
+
+static void write_altered(const char *src_dir, const edit *ed, rename_fn rn,
+                          const char *cfg_from, const char *cfg_to) {
+    st_set *src = NULL;
+    CHECK_OK(st_open_dir(src_dir, &src));
+    if (!src) return;
+    int n = st_count(src);
+    st_write_entry *w = tg_calloc((size_t)n, sizeof *w);
+    char (*names)[256] = tg_calloc((size_t)n, sizeof *names);
+    int64_t (*shapes)[ST_MAX_DIMS] = tg_calloc((size_t)n, sizeof *shapes);
+    void **bufs = tg_calloc((size_t)n, sizeof(void *));
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const st_tensor *t = st_at(src, i);
+        bool hit = ed && ed->name && !strcmp(t->name, ed->name);
+        if (hit && ed->drop) continue;
+        if (rn)
+            rn(t->name, names[k], sizeof names[k]);
+        else
+            snprintf(names[k], sizeof names[k], "%s", t->name);
+        w[k].name = names[k];
+        w[k].dtype = t->dtype;
+        w[k].n_dims = t->n_dims;
+        memcpy(shapes[k], t->shape, sizeof shapes[k]);
+        w[k].shape = shapes[k];
+        w[k].data = t->data;
+        if (hit && ed->n_dims > 0) {
+            /* a new shape with as many bytes as fit: zeros */
+            w[k].n_dims = ed->n_dims;
+            memcpy(shapes[k], ed->shape, sizeof ed->shape);
+            size_t elems = 1;
+            for (int d = 0; d < ed->n_dims; d++) elems *= (size_t)ed->shape[d];
+            bufs[k] = tg_calloc(elems, st_dtype_size(t->dtype));
+            w[k].data = bufs[k];
+        }
+        if (all_f16 && t->dtype == ST_BF16) {
+            size_t elems = t->size / 2;
+            uint16_t *h = tg_malloc(elems * 2 + 2);
+            for (size_t j = 0; h && j < elems; j++)
+                h[j] = tg_f32_to_f16(tg_bf16_to_f32(((const uint16_t *)(const void *)t->data)[j]));
+            bufs[k] = h;
+            w[k].dtype = ST_F16;
+            w[k].data = h;
+        }
+        if (hit && ed->convert) {
+            size_t elems = t->size / st_dtype_size(t->dtype);
+            bufs[k] = tg_calloc(elems, st_dtype_size(ed->dtype));
+            w[k].dtype = ed->dtype;
+            w[k].data = bufs[k];
+        }
+        k++;
+    }
+    char p[512];
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp_dir);
+    CHECK_OK(st_write_file(p, w, k));
+    for (int i = 0; i < n; i++) tg_free(bufs[i]);
+    tg_free(bufs);
+    tg_free(shapes);
+    tg_free(names);
+    tg_free(w);
+    st_close(src);
+    snprintf(p, sizeof p, "%s/config.json", src_dir);
+    copy_file(p, "config.json", cfg_from, cfg_to);
+    snprintf(p, sizeof p, "%s/generation_config.json", src_dir);
+    copy_file(p, "generation_config.json", NULL, NULL);
+}
+
+/* spec 6.2: save_pretrained (NeMo names under model.) -> HF native names. */
+static const char *to_native(const char *name, char *buf, size_t size) {
+    static const char *map[][2] = {
+        {"model.encoder.pre_encode.conv.", "model.encoder.subsampling.layers."},
+        {"model.encoder.pre_encode.out.", "model.encoder.subsampling.linear."},
+        {"self_attn.linear_q.", "self_attn.q_proj."},
+        {"self_attn.linear_k.", "self_attn.k_proj."},
+        {"self_attn.linear_v.", "self_attn.v_proj."},
+        {"self_attn.linear_out.", "self_attn.o_proj."},
+        {"self_attn.linear_pos.", "self_attn.relative_k_proj."},
+        {"self_attn.pos_bias_u", "self_attn.bias_u"},
+        {"self_attn.pos_bias_v", "self_attn.bias_v"},
+        {"conv.batch_norm.", "conv.norm."},
+        {"model.encoder_decoder_proj.", "model.decoder.proj."},
+        {"model.transf_decoder._embedding.token_embedding.weight",
+         "model.decoder.embed_tokens.weight"},
+        {"model.transf_decoder._embedding.position_embedding.pos_enc",
+         "model.decoder.pos_emb.weight"},
+        {"model.transf_decoder._embedding.layer_norm.", "model.decoder.embedding_layernorm."},
+        {"model.transf_decoder._decoder.final_layer_norm.", "model.decoder.norm."},
+        {"model.transf_decoder._decoder.layers.", "model.decoder.layers."},
+        {"layer_norm_1.", "input_layernorm."},
+        {"layer_norm_2.", "post_attention_layernorm."},
+        {"layer_norm_3.", "final_layernorm."},
+        {"first_sub_layer.query_net.", "self_attn.q_proj."},
+        {"first_sub_layer.key_net.", "self_attn.k_proj."},
+        {"first_sub_layer.value_net.", "self_attn.v_proj."},
+        {"first_sub_layer.out_projection.", "self_attn.o_proj."},
+        {"second_sub_layer.query_net.", "encoder_attn.q_proj."},
+        {"second_sub_layer.key_net.", "encoder_attn.k_proj."},
+        {"second_sub_layer.value_net.", "encoder_attn.v_proj."},
+        {"second_sub_layer.out_projection.", "encoder_attn.o_proj."},
+        {"third_sub_layer.dense_in.", "mlp.fc1."},
+        {"third_sub_layer.dense_out.", "mlp.fc2."},
+        {"log_softmax.mlp.layer0.", "proj_out."},
+    };
+    char cur[256];
+    snprintf(cur, sizeof cur, "%s", name);
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        char *hit = strstr(cur, map[i][0]);
+        if (!hit) continue;
+        char next[256];
+        snprintf(next, sizeof next, "%.*s%s%s", (int)(hit - cur), cur, map[i][1],
+                 hit + strlen(map[i][0]));
+        snprintf(cur, sizeof cur, "%s", next);
+    }
+    snprintf(buf, size, "%s", cur);
+    return buf;
+}
+
+/* ---------------------------------------------------------------- layouts */
+
+static void layouts_are_detected(void) {
+    static const struct {
+        const char *dir;
+        ct_layout layout;
+        tg_type type;
+    } cases[] = {{TINY "/hub", CT_LAYOUT_HUB, TG_BF16}, {TINY "/hf", CT_LAYOUT_SAVED, TG_F32}};
+    for (int i = 0; i < 2; i++) {
+        ct_model *m = NULL;
+        CHECK_OK(ct_model_load(cases[i].dir, get_cpu(), &m));
+        if (!m) continue;
+        CHECK(m->layout == cases[i].layout);
+        CHECK(m->matrix_type == cases[i].type);
+        /* dims from the shapes; heads from the config */
+        CHECK(m->d == 64 && m->heads == 4 && m->head_dim == 16 && m->ff == 256);
+        CHECK(m->sub_channels == 32 && m->sub_freq == 16 && m->conv_kernel == 9);
+        CHECK(m->dd == 64 && m->dec_heads == 4 && m->dec_ff == 128 && m->vocab == 16384);
+        CHECK(m->max_positions == 1024 && m->n_enc_layers == 2 && m->n_dec_layers == 2);
+        /* matrices in their stored type, in place from the mapping on the CPU */
+        CHECK(m->enc[0].wq->type == cases[i].type);
+        CHECK(m->tok_emb->type == cases[i].type);
+        CHECK(m->bytes_in_place > 0);
+        const st_tensor *src = st_find(m->st, m->enc[0].ff1_w1->name);
+        CHECK(src && (const void *)src->data == m->enc[0].ff1_w1->data);
+        /* small tensors in f32 */
+        CHECK(m->enc[0].bq->type == TG_F32 && m->enc[0].pos_u->type == TG_F32);
+        CHECK(m->sub_w[0]->type == TG_F32 && m->enc[0].dw_w->type == TG_F32);
+        ct_model_free(m);
+    }
+}
+
+/* spec 2.5: the folded depthwise conv equals w*s, (b - mean)*s + beta. */
+static void batchnorm_is_folded(void) {
+    ct_model *m = NULL;
+    CHECK_OK(ct_model_load(TINY "/hf", get_cpu(), &m));
+    if (!m) return;
+    const char *pre = "model.encoder.layers.1.conv.";
+    char name[128];
+    const float *v[6];
+    static const char *parts[6] = {"depthwise_conv.weight", "depthwise_conv.bias",
+                                   "batch_norm.weight",     "batch_norm.bias",
+                                   "batch_norm.running_mean", "batch_norm.running_var"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(name, sizeof name, "%s%s", pre, parts[i]);
+        const st_tensor *t = st_find(m->st, name);
+        CHECK(t && t->dtype == ST_F32);
+        v[i] = t ? (const float *)(const void *)t->data : NULL;
+    }
+    int d = m->d, k = m->conv_kernel;
+    float *w = tg_malloc(sizeof(float) * d * k), *b = tg_malloc(sizeof(float) * d);
+    CHECK_OK(tg_tensor_get(m->enc[1].dw_w, w, 0, sizeof(float) * d * k));
+    CHECK_OK(tg_tensor_get(m->enc[1].dw_b, b, 0, sizeof(float) * d));
+    double max_err = 0;
+    for (int c = 0; c < d && v[5]; c++) {
+        double s = v[2][c] / sqrt((double)v[5][c] + 1e-5);
+        for (int j = 0; j < k; j++) max_err = fmax(max_err, fabs(w[c * k + j] - v[0][c * k + j] * s));
+        max_err = fmax(max_err, fabs(b[c] - ((v[1][c] - v[4][c]) * s + v[3][c])));
+    }
+    CHECK_MSG(max_err < 1e-5, "folded BatchNorm off by %g", max_err);
+    tg_free(w);
+    tg_free(b);
+    ct_model_free(m);
+}
+
+/* The transformers in-memory names: the save_pretrained fixture renamed by
+ * the spec 6.2 table must load and reproduce the reference. */
+/* Loads tmp_dir and checks clip a's encoder output and tokens against the
+ * reference; the layout and matrix type must be as given. */
+static void tmp_matches_reference(ct_layout layout, tg_type type, const char *label) {
+    ct_model *m = NULL;
+    tg_sched *sched = NULL;
+    st_set *ref = NULL;
+    ct_mel mel = {0};
+    ct_audio a = {0};
+    CHECK_OK(ct_model_load(tmp_dir, get_cpu(), &m));
+    tg_backend *b = get_cpu();
+    CHECK_OK(tg_sched_new(&b, 1, &sched));
+    CHECK_OK(st_open_file(TINY "/reference.safetensors", &ref));
+    CHECK_OK(ct_mel_init(&mel));
+    CHECK_OK(ct_wav_read(TINY "/audio/a.wav", &a));
+    if (m && sched && ref && a.samples) {
+        CHECK(m->layout == layout);
+        CHECK(m->matrix_type == type);
+        float *feat = NULL;
+        int frames = 0, valid = 0;
+        CHECK_OK(ct_mel_compute(&mel, a.samples, a.n, &feat, &frames, &valid));
+        ct_enc_opts eo = {.f32 = true};
+        ct_enc_result enc = {0};
+        if (feat) CHECK_OK(ct_encoder_run(m, sched, feat, 1, frames, &valid, &eo, &enc));
+        const st_tensor *ro = st_find(ref, "a.encoder_out");
+        const st_tensor *rg = st_find(ref, "a.generated");
+        if (enc.out && ro && rg) {
+            const float *r = (const float *)(const void *)ro->data;
+            double num = 0, den = 0;
+            for (int i = 0; i < enc.valid[0] * m->d; i++) {
+                num += (enc.out[i] - r[i]) * (double)(enc.out[i] - r[i]);
+                den += (double)r[i] * r[i];
+            }
+            printf("  %s: encoder_out rel L2 %.3g\n", label, sqrt(num / den));
+            CHECK(sqrt(num / den) < 1e-3);
+            const int32_t *want = (const int32_t *)(const void *)rg->data;
+            ct_greedy_opts go = {.max_new_tokens = 24, .eos_id = 3, .pad_id = 2, .f32 = true};
+            ct_greedy_result gr = {0};
+            CHECK_OK(ct_greedy_decode(m, sched, &enc, want, 10, &go, &gr));
+            CHECK(gr.n_cols == 34);
+            for (int i = 0; i < 34 && gr.n_cols == 34; i++) CHECK(gr.tokens[i] == want[i]);
+            ct_greedy_result_free(&gr);
+        }
+        ct_enc_result_free(&enc);
+        tg_free(feat);
+    }
+    ct_audio_free(&a);
+    if (mel.filters) ct_mel_free(&mel);
+    st_close(ref);
+    tg_sched_free(sched);
+    ct_model_free(m);
+}
+
+static void native_layout_matches_reference(void) {
+    if (!make_tmp()) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    write_altered(TINY "/hf", NULL, to_native, NULL, NULL);
+    tmp_matches_reference(CT_LAYOUT_NATIVE, TG_F32, "native layout");
+    rm_tmp();
+}
+
+/* F16 weights (the Hub's bf16 values are exact in f16 at these magnitudes). */
+static void f16_checkpoint_matches_reference(void) {
+    if (!make_tmp()) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    all_f16 = true;
+    write_altered(TINY "/hub", NULL, NULL, NULL, NULL);
+    all_f16 = false;
+    tmp_matches_reference(CT_LAYOUT_HUB, TG_F16, "f16 weights");
+    rm_tmp();
+}
+
+/* ------------------------------------------------------------ bad inputs */
+
+static void expect_load_error(const edit *ed, const char *cfg_from, const char *cfg_to,
+                              tg_code code, const char *needle1, const char *needle2) {
+    if (!make_tmp()) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    write_altered(TINY "/hub", ed, NULL, cfg_from, cfg_to);
+    ct_model *m = NULL;
+    tg_status st = ct_model_load(tmp_dir, get_cpu(), &m);
+    CHECK(m == NULL);
+    CHECK(st != NULL);
+    if (st) {
+        printf("  error: %s\n", tg_status_message(st));
+        CHECK(tg_status_code(st) == code);
+        CHECK_MSG(!needle1 || strstr(tg_status_message(st), needle1), "lacks '%s'", needle1);
+        CHECK_MSG(!needle2 || strstr(tg_status_message(st), needle2), "lacks '%s'", needle2);
+        tg_status_free(st);
+    }
+    ct_model_free(m);
+    rm_tmp();
+}
+
+static void missing_tensor_is_named(void) {
+    edit e = {.name = "encoder.layers.1.conv.depthwise_conv.weight", .drop = true};
+    expect_load_error(&e, NULL, NULL, TG_ERR_NOT_FOUND, e.name, "missing");
+    edit e2 = {.name = "transf_decoder._decoder.layers.1.third_sub_layer.dense_out.bias",
+               .drop = true};
+    expect_load_error(&e2, NULL, NULL, TG_ERR_NOT_FOUND, e2.name, NULL);
+    edit e3 = {.name = "encoder.layers.0.conv.batch_norm.running_var", .drop = true};
+    expect_load_error(&e3, NULL, NULL, TG_ERR_NOT_FOUND, e3.name, NULL);
+    edit e4 = {.name = "log_softmax.mlp.layer0.weight", .drop = true};
+    expect_load_error(&e4, NULL, NULL, TG_ERR_NOT_FOUND, e4.name, NULL);
+}
+
+static void misshapen_tensor_names_both_shapes(void) {
+    edit e = {.name = "encoder.layers.1.self_attn.linear_q.weight", .n_dims = 2, .shape = {64, 32}};
+    expect_load_error(&e, NULL, NULL, TG_ERR_FORMAT, "[64,32]", "[64,64]");
+    edit e2 = {.name = "encoder.layers.1.conv.depthwise_conv.weight", .n_dims = 3,
+               .shape = {64, 1, 7}};
+    expect_load_error(&e2, NULL, NULL, TG_ERR_FORMAT, e2.name, "[64,1,9]");
+    edit e3 = {.name = "transf_decoder._embedding.layer_norm.weight", .n_dims = 1, .shape = {65}};
+    expect_load_error(&e3, NULL, NULL, TG_ERR_FORMAT, e3.name, "[65]");
+    edit e4 = {.name = "encoder.pre_encode.out.weight", .n_dims = 2, .shape = {64, 500}};
+    expect_load_error(&e4, NULL, NULL, TG_ERR_FORMAT, e4.name, "500");
+}
+
+static void unsupported_dtype_is_named(void) {
+    edit e = {.name = "encoder.layers.0.norm_out.weight", .convert = true, .dtype = ST_F64};
+    expect_load_error(&e, NULL, NULL, TG_ERR_UNSUPPORTED, e.name, "F64");
+    edit e2 = {.name = "encoder.layers.0.self_attn.linear_v.weight", .convert = true,
+               .dtype = ST_I32};
+    expect_load_error(&e2, NULL, NULL, TG_ERR_UNSUPPORTED, e2.name, NULL);
+}
+
+static void foreign_config_is_rejected(void) {
+    expect_load_error(NULL, "\"model_type\": \"cohere_asr\"", "\"model_type\": \"whisper\"",
+                      TG_ERR_UNSUPPORTED, "whisper", "cohere_asr");
+}
+
+static void head_counts_must_fit(void) {
+    /* 3 heads do not divide 64 */
+    expect_load_error(NULL, "\"n_heads\": 4", "\"n_heads\": 3", TG_ERR_FORMAT, "3 heads", NULL);
+    /* 2 heads divide 64 but pos_bias_u is [4,16] */
+    expect_load_error(NULL, "\"n_heads\": 4", "\"n_heads\": 2", TG_ERR_FORMAT, "pos_bias_u",
+                      "[2,32]");
+    expect_load_error(NULL, "\"num_attention_heads\": 4", "\"num_attention_heads\": 5",
+                      TG_ERR_FORMAT, "decoder", NULL);
+}
+
+static void not_a_checkpoint(void) {
+    ct_model *m = NULL;
+    CHECK_ERR(ct_model_load(TEST_DATA_DIR "/no-such-dir", get_cpu(), &m), TG_ERR_NOT_FOUND, NULL);
+    CHECK(m == NULL);
+    /* a safetensors file of other tensors: the reference dump */
+    if (!make_tmp()) return;
+    char p[512];
+    snprintf(p, sizeof p, "%s/config.json", TINY "/hub");
+    copy_file(p, "config.json", NULL, NULL);
+    float x = 1;
+    int64_t shape[1] = {1};
+    st_write_entry w = {"something.else", ST_F32, 1, shape, &x};
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp_dir);
+    CHECK_OK(st_write_file(p, &w, 1));
+    CHECK_ERR(ct_model_load(tmp_dir, get_cpu(), &m), TG_ERR_FORMAT, "not a cohere_asr checkpoint");
+    rm_tmp();
+}
+
+static void cleanup(void) {
+    tg_backend_free(cpu);
+    cpu = NULL;
+    CHECK(1);
+}
+
+TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(native_layout_matches_reference),
+          T(f16_checkpoint_matches_reference),
+          T(missing_tensor_is_named), T(misshapen_tensor_names_both_shapes),
+          T(unsupported_dtype_is_named), T(foreign_config_is_rejected), T(head_counts_must_fit),
+          T(not_a_checkpoint), T(cleanup))
