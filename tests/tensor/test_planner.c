@@ -1,0 +1,187 @@
+/*
+ * test_planner.c: the memory planner: exact offsets and peak for a
+ * hand-computed case, best fit, coalescing of freed neighbours, growth at the
+ * arena's end; on graphs: a chain reuses memory (peak three tensors, not
+ * eleven), a value read late stays alive, views and in-place writers keep
+ * their source alive, outputs and inputs are never reused, placed weights are
+ * not planned.
+ */
+#include "check.h"
+#include "planner.h"
+#include "test_backend.h"
+
+/* True when the byte ranges of two planned tensors overlap. */
+static bool overlap(const tg_plan *p, const tg_tensor *a, const tg_tensor *b) {
+    size_t oa = tg_plan_offset(p, a), ob = tg_plan_offset(p, b);
+    if (oa == SIZE_MAX || ob == SIZE_MAX) return false;
+    return oa < ob + tg_nbytes(b) && ob < oa + tg_nbytes(a);
+}
+
+static void test_items_hand_computed(void) {
+    /* alignment 16: sizes become 112, 64, 112, 32 */
+    tg_plan_item it[4] = {
+        {100, 1, 2, 0},
+        {50, 2, 3, 0},
+        {100, 3, 4, 0},
+        {30, 4, TG_PLAN_KEEP, 0},
+    };
+    size_t peak = 0;
+    CHECK_OK(tg_plan_items(it, 4, 16, &peak));
+    /* step 1: A at 0. step 2: B at 112 (A still read), then A freed.
+     * step 3: C best-fits A's hole at 0, B freed. step 4: D into B's hole. */
+    CHECK(it[0].offset == 0 && it[1].offset == 112 && it[2].offset == 0 && it[3].offset == 112);
+    CHECK_MSG(peak == 176, "peak %zu", peak);
+}
+
+static void test_items_coalescing(void) {
+    /* a, b, c adjacent; freed a, c, then b: one hole of 30 takes e */
+    tg_plan_item it[5] = {
+        {10, 0, 1, 0}, {10, 0, 2, 0}, {10, 0, 1, 0}, {10, 0, TG_PLAN_KEEP, 0}, {30, 3, 3, 0},
+    };
+    size_t peak = 0;
+    CHECK_OK(tg_plan_items(it, 5, 1, &peak));
+    CHECK(it[0].offset == 0 && it[1].offset == 10 && it[2].offset == 20 && it[3].offset == 30);
+    CHECK(it[4].offset == 0);
+    CHECK_MSG(peak == 40, "peak %zu", peak);
+}
+
+static void test_items_best_fit_and_growth(void) {
+    /* holes of 30 (at 0) and 20 (at 40) with a kept block between and after;
+     * 18 goes into the 20-byte hole, then 25 into the 30-byte one, then 40
+     * fits nowhere and goes to the end */
+    tg_plan_item it[7] = {
+        {30, 0, 0, 0}, {10, 0, TG_PLAN_KEEP, 0}, {20, 0, 0, 0}, {10, 0, TG_PLAN_KEEP, 0},
+        {18, 1, TG_PLAN_KEEP, 0}, {25, 1, TG_PLAN_KEEP, 0}, {40, 1, TG_PLAN_KEEP, 0},
+    };
+    size_t peak = 0;
+    CHECK_OK(tg_plan_items(it, 7, 1, &peak));
+    CHECK(it[4].offset == 40 && it[5].offset == 0 && it[6].offset == 70);
+    CHECK(peak == 110);
+    /* a free block touching the end grows in place instead of leaving a gap */
+    tg_plan_item g[3] = {{10, 0, TG_PLAN_KEEP, 0}, {20, 0, 0, 0}, {50, 1, TG_PLAN_KEEP, 0}};
+    CHECK_OK(tg_plan_items(g, 3, 1, &peak));
+    CHECK(g[2].offset == 10 && peak == 60);
+    /* bad alignment */
+    CHECK_ERR(tg_plan_items(g, 3, 3, &peak), TG_ERR_INVALID_ARG, "alignment 3");
+    CHECK_OK(tg_plan_items(NULL, 0, 8, &peak));
+    CHECK(peak == 0);
+}
+
+static void test_chain_reuses_memory(void) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_1d(ctx, TG_F32, 1024); /* 4096 bytes, an input */
+    tg_tensor *y = x;
+    for (int i = 0; i < 10; i++) y = tg_relu(ctx, y);
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, y));
+    tg_plan p;
+    CHECK_OK(tg_plan_graph(g, 64, &p));
+    CHECK(p.n == 11);
+    /* the input, the node being computed and the one it reads */
+    CHECK_MSG(p.peak == 3 * 4096, "peak %zu", p.peak);
+    CHECK(p.peak < 11 * 4096 / 3);
+    for (int i = 0; i < p.n; i++) CHECK(p.offsets[i] % 64 == 0);
+    /* the input is never overwritten */
+    for (int i = 0; i < tg_graph_n_nodes(g); i++) CHECK(!overlap(&p, x, tg_graph_node(g, i)));
+    /* each node differs from its source */
+    for (int i = 1; i < tg_graph_n_nodes(g); i++)
+        CHECK(!overlap(&p, tg_graph_node(g, i), tg_graph_node(g, i - 1)));
+    tg_plan_free(&p);
+    tg_ctx_free(ctx);
+}
+
+static void test_value_read_late_stays_alive(void) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_1d(ctx, TG_F32, 1024);
+    tg_tensor *a = tg_relu(ctx, x);
+    tg_tensor *b = tg_relu(ctx, a);
+    tg_tensor *c = tg_relu(ctx, b);
+    tg_tensor *d = tg_add(ctx, c, a); /* a read again, late */
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, d));
+    tg_plan p;
+    CHECK_OK(tg_plan_graph(g, 64, &p));
+    CHECK(!overlap(&p, a, b) && !overlap(&p, a, c) && !overlap(&p, a, d));
+    CHECK(!overlap(&p, c, d) && !overlap(&p, b, c));
+    /* x | a | b | c, then d takes b's place */
+    CHECK(overlap(&p, b, d));
+    CHECK_MSG(p.peak == 4 * 4096, "peak %zu", p.peak);
+    tg_plan_free(&p);
+    tg_ctx_free(ctx);
+}
+
+static void test_views_keep_sources_alive(void) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_2d(ctx, TG_F32, 32, 32);
+    tg_tensor *a = tg_relu(ctx, x);
+    tg_tensor *m1 = tg_relu(ctx, a);            /* a's last direct reader */
+    tg_tensor *m2 = tg_relu(ctx, m1);
+    tg_tensor *m3 = tg_relu(ctx, m2);
+    tg_tensor *v = tg_transpose(ctx, a);        /* a view of a, read last */
+    tg_tensor *c = tg_add(ctx, m3, tg_cont(ctx, v));
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, c));
+    CHECK(tg_graph_node(g, 0) == a && tg_graph_node(g, 3) == m3); /* the order assumed */
+    tg_plan p;
+    CHECK_OK(tg_plan_graph(g, 64, &p));
+    CHECK(tg_plan_offset(&p, v) == SIZE_MAX); /* a view gets no storage */
+    CHECK(!overlap(&p, a, m2) && !overlap(&p, a, m3));
+    tg_plan_free(&p);
+    tg_ctx_free(ctx);
+
+    /* an in-place writer into an intermediate keeps it alive to its readers:
+     * buf's last direct reader is m1, but w writes into it and r reads w */
+    ctx = tg_ctx_new();
+    x = tg_new_1d(ctx, TG_F32, 256);
+    tg_tensor *buf = tg_scale(ctx, x, 0.0f);
+    m1 = tg_relu(ctx, tg_view_1d(ctx, buf, 128, 0));
+    m2 = tg_relu(ctx, m1);
+    m3 = tg_relu(ctx, m2);
+    tg_tensor *w = tg_cpy(ctx, m3, tg_view_1d(ctx, buf, 128, 512));
+    tg_tensor *r = tg_sum_rows(ctx, tg_view_1d(ctx, w, 64, 0));
+    g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, r));
+    CHECK_OK(tg_plan_graph(g, 64, &p));
+    CHECK(tg_plan_offset(&p, w) == SIZE_MAX && tg_plan_offset(&p, buf) != SIZE_MAX);
+    CHECK(!overlap(&p, buf, m2) && !overlap(&p, buf, m3) && !overlap(&p, buf, r));
+    tg_plan_free(&p);
+    tg_ctx_free(ctx);
+}
+
+static void test_outputs_inputs_and_weights(void) {
+    tg_backend *be = test_backend_new("fake", true, true, TEST_OPS_ALL);
+    tg_ctx *wctx = tg_ctx_new();
+    tg_tensor *wt = tg_new_2d(wctx, TG_F32, 64, 64);
+    tg_buffer *wbuf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(wctx, be, &wbuf));
+
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_2d(ctx, TG_F32, 64, 4);
+    x->flags |= TG_FLAG_INPUT;
+    tg_tensor *h = tg_mul_mat(ctx, wt, x);        /* [64, 4] */
+    tg_tensor *early = tg_relu(ctx, h);           /* an output, computed early */
+    tg_tensor *y = h;
+    for (int i = 0; i < 6; i++) y = tg_relu(ctx, y);
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, early));
+    CHECK_OK(tg_graph_build(g, y));
+    tg_plan p;
+    CHECK_OK(tg_plan_graph(g, 64, &p));
+    CHECK(tg_plan_offset(&p, wt) == SIZE_MAX); /* placed by the user: not planned */
+    CHECK(tg_plan_offset(&p, x) != SIZE_MAX);
+    for (int i = 0; i < tg_graph_n_nodes(g); i++) {
+        tg_tensor *n = tg_graph_node(g, i);
+        if (n != early) CHECK(!overlap(&p, early, n));
+        if (n != x) CHECK(!overlap(&p, x, n));
+    }
+    tg_plan_free(&p);
+    tg_ctx_free(ctx);
+    tg_buffer_free(wbuf);
+    tg_ctx_free(wctx);
+    tg_backend_free(be);
+}
+
+TEST_MAIN(T(test_items_hand_computed), T(test_items_coalescing),
+          T(test_items_best_fit_and_growth), T(test_chain_reuses_memory),
+          T(test_value_read_late_stays_alive), T(test_views_keep_sources_alive),
+          T(test_outputs_inputs_and_weights))
