@@ -10,7 +10,8 @@
  * the others still run (exit status 1). --dump-tensors writes the debug
  * hook's tensors of every clip to one safetensors file, stacked along a
  * leading batch dimension and zero-padded to the longest clip, with the
- * names and layout of the fixtures (tests/data/tiny/README.md).
+ * names and layout of the fixtures (tests/data/tiny/README.md). Files
+ * longer than one chunk (35 s) report each finished chunk on stderr.
  *
  * Not here: output formats other than plain text, other audio containers.
  */
@@ -46,7 +47,7 @@ static void usage(FILE *f) {
             "                         choice (default auto: f32 on the CPU, bf16 on a GPU)\n"
             "  --dump-tensors FILE    write features, encoder_out, prompt_logits and\n"
             "                         generated of every chunk to FILE (safetensors)\n"
-            "  --verbose              per-stage timings and progress on stderr\n"
+            "  --verbose              backend, per-stage timings and speed on stderr\n"
             "  --help                 this text\n");
 }
 
@@ -274,7 +275,7 @@ int main(int argc, char **argv) {
     int rc = 0;
     for (int i = 0; i < n_files; i++) {
         ct_result *r = NULL;
-        ct_session_set_progress(s, verbose ? on_progress : NULL, (void *)files[i]);
+        ct_session_set_progress(s, on_progress, (void *)files[i]);
         st = ct_transcribe_file(s, files[i], &r);
         if (st) {
             fprintf(stderr, PROG ": %s\n", tg_status_message(st));
