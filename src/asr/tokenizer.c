@@ -360,6 +360,14 @@ tg_status ct_tokenizer_load_json(const char *text, size_t size, const char *what
         st = tg_status_new(TG_ERR_FORMAT, "%s: no model.vocab", what);
         goto fail;
     }
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added)) {
+        st = tg_status_new(TG_ERR_FORMAT, "%s: added_tokens is not an array", what);
+        goto fail;
+    }
+    /* Ids must be dense, so none can reach the number of entries; checking
+     * that first keeps a huge id from allocating a huge table. */
+    int total = cJSON_GetArraySize(vocab) + (added ? cJSON_GetArraySize(added) : 0);
     const cJSON *bf = cJSON_GetObjectItemCaseSensitive(model, "byte_fallback");
     int byte_fallback = cJSON_IsTrue(bf);
     const cJSON *e;
@@ -384,6 +392,11 @@ tg_status ct_tokenizer_load_json(const char *text, size_t size, const char *what
                 goto fail;
             }
         }
+        if (id >= total) {
+            st = tg_status_new(TG_ERR_FORMAT, "%s: '%s' has id %d but only %d tokens are listed",
+                               what, piece, id, total);
+            goto fail;
+        }
         if (id < t->n && t->piece[id]) {
             st = tg_status_new(TG_ERR_FORMAT, "%s: id %d is given to both '%s' and '%s'", what,
                                id, t->piece[id], piece);
@@ -397,11 +410,6 @@ tg_status ct_tokenizer_load_json(const char *text, size_t size, const char *what
     }
     /* Added tokens override the vocabulary's entry for their id; the special
      * ones are skipped by decode (HF skip_special_tokens). */
-    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (added && !cJSON_IsNull(added) && !cJSON_IsArray(added)) {
-        st = tg_status_new(TG_ERR_FORMAT, "%s: added_tokens is not an array", what);
-        goto fail;
-    }
     cJSON_ArrayForEach(e, added) {
         const cJSON *jid = cJSON_GetObjectItemCaseSensitive(e, "id");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
@@ -410,6 +418,11 @@ tg_status ct_tokenizer_load_json(const char *text, size_t size, const char *what
         if (!json_id(jid, &id) || !cJSON_IsString(content)) {
             st = tg_status_new(TG_ERR_FORMAT, "%s: an added_tokens entry lacks id or content",
                                what);
+            goto fail;
+        }
+        if (id >= total) {
+            st = tg_status_new(TG_ERR_FORMAT, "%s: added token '%s' has id %d but only %d "
+                               "tokens are listed", what, content->valuestring, id, total);
             goto fail;
         }
         st = tok_set(t, id, content->valuestring, strlen(content->valuestring),

@@ -382,7 +382,10 @@ static void bad_tokenizer_json_is_refused(void) {
     expect_bad_json("{}", "model.vocab");
     expect_bad_json("{\"model\":{\"vocab\":3}}", "model.vocab");
     expect_bad_json("{\"model\":{\"vocab\":{}}}", "empty");
-    expect_bad_json("{\"model\":{\"vocab\":{\"a\":0,\"b\":2}}}", "no token has id 1");
+    expect_bad_json("{\"model\":{\"vocab\":{\"a\":0,\"b\":2}}}", "only 2 tokens");
+    expect_bad_json("{\"model\":{\"vocab\":{\"a\":0,\"b\":2}},\"added_tokens\":[{\"id\":0,"
+                    "\"content\":\"a\"}]}",
+                    "no token has id 1");
     expect_bad_json("{\"model\":{\"vocab\":{\"a\":0,\"b\":0}}}", "id 0 is given to both");
     expect_bad_json("{\"model\":{\"vocab\":{\"a\":-1}}}", "model.vocab['a']");
     expect_bad_json("{\"model\":{\"vocab\":{\"a\":0.5}}}", "not a valid id");
