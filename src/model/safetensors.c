@@ -12,9 +12,11 @@
  * tensor so that a broken download is told apart from a wrong model.
  *
  * It deliberately does not convert dtypes, copy data or check alignment:
- * tensors point into the mapping and callers read them with memcpy or convert
- * them while uploading. Gaps between tensors are accepted (the format does not
- * need them, but they are harmless).
+ * tensors point into the mapping (or, for st_open_memory, into the caller's
+ * buffer, which must outlive the set) and callers read them with memcpy or
+ * convert them while uploading; a file whose offsets are odd gives unaligned
+ * pointers. Gaps between tensors are accepted (the format does not need them,
+ * but they are harmless).
  */
 #include "safetensors.h"
 
@@ -40,7 +42,7 @@ struct st_set {
     st_tensor *tensors;
     int n_tensors;
     int cap_tensors;
-    int *by_name;      /* tensor indices sorted by name, for st_find */
+    const st_tensor **by_name; /* sorted by name, for st_find; built last */
 };
 
 static const struct {
@@ -138,7 +140,7 @@ const st_tensor *st_find(const st_set *set, const char *name) {
     int lo = 0, hi = set->n_tensors - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
-        const st_tensor *t = &set->tensors[set->by_name[mid]];
+        const st_tensor *t = set->by_name[mid];
         int c = strcmp(name, t->name);
         if (c == 0) return t;
         if (c < 0) hi = mid - 1;
@@ -147,15 +149,14 @@ const st_tensor *st_find(const st_set *set, const char *name) {
     return NULL;
 }
 
-/* qsort has no context argument: the tensors being sorted are passed here. */
-static const st_tensor *sort_tensors;
-
+/* Both sorts order arrays of pointers, so the comparisons need no context
+ * (and opening two checkpoints on two threads is safe). */
 static int cmp_by_name(const void *a, const void *b) {
-    return strcmp(sort_tensors[*(const int *)a].name, sort_tensors[*(const int *)b].name);
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
 }
 
 static int cmp_by_offset(const void *a, const void *b) {
-    const st_tensor *x = &sort_tensors[*(const int *)a], *y = &sort_tensors[*(const int *)b];
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
     if (x->data != y->data) return x->data < y->data ? -1 : 1;
     return x->size < y->size ? -1 : (x->size > y->size);
 }
@@ -163,14 +164,12 @@ static int cmp_by_offset(const void *a, const void *b) {
 /* Builds the name index and rejects duplicate names across the whole set. */
 static tg_status set_index(st_set *set) {
     tg_free(set->by_name);
-    set->by_name = tg_malloc((size_t)(set->n_tensors ? set->n_tensors : 1) * sizeof(int));
+    set->by_name = tg_malloc((size_t)(set->n_tensors ? set->n_tensors : 1) * sizeof(void *));
     if (!set->by_name) return tg_status_new(TG_ERR_NO_MEMORY, "indexing tensors: out of memory");
-    for (int i = 0; i < set->n_tensors; i++) set->by_name[i] = i;
-    sort_tensors = set->tensors;
-    qsort(set->by_name, (size_t)set->n_tensors, sizeof(int), cmp_by_name);
+    for (int i = 0; i < set->n_tensors; i++) set->by_name[i] = &set->tensors[i];
+    qsort(set->by_name, (size_t)set->n_tensors, sizeof(void *), cmp_by_name);
     for (int i = 1; i < set->n_tensors; i++) {
-        const st_tensor *a = &set->tensors[set->by_name[i - 1]];
-        const st_tensor *b = &set->tensors[set->by_name[i]];
+        const st_tensor *a = set->by_name[i - 1], *b = set->by_name[i];
         if (strcmp(a->name, b->name) == 0) {
             if (a->file == b->file)
                 return tg_status_new(TG_ERR_FORMAT, "%s: tensor '%s' appears twice",
@@ -276,7 +275,7 @@ static tg_status parse_file(st_set *set, int file, const uint8_t *buf, size_t si
     tg_status st = NULL;
     cJSON *json = NULL;
     int first = set->n_tensors;
-    int *order = NULL;
+    const st_tensor **order = NULL;
 
     if (!buf || size < 8)
         return tg_status_new(TG_ERR_FORMAT,
@@ -352,17 +351,16 @@ static tg_status parse_file(st_set *set, int file, const uint8_t *buf, size_t si
     /* No two non-empty tensors of this file may share a byte. */
     int n = set->n_tensors - first;
     if (n > 1) {
-        order = tg_malloc((size_t)n * sizeof(int));
+        order = tg_malloc((size_t)n * sizeof(void *));
         if (!order) {
             st = tg_status_new(TG_ERR_NO_MEMORY, "%s: overlap check: out of memory", what);
             goto fail;
         }
-        for (int i = 0; i < n; i++) order[i] = first + i;
-        sort_tensors = set->tensors;
-        qsort(order, (size_t)n, sizeof(int), cmp_by_offset);
+        for (int i = 0; i < n; i++) order[i] = &set->tensors[first + i];
+        qsort(order, (size_t)n, sizeof(void *), cmp_by_offset);
         const st_tensor *prev = NULL;
         for (int i = 0; i < n; i++) {
-            const st_tensor *t = &set->tensors[order[i]];
+            const st_tensor *t = order[i];
             if (t->size == 0) continue;
             if (prev && t->data < prev->data + prev->size) {
                 st = tg_status_new(TG_ERR_FORMAT,
