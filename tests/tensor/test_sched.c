@@ -1,0 +1,377 @@
+/*
+ * test_sched.c: the scheduler, with a fake "gpu" backend whose buffers claim
+ * not to be host memory and which supports only some ops, next to a fake CPU
+ * (and, in the last tests, the real CPU backend). Checks: where each node is
+ * placed (weights, unsupported ops, following sources, priority, views, in-
+ * place writes), the number of splits and inserted copies, that the results
+ * are right (the fakes refuse any tensor outside their own buffers, so a
+ * missing copy fails), arena reuse across calls, abort between splits, and the
+ * refusals.
+ */
+#include "check.h"
+#include "test_backend.h"
+
+#define GPU_OPS (TEST_OP(TG_OP_ADD) | TEST_OP(TG_OP_MUL_MAT) | TEST_OP(TG_OP_SCALE) | TEST_OP(TG_OP_CPY))
+
+typedef struct env {
+    tg_backend *gpu, *cpu;
+    tg_backend *list[2];
+    tg_sched *sched;
+} env;
+
+static void env_open(env *e, uint64_t gpu_ops) {
+    e->gpu = test_backend_new("gpu", false, false, gpu_ops);
+    e->cpu = test_backend_new("cpu", true, true, TEST_OPS_ALL);
+    e->list[0] = e->gpu;
+    e->list[1] = e->cpu;
+    e->sched = NULL;
+    CHECK_OK(tg_sched_new(e->list, 2, &e->sched));
+}
+
+static void env_close(env *e) {
+    tg_sched_free(e->sched);
+    CHECK(test_backend_n_buffers(e->gpu) == 0 && test_backend_n_buffers(e->cpu) == 0);
+    tg_backend_free(e->gpu);
+    tg_backend_free(e->cpu);
+}
+
+static void set_f32(tg_tensor *t, const float *v) {
+    CHECK_OK(tg_tensor_set(t, v, 0, (size_t)tg_nelements(t) * sizeof(float)));
+}
+
+/* out[n, m] = sum_k a[k, n] b[k, m]; a [K, N], b [K, M] */
+static void ref_mul_mat(const float *a, const float *b, float *out, int K, int N, int M) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float acc = 0;
+            for (int k = 0; k < K; k++) acc += a[n * K + k] * b[m * K + k];
+            out[m * N + n] = acc;
+        }
+}
+
+static void test_placement_splits_copies_results(void) {
+    env e;
+    env_open(&e, GPU_OPS);
+    tg_ctx *wctx = tg_ctx_new();
+    tg_tensor *w = tg_set_name(tg_new_2d(wctx, TG_F32, 4, 3), "w");
+    tg_tensor *w2 = tg_set_name(tg_new_2d(wctx, TG_F32, 3, 3), "w2");
+    tg_buffer *wbuf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(wctx, e.gpu, &wbuf));
+    float wv[12], w2v[9], xv[8];
+    for (int i = 0; i < 12; i++) wv[i] = (float)(i % 5) - 2.0f;
+    for (int i = 0; i < 9; i++) w2v[i] = 0.5f * (float)i - 1.0f;
+    for (int i = 0; i < 8; i++) xv[i] = (float)i * 0.25f - 1.0f;
+    set_f32(w, wv);
+    set_f32(w2, w2v);
+
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_set_name(tg_new_2d(ctx, TG_F32, 4, 2), "x");
+    x->flags |= TG_FLAG_INPUT;
+    tg_tensor *h = tg_set_name(tg_mul_mat(ctx, w, x), "h");    /* gpu: its weight */
+    tg_tensor *r = tg_set_name(tg_relu(ctx, h), "r");          /* unsupported: cpu */
+    tg_tensor *s = tg_set_name(tg_scale(ctx, r, 2.0f), "s");   /* follows r: cpu */
+    tg_tensor *t = tg_set_name(tg_add(ctx, s, h), "t");        /* follows s: cpu */
+    tg_tensor *o = tg_set_name(tg_mul_mat(ctx, w2, t), "o");   /* gpu: its weight */
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, o));
+
+    CHECK_OK(tg_sched_alloc(e.sched, g));
+    CHECK(tg_sched_node_backend(e.sched, h) == e.gpu);
+    CHECK(tg_sched_node_backend(e.sched, r) == e.cpu);
+    CHECK(tg_sched_node_backend(e.sched, s) == e.cpu);
+    CHECK(tg_sched_node_backend(e.sched, t) == e.cpu);
+    CHECK(tg_sched_node_backend(e.sched, o) == e.gpu);
+    CHECK(tg_sched_node_backend(e.sched, x) == e.gpu); /* its first consumer's */
+    CHECK(tg_sched_node_backend(e.sched, w) == e.gpu);
+    CHECK_MSG(tg_sched_n_splits(e.sched) == 3, "%d splits", tg_sched_n_splits(e.sched));
+    /* h to the cpu once (read by r and t), t to the gpu */
+    CHECK_MSG(tg_sched_n_copies(e.sched) == 2, "%d copies", tg_sched_n_copies(e.sched));
+    CHECK(tg_sched_planned_bytes(e.sched, e.gpu) > 0 && tg_sched_planned_bytes(e.sched, e.cpu) > 0);
+    CHECK(x->buffer && tg_buffer_backend(x->buffer) == e.gpu);
+
+    set_f32(x, xv);
+    CHECK_OK(tg_sched_compute(e.sched, g));
+    float hv[6], tv[6], ov[6], got[6];
+    ref_mul_mat(wv, xv, hv, 4, 3, 2);
+    for (int i = 0; i < 6; i++) tv[i] = 2.0f * (hv[i] > 0 ? hv[i] : 0) + hv[i];
+    ref_mul_mat(w2v, tv, ov, 3, 3, 2);
+    CHECK_OK(tg_tensor_get(o, got, 0, sizeof got));
+    for (int i = 0; i < 6; i++) CHECK_NEAR(got[i], ov[i], 1e-5);
+    /* the graph's sources are the caller's again after compute */
+    CHECK(t->src[1] == h && r->src[0] == h && o->src[1] == t);
+    CHECK(test_backend_n_computes(e.gpu) == 2 && test_backend_n_computes(e.cpu) == 1);
+
+    /* a second compute with new input reuses the plan and the arenas */
+    int gbufs = test_backend_n_buffers(e.gpu), cbufs = test_backend_n_buffers(e.cpu);
+    tg_buffer *arena = o->buffer;
+    for (int i = 0; i < 8; i++) xv[i] = -xv[i];
+    set_f32(x, xv);
+    CHECK_OK(tg_sched_compute(e.sched, g));
+    ref_mul_mat(wv, xv, hv, 4, 3, 2);
+    for (int i = 0; i < 6; i++) tv[i] = 2.0f * (hv[i] > 0 ? hv[i] : 0) + hv[i];
+    ref_mul_mat(w2v, tv, ov, 3, 3, 2);
+    CHECK_OK(tg_tensor_get(o, got, 0, sizeof got));
+    for (int i = 0; i < 6; i++) CHECK_NEAR(got[i], ov[i], 1e-5);
+    CHECK(test_backend_n_buffers(e.gpu) == gbufs && test_backend_n_buffers(e.cpu) == cbufs);
+    CHECK(o->buffer == arena);
+
+    tg_ctx_free(ctx);
+    tg_buffer_free(wbuf);
+    tg_ctx_free(wctx);
+    env_close(&e);
+}
+
+static void test_weight_on_unsupporting_backend_goes_to_cpu(void) {
+    env e;
+    env_open(&e, TEST_OP(TG_OP_ADD)); /* no mul_mat on the gpu */
+    tg_ctx *wctx = tg_ctx_new();
+    tg_tensor *w = tg_set_name(tg_new_2d(wctx, TG_F32, 2, 2), "w");
+    tg_buffer *wbuf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(wctx, e.gpu, &wbuf));
+    set_f32(w, (float[]){1, 2, 3, 4});
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_2d(ctx, TG_F32, 2, 1);
+    tg_tensor *y = tg_mul_mat(ctx, w, x);
+    tg_tensor *z = tg_add(ctx, y, y); /* follows y: the cpu */
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, z));
+    CHECK_OK(tg_sched_alloc(e.sched, g));
+    CHECK(tg_sched_node_backend(e.sched, y) == e.cpu);
+    CHECK(tg_sched_node_backend(e.sched, z) == e.cpu);
+    CHECK(tg_sched_n_splits(e.sched) == 1 && tg_sched_n_copies(e.sched) == 1); /* w in */
+    set_f32(x, (float[]){1, -1});
+    CHECK_OK(tg_sched_compute(e.sched, g));
+    float got[2];
+    CHECK_OK(tg_tensor_get(z, got, 0, sizeof got));
+    CHECK(got[0] == 2 * (1 - 2) && got[1] == 2 * (3 - 4));
+    tg_ctx_free(ctx);
+    tg_buffer_free(wbuf);
+    tg_ctx_free(wctx);
+    env_close(&e);
+}
+
+static void test_priority_views_and_followers(void) {
+    env e;
+    env_open(&e, GPU_OPS);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *a = tg_new_2d(ctx, TG_F32, 3, 2);
+    tg_tensor *b = tg_new_2d(ctx, TG_F32, 3, 2);
+    tg_tensor *sum = tg_add(ctx, a, b);             /* no placed source: priority, gpu */
+    tg_tensor *v = tg_reshape_2d(ctx, sum, 2, 3);   /* a view: where sum is */
+    tg_tensor *rv = tg_relu(ctx, v);                /* cpu, reads the view: copy */
+    tg_tensor *back = tg_scale(ctx, rv, 3.0f);      /* follows rv: cpu */
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, back));
+    CHECK_OK(tg_sched_alloc(e.sched, g));
+    CHECK(tg_sched_node_backend(e.sched, sum) == e.gpu);
+    CHECK(tg_sched_node_backend(e.sched, a) == e.gpu && tg_sched_node_backend(e.sched, b) == e.gpu);
+    CHECK(tg_sched_node_backend(e.sched, v) == e.gpu);
+    CHECK(tg_sched_node_backend(e.sched, rv) == e.cpu);
+    CHECK(tg_sched_node_backend(e.sched, back) == e.cpu);
+    CHECK(tg_sched_n_splits(e.sched) == 2 && tg_sched_n_copies(e.sched) == 1);
+    CHECK(v->data == sum->data); /* views resolved */
+    set_f32(a, (float[]){1, -2, 3, -4, 5, -6});
+    set_f32(b, (float[]){0, 0, 0, 0, 0, -1});
+    CHECK_OK(tg_sched_compute(e.sched, g));
+    float got[6];
+    CHECK_OK(tg_tensor_get(back, got, 0, sizeof got));
+    const float want[6] = {3, 0, 9, 0, 15, 0};
+    for (int i = 0; i < 6; i++) CHECK(got[i] == want[i]);
+    tg_ctx_free(ctx);
+    env_close(&e);
+}
+
+static void test_inplace_write_runs_where_storage_is(void) {
+    env e;
+    env_open(&e, GPU_OPS);
+    tg_ctx *wctx = tg_ctx_new();
+    tg_tensor *cache = tg_set_name(tg_new_2d(wctx, TG_F32, 4, 3), "cache");
+    tg_buffer *cbuf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(wctx, e.gpu, &cbuf));
+    CHECK_OK(tg_buffer_clear(cbuf, 0));
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_2d(ctx, TG_F32, 4, 1);
+    tg_tensor *r = tg_relu(ctx, x);                               /* cpu */
+    tg_tensor *row1 = tg_view_2d(ctx, cache, 4, 1, cache->nb[1], cache->nb[1]);
+    tg_tensor *w = tg_cpy(ctx, r, row1);                          /* gpu: cache is there */
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, w));
+    CHECK_OK(tg_sched_alloc(e.sched, g));
+    CHECK(tg_sched_node_backend(e.sched, r) == e.cpu);
+    CHECK(tg_sched_node_backend(e.sched, w) == e.gpu);
+    CHECK(tg_sched_n_splits(e.sched) == 2 && tg_sched_n_copies(e.sched) == 1);
+    CHECK((char *)w->data == (char *)cache->data + cache->nb[1]);
+    set_f32(x, (float[]){-1, 2, -3, 4});
+    CHECK_OK(tg_sched_compute(e.sched, g));
+    float got[12];
+    CHECK_OK(tg_tensor_get(cache, got, 0, sizeof got));
+    const float want[12] = {0, 0, 0, 0, 0, 2, 0, 4, 0, 0, 0, 0};
+    for (int i = 0; i < 12; i++) CHECK(got[i] == want[i]);
+    tg_ctx_free(ctx);
+    tg_buffer_free(cbuf);
+    tg_ctx_free(wctx);
+    env_close(&e);
+}
+
+static bool always(void *user) {
+    (*(int *)user)++;
+    return true;
+}
+
+static void test_abort_between_splits(void) {
+    env e;
+    env_open(&e, GPU_OPS);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_1d(ctx, TG_F32, 4);
+    tg_tensor *y = tg_scale(ctx, tg_relu(ctx, tg_add(ctx, x, x)), 2.0f);
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, y));
+    CHECK_OK(tg_sched_alloc(e.sched, g));
+    CHECK(tg_sched_n_splits(e.sched) == 2);
+    set_f32(x, (float[]){1, 2, 3, 4});
+    int calls = 0;
+    tg_backend_set_abort(e.cpu, always, &calls);
+    CHECK_ERR(tg_sched_compute(e.sched, g), TG_ERR_ABORTED, "aborted before split 0 of 2");
+    CHECK(calls >= 1 && test_backend_n_nodes(e.gpu) == 0 && test_backend_n_nodes(e.cpu) == 0);
+    tg_backend_set_abort(e.cpu, NULL, NULL);
+    CHECK_OK(tg_sched_compute(e.sched, g)); /* usable again */
+    float got[4];
+    CHECK_OK(tg_tensor_get(y, got, 0, sizeof got));
+    CHECK(got[0] == 4 && got[3] == 16);
+    tg_ctx_free(ctx);
+    env_close(&e);
+}
+
+static void test_arenas_grow_never_shrink(void) {
+    env e;
+    env_open(&e, GPU_OPS);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *small = tg_add(ctx, tg_new_1d(ctx, TG_F32, 16), tg_new_1d(ctx, TG_F32, 16));
+    tg_tensor *big = tg_add(ctx, tg_new_1d(ctx, TG_F32, 4096), tg_new_1d(ctx, TG_F32, 4096));
+    tg_graph *gs = tg_graph_new(ctx), *gb = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(gs, small));
+    CHECK_OK(tg_graph_build(gb, big));
+    CHECK_OK(tg_sched_alloc(e.sched, gs));
+    size_t ps = tg_sched_planned_bytes(e.sched, e.gpu);
+    tg_buffer *arena = small->buffer;
+    CHECK(ps >= 3 * 64 && ps < 4096);
+    CHECK_OK(tg_sched_alloc(e.sched, gb));
+    size_t pb = tg_sched_planned_bytes(e.sched, e.gpu);
+    CHECK(pb >= 3 * 4096 * 4 && big->buffer != NULL && tg_buffer_size(big->buffer) >= pb);
+    tg_buffer *grown = big->buffer;
+    CHECK_OK(tg_sched_alloc(e.sched, gs)); /* fits: same arena */
+    CHECK(small->buffer == grown && tg_sched_planned_bytes(e.sched, e.gpu) == ps);
+    CHECK(test_backend_n_buffers(e.gpu) == 1);
+    (void)arena;
+    /* compute of a graph not allocated last allocates it first */
+    set_f32(big->src[0], (float[4096]){[0] = 1, [4095] = 2});
+    CHECK(tg_sched_compute(e.sched, gb) == NULL);
+    tg_ctx_free(ctx);
+    env_close(&e);
+}
+
+static void test_refusals(void) {
+    tg_backend *gpu = test_backend_new("gpu", false, false, GPU_OPS);
+    tg_backend *cpu = test_backend_new("cpu", true, true, TEST_OPS_ALL);
+    tg_sched *s = NULL;
+    CHECK_ERR(tg_sched_new((tg_backend *[]){gpu}, 1, &s), TG_ERR_INVALID_ARG, "CPU backend");
+    CHECK(s == NULL);
+    CHECK_ERR(tg_sched_new(NULL, 0, &s), TG_ERR_INVALID_ARG, "no backends");
+    CHECK_ERR(tg_sched_new((tg_backend *[]){gpu, NULL}, 2, &s), TG_ERR_INVALID_ARG, "backend 1 is NULL");
+    CHECK_OK(tg_sched_new((tg_backend *[]){gpu, cpu}, 2, &s));
+
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *wt = tg_set_name(tg_new_1d(ctx, TG_F32, 4), "enc.w");
+    wt->flags |= TG_FLAG_WEIGHT;
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, tg_add(ctx, wt, wt)));
+    CHECK_ERR(tg_sched_alloc(s, g), TG_ERR_INVALID_ARG, "weight 'enc.w' [4] has no storage");
+    CHECK(tg_sched_n_splits(s) == 0);
+    tg_ctx_free(ctx);
+
+    ctx = tg_ctx_new();
+    tg_tensor *glu = tg_set_name(tg_glu(ctx, tg_new_1d(ctx, TG_F32, 4)), "gated");
+    g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, glu));
+    CHECK_ERR(tg_sched_alloc(s, g), TG_ERR_UNSUPPORTED, "no backend supports node 'gated' [2] (glu");
+    CHECK_ERR(tg_sched_compute(s, g), TG_ERR_UNSUPPORTED, "glu");
+    CHECK_ERR(tg_sched_alloc(s, NULL), TG_ERR_INVALID_ARG, "NULL");
+    CHECK(tg_sched_node_backend(s, glu) == NULL);
+    tg_ctx_free(ctx);
+    tg_sched_free(s);
+    tg_sched_free(NULL);
+    tg_backend_free(gpu);
+    tg_backend_free(cpu);
+}
+
+/* The real CPU backend with the fake gpu beside it. */
+static void test_with_real_cpu_backend(void) {
+    tg_backend *cpu = NULL;
+    CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    if (!cpu) return;
+    tg_backend *gpu = test_backend_new("gpu", false, false, GPU_OPS);
+    tg_sched *s = NULL;
+    CHECK_OK(tg_sched_new((tg_backend *[]){gpu, cpu}, 2, &s));
+    tg_ctx *wctx = tg_ctx_new();
+    tg_tensor *w = tg_new_2d(wctx, TG_F32, 8, 6);
+    tg_buffer *wbuf = NULL, *lbuf = NULL;
+    tg_ctx *lctx = tg_ctx_new();
+    tg_tensor *ln_w = tg_new_1d(lctx, TG_F32, 6);
+    tg_tensor *ln_b = tg_new_1d(lctx, TG_F32, 6);
+    CHECK_OK(tg_ctx_alloc_tensors(wctx, gpu, &wbuf));
+    CHECK_OK(tg_ctx_alloc_tensors(lctx, cpu, &lbuf));
+    float wv[48], lw[6], lb[6], xv[32];
+    for (int i = 0; i < 48; i++) wv[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
+    for (int i = 0; i < 6; i++) {
+        lw[i] = 1.0f + 0.1f * (float)i;
+        lb[i] = 0.05f * (float)i;
+    }
+    for (int i = 0; i < 32; i++) xv[i] = (float)((i * 5) % 7) - 3.0f;
+    set_f32(w, wv);
+    set_f32(ln_w, lw);
+    set_f32(ln_b, lb);
+
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_2d(ctx, TG_F32, 8, 4);
+    tg_tensor *h = tg_mul_mat(ctx, w, x);                          /* gpu */
+    tg_tensor *n = tg_layer_norm(ctx, h, ln_w, ln_b, 1e-5f);       /* cpu (weights there) */
+    tg_tensor *y = tg_silu(ctx, n);                                /* cpu */
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, y));
+    CHECK_OK(tg_sched_alloc(s, g));
+    CHECK(tg_sched_node_backend(s, h) == gpu && tg_sched_node_backend(s, n) == cpu);
+    CHECK(tg_sched_node_backend(s, y) == cpu);
+    CHECK(tg_sched_n_splits(s) == 2 && tg_sched_n_copies(s) == 1);
+    set_f32(x, xv);
+    CHECK_OK(tg_sched_compute(s, g));
+    float hv[24], got[24];
+    ref_mul_mat(wv, xv, hv, 8, 6, 4);
+    CHECK_OK(tg_tensor_get(y, got, 0, sizeof got));
+    for (int m = 0; m < 4; m++) {
+        double mean = 0, var = 0;
+        for (int i = 0; i < 6; i++) mean += hv[m * 6 + i];
+        mean /= 6;
+        for (int i = 0; i < 6; i++) var += (hv[m * 6 + i] - mean) * (hv[m * 6 + i] - mean);
+        var /= 6;
+        for (int i = 0; i < 6; i++) {
+            double v = (hv[m * 6 + i] - mean) / sqrt(var + 1e-5) * lw[i] + lb[i];
+            double want = v / (1 + exp(-v));
+            /* f32 layer norm and silu against double: a few ulp of values ~1 */
+            CHECK_NEAR(got[m * 6 + i], want, 1e-4);
+        }
+    }
+    tg_ctx_free(ctx);
+    tg_sched_free(s);
+    tg_buffer_free(wbuf);
+    tg_buffer_free(lbuf);
+    tg_ctx_free(wctx);
+    tg_ctx_free(lctx);
+    tg_backend_free(gpu);
+    tg_backend_free(cpu);
+}
+
+TEST_MAIN(T(test_placement_splits_copies_results),
+          T(test_weight_on_unsupporting_backend_goes_to_cpu),
+          T(test_priority_views_and_followers), T(test_inplace_write_runs_where_storage_is),
+          T(test_abort_between_splits), T(test_arenas_grow_never_shrink), T(test_refusals),
+          T(test_with_real_cpu_backend))
