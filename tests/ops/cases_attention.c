@@ -41,11 +41,12 @@ static tg_tensor *rel_shift_of(case_env *e, int64_t T, int64_t H, int64_t B) {
     return v;
 }
 
-/* ne[0] a (layout[0]); i[0]: mask (ne[1]); i[1]: a = rel_shift of T = i[2],
- * H = i[3] instead; f[0]: scale. */
+/* ne[0] a (layout[0]) in [-f[1], f[1]] (3 when 0); i[0]: mask (ne[1]); i[1]:
+ * a = rel_shift of T = i[2], H = i[3] instead; f[0]: scale. */
 static tg_tensor *build_soft_max(case_env *e, const case_params *p) {
+    double r = p->f[1] > 0 ? p->f[1] : 3;
     tg_tensor *a = p->i[1] ? rel_shift_of(e, p->i[2], p->i[3], 1)
-                           : env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(-3, 3));
+                           : env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(-r, r));
     tg_tensor *mask = p->i[0] ? env_input(e, TG_F32, p->ne[1], L_CONT,
                                           (fill_spec){FILL_MASK, -1, 1})
                               : NULL;
@@ -88,6 +89,7 @@ typedef struct sm {
     layout la;
     int64_t m[4]; /* mask shape, {0} = none */
     float scale;
+    float range;  /* inputs in [-range, range]; 0: 3 */
 } sm;
 
 typedef struct at {
@@ -97,18 +99,19 @@ typedef struct at {
 
 void cases_attention(case_list *l) {
     static const sm sms[] = {
-        {{1, 1, 1, 1}, L_CONT, {0}, 1.0f},
-        {{7, 3, 1, 1}, L_CONT, {0}, 0.5f},
-        {{33, 5, 2, 1}, L_CONT, {33, 5, 2, 1}, 1.0f},
-        {{65, 7, 2, 2}, L_CONT, {65, 7, 1, 1}, 0.125f},
-        {{65, 7, 2, 2}, L_CONT, {65, 7, 2, 1}, 1.0f},
-        {{65, 7, 2, 2}, L_CONT, {65, 7, 1, 2}, 1.0f},
-        {{1000, 4, 1, 1}, L_CONT, {0}, 1.0f},
-        {{33, 7, 2, 1}, L_T01, {33, 7, 2, 1}, 1.0f},
-        {{17, 9, 3, 1}, L_PERM, {0}, 0.7f},
-        {{127, 3, 1, 1}, L_ROWPAD, {127, 3, 1, 1}, 1.0f},
-        {{1, 3, 1, 1}, L_CONT, {1, 3, 1, 1}, 1.0f},       /* row 1 fully masked */
-        {{438, 5, 2, 1}, L_CONT, {438, 5, 1, 1}, 0.0884f},
+        {{1, 1, 1, 1}, L_CONT, {0}, 1.0f, 0},
+        {{7, 3, 1, 1}, L_CONT, {0}, 0.5f, 0},
+        {{33, 5, 2, 1}, L_CONT, {33, 5, 2, 1}, 1.0f, 0},
+        {{65, 7, 2, 2}, L_CONT, {65, 7, 1, 1}, 0.125f, 0},
+        {{65, 7, 2, 2}, L_CONT, {65, 7, 2, 1}, 1.0f, 0},
+        {{65, 7, 2, 2}, L_CONT, {65, 7, 1, 2}, 1.0f, 0},
+        {{1000, 4, 1, 1}, L_CONT, {0}, 1.0f, 0},
+        {{33, 7, 2, 1}, L_T01, {33, 7, 2, 1}, 1.0f, 0},
+        {{17, 9, 3, 1}, L_PERM, {0}, 0.7f, 0},
+        {{127, 3, 1, 1}, L_ROWPAD, {127, 3, 1, 1}, 1.0f, 0},
+        {{1, 3, 1, 1}, L_CONT, {1, 3, 1, 1}, 1.0f, 0},       /* row 1 fully masked */
+        {{438, 5, 2, 1}, L_CONT, {438, 5, 1, 1}, 0.0884f, 0},
+        {{65, 6, 1, 1}, L_CONT, {65, 6, 1, 1}, 1.0f, 120.0f}, /* exp overflows without the max */
     };
     char s0[96], s1[96];
     for (size_t k = 0; k < sizeof sms / sizeof sms[0]; k++) {
@@ -118,9 +121,11 @@ void cases_attention(case_list *l) {
         p.i[0] = sms[k].m[0] != 0;
         if (p.i[0]) memcpy(p.ne[1], sms[k].m, sizeof sms[k].m);
         p.f[0] = sms[k].scale;
-        cases_add(l, TG_OP_SOFT_MAX, LIM_ELEM, build_soft_max, &p, "soft_max %s mask=%s scale=%g",
-                  cp_shape(&p, 0, s0, sizeof s0), p.i[0] ? cp_shape(&p, 1, s1, sizeof s1) : "none",
-                  (double)sms[k].scale);
+        p.f[1] = sms[k].range;
+        cases_add(l, TG_OP_SOFT_MAX, LIM_ELEM, build_soft_max, &p,
+                  "soft_max %s mask=%s scale=%g inputs in +-%g", cp_shape(&p, 0, s0, sizeof s0),
+                  p.i[0] ? cp_shape(&p, 1, s1, sizeof s1) : "none", (double)sms[k].scale,
+                  sms[k].range > 0 ? (double)sms[k].range : 3.0);
     }
     static const int rel[][2] = {{7, 2}, {33, 2}};
     for (size_t k = 0; k < 2; k++) {

@@ -8,8 +8,15 @@
  *   --backend NAME           only backends whose name contains NAME
  *   --op NAME                only cases of op NAME (tg_op_name), or "selftest"
  *   -v                       every case with its NMSE
- *   -t N                     CPU threads; may be repeated (default: one per
- *                            core, and 3, so that work is also split unevenly)
+ *   --name TEXT              only cases whose name contains TEXT
+ *   -t N                     CPU threads, best ISA; may be repeated
+ *
+ * By default the CPU backend is tested four times: best ISA with one thread
+ * per core and with 3 threads (work split unevenly), AVX2 with 3 threads and
+ * scalar with 1 thread (through CT_CPU_ISA, which the CPU backend reads when
+ * it is created; a machine without an ISA falls back and the duplicate is
+ * dropped). When CT_CPU_ISA is set by the caller, or -t is given, only the
+ * best (or requested) ISA is tested.
  *   --seed N                 base seed of the input generator
  *
  * The CPU backend is always tested; CUDA when tg_backend_cuda_new(0) succeeds.
@@ -26,8 +33,8 @@
 
 #include "ops_test.h"
 
-#define MAX_BACKENDS 4
-#define MAX_CPUS 3
+#define MAX_CPUS 4
+#define MAX_BACKENDS (MAX_CPUS + 1)
 
 typedef struct tally {
     int pass, fail, skip;
@@ -55,8 +62,8 @@ static uint64_t case_seed(uint64_t base, int index) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: test-ops [--list] [--backend NAME] [--op NAME] [-v] [-t THREADS] "
-                    "[--seed N]\n");
+    fprintf(stderr, "usage: test-ops [--list] [--backend NAME] [--op NAME] [--name TEXT] [-v] "
+                    "[-t THREADS]... [--seed N]\n");
 }
 
 /* --list: one row per distinct (op, types) signature, in case order. */
@@ -103,7 +110,10 @@ static void print_matrix(const case_list *cl, const bool *sel, tg_backend **be, 
 int main(int argc, char **argv) {
     bool list = false, verbose = false;
     const char *want_backend = NULL, *want_op = NULL;
-    int threads[MAX_CPUS] = {0, 3}, n_threads = 2;
+    const char *want_name = NULL;
+    /* CPU configurations: ISA (NULL = the backend's choice) and threads */
+    const char *isas[MAX_CPUS] = {NULL, NULL, "avx2", "scalar"};
+    int threads[MAX_CPUS] = {0, 3, 3, 1}, n_cpus = 4;
     bool threads_given = false;
     uint64_t seed = 20261130;
     for (int i = 1; i < argc; i++) {
@@ -111,14 +121,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-v")) verbose = true;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) want_backend = argv[++i];
         else if (!strcmp(argv[i], "--op") && i + 1 < argc) want_op = argv[++i];
+        else if (!strcmp(argv[i], "--name") && i + 1 < argc) want_name = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
-            if (!threads_given) n_threads = 0;
+            if (!threads_given) n_cpus = 0;
             threads_given = true;
-            if (n_threads == MAX_CPUS) {
+            if (n_cpus == MAX_CPUS) {
                 usage();
                 return 2;
             }
-            threads[n_threads++] = atoi(argv[++i]);
+            isas[n_cpus] = NULL;
+            threads[n_cpus++] = atoi(argv[++i]);
         }
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
         else {
@@ -141,13 +153,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     int nsel = 0;
-    bool run_selftest = !want_op || !strcmp(want_op, "selftest");
+    bool run_selftest = (!want_op || !strcmp(want_op, "selftest")) && !want_name;
     for (int i = 0; i < cl.n; i++) {
-        sel[i] = !want_op || !strcmp(tg_op_name(cl.v[i].op), want_op);
+        sel[i] = (!want_op || !strcmp(tg_op_name(cl.v[i].op), want_op)) &&
+                 (!want_name || strstr(cl.v[i].name, want_name));
         nsel += sel[i];
     }
-    if (want_op && !nsel && !run_selftest) {
-        fprintf(stderr, "test-ops: no cases for op '%s'\n", want_op);
+    if ((want_op || want_name) && !nsel && !run_selftest) {
+        fprintf(stderr, "test-ops: no cases for op '%s' / name '%s'\n", want_op ? want_op : "*",
+                want_name ? want_name : "*");
         free(sel);
         cases_free(&cl);
         return 2;
@@ -158,15 +172,20 @@ int main(int argc, char **argv) {
     int nbe = 0, failed = 0, passed = 0, skipped = 0;
     tg_backend *cpus[MAX_CPUS] = {0}, *cpu = NULL;
     tg_status st = NULL;
-    for (int k = 0; k < n_threads; k++) {
+    const char *user_isa = getenv("CT_CPU_ISA");
+    for (int k = 0; k < n_cpus; k++) {
+        if (isas[k] && user_isa && *user_isa) continue;
+        if (isas[k]) setenv("CT_CPU_ISA", isas[k], 1);
         st = tg_backend_cpu_new(threads[k], &cpus[k]);
+        if (isas[k]) unsetenv("CT_CPU_ISA");
         if (st) {
-            printf("FAIL CPU backend (%d threads): %s\n", threads[k], tg_status_message(st));
+            printf("FAIL CPU backend (%s, %d threads): %s\n", isas[k] ? isas[k] : "best",
+                   threads[k], tg_status_message(st));
             tg_status_free(st);
             failed++;
             continue;
         }
-        /* the same thread count twice (a 3-core machine) is tested once */
+        /* the same configuration twice (say, a 3-core machine) is tested once */
         for (int j = 0; j < k; j++)
             if (cpus[j] && cpus[k] && !strcmp(tg_backend_name(cpus[j]), tg_backend_name(cpus[k]))) {
                 tg_backend_free(cpus[k]);
@@ -185,7 +204,7 @@ int main(int argc, char **argv) {
         }
         tg_status_free(st);
     }
-    for (int k = 0; k < n_threads; k++)
+    for (int k = 0; k < n_cpus; k++)
         if (cpus[k] && (!want_backend || contains_nocase(tg_backend_name(cpus[k]), want_backend) ||
                         contains_nocase("cpu", want_backend)))
             be[nbe++] = cpus[k];
@@ -202,7 +221,7 @@ int main(int argc, char **argv) {
         free(sel);
         cases_free(&cl);
         tg_backend_free(cuda);
-        for (int k = 0; k < n_threads; k++) tg_backend_free(cpus[k]);
+        for (int k = 0; k < n_cpus; k++) tg_backend_free(cpus[k]);
         return 0;
     }
 
@@ -270,6 +289,6 @@ int main(int argc, char **argv) {
     free(sel);
     cases_free(&cl);
     tg_backend_free(cuda);
-    for (int k = 0; k < n_threads; k++) tg_backend_free(cpus[k]);
+    for (int k = 0; k < n_cpus; k++) tg_backend_free(cpus[k]);
     return failed ? 1 : 0;
 }
