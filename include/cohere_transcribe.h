@@ -63,6 +63,9 @@ typedef struct ct_options {
     bool punctuation;          /* default true */
     int max_new_tokens;        /* default 256 */
     int batch_size;            /* chunks decoded together; default 1 */
+    int frame_bucket;          /* round a batch's mel frames up to a multiple of
+                                  this (the extra frames are masked), so clips of
+                                  similar length share one encoder plan; 0: off */
     int f32;                   /* 1: ask for f32 matrix products and attention
                                   (the reference setting), 0: let the backend
                                   use bf16; default -1: f32 on the CPU only */

@@ -150,6 +150,9 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     if (opts->batch_size <= 0)
         return tg_status_new(TG_ERR_INVALID_ARG, "batch_size must be positive (got %d)",
                              opts->batch_size);
+    if (opts->frame_bucket < 0 || opts->frame_bucket > 4096)
+        return tg_status_new(TG_ERR_INVALID_ARG, "frame_bucket must be in [0, 4096] (got %d)",
+                             opts->frame_bucket);
     tg_status st = NULL;
     ct_session *s = tg_calloc(1, sizeof *s);
     if (!s) return tg_status_new(TG_ERR_NO_MEMORY, "opening a session: out of memory");
@@ -242,6 +245,8 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
         if (st) goto done;
         if (frames[i] > T) T = frames[i];
     }
+    int bucket = s->opts.frame_bucket;
+    if (bucket > 0) T = (T + bucket - 1) / bucket * bucket;
     batch = tg_calloc((size_t)n * T * M, sizeof(float));
     if (!batch) {
         st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
@@ -470,8 +475,7 @@ ct_status ct_transcribe_file(ct_session *s, const char *path, ct_result **out_re
     *out_result = NULL;
     double t0 = now_ms();
     ct_audio a = {0};
-    tg_status st = ct_wav_read(path, &a);
-    if (!st) st = ct_audio_resample(&a, SAMPLE_RATE);
+    tg_status st = ct_audio_load(path, &a);
     if (st) {
         ct_audio_free(&a);
         return st;

@@ -43,6 +43,8 @@ static void usage(FILE *f) {
             "  --threads N            CPU threads (default: one per core)\n"
             "  --max-new-tokens N     tokens generated per 35 s chunk at most (default 256)\n"
             "  --batch-size N         chunks of a long file decoded together (default 1)\n"
+            "  --frame-bucket N       round mel frames up to a multiple of N (masked), so\n"
+            "                         similar lengths share one plan (default 0: off)\n"
             "  --precision f32|auto   f32 matrix products everywhere, or the backend's\n"
             "                         choice (default auto: f32 on the CPU, bf16 on a GPU)\n"
             "  --dump-tensors FILE    write features, encoder_out, prompt_logits and\n"
@@ -187,7 +189,8 @@ int main(int argc, char **argv) {
         bool takes = !strcmp(a, "--model") || !strcmp(a, "--language") ||
                      !strcmp(a, "--backend") || !strcmp(a, "--threads") ||
                      !strcmp(a, "--max-new-tokens") || !strcmp(a, "--dump-tensors") ||
-                     !strcmp(a, "--batch-size") || !strcmp(a, "--precision");
+                     !strcmp(a, "--batch-size") || !strcmp(a, "--precision") ||
+                     !strcmp(a, "--frame-bucket");
         if (takes && !v) {
             fprintf(stderr, PROG ": %s needs a value\n", a);
             goto usage_error;
@@ -215,6 +218,8 @@ int main(int argc, char **argv) {
             if (parse_int(a, v, 1, 1 << 20, &o.max_new_tokens)) goto usage_error;
         } else if (!strcmp(a, "--batch-size")) {
             if (parse_int(a, v, 1, 256, &o.batch_size)) goto usage_error;
+        } else if (!strcmp(a, "--frame-bucket")) {
+            if (parse_int(a, v, 0, 4096, &o.frame_bucket)) goto usage_error;
         } else if (!strcmp(a, "--precision")) {
             if (!strcmp(v, "f32")) o.f32 = 1;
             else if (!strcmp(v, "auto")) o.f32 = -1;
