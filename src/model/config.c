@@ -153,7 +153,11 @@ static tg_status parse_remote(const cJSON *root, const char *what, ct_config *c)
 
     /* The vocabulary is stated up to three times; all that are present must agree. */
     int v_top, v_dec, v_head;
-    const cJSON *head = get_obj(root, "head");
+    const cJSON *head = cJSON_GetObjectItemCaseSensitive(root, "head");
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "preprocessor");
+    if ((head && !cJSON_IsObject(head)) || (pre && !cJSON_IsObject(pre)))
+        return tg_status_new(TG_ERR_FORMAT, "%s: \"%s\" must be an object", what,
+                             head && !cJSON_IsObject(head) ? "head" : "preprocessor");
     TRY(get_int(root, "", "vocab_size", 0, 0, 1, what, &v_top));
     TRY(get_int(dec, ds, "vocab_size", 0, 0, 1, what, &v_dec));
     TRY(get_int(head, "head", "num_classes", 0, 0, 1, what, &v_head));
@@ -165,7 +169,6 @@ static tg_status parse_remote(const cJSON *root, const char *what, ct_config *c)
                              what, v_top, v_dec, v_head);
     c->vocab_size = v;
 
-    const cJSON *pre = get_obj(root, "preprocessor");
     int sr_pre = 0;
     TRY(get_int(pre, "preprocessor", "sample_rate", 0, 0, 1, what, &sr_pre));
     TRY(get_int(root, "", "sample_rate", sr_pre ? sr_pre : 16000, 0, 1, what,

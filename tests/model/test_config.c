@@ -206,6 +206,8 @@ static void wrong_types_and_values_are_refused(void) {
     expect_bad("hub", "encoder", cJSON_CreateString("x"), TG_ERR_FORMAT, "\"encoder\"");
     expect_bad("hub", "transf_decoder.config_dict", NULL, TG_ERR_FORMAT, "config_dict");
     expect_bad("hf", "encoder_config", cJSON_CreateNumber(1), TG_ERR_FORMAT, "encoder_config");
+    expect_bad("hub", "head", cJSON_CreateNumber(1), TG_ERR_FORMAT, "\"head\" must be an object");
+    expect_bad("hub", "preprocessor", cJSON_CreateArray(), TG_ERR_FORMAT, "\"preprocessor\"");
     expect_bad("hub", "encoder.ff_expansion_factor", cJSON_CreateNumber(0.3), TG_ERR_FORMAT,
                "ff_expansion_factor");
     expect_bad("hub", "head.num_classes", cJSON_CreateNumber(1000), TG_ERR_FORMAT,
