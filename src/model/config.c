@@ -30,8 +30,7 @@
 /* Far above any real value, low enough that products of two stay in int64. */
 #define CFG_MAX_INT (1 << 24)
 
-/* Looks up a dotted path ("transf_decoder.config_dict") of objects; NULL when
- * any step is absent or not an object. */
+/* root[key] when it is an object, else NULL. */
 static const cJSON *get_obj(const cJSON *root, const char *key) {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, key);
     return cJSON_IsObject(o) ? o : NULL;
