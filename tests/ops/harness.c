@@ -344,21 +344,46 @@ static void fill_values(rng *r, const tg_tensor *t, fill_spec f, double *v) {
 
 /* ---------------------------------------------------------------- judging */
 
+/* "element 17" or, with a shape, "element [3,2,0,0]". */
+static const char *where(int64_t i, const int64_t *ne, char *buf, size_t size) {
+    if (!ne) {
+        snprintf(buf, size, "element %lld", (long long)i);
+    } else {
+        int64_t ix[4];
+        for (int d = 0; d < 4; d++) {
+            ix[d] = i % ne[d];
+            i /= ne[d];
+        }
+        snprintf(buf, size, "element [%lld,%lld,%lld,%lld]", (long long)ix[0], (long long)ix[1],
+                 (long long)ix[2], (long long)ix[3]);
+    }
+    return buf;
+}
+
+static bool judge_shaped(const double *out, const double *ref, int64_t n, const int64_t *ne,
+                         double *out_nmse, char *msg, size_t msg_size);
+
 bool judge_values(const double *out, const double *ref, int64_t n, double *out_nmse,
                   char *msg, size_t msg_size) {
+    return judge_shaped(out, ref, n, NULL, out_nmse, msg, msg_size);
+}
+
+static bool judge_shaped(const double *out, const double *ref, int64_t n, const int64_t *ne,
+                         double *out_nmse, char *msg, size_t msg_size) {
+    char w[96];
     double num = 0, den = 0, worst = -1;
     int64_t wi = -1;
     for (int64_t i = 0; i < n; i++) {
         if (isnan(ref[i])) {
-            snprintf(msg, msg_size, "reference is NaN at element %lld (harness bug)",
-                     (long long)i);
+            snprintf(msg, msg_size, "reference is NaN at %s (harness bug)",
+                     where(i, ne, w, sizeof w));
             *out_nmse = NAN;
             return false;
         }
         if (isinf(ref[i]) && out[i] == ref[i]) continue;
         if (!isfinite(out[i])) {
-            snprintf(msg, msg_size, "non-finite output (NaN/inf) at element %lld: got %g, expected %g",
-                     (long long)i, out[i], ref[i]);
+            snprintf(msg, msg_size, "non-finite output (NaN/inf) at %s: got %g, expected %g",
+                     where(i, ne, w, sizeof w), out[i], ref[i]);
             *out_nmse = NAN;
             return false;
         }
@@ -369,8 +394,8 @@ bool judge_values(const double *out, const double *ref, int64_t n, double *out_n
     }
     *out_nmse = den > 0 ? num / den : (num > 0 ? INFINITY : 0.0);
     if (wi >= 0 && worst > 0)
-        snprintf(msg, msg_size, "largest error at element %lld: got %.9g, expected %.9g",
-                 (long long)wi, out[wi], ref[wi]);
+        snprintf(msg, msg_size, "largest error at %s: got %.9g, expected %.9g",
+                 where(wi, ne, w, sizeof w), out[wi], ref[wi]);
     else
         msg[0] = 0;
     return true;
@@ -514,7 +539,7 @@ static bool judge_tensor(const uint8_t *img, size_t root_off, const ref_state *r
     gather_ref(r, t, exp);
     double nmse;
     char why[256];
-    bool finite = judge_values(got, exp, n, &nmse, why, sizeof why);
+    bool finite = judge_shaped(got, exp, n, t->ne, &nmse, why, sizeof why);
     free(got);
     free(exp);
     if (!finite) {
@@ -669,8 +694,11 @@ void run_case(tg_backend *backend, const op_case *c, uint64_t seed, case_outcome
             for (size_t k = prev_end; k < start; k++)
                 if (img[k] != pat[k]) { if (!changed) first = k; changed++; }
             if (changed)
-                FAIL("overrun: %zu guard bytes changed after %s (first at +%zu)", changed, prev,
-                     first - prev_end);
+                FAIL("overrun: %zu guard bytes changed between %s and %s (first at byte %zu of "
+                     "the %zu-byte gap)", changed, prev,
+                     i < np ? (pl[i].t->name[0] ? pl[i].t->name : tg_op_name(pl[i].t->op))
+                            : "the buffer end",
+                     first - prev_end, start - prev_end);
             if (i < np) {
                 prev_end = pl[i].offset + pl[i].size;
                 prev = pl[i].t->name[0] ? pl[i].t->name : tg_op_name(pl[i].t->op);

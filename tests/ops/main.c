@@ -278,7 +278,7 @@ int main(int argc, char **argv) {
             printf("%-26s %-12s %6d %6d %6d\n", tg_backend_name(be[b]), tg_op_name((tg_op)op),
                    ty->pass, ty->fail, ty->skip);
         }
-        printf("%-26s %-12s %.1f s\n", tg_backend_name(be[b]), "(time)", secs[b]);
+        if (nsel) printf("%-26s %-12s %.1f s\n", tg_backend_name(be[b]), "(time)", secs[b]);
     }
     if (st_checks) printf("%-26s %-12s %6d %6d %6d\n", "harness", "selftest", st_checks - st_fail, st_fail, 0);
     printf("%d skipped (unsupported by the backend)\n", skipped);
