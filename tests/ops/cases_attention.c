@@ -156,6 +156,7 @@ void cases_attention(case_list *l) {
         {160, 160, 9, 17, 1, 2, MASK_PER_SEQ, 1, L_T12},
         {160, 160, 200, 200, 2, 1, MASK_SHARED, 0, L_T12}, /* an encoder chunk */
         {64, 64, 1, 1, 1, 1, MASK_NONE, 0, L_CONT},
+        {128, 128, 1, 448, 8, 2, MASK_PER_SEQ, 0, L_CONT}, /* step over a full cache */
     };
     static const tg_type kv[] = {TG_F32, TG_F16};
     for (size_t t = 0; t < 2; t++)

@@ -51,6 +51,8 @@ void cases_matmul(case_list *l) {
         {{64, 16, 3, 1}, L_CONT, {64, 9, 3, 1}, L_ROWPAD, 0},
         {{48, 20, 3, 1}, L_T12, {48, 11, 3, 1}, L_CONT, 0},     /* permuted a */
         {{1024, 100, 1, 1}, L_CONT, {1024, 1, 1, 1}, L_CONT, 0}, /* decoder matvec */
+        {{256, 4097, 1, 1}, L_CONT, {256, 2, 1, 1}, L_CONT, 0},  /* vocab-like N, odd */
+        {{64, 1280, 1, 1}, L_CONT, {64, 33, 1, 1}, L_CONT, 0},
         {{1280, 128, 1, 1}, L_CONT, {1280, 438, 1, 1}, L_CONT, 0}, /* encoder, reduced N */
         {{5120, 32, 1, 1}, L_CONT, {5120, 438, 1, 1}, L_CONT, 0},
         {{65, 33, 1, 1}, L_CONT, {65, 7, 1, 1}, L_CONT, 1},
