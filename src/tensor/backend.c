@@ -51,12 +51,16 @@ tg_status tg_backend_graph_compute(tg_backend *backend, tg_graph *g) {
         tg_tensor *n = g->nodes[i];
         tg_tensor_resolve_view(n);
         for (int s = 0; s < TG_MAX_SRC; s++) tg_tensor_resolve_view(n->src[s]);
-        if (!n->data && tg_nbytes(n) > 0 && n->op != TG_OP_VIEW) {
-            char d[TG_DESC_SIZE];
+        if (n->op == TG_OP_VIEW) continue;
+        for (int s = -1; s < TG_MAX_SRC; s++) {
+            const tg_tensor *t = s < 0 ? n : n->src[s];
+            if (!t || t->data || tg_nbytes(t) == 0) continue;
+            char d[TG_DESC_SIZE], dn[TG_DESC_SIZE];
             return tg_status_new(TG_ERR_INVALID_ARG,
-                                 "graph_compute on %s: node %s (%s) has no data; allocate "
-                                 "the graph first",
-                                 tg_backend_name(backend), tg_tensor_desc(n, d, sizeof d),
+                                 "graph_compute on %s: %s %s of node %s (%s) has no data; "
+                                 "allocate the graph first",
+                                 tg_backend_name(backend), s < 0 ? "output" : "source",
+                                 tg_tensor_desc(t, d, sizeof d), tg_tensor_desc(n, dn, sizeof dn),
                                  tg_op_name(n->op));
         }
     }

@@ -488,10 +488,26 @@ static bool any_abort(const tg_sched *s) {
     return false;
 }
 
+/* True when every tensor of g that needs storage still has it, in one of our
+ * current arenas or the user's buffers. A graph rebuilt at the same addresses
+ * after its context was freed has the same signature but no data. */
+static bool still_placed(const tg_sched *s, const tg_graph *g) {
+    for (int i = 0; i < g->n_nodes + g->n_leafs; i++) {
+        const tg_tensor *t = i < g->n_nodes ? g->nodes[i] : g->leafs[i - g->n_nodes];
+        if (t->view_src) continue;
+        if (!t->buffer || !t->data) return false;
+        if (!(t->flags & TG_FLAG_SCHED_PLACED)) continue;
+        bool ours = false;
+        for (int b = 0; b < s->n_backends; b++) ours = ours || t->buffer == s->arenas[b];
+        if (!ours) return false;
+    }
+    return true;
+}
+
 tg_status tg_sched_compute(tg_sched *s, tg_graph *g) {
     if (!s || !g) return tg_status_new(TG_ERR_INVALID_ARG, "sched_compute: NULL argument");
     tg_status st;
-    if (s->graph != g || s->signature != graph_signature(g)) {
+    if (s->graph != g || s->signature != graph_signature(g) || !still_placed(s, g)) {
         if ((st = tg_sched_alloc(s, g))) return st;
     }
     for (int i = 0; i < s->n_splits; i++) {

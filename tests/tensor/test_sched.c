@@ -304,6 +304,42 @@ static void test_refusals(void) {
     tg_backend_free(cpu);
 }
 
+/* The per-step pattern: a new context and graph every call, computed without
+ * an explicit alloc. A graph rebuilt at the addresses of a freed one must be
+ * allocated again, not run on the old plan. */
+static void test_rebuilt_graph_each_step(void) {
+    env e;
+    env_open(&e, GPU_OPS);
+    for (int step = 0; step < 4; step++) {
+        tg_ctx *ctx = tg_ctx_new();
+        tg_tensor *x = tg_new_1d(ctx, TG_F32, 4);
+        tg_tensor *y = tg_scale(ctx, tg_relu(ctx, tg_add(ctx, x, x)), (float)step);
+        tg_graph *g = tg_graph_new(ctx);
+        CHECK_OK(tg_graph_build(g, y));
+        CHECK_OK(tg_sched_alloc(e.sched, g));
+        set_f32(x, (float[]){1, -2, 3, -4});
+        CHECK_OK(tg_sched_compute(e.sched, g));
+        float got[4];
+        CHECK_OK(tg_tensor_get(y, got, 0, sizeof got));
+        CHECK(got[0] == 2.0f * (float)step && got[1] == 0 && got[2] == 6.0f * (float)step);
+        tg_ctx_free(ctx);
+        /* the same again, computed without tg_sched_alloc */
+        ctx = tg_ctx_new();
+        x = tg_new_1d(ctx, TG_F32, 4);
+        y = tg_scale(ctx, tg_relu(ctx, tg_add(ctx, x, x)), (float)step);
+        g = tg_graph_new(ctx);
+        CHECK_OK(tg_graph_build(g, y));
+        CHECK_OK(tg_sched_compute(e.sched, g)); /* allocates; x holds garbage */
+        set_f32(x, (float[]){1, -2, 3, -4});
+        CHECK_OK(tg_sched_compute(e.sched, g));
+        CHECK_OK(tg_tensor_get(y, got, 0, sizeof got));
+        CHECK(got[0] == 2.0f * (float)step && got[3] == 0);
+        tg_ctx_free(ctx);
+    }
+    CHECK(test_backend_n_buffers(e.gpu) == 1 && test_backend_n_buffers(e.cpu) == 1);
+    env_close(&e);
+}
+
 /* The real CPU backend with the fake gpu beside it. */
 static void test_with_real_cpu_backend(void) {
     tg_backend *cpu = NULL;
@@ -374,4 +410,5 @@ TEST_MAIN(T(test_placement_splits_copies_results),
           T(test_weight_on_unsupporting_backend_goes_to_cpu),
           T(test_priority_views_and_followers), T(test_inplace_write_runs_where_storage_is),
           T(test_abort_between_splits), T(test_arenas_grow_never_shrink), T(test_refusals),
+          T(test_rebuilt_graph_each_step),
           T(test_with_real_cpu_backend))
