@@ -191,6 +191,45 @@ static void bad_options_are_named(void) {
     }
 }
 
+/* Out of memory at any allocation of opening a session and transcribing
+ * is an error, never a crash or a half-made result: fail the n-th
+ * allocation for n = 0, 3, 6, ... until the whole run succeeds. */
+static void allocation_failures_are_clean(void) {
+    float *x = tg_malloc(20480 * sizeof(float));
+    if (!x) return;
+    for (int i = 0; i < 20480; i++) x[i] = (float)((i * 7919) % 200 - 100) / 1000.0f;
+    int n, failures = 0;
+    bool ok = false;
+    for (n = 0; n < 400000 && !ok; n += 3) {
+        ct_options o;
+        ct_options_init(&o);
+        o.model_dir = TINY "/hub";
+        o.backend = CT_BACKEND_CPU;
+        o.n_threads = 1;
+        o.max_new_tokens = 3;
+        ct_session *s = NULL;
+        ct_result *r = NULL;
+        tg_alloc_fail_after(n);
+        tg_status st = ct_session_open(&o, &s);
+        if (!st) st = ct_transcribe_pcm(s, x, 20480, &r);
+        tg_alloc_fail_after(-1);
+        if (st) {
+            failures++;
+            CHECK(r == NULL);
+            CHECK(tg_status_message(st)[0] != 0);
+        } else {
+            ok = r && r->text && r->n_tokens >= 0;
+        }
+        tg_status_free(st);
+        ct_result_free(r);
+        ct_session_close(s);
+    }
+    printf("  %d injected failures were clean errors; success from allocation %d on\n",
+           failures, n - 3);
+    CHECK(ok);
+    tg_free(x);
+}
+
 /* ------------------------------------------------------------------- CLI */
 
 static char cli[600];
@@ -261,4 +300,5 @@ static void cli_usage_errors_exit_2(void) {
 }
 
 TEST_MAIN(T(bad_pcm_is_an_error), T(silence_transcribes_finitely), T(bad_files_are_named),
-          T(bad_options_are_named), T(cli_usage_errors_exit_2))
+          T(bad_options_are_named), T(allocation_failures_are_clean),
+          T(cli_usage_errors_exit_2))
