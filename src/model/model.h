@@ -104,6 +104,13 @@ typedef struct ct_model {
  * and BatchNorm is folded into the depthwise conv (spec 2.5). Returns a new
  * model; free it with ct_model_free. */
 tg_status ct_model_load(const char *dir, tg_backend *backend, ct_model **out_model);
+/* Flags of ct_model_load_flags. */
+enum {
+    CT_LOAD_COPY = 1u << 0, /* copy the matrices even on a CPU backend (what a
+                               GPU backend gets; lets the CPU test that path) */
+};
+tg_status ct_model_load_flags(const char *dir, tg_backend *backend, unsigned flags,
+                              ct_model **out_model);
 void ct_model_free(ct_model *model);
 
 /* spec 2.1: length after one stride-2, k3, p1 conv (floor((n-1)/2)+1; 0 stays 0). */

@@ -649,6 +649,11 @@ static void warn_zero_norms(const ct_model *m) {
 }
 
 tg_status ct_model_load(const char *dir, tg_backend *backend, ct_model **out_model) {
+    return ct_model_load_flags(dir, backend, 0, out_model);
+}
+
+tg_status ct_model_load_flags(const char *dir, tg_backend *backend, unsigned flags,
+                              ct_model **out_model) {
     if (!dir || !backend || !out_model)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_model_load: NULL argument");
     loader L = {0};
@@ -678,7 +683,8 @@ tg_status ct_model_load(const char *dir, tg_backend *backend, ct_model **out_mod
     if ((st = declare_decoder(&L))) goto fail;
     m->matrix_type = m->enc[0].wq->type;
 
-    if (tg_backend_is_cpu(backend) && (st = place_in_place(&L))) goto fail;
+    if (tg_backend_is_cpu(backend) && !(flags & CT_LOAD_COPY) && (st = place_in_place(&L)))
+        goto fail;
     if ((st = place_copies(&L))) goto fail;
     warn_zero_norms(m);
     TG_INFO("loaded %s: %s layout, %s matrices, encoder %dx%d (%d heads), decoder %dx%d "

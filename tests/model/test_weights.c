@@ -237,6 +237,41 @@ static void layouts_are_detected(void) {
     }
 }
 
+/* The path a GPU backend takes (every tensor copied into a buffer of the
+ * backend, matrices in their stored type) gives the same encoder output as
+ * the in-place one, bit for bit. */
+static void copied_weights_match_in_place(void) {
+    ct_model *a = NULL, *b = NULL;
+    tg_sched *sched = NULL;
+    tg_backend *be = get_cpu();
+    CHECK_OK(ct_model_load(TINY "/hub", be, &a));
+    CHECK_OK(ct_model_load_flags(TINY "/hub", be, CT_LOAD_COPY, &b));
+    CHECK_OK(tg_sched_new(&be, 1, &sched));
+    if (a && b && sched) {
+        CHECK(a->bytes_in_place > 0 && b->bytes_in_place == 0);
+        CHECK(b->bytes_copied > a->bytes_copied);
+        CHECK(b->enc[0].wq->type == TG_BF16 && b->tok_emb->type == TG_BF16);
+        const st_tensor *src = st_find(b->st, b->enc[0].wq->name);
+        CHECK(src && (const void *)src->data != b->enc[0].wq->data);
+        /* a synthetic input: 200 frames of a ramp */
+        int T = 200, valid = 190;
+        float *feat = tg_calloc((size_t)T * 128, sizeof(float));
+        for (int i = 0; i < valid * 128; i++) feat[i] = (float)((i * 37) % 101 - 50) / 25.0f;
+        ct_enc_opts eo = {.f32 = true};
+        ct_enc_result ra = {0}, rb = {0};
+        CHECK_OK(ct_encoder_run(a, sched, feat, 1, T, &valid, &eo, &ra));
+        CHECK_OK(ct_encoder_run(b, sched, feat, 1, T, &valid, &eo, &rb));
+        if (ra.out && rb.out)
+            CHECK(!memcmp(ra.out, rb.out, (size_t)ra.n_frames * ra.d * sizeof(float)));
+        ct_enc_result_free(&ra);
+        ct_enc_result_free(&rb);
+        tg_free(feat);
+    }
+    tg_sched_free(sched);
+    ct_model_free(a);
+    ct_model_free(b);
+}
+
 /* spec 2.5: the folded depthwise conv equals w*s, (b - mean)*s + beta. */
 static void batchnorm_is_folded(void) {
     ct_model *m = NULL;
@@ -442,7 +477,7 @@ static void cleanup(void) {
     CHECK(1);
 }
 
-TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(native_layout_matches_reference),
+TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(copied_weights_match_in_place), T(native_layout_matches_reference),
           T(f16_checkpoint_matches_reference),
           T(missing_tensor_is_named), T(misshapen_tensor_names_both_shapes),
           T(unsupported_dtype_is_named), T(foreign_config_is_rejected), T(head_counts_must_fit),
