@@ -299,7 +299,15 @@ tg_status tg_sched_alloc(tg_sched *s, tg_graph *g) {
         tg_tensor *l = g->leafs[i];
         if (is_user_placed(l)) {
             int b = buffer_backend(s, l->buffer);
-            if (b >= 0 && !tg_ptrmap_put(&s->where, l, b)) goto oom;
+            if (b < 0) {
+                st = tg_status_new(TG_ERR_INVALID_ARG,
+                                   "sched_alloc: %s lives in a buffer of %s, which is not one "
+                                   "of this scheduler's backends",
+                                   tg_tensor_desc(l, d, sizeof d),
+                                   tg_backend_name(l->buffer->backend));
+                goto fail;
+            }
+            if (!tg_ptrmap_put(&s->where, l, b)) goto oom;
         } else if (l->flags & TG_FLAG_WEIGHT) {
             st = tg_status_new(TG_ERR_INVALID_ARG,
                                "sched_alloc: weight %s has no storage (load the weights "
@@ -343,7 +351,8 @@ tg_status tg_sched_alloc(tg_sched *s, tg_graph *g) {
         if (!add_slot(&a, l, tg_ptrmap_get(&s->where, l), 0, TG_PLAN_KEEP)) goto oom;
     }
 
-    /* 3. splits, copies and lifetimes, step by step */
+    /* 3. splits, copies and lifetimes. Steps follow the run order: a split's
+     * copies all happen before its first node, so they take the steps there. */
     int step = 1;
     for (int i = 0; i < g->n_nodes;) {
         if (g->nodes[i]->op == TG_OP_VIEW) {
@@ -363,6 +372,7 @@ tg_status tg_sched_alloc(tg_sched *s, tg_graph *g) {
         sp->graph->borrowed = true;
         sp->copy_begin = sp->copy_end = s->n_copies;
         sp->rewire_begin = sp->rewire_end = s->n_rewires;
+        tg_graph *sg = sp->graph;
         int j = i;
         for (; j < g->n_nodes; j++) {
             tg_tensor *n = g->nodes[j];
@@ -394,9 +404,6 @@ tg_status tg_sched_alloc(tg_sched *s, tg_graph *g) {
                     sp->copy_end = s->n_copies;
                     if (!tg_ptrmap_put(&a.copy_maps[b], src, c)) goto oom;
                     if (!tg_ptrmap_put(&s->where, cp, b)) goto oom;
-                    touch(&a, src, step);
-                    if (!add_slot(&a, cp, b, step, step)) goto oom;
-                    step++;
                 }
                 if (!tg_grow((void **)&s->rewires, &s->cap_rewires, s->n_rewires + 1,
                              sizeof(rewire)))
@@ -404,7 +411,17 @@ tg_status tg_sched_alloc(tg_sched *s, tg_graph *g) {
                 s->rewires[s->n_rewires++] = (rewire){n, k, s->copies[c].dst};
                 sp->rewire_end = s->n_rewires;
             }
-            /* the node itself */
+            if (!tg_grow((void **)&sg->nodes, &sg->cap_nodes, sg->n_nodes + 1,
+                         sizeof(tg_tensor *)))
+                goto oom;
+            sg->nodes[sg->n_nodes++] = n;
+        }
+        for (int c = sp->copy_begin; c < sp->copy_end; c++, step++) {
+            touch(&a, s->copies[c].src, step);
+            if (!add_slot(&a, s->copies[c].dst, b, step, step)) goto oom;
+        }
+        for (int m = 0; m < sg->n_nodes; m++, step++) {
+            tg_tensor *n = sg->nodes[m];
             if (tg_plan_needs_storage(n) && !add_slot(&a, n, b, step, step)) goto oom;
             for (int k = sp->rewire_begin; k < sp->rewire_end; k++)
                 if (s->rewires[k].node == n) touch(&a, s->rewires[k].copy, step);
@@ -412,12 +429,6 @@ tg_status tg_sched_alloc(tg_sched *s, tg_graph *g) {
                 tg_tensor *src = k < TG_MAX_SRC ? n->src[k] : n->view_src;
                 if (src && storage_backend(s, src) == b) touch(&a, src, step);
             }
-            tg_graph *sg = sp->graph;
-            if (!tg_grow((void **)&sg->nodes, &sg->cap_nodes, sg->n_nodes + 1,
-                         sizeof(tg_tensor *)))
-                goto oom;
-            sg->nodes[sg->n_nodes++] = n;
-            step++;
         }
         i = j;
     }
@@ -516,6 +527,11 @@ tg_status tg_sched_compute(tg_sched *s, tg_graph *g) {
         if (any_abort(s))
             return tg_status_new(TG_ERR_ABORTED, "sched: aborted before split %d of %d (%s)",
                                  i, s->n_splits, tg_backend_name(be));
+        /* Copies write into memory the plan may have freed from this backend's
+         * earlier work, and read what another backend produced: both must be
+         * finished. */
+        if (sp->copy_end > sp->copy_begin && (st = tg_backend_synchronize(be)))
+            return tg_status_wrap(st, "sched: synchronizing %s", tg_backend_name(be));
         for (int c = sp->copy_begin; c < sp->copy_end; c++) {
             copy_op *cp = &s->copies[c];
             if ((st = tg_backend_synchronize(s->backends[cp->src_backend])) ||

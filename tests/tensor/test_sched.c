@@ -298,10 +298,65 @@ static void test_refusals(void) {
     CHECK_ERR(tg_sched_alloc(s, NULL), TG_ERR_INVALID_ARG, "NULL");
     CHECK(tg_sched_node_backend(s, glu) == NULL);
     tg_ctx_free(ctx);
+
+    /* a weight in a device buffer of a backend the scheduler does not have */
+    tg_backend *other = test_backend_new("other-gpu", false, false, GPU_OPS);
+    tg_ctx *octx = tg_ctx_new();
+    tg_tensor *ow = tg_set_name(tg_new_1d(octx, TG_F32, 4), "far.w");
+    tg_buffer *obuf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(octx, other, &obuf));
+    ctx = tg_ctx_new();
+    g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, tg_relu(ctx, ow)));
+    CHECK_ERR(tg_sched_alloc(s, g), TG_ERR_INVALID_ARG,
+              "'far.w' [4] lives in a buffer of other-gpu, which is not one of this");
+    tg_ctx_free(ctx);
+    tg_buffer_free(obuf);
+    tg_ctx_free(octx);
+    tg_backend_free(other);
+
     tg_sched_free(s);
     tg_sched_free(NULL);
     tg_backend_free(gpu);
     tg_backend_free(cpu);
+}
+
+/* A split's copies happen before its first node runs, so the plan must not
+ * put a copy where a tensor read by that split's nodes still lives. Order:
+ * [T] cpu, [G = T + w] gpu (w lives there), [n1 = relu(T), n2 = G - n1] cpu
+ * with G copied in. n2 is 1 everywhere unless G's copy overwrote T. */
+static void test_copies_do_not_clobber_split_inputs(void) {
+    env e;
+    env_open(&e, TEST_OP(TG_OP_ADD));
+    tg_ctx *wctx = tg_ctx_new();
+    tg_tensor *w = tg_new_1d(wctx, TG_F32, 16);
+    tg_buffer *wbuf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(wctx, e.gpu, &wbuf));
+    float ones[16], xv[16], got[16];
+    for (int i = 0; i < 16; i++) {
+        ones[i] = 1;
+        xv[i] = (i % 2) ? -(float)i : (float)i;
+    }
+    set_f32(w, ones);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_1d(ctx, TG_F32, 16);
+    tg_tensor *t = tg_relu(ctx, x);
+    tg_tensor *gs = tg_add(ctx, t, w);
+    tg_tensor *n1 = tg_relu(ctx, t);
+    tg_tensor *n2 = tg_sub(ctx, gs, n1);
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, n2));
+    CHECK_OK(tg_sched_alloc(e.sched, g));
+    CHECK(tg_sched_node_backend(e.sched, gs) == e.gpu && tg_sched_node_backend(e.sched, n2) == e.cpu);
+    CHECK(tg_sched_n_splits(e.sched) == 3 && tg_sched_n_copies(e.sched) == 2);
+    set_f32(x, xv);
+    CHECK_OK(tg_sched_compute(e.sched, g));
+    CHECK_OK(tg_tensor_get(n2, got, 0, sizeof got));
+    for (int i = 0; i < 16; i++) CHECK_MSG(got[i] == 1.0f, "n2[%d] = %g", i, (double)got[i]);
+    tg_ctx_free(ctx);
+    tg_buffer_free(wbuf);
+    tg_ctx_free(wctx);
+    env_close(&e);
 }
 
 /* The per-step pattern: a new context and graph every call, computed without
@@ -410,5 +465,5 @@ TEST_MAIN(T(test_placement_splits_copies_results),
           T(test_weight_on_unsupporting_backend_goes_to_cpu),
           T(test_priority_views_and_followers), T(test_inplace_write_runs_where_storage_is),
           T(test_abort_between_splits), T(test_arenas_grow_never_shrink), T(test_refusals),
-          T(test_rebuilt_graph_each_step),
+          T(test_rebuilt_graph_each_step), T(test_copies_do_not_clobber_split_inputs),
           T(test_with_real_cpu_backend))
