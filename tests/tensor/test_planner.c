@@ -181,7 +181,53 @@ static void test_outputs_inputs_and_weights(void) {
     tg_backend_free(be);
 }
 
-TEST_MAIN(T(test_items_hand_computed), T(test_items_coalescing),
+static uint32_t rng_state = 2463534242u;
+static uint32_t rnd(uint32_t n) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 17;
+    rng_state ^= rng_state << 5;
+    return rng_state % n;
+}
+
+/* Random lifetimes and sizes: blocks alive at a common step never overlap,
+ * offsets are aligned, everything fits under the reported peak, and the peak
+ * is at least the largest total alive at any one step. */
+static void test_items_random_never_overlap(void) {
+    enum { N = 300 };
+    static tg_plan_item it[N];
+    for (int round = 0; round < 50; round++) {
+        int n = 1 + (int)rnd(N);
+        for (int i = 0; i < n; i++) {
+            int first = (int)rnd(60);
+            int last = rnd(10) == 0 ? TG_PLAN_KEEP : first + (int)rnd(20);
+            it[i] = (tg_plan_item){1 + rnd(5000), first, last, 0};
+        }
+        size_t align = (size_t)1 << rnd(8), peak = 0;
+        CHECK_OK(tg_plan_items(it, n, align, &peak));
+        size_t max_live = 0;
+        for (int step = 0; step < 90; step++) {
+            size_t live = 0;
+            for (int i = 0; i < n; i++)
+                if (it[i].first <= step && step <= it[i].last)
+                    live += (it[i].size + align - 1) & ~(align - 1);
+            if (live > max_live) max_live = live;
+        }
+        CHECK(peak >= max_live);
+        int bad = 0;
+        for (int i = 0; i < n; i++) {
+            if (it[i].offset % align || it[i].offset + it[i].size > peak) bad++;
+            for (int j = i + 1; j < n; j++) {
+                bool together = it[i].first <= it[j].last && it[j].first <= it[i].last;
+                bool apart = it[i].offset + it[i].size <= it[j].offset ||
+                             it[j].offset + it[j].size <= it[i].offset;
+                if (together && !apart) bad++;
+            }
+        }
+        CHECK_MSG(bad == 0, "round %d: %d violations", round, bad);
+    }
+}
+
+TEST_MAIN(T(test_items_hand_computed), T(test_items_random_never_overlap), T(test_items_coalescing),
           T(test_items_best_fit_and_growth), T(test_chain_reuses_memory),
           T(test_value_read_late_stays_alive), T(test_views_keep_sources_alive),
           T(test_outputs_inputs_and_weights))

@@ -395,6 +395,122 @@ static void test_rebuilt_graph_each_step(void) {
     env_close(&e);
 }
 
+static uint32_t rng;
+static uint32_t rnd(uint32_t n) {
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng % n;
+}
+
+/* A random graph over [8, 4] tensors: elementwise ops, products with the two
+ * weights, copies of transposed views, reshapes; some intermediates become
+ * outputs too. The same seed builds the same graph. */
+static tg_tensor *build_random(tg_ctx *ctx, tg_graph *g, tg_tensor *x, tg_tensor *w1,
+                               tg_tensor *w2, uint32_t seed) {
+    rng = seed;
+    tg_tensor *pool[64];
+    int n = 0;
+    pool[n++] = x;
+    pool[n++] = tg_relu(ctx, x);
+    for (int i = 0; i < 40; i++) {
+        tg_tensor *a = pool[rnd((uint32_t)n)], *b = pool[rnd((uint32_t)n)], *r = NULL;
+        switch (rnd(8)) {
+        case 0: r = tg_add(ctx, a, b); break;
+        case 1: r = tg_sub(ctx, a, b); break;
+        case 2: r = tg_mul(ctx, a, b); break;
+        case 3: r = tg_scale(ctx, a, 0.5f); break;
+        case 4: r = tg_relu(ctx, a); break;
+        case 5: r = tg_mul_mat(ctx, rnd(2) ? w1 : w2, a); break;
+        case 6: r = tg_cont(ctx, tg_transpose(ctx, tg_transpose(ctx, a))); break;
+        default: r = tg_reshape_2d(ctx, tg_reshape_2d(ctx, a, 32, 1), 8, 4); break;
+        }
+        if (n < 64) pool[n++] = r;
+        if (rnd(8) == 0) CHECK_OK(tg_graph_build(g, r));
+    }
+    tg_tensor *out = tg_add(ctx, pool[n - 1], pool[n - 2]);
+    CHECK_OK(tg_graph_build(g, out));
+    return out;
+}
+
+/* Random graphs on a fake gpu supporting a random subset of ops next to the
+ * fake cpu give exactly the numbers of the same graph on the cpu alone (the
+ * fakes compute identically; only placement, copies and memory reuse differ). */
+static void test_random_graphs_match_single_backend(void) {
+    const tg_op ops[7] = {TG_OP_ADD, TG_OP_SUB, TG_OP_MUL, TG_OP_SCALE, TG_OP_RELU,
+                          TG_OP_MUL_MAT, TG_OP_CPY};
+    float wv[64], w2v[64], xv[32];
+    for (int i = 0; i < 64; i++) {
+        wv[i] = (float)((i * 13) % 9) / 8.0f - 0.5f;
+        w2v[i] = (float)((i * 7) % 5) / 4.0f - 0.4f;
+    }
+    for (int i = 0; i < 32; i++) xv[i] = (float)((i * 3) % 11) / 5.0f - 1.0f;
+    int total_splits = 0, total_copies = 0;
+    for (uint32_t round = 1; round <= 40; round++) {
+        rng = round * 2654435761u;
+        uint64_t mask = 0;
+        for (int k = 0; k < 7; k++)
+            if (rnd(2)) mask |= TEST_OP(ops[k]);
+        env e;
+        env_open(&e, mask);
+        tg_backend *solo = test_backend_new("solo", true, true, TEST_OPS_ALL);
+        tg_sched *ss = NULL;
+        CHECK_OK(tg_sched_new(&solo, 1, &ss));
+
+        tg_ctx *wa = tg_ctx_new(), *wb = tg_ctx_new();
+        tg_tensor *w1a = tg_new_2d(wa, TG_F32, 8, 8), *w2a = tg_new_2d(wa, TG_F32, 8, 8);
+        tg_tensor *w1b = tg_new_2d(wb, TG_F32, 8, 8), *w2b = tg_new_2d(wb, TG_F32, 8, 8);
+        tg_buffer *ba = NULL, *bb = NULL;
+        /* weights on the gpu in even rounds, on the cpu in odd ones */
+        CHECK_OK(tg_ctx_alloc_tensors(wa, round % 2 ? e.cpu : e.gpu, &ba));
+        CHECK_OK(tg_ctx_alloc_tensors(wb, solo, &bb));
+        set_f32(w1a, wv);
+        set_f32(w2a, w2v);
+        set_f32(w1b, wv);
+        set_f32(w2b, w2v);
+
+        tg_ctx *ca = tg_ctx_new(), *cb = tg_ctx_new();
+        tg_graph *ga = tg_graph_new(ca), *gb = tg_graph_new(cb);
+        tg_tensor *xa = tg_new_2d(ca, TG_F32, 8, 4), *xb = tg_new_2d(cb, TG_F32, 8, 4);
+        uint32_t seed = round * 7919u;
+        build_random(ca, ga, xa, w1a, w2a, seed);
+        build_random(cb, gb, xb, w1b, w2b, seed);
+        CHECK(tg_graph_n_nodes(ga) == tg_graph_n_nodes(gb));
+        CHECK_OK(tg_sched_alloc(e.sched, ga));
+        CHECK_OK(tg_sched_alloc(ss, gb));
+        total_splits += tg_sched_n_splits(e.sched);
+        total_copies += tg_sched_n_copies(e.sched);
+        set_f32(xa, xv);
+        set_f32(xb, xv);
+        for (int rep = 0; rep < 2; rep++) {
+            CHECK_OK(tg_sched_compute(e.sched, ga));
+            CHECK_OK(tg_sched_compute(ss, gb));
+            int mismatches = 0;
+            for (int i = 0; i < tg_graph_n_nodes(ga); i++) {
+                tg_tensor *na = tg_graph_node(ga, i), *nb = tg_graph_node(gb, i);
+                if (!(na->flags & TG_FLAG_OUTPUT)) continue;
+                float va[32], vb[32];
+                CHECK_OK(tg_tensor_get(na, va, 0, sizeof va));
+                CHECK_OK(tg_tensor_get(nb, vb, 0, sizeof vb));
+                mismatches += memcmp(va, vb, sizeof va) != 0;
+            }
+            CHECK_MSG(mismatches == 0, "round %u: %d outputs differ", round, mismatches);
+        }
+        tg_ctx_free(ca);
+        tg_ctx_free(cb);
+        tg_buffer_free(ba);
+        tg_buffer_free(bb);
+        tg_ctx_free(wa);
+        tg_ctx_free(wb);
+        tg_sched_free(ss);
+        tg_backend_free(solo);
+        env_close(&e);
+    }
+    /* the rounds did exercise mixed placement */
+    CHECK_MSG(total_splits > 80 && total_copies > 40, "%d splits, %d copies", total_splits,
+              total_copies);
+}
+
 /* The real CPU backend with the fake gpu beside it. */
 static void test_with_real_cpu_backend(void) {
     tg_backend *cpu = NULL;
@@ -466,4 +582,5 @@ TEST_MAIN(T(test_placement_splits_copies_results),
           T(test_priority_views_and_followers), T(test_inplace_write_runs_where_storage_is),
           T(test_abort_between_splits), T(test_arenas_grow_never_shrink), T(test_refusals),
           T(test_rebuilt_graph_each_step), T(test_copies_do_not_clobber_split_inputs),
+          T(test_random_graphs_match_single_backend),
           T(test_with_real_cpu_backend))
