@@ -38,9 +38,11 @@ typedef struct cpu_kernels {
     const char *name; /* "scalar", "avx2", "avx512" */
 
     /* GEMM register tile: C[MR][NR] (row stride ldc floats) = or +=
-     * sum_k bp[k*MR + i] * ap[k*NR + j] over k < kc. */
+     * sum_k b[i*ldb + k] * ap[k*NR + j] over k < kc: B is read in place
+     * (MR rows, contiguous in k), A from its packed panel. */
     int mr, nr;
-    void (*gemm)(int64_t kc, const float *bp, const float *ap, float *c, int64_t ldc, bool acc);
+    void (*gemm)(int64_t kc, const float *b, int64_t ldb, const float *ap, float *c, int64_t ldc,
+                 bool acc);
     /* Packs nrows (<= nr) rows of a weight matrix (type t, k contiguous, row
      * stride rs bytes) over k in [0, kc) into ap[k*nr + r] as f32, zero
      * filling rows nrows..nr-1. */

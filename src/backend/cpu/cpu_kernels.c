@@ -18,14 +18,14 @@
 
 enum { S_MR = 4, S_NR = 16 };
 
-static void s_gemm(int64_t kc, const float *bp, const float *ap, float *c, int64_t ldc,
-                   bool acc) {
+static void s_gemm(int64_t kc, const float *b, int64_t ldb, const float *ap, float *c,
+                   int64_t ldc, bool acc) {
     float t[S_MR][S_NR];
     memset(t, 0, sizeof t);
     for (int64_t k = 0; k < kc; k++) {
-        const float *a = ap + k * S_NR, *b = bp + k * S_MR;
+        const float *a = ap + k * S_NR;
         for (int i = 0; i < S_MR; i++)
-            for (int j = 0; j < S_NR; j++) t[i][j] += b[i] * a[j];
+            for (int j = 0; j < S_NR; j++) t[i][j] += b[i * ldb + k] * a[j];
     }
     for (int i = 0; i < S_MR; i++)
         for (int j = 0; j < S_NR; j++) c[i * ldc + j] = acc ? c[i * ldc + j] + t[i][j] : t[i][j];

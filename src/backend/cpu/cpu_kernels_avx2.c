@@ -24,15 +24,17 @@ enum { MR = 6, NR = 16 };
 
 #define S (&cpu_kernels_scalar)
 
-static void gemm_6x16(int64_t kc, const float *bp, const float *ap, float *c, int64_t ldc,
-                      bool acc) {
+static void gemm_6x16(int64_t kc, const float *b, int64_t ldb, const float *ap, float *c,
+                      int64_t ldc, bool acc) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const float *b0 = b, *b1 = b + ldb, *b2 = b + 2 * ldb, *b3 = b + 3 * ldb, *b4 = b + 4 * ldb,
+                *b5 = b + 5 * ldb;
     for (int64_t k = 0; k < kc; k++) {
-        const float *a = ap + k * NR, *b = bp + k * MR;
+        const float *a = ap + k * NR;
         __m256 a0 = _mm256_load_ps(a), a1 = _mm256_load_ps(a + 8), bb;
 #define ROW(i)                                   \
-    bb = _mm256_broadcast_ss(b + i);             \
+    bb = _mm256_broadcast_ss(b##i + k);          \
     c##i##0 = _mm256_fmadd_ps(a0, bb, c##i##0);  \
     c##i##1 = _mm256_fmadd_ps(a1, bb, c##i##1);
         ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)

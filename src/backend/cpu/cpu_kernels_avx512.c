@@ -26,21 +26,23 @@ enum { MR = 6, NR = 64 };
 
 /* ------------------------------------------------------------------ GEMM */
 
-static void gemm_6x64(int64_t kc, const float *bp, const float *ap, float *c, int64_t ldc,
-                      bool acc) {
+static void gemm_6x64(int64_t kc, const float *b, int64_t ldb, const float *ap, float *c,
+                      int64_t ldc, bool acc) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
     __m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
     __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00;
     __m512 c30 = c00, c31 = c00, c32 = c00, c33 = c00;
     __m512 c40 = c00, c41 = c00, c42 = c00, c43 = c00;
     __m512 c50 = c00, c51 = c00, c52 = c00, c53 = c00;
+    const float *b0 = b, *b1 = b + ldb, *b2 = b + 2 * ldb, *b3 = b + 3 * ldb, *b4 = b + 4 * ldb,
+                *b5 = b + 5 * ldb;
     for (int64_t k = 0; k < kc; k++) {
-        const float *a = ap + k * NR, *b = bp + k * MR;
+        const float *a = ap + k * NR;
         __m512 a0 = _mm512_load_ps(a), a1 = _mm512_load_ps(a + 16);
         __m512 a2 = _mm512_load_ps(a + 32), a3 = _mm512_load_ps(a + 48);
         __m512 bb;
 #define ROW(i)                                 \
-    bb = _mm512_set1_ps(b[i]);                 \
+    bb = _mm512_set1_ps(b##i[k]);              \
     c##i##0 = _mm512_fmadd_ps(a0, bb, c##i##0); \
     c##i##1 = _mm512_fmadd_ps(a1, bb, c##i##1); \
     c##i##2 = _mm512_fmadd_ps(a2, bb, c##i##2); \

@@ -4,15 +4,22 @@
  *
  * C[m, n] = sum_k A(k, n) B(k, m): A is the weight (f32, f16 or bf16, k
  * usually contiguous), B the f32 activations, C f32 with n contiguous. The
- * shape follows the usual packed-panel design (Goto/BLIS): B is packed once
- * per call into MR-row panels, k-major ([k][MR]), shared by all threads; each
- * thread then takes NR-column slices of A, converts one KC x NR panel at a
- * time to f32 ([k][NR], the layout the register kernel streams), and sweeps
- * it over every B panel while it sits in L1. The register kernel (an MR x NR
- * tile of accumulators, one broadcast of B and NR/16 vector loads of A per k)
- * comes from the ISA's kernel table. Converting panel by panel means a bf16
- * weight is never held as f32 beyond one KC x NR panel per thread, and the
- * f32 result is exact: bf16 -> f32 is exact and accumulation is f32.
+ * shape follows the packed-panel design of Goto and BLIS, with one change:
+ * B is not packed. Its rows are already contiguous in k, and the register
+ * kernel broadcasts from MR of them directly, which saves a pass over all
+ * of B per call (measured: ~8 ms of a ~60 ms 876x1280x5120 product) and
+ * the M x K scratch it needed. Each thread takes NR-column slices of A,
+ * converts one KC x NR panel at a time to f32 ([k][NR], the layout the
+ * register kernel streams) and sweeps it over all its rows of B. The
+ * register kernel (an MR x NR tile of accumulators, one broadcast of B and
+ * NR/16 vector loads of A per k) comes from the ISA's kernel table.
+ * Converting panel by panel means a bf16 weight is never held as f32
+ * beyond one KC x NR panel per thread (64 KB with AVX-512), and the result
+ * is exact to f32 accumulation: bf16 -> f32 is exact. A B that is strided
+ * in k (never the case for mul_mat, whose constructor wants dense rows) is
+ * first copied into contiguous rows. KC = 256 and the 6 x 64 AVX-512 tile
+ * were chosen by measurement on the encoder's shapes (KC 96..512, a 12 x 32
+ * tile: all slower).
  *
  * Products with few rows (decoder steps) skip the packing, whose cost would
  * dominate, and run as dot products over converted rows of A.
@@ -25,30 +32,13 @@
 #include "cpu_impl.h"
 
 enum {
-    KC = 256,        /* k block: one A panel (KC x NR f32) stays in L1/L2   */
+    KC = 256,        /* k block: one A panel is KC x NR f32 (64 KB, in L2)   */
     SMALL_M = 8,     /* at or below this many rows: dot-product path         */
     DOT_CHUNK = 512, /* k chunk of the dot-product path                      */
 };
 
 static inline int64_t round_up(int64_t x, int64_t m) {
     return (x + m - 1) / m * m;
-}
-
-/* Packs rows m0..m0+mr-1 (mr <= MR, the rest zero) of B over k0..k0+kc-1
- * into bp[kk*MR + i]. */
-static void pack_b(const cpu_mat *B, int64_t m0, int mr, int MR, int64_t k0, int64_t kc,
-                   float *bp) {
-    for (int i = 0; i < mr; i++) {
-        const char *row = (const char *)B->data + (size_t)(m0 + i) * B->sj + (size_t)k0 * B->sk;
-        if (B->sk == sizeof(float)) {
-            const float *x = (const float *)row;
-            for (int64_t kk = 0; kk < kc; kk++) bp[kk * MR + i] = x[kk];
-        } else {
-            for (int64_t kk = 0; kk < kc; kk++) bp[kk * MR + i] = *(const float *)(row + kk * B->sk);
-        }
-    }
-    for (int i = mr; i < MR; i++)
-        for (int64_t kk = 0; kk < kc; kk++) bp[kk * MR + i] = 0.0f;
 }
 
 /* Packs columns n0..n0+nr-1 of A over k0..k0+kc-1 into ap[kk*NR + j]. */
@@ -75,33 +65,42 @@ static void pack_a(const cpu_kernels *k, const cpu_mat *A, int64_t n0, int nr, i
         for (int64_t kk = 0; kk < kc; kk++) ap[kk * k->nr + j] = 0.0f;
 }
 
-/* Runs the register kernel on one tile, going through a scratch tile when it
- * is partial (mr < MR or nr < NR). */
-static void tile(const cpu_kernels *k, int64_t kc, const float *bp, const float *ap, float *c,
-                 int64_t ldc, bool acc, int mr, int nr, float *tmp) {
+/* Runs the register kernel on one tile. B rows are ldb floats apart and
+ * contiguous in k. A partial tile (mr < MR or nr < NR) goes through bt
+ * (MR x kc floats, the missing rows zero) and tmp (MR x NR). */
+static void tile(const cpu_kernels *k, int64_t kc, const float *b, int64_t ldb, const float *ap,
+                 float *c, int64_t ldc, bool acc, int mr, int nr, float *bt, float *tmp) {
+    if (mr < k->mr) {
+        for (int i = 0; i < k->mr; i++) {
+            if (i < mr) memcpy(bt + i * kc, b + i * ldb, (size_t)kc * sizeof(float));
+            else memset(bt + i * kc, 0, (size_t)kc * sizeof(float));
+        }
+        b = bt;
+        ldb = kc;
+    }
     if (mr == k->mr && nr == k->nr) {
-        k->gemm(kc, bp, ap, c, ldc, acc);
+        k->gemm(kc, b, ldb, ap, c, ldc, acc);
         return;
     }
-    k->gemm(kc, bp, ap, tmp, k->nr, false);
+    k->gemm(kc, b, ldb, ap, tmp, k->nr, false);
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++)
             c[i * ldc + j] = acc ? c[i * ldc + j] + tmp[i * k->nr + j] : tmp[i * k->nr + j];
 }
 
-/* The packed B of a whole call: block kb (k0 = kb*KC) holds Mp/MR panels of
- * kc*MR floats, starting at k0*Mp. */
-static inline const float *bpanel(const float *bp, int64_t Mp, int64_t k0, int64_t kc, int64_t ip,
-                                  int MR) {
-    return bp + k0 * Mp + ip * kc * MR;
+/* Per-thread working memory of the blocked path, in floats: one A panel,
+ * one partial B panel, one partial C tile. */
+static int64_t ws_floats(const cpu_kernels *k) {
+    return round_up((int64_t)KC * k->nr + (int64_t)KC * k->mr + (int64_t)k->mr * k->nr, 16);
 }
 
-/* Computes n-panels [jp0, jp1) x m-panels [ip0, ip1) from packed B. */
-static void gemm_region(const cpu_kernels *k, int64_t M, int64_t N, int64_t K, const cpu_mat *A,
-                        const float *bp, float *C, int64_t ldc, bool acc, int64_t jp0, int64_t jp1,
-                        int64_t ip0, int64_t ip1, float *ap, float *tmp) {
+/* Computes columns of n-panels [jp0, jp1) for rows [m0, m1) of C. B is
+ * f32 with rows ldb floats apart, contiguous in k. */
+static void gemm_region(const cpu_kernels *k, int64_t N, int64_t K, const cpu_mat *A,
+                        const float *B, int64_t ldb, float *C, int64_t ldc, bool acc, int64_t jp0,
+                        int64_t jp1, int64_t m0, int64_t m1, float *ws) {
     int MR = k->mr, NR = k->nr;
-    int64_t Mp = round_up(M, MR);
+    float *ap = ws, *bt = ap + (size_t)KC * NR, *tmp = bt + (size_t)KC * MR;
     for (int64_t jp = jp0; jp < jp1; jp++) {
         int64_t n0 = jp * NR;
         int nr = N - n0 < NR ? (int)(N - n0) : NR;
@@ -109,27 +108,20 @@ static void gemm_region(const cpu_kernels *k, int64_t M, int64_t N, int64_t K, c
             int64_t kc = K - k0 < KC ? K - k0 : KC;
             pack_a(k, A, n0, nr, k0, kc, ap);
             bool a2 = acc || k0 > 0;
-            for (int64_t ip = ip0; ip < ip1; ip++) {
-                int64_t m0 = ip * MR;
-                int mr = M - m0 < MR ? (int)(M - m0) : MR;
-                tile(k, kc, bpanel(bp, Mp, k0, kc, ip, MR), ap, C + m0 * ldc + n0, ldc, a2, mr, nr,
-                     tmp);
+            for (int64_t m = m0; m < m1; m += MR) {
+                int mr = m1 - m < MR ? (int)(m1 - m) : MR;
+                tile(k, kc, B + m * ldb + k0, ldb, ap, C + m * ldc + n0, ldc, a2, mr, nr, bt, tmp);
             }
         }
     }
 }
 
-static void pack_b_all(const cpu_kernels *k, int64_t M, int64_t K, const cpu_mat *B, float *bp,
-                       int64_t ip0, int64_t ip1) {
-    int MR = k->mr;
-    int64_t Mp = round_up(M, MR);
-    for (int64_t k0 = 0; k0 < K; k0 += KC) {
-        int64_t kc = K - k0 < KC ? K - k0 : KC;
-        for (int64_t ip = ip0; ip < ip1; ip++) {
-            int64_t m0 = ip * MR;
-            int mr = M - m0 < MR ? (int)(M - m0) : MR;
-            pack_b(B, m0, mr, MR, k0, kc, (float *)bpanel(bp, Mp, k0, kc, ip, MR));
-        }
+/* Copies rows [m0, m1) of a B that is strided in k into a contiguous
+ * row-major f32 buffer bc (K floats per row). */
+static void copy_b_rows(const cpu_mat *B, int64_t K, int64_t m0, int64_t m1, float *bc) {
+    for (int64_t m = m0; m < m1; m++) {
+        const char *row = (const char *)B->data + (size_t)m * B->sj;
+        for (int64_t kk = 0; kk < K; kk++) bc[m * K + kk] = *(const float *)(row + kk * B->sk);
     }
 }
 
@@ -178,24 +170,31 @@ static void gemm_dots(const cpu_kernels *k, int64_t M, int64_t K, const cpu_mat 
 /* ------------------------------------------------------ single thread */
 
 size_t cpu_gemm_st_scratch(const cpu_kernels *k, int64_t M, int64_t K) {
-    int64_t Mp = round_up(M, k->mr);
-    size_t floats = (size_t)(K * Mp) + (size_t)KC * k->nr + (size_t)k->mr * k->nr + 2 * DOT_CHUNK;
+    size_t floats = (size_t)round_up(M * K, 16) + (size_t)ws_floats(k) + 2 * DOT_CHUNK;
     return floats * sizeof(float) + 256;
 }
 
 void cpu_gemm_st(const cpu_kernels *k, int64_t M, int64_t N, int64_t K, const cpu_mat *A,
                  const cpu_mat *B, float *C, int64_t ldc, bool acc, void *ws) {
-    float *bp = ws;
-    int64_t Mp = round_up(M, k->mr);
-    float *ap = bp + round_up(K * Mp, 16);
-    float *tmp = ap + (size_t)KC * k->nr;
+    float *bc = ws;
+    float *w = bc + round_up(M * K, 16);
     if (M <= SMALL_M && A->sk == tg_type_size(A->type)) {
-        gemm_dots(k, M, K, A, B, C, ldc, acc, 0, N, ap, ap + DOT_CHUNK);
+        gemm_dots(k, M, K, A, B, C, ldc, acc, 0, N, w, w + DOT_CHUNK);
         return;
     }
-    pack_b_all(k, M, K, B, bp, 0, Mp / k->mr);
-    gemm_region(k, M, N, K, A, bp, C, ldc, acc, 0, (N + k->nr - 1) / k->nr, 0, Mp / k->mr, ap,
-                tmp);
+    const float *b = B->data;
+    int64_t ldb = (int64_t)(B->sj / sizeof(float));
+    if (B->sk != sizeof(float) || B->sj % sizeof(float)) {
+        copy_b_rows(B, K, 0, M, bc);
+        b = bc;
+        ldb = K;
+    }
+    if (K == 0) {
+        if (!acc)
+            for (int64_t m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof(float));
+        return;
+    }
+    gemm_region(k, N, K, A, b, ldb, C, ldc, acc, 0, (N + k->nr - 1) / k->nr, 0, M, w);
 }
 
 /* ------------------------------------------------------------ threaded */
@@ -207,32 +206,34 @@ typedef struct gemm_task {
     float *C;
     int64_t ldc;
     bool acc;
-    float *bp;          /* packed B */
-    float *thread_ws;   /* per thread: KC*NR + MR*NR + 2*DOT_CHUNK floats */
-    int64_t ws_stride;  /* floats */
-    int64_t n_mchunks;  /* the m-panels are split into this many chunks */
+    const float *b;     /* B as contiguous rows */
+    int64_t ldb;
+    float *bc;          /* copy of a k-strided B */
+    float *thread_ws;   /* per thread: ws_stride floats */
+    int64_t ws_stride;
+    int64_t n_mchunks;  /* the rows are split into this many chunks */
 } gemm_task;
 
-static void pack_b_task(void *arg, int ith, int nth) {
+static void copy_b_task(void *arg, int ith, int nth) {
     gemm_task *t = arg;
-    int64_t np = round_up(t->M, t->k->mr) / t->k->mr, lo, hi;
-    cpu_range(np, ith, nth, &lo, &hi);
-    pack_b_all(t->k, t->M, t->K, t->B, t->bp, lo, hi);
+    int64_t lo, hi;
+    cpu_range(t->M, ith, nth, &lo, &hi);
+    copy_b_rows(t->B, t->K, lo, hi, t->bc);
 }
 
 static void compute_task(void *arg, int ith, int nth) {
     gemm_task *t = arg;
     const cpu_kernels *k = t->k;
-    float *ap = t->thread_ws + ith * t->ws_stride;
-    float *tmp = ap + (size_t)KC * k->nr;
-    int64_t njp = (t->N + k->nr - 1) / k->nr, nip = round_up(t->M, k->mr) / k->mr;
+    float *ws = t->thread_ws + ith * t->ws_stride;
+    int64_t njp = (t->N + k->nr - 1) / k->nr, nip = (t->M + k->mr - 1) / k->mr;
     int64_t items = njp * t->n_mchunks, lo, hi;
     cpu_range(items, ith, nth, &lo, &hi);
     for (int64_t it = lo; it < hi; it++) {
         int64_t jp = it / t->n_mchunks, mc = it % t->n_mchunks, ip0, ip1;
         cpu_range(nip, (int)mc, (int)t->n_mchunks, &ip0, &ip1);
-        gemm_region(k, t->M, t->N, t->K, t->A, t->bp, t->C, t->ldc, t->acc, jp, jp + 1, ip0, ip1,
-                    ap, tmp);
+        int64_t m0 = ip0 * k->mr, m1 = ip1 * k->mr < t->M ? ip1 * k->mr : t->M;
+        gemm_region(k, t->N, t->K, t->A, t->b, t->ldb, t->C, t->ldc, t->acc, jp, jp + 1, m0, m1,
+                    ws);
     }
 }
 
@@ -249,30 +250,35 @@ tg_status cpu_gemm(cpu_backend *be, int64_t M, int64_t N, int64_t K, const cpu_m
     const cpu_kernels *k = &be->k;
     int nth = be->n_threads;
     if (M <= 0 || N <= 0) return NULL;
-    int64_t Mp = round_up(M, k->mr);
-    int64_t ws_stride = round_up((int64_t)KC * k->nr + (int64_t)k->mr * k->nr + 2 * DOT_CHUNK, 16);
+    if (K == 0) {
+        if (!acc)
+            for (int64_t m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof(float));
+        return NULL;
+    }
     bool dots = M <= SMALL_M && A->sk == tg_type_size(A->type);
-    size_t bp_floats = dots ? 0 : (size_t)round_up(K * Mp, 16);
+    bool copy_b = !dots && (B->sk != sizeof(float) || B->sj % sizeof(float));
+    int64_t ws_stride = round_up(ws_floats(k) + 2 * DOT_CHUNK, 16);
+    size_t bc_floats = copy_b ? (size_t)round_up(M * K, 16) : 0;
     void *mem;
-    tg_status st = cpu_scratch(be, (bp_floats + (size_t)ws_stride * nth) * sizeof(float), &mem);
+    tg_status st = cpu_scratch(be, (bc_floats + (size_t)ws_stride * nth) * sizeof(float), &mem);
     if (st) return tg_status_wrap(st, "matrix product %lldx%lldx%lld", (long long)M, (long long)N,
                                   (long long)K);
     gemm_task t = {.k = k, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C, .ldc = ldc, .acc = acc,
-                   .bp = mem, .thread_ws = (float *)mem + bp_floats, .ws_stride = ws_stride};
+                   .b = B->data, .ldb = (int64_t)(B->sj / sizeof(float)), .bc = mem,
+                   .thread_ws = (float *)mem + bc_floats, .ws_stride = ws_stride};
     if (dots) {
         tg_threadpool_run(be->pool, dots_task, &t);
         return NULL;
     }
-    if (K == 0) {
-        for (int64_t m = 0; m < M; m++)
-            if (!acc) memset(C + m * ldc, 0, (size_t)N * sizeof(float));
-        return NULL;
+    if (copy_b) {
+        tg_threadpool_run(be->pool, copy_b_task, &t);
+        t.b = t.bc;
+        t.ldb = K;
     }
     /* Enough items that every thread gets work even when N is narrow. */
-    int64_t njp = (N + k->nr - 1) / k->nr, nip = Mp / k->mr;
+    int64_t njp = (N + k->nr - 1) / k->nr, nip = (M + k->mr - 1) / k->mr;
     t.n_mchunks = 1;
     while (njp * t.n_mchunks < 4 * nth && t.n_mchunks < nip) t.n_mchunks++;
-    tg_threadpool_run(be->pool, pack_b_task, &t);
     tg_threadpool_run(be->pool, compute_task, &t);
     return NULL;
 }
