@@ -527,9 +527,15 @@ tg_status tg_sched_compute(tg_sched *s, tg_graph *g) {
         if (any_abort(s))
             return tg_status_new(TG_ERR_ABORTED, "sched: aborted before split %d of %d (%s)",
                                  i, s->n_splits, tg_backend_name(be));
-        /* Copies write into memory the plan may have freed from this backend's
-         * earlier work, and read what another backend produced: both must be
-         * finished. */
+        /* The previous split's backend must be done before this one reads its
+         * results in place (a host-visible buffer) or through copies. Copies
+         * also write into memory the plan may have freed from this backend's
+         * own earlier work, so that must be finished too. */
+        if (i > 0 && s->splits[i - 1].backend != sp->backend) {
+            tg_backend *prev = s->backends[s->splits[i - 1].backend];
+            if ((st = tg_backend_synchronize(prev)))
+                return tg_status_wrap(st, "sched: synchronizing %s", tg_backend_name(prev));
+        }
         if (sp->copy_end > sp->copy_begin && (st = tg_backend_synchronize(be)))
             return tg_status_wrap(st, "sched: synchronizing %s", tg_backend_name(be));
         for (int c = sp->copy_begin; c < sp->copy_end; c++) {

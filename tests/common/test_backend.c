@@ -12,9 +12,19 @@
 #include "backend_impl.h"
 #include "base.h"
 
+/* A node handed to a deferred fake, with the sources it had at that moment
+ * (the scheduler swaps sources only for the duration of graph_compute). */
+typedef struct queued {
+    tg_tensor *node;
+    tg_tensor *src[TG_MAX_SRC];
+} queued;
+
 typedef struct fake {
     char name[64];
     bool host;
+    bool deferred;
+    queued *queue;
+    int n_queue, cap_queue;
     uint64_t mask;
     int n_computes, n_nodes, n_buffers;
 } fake;
@@ -178,29 +188,59 @@ static tg_status compute_cpy(tg_tensor *n) {
     return NULL;
 }
 
+static tg_status run_node(tg_backend *b, tg_tensor *n) {
+    fake *f = b->impl;
+    if (!(f->mask & TEST_OP(n->op)))
+        return tg_status_new(TG_ERR_INTERNAL, "fake %s: handed unsupported op %s", f->name,
+                             tg_op_name(n->op));
+    bool ok = owns(b, n);
+    for (int k = 0; k < TG_MAX_SRC; k++) ok = ok && owns(b, n->src[k]);
+    if (!ok)
+        return tg_status_new(TG_ERR_INTERNAL,
+                             "fake %s: node '%s' (%s) touches a tensor outside this "
+                             "backend's buffers",
+                             f->name, n->name, tg_op_name(n->op));
+    tg_status st = n->op == TG_OP_CPY ? compute_cpy(n) : compute_node(n);
+    if (!st) f->n_nodes++;
+    return st;
+}
+
 static tg_status be_graph_compute(tg_backend *b, tg_graph *g) {
     fake *f = b->impl;
     f->n_computes++;
     for (int i = 0; i < g->n_nodes; i++) {
         tg_tensor *n = g->nodes[i];
         if (n->op == TG_OP_VIEW || n->op == TG_OP_NONE) continue;
-        if (!(f->mask & TEST_OP(n->op)))
-            return tg_status_new(TG_ERR_INTERNAL, "fake %s: handed unsupported op %s", f->name,
-                                 tg_op_name(n->op));
-        bool ok = owns(b, n);
-        for (int k = 0; k < TG_MAX_SRC; k++) ok = ok && owns(b, n->src[k]);
-        if (!ok)
-            return tg_status_new(TG_ERR_INTERNAL,
-                                 "fake %s: node '%s' (%s) touches a tensor outside this "
-                                 "backend's buffers",
-                                 f->name, n->name, tg_op_name(n->op));
-        tg_status st = n->op == TG_OP_CPY ? compute_cpy(n) : compute_node(n);
+        if (f->deferred) {
+            /* like a GPU stream: recorded now, run at synchronize */
+            if (!tg_grow((void **)&f->queue, &f->cap_queue, f->n_queue + 1, sizeof(queued)))
+                return tg_status_new(TG_ERR_NO_MEMORY, "fake %s: queue", f->name);
+            queued *q = &f->queue[f->n_queue++];
+            q->node = n;
+            memcpy(q->src, n->src, sizeof q->src);
+            continue;
+        }
+        tg_status st = run_node(b, n);
         if (st) return st;
-        f->n_nodes++;
         if (tg_backend_should_abort(b))
             return tg_status_new(TG_ERR_ABORTED, "fake %s: aborted", f->name);
     }
     return NULL;
+}
+
+static tg_status be_synchronize(tg_backend *b) {
+    fake *f = b->impl;
+    tg_status st = NULL;
+    for (int i = 0; i < f->n_queue && !st; i++) {
+        queued *q = &f->queue[i];
+        tg_tensor *now[TG_MAX_SRC];
+        memcpy(now, q->node->src, sizeof now);
+        memcpy(q->node->src, q->src, sizeof now);
+        st = run_node(b, q->node);
+        memcpy(q->node->src, now, sizeof now);
+    }
+    f->n_queue = 0;
+    return st;
 }
 
 /* --------------------------------------------------------------- backend */
@@ -208,6 +248,7 @@ static tg_status be_graph_compute(tg_backend *b, tg_graph *g) {
 static const char *be_name(tg_backend *b) { return ((fake *)b->impl)->name; }
 
 static void be_free(tg_backend *b) {
+    tg_free(((fake *)b->impl)->queue);
     tg_free(b->impl);
     tg_free(b);
 }
@@ -234,6 +275,11 @@ static const struct tg_backend_iface iface_dev = {
     be_graph_compute, NULL, NULL,
 };
 
+static const struct tg_backend_iface iface_deferred = {
+    be_name, be_free, false, be_alignment, be_buffer_alloc, be_buffer_from_host, be_supports,
+    be_graph_compute, be_synchronize, NULL,
+};
+
 tg_backend *test_backend_new(const char *name, bool is_cpu, bool host_buffers,
                              uint64_t op_mask) {
     tg_backend *b = tg_calloc(1, sizeof *b);
@@ -248,6 +294,14 @@ tg_backend *test_backend_new(const char *name, bool is_cpu, bool host_buffers,
     f->mask = op_mask;
     b->iface = is_cpu ? &iface_cpu : &iface_dev;
     b->impl = f;
+    return b;
+}
+
+tg_backend *test_backend_new_deferred(const char *name, uint64_t op_mask) {
+    tg_backend *b = test_backend_new(name, false, false, op_mask);
+    if (!b) return NULL;
+    ((fake *)b->impl)->deferred = true;
+    b->iface = &iface_deferred;
     return b;
 }
 

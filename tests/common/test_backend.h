@@ -28,6 +28,11 @@
 /* A new fake backend; free with tg_backend_free. `name` is copied. */
 tg_backend *test_backend_new(const char *name, bool is_cpu, bool host_buffers,
                              uint64_t op_mask);
+/* A device-like fake whose graph_compute only records the nodes (with the
+ * sources they have at that moment) and whose synchronize runs them, as a
+ * GPU stream would: reading results before synchronizing sees stale data.
+ * Free with tg_backend_free. */
+tg_backend *test_backend_new_deferred(const char *name, uint64_t op_mask);
 /* Counters since creation. */
 int test_backend_n_computes(const tg_backend *b);   /* graph_compute calls   */
 int test_backend_n_nodes(const tg_backend *b);      /* nodes computed        */

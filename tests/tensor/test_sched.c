@@ -19,14 +19,17 @@ typedef struct env {
     tg_sched *sched;
 } env;
 
-static void env_open(env *e, uint64_t gpu_ops) {
-    e->gpu = test_backend_new("gpu", false, false, gpu_ops);
+static void env_open_kind(env *e, uint64_t gpu_ops, bool deferred) {
+    e->gpu = deferred ? test_backend_new_deferred("gpu", gpu_ops)
+                      : test_backend_new("gpu", false, false, gpu_ops);
     e->cpu = test_backend_new("cpu", true, true, TEST_OPS_ALL);
     e->list[0] = e->gpu;
     e->list[1] = e->cpu;
     e->sched = NULL;
     CHECK_OK(tg_sched_new(e->list, 2, &e->sched));
 }
+
+static void env_open(env *e, uint64_t gpu_ops) { env_open_kind(e, gpu_ops, false); }
 
 static void env_close(env *e) {
     tg_sched_free(e->sched);
@@ -435,8 +438,10 @@ static tg_tensor *build_random(tg_ctx *ctx, tg_graph *g, tg_tensor *x, tg_tensor
 
 /* Random graphs on a fake gpu supporting a random subset of ops next to the
  * fake cpu give exactly the numbers of the same graph on the cpu alone (the
- * fakes compute identically; only placement, copies and memory reuse differ). */
-static void test_random_graphs_match_single_backend(void) {
+ * fakes compute identically; only placement, copies and memory reuse differ).
+ * With a deferred gpu (work runs at synchronize) this also proves the
+ * scheduler synchronizes before every read of the gpu's results. */
+static void random_rounds(bool deferred) {
     const tg_op ops[7] = {TG_OP_ADD, TG_OP_SUB, TG_OP_MUL, TG_OP_SCALE, TG_OP_RELU,
                           TG_OP_MUL_MAT, TG_OP_CPY};
     float wv[64], w2v[64], xv[32];
@@ -452,7 +457,7 @@ static void test_random_graphs_match_single_backend(void) {
         for (int k = 0; k < 7; k++)
             if (rnd(2)) mask |= TEST_OP(ops[k]);
         env e;
-        env_open(&e, mask);
+        env_open_kind(&e, mask, deferred);
         tg_backend *solo = test_backend_new("solo", true, true, TEST_OPS_ALL);
         tg_sched *ss = NULL;
         CHECK_OK(tg_sched_new(&solo, 1, &ss));
@@ -510,6 +515,9 @@ static void test_random_graphs_match_single_backend(void) {
     CHECK_MSG(total_splits > 80 && total_copies > 40, "%d splits, %d copies", total_splits,
               total_copies);
 }
+
+static void test_random_graphs_match_single_backend(void) { random_rounds(false); }
+static void test_random_graphs_with_deferred_gpu(void) { random_rounds(true); }
 
 /* The real CPU backend with the fake gpu beside it. */
 static void test_with_real_cpu_backend(void) {
@@ -582,5 +590,5 @@ TEST_MAIN(T(test_placement_splits_copies_results),
           T(test_priority_views_and_followers), T(test_inplace_write_runs_where_storage_is),
           T(test_abort_between_splits), T(test_arenas_grow_never_shrink), T(test_refusals),
           T(test_rebuilt_graph_each_step), T(test_copies_do_not_clobber_split_inputs),
-          T(test_random_graphs_match_single_backend),
+          T(test_random_graphs_match_single_backend), T(test_random_graphs_with_deferred_gpu),
           T(test_with_real_cpu_backend))
