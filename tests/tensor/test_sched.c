@@ -585,10 +585,102 @@ static void test_with_real_cpu_backend(void) {
     tg_backend_free(cpu);
 }
 
+/* Builds h = w x (f32 precision), n = layer_norm(h) with weights of lctx,
+ * y = w2 silu(n), out = y + y. */
+static tg_tensor *build_mixed(tg_ctx *ctx, tg_tensor *x, tg_tensor *w, tg_tensor *w2,
+                              tg_tensor *lw, tg_tensor *lb) {
+    tg_tensor *h = tg_set_prec(tg_mul_mat(ctx, w, x), TG_PREC_F32);
+    tg_tensor *n = tg_layer_norm(ctx, h, lw, lb, 1e-5f);
+    tg_tensor *y = tg_set_prec(tg_mul_mat(ctx, w2, tg_silu(ctx, n)), TG_PREC_F32);
+    return tg_add(ctx, y, y);
+}
+
+/* With a real GPU (skipped where tg_backend_cuda_new refuses): matrix
+ * products on the GPU where their weights are, layer norm on the CPU where
+ * its weights are, against the same graph on the CPU alone. */
+static void test_with_cuda_if_present(void) {
+    tg_backend *cuda = NULL, *cpu = NULL;
+    tg_status st = tg_backend_cuda_new(0, &cuda);
+    if (st) {
+        printf("     (skipped: %s)\n", tg_status_message(st));
+        tg_status_free(st);
+        return;
+    }
+    CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    tg_sched *mixed = NULL, *alone = NULL;
+    CHECK_OK(tg_sched_new((tg_backend *[]){cuda, cpu}, 2, &mixed));
+    CHECK_OK(tg_sched_new(&cpu, 1, &alone));
+    enum { K = 64, N = 48, M = 5 };
+    static float wv[K * N], w2v[N * N], xv[K * M], lw[N], lb[N], a[N * M], b[N * M];
+    for (int i = 0; i < K * N; i++) wv[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    for (int i = 0; i < N * N; i++) w2v[i] = (float)((i * 29) % 89) / 89.0f - 0.5f;
+    for (int i = 0; i < K * M; i++) xv[i] = (float)((i * 17) % 23) / 23.0f - 0.4f;
+    for (int i = 0; i < N; i++) {
+        lw[i] = 1.0f + 0.01f * (float)i;
+        lb[i] = 0.02f * (float)(i % 5);
+    }
+    tg_ctx *gw = tg_ctx_new(), *cw = tg_ctx_new(), *lctx = tg_ctx_new();
+    tg_tensor *w_g = tg_new_2d(gw, TG_F32, K, N), *w2_g = tg_new_2d(gw, TG_F32, N, N);
+    tg_tensor *w_c = tg_new_2d(cw, TG_F32, K, N), *w2_c = tg_new_2d(cw, TG_F32, N, N);
+    tg_tensor *lw_t = tg_new_1d(lctx, TG_F32, N), *lb_t = tg_new_1d(lctx, TG_F32, N);
+    tg_buffer *bg = NULL, *bc = NULL, *bl = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(gw, cuda, &bg));
+    CHECK_OK(tg_ctx_alloc_tensors(cw, cpu, &bc));
+    CHECK_OK(tg_ctx_alloc_tensors(lctx, cpu, &bl));
+    set_f32(w_g, wv);
+    set_f32(w2_g, w2v);
+    set_f32(w_c, wv);
+    set_f32(w2_c, w2v);
+    set_f32(lw_t, lw);
+    set_f32(lb_t, lb);
+
+    tg_ctx *ca = tg_ctx_new(), *cb = tg_ctx_new();
+    tg_tensor *xa = tg_new_2d(ca, TG_F32, K, M), *xb = tg_new_2d(cb, TG_F32, K, M);
+    tg_tensor *oa = build_mixed(ca, xa, w_g, w2_g, lw_t, lb_t);
+    tg_tensor *ob = build_mixed(cb, xb, w_c, w2_c, lw_t, lb_t);
+    tg_graph *ga = tg_graph_new(ca), *gb = tg_graph_new(cb);
+    CHECK_OK(tg_graph_build(ga, oa));
+    CHECK_OK(tg_graph_build(gb, ob));
+    CHECK_OK(tg_sched_alloc(mixed, ga));
+    printf("     cuda+cpu: %d splits, %d copies\n", tg_sched_n_splits(mixed),
+           tg_sched_n_copies(mixed));
+    CHECK(tg_sched_node_backend(mixed, oa) == cuda);
+    CHECK(tg_sched_n_splits(mixed) == 3 && tg_sched_n_copies(mixed) == 2);
+    CHECK_OK(tg_sched_alloc(alone, gb));
+    for (int rep = 0; rep < 3; rep++) {
+        for (int i = 0; i < K * M; i++) xv[i] = -xv[i] * 1.1f;
+        set_f32(xa, xv);
+        set_f32(xb, xv);
+        CHECK_OK(tg_sched_compute(mixed, ga));
+        CHECK_OK(tg_sched_compute(alone, gb));
+        CHECK_OK(tg_tensor_get(oa, a, 0, sizeof a));
+        CHECK_OK(tg_tensor_get(ob, b, 0, sizeof b));
+        double num = 0, den = 0;
+        for (int i = 0; i < N * M; i++) {
+            num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+            den += (double)b[i] * b[i];
+        }
+        /* f32-precision products on both sides: NMSE as for matrix products */
+        CHECK_MSG(num <= 5e-4 * den && den > 0, "rep %d: nmse %g", rep, den > 0 ? num / den : -1.0);
+    }
+    tg_ctx_free(ca);
+    tg_ctx_free(cb);
+    tg_sched_free(mixed);
+    tg_sched_free(alone);
+    tg_buffer_free(bg);
+    tg_buffer_free(bc);
+    tg_buffer_free(bl);
+    tg_ctx_free(gw);
+    tg_ctx_free(cw);
+    tg_ctx_free(lctx);
+    tg_backend_free(cuda);
+    tg_backend_free(cpu);
+}
+
 TEST_MAIN(T(test_placement_splits_copies_results),
           T(test_weight_on_unsupporting_backend_goes_to_cpu),
           T(test_priority_views_and_followers), T(test_inplace_write_runs_where_storage_is),
           T(test_abort_between_splits), T(test_arenas_grow_never_shrink), T(test_refusals),
           T(test_rebuilt_graph_each_step), T(test_copies_do_not_clobber_split_inputs),
           T(test_random_graphs_match_single_backend), T(test_random_graphs_with_deferred_gpu),
-          T(test_with_real_cpu_backend))
+          T(test_with_real_cpu_backend), T(test_with_cuda_if_present))
