@@ -2,12 +2,14 @@
  * cpu_attn.c: attention in one op on the CPU:
  * out = softmax(q·kᵀ·scale + mask)·v, per head and batch entry.
  *
- * The work is cut into (head, batch, block of QB queries) items spread over
- * the pool. An item runs two single-thread GEMMs from cpu_matmul.c: the
+ * The work is cut into (head, batch, block of up to 256 queries) items
+ * spread over the pool (blocks shrink until each thread has two items). An item runs two single-thread GEMMs from cpu_matmul.c: the
  * scores S = Q·Kᵀ for its block (K is the "weight" operand, packed panel by
  * panel, so an f16 K is converted on the fly), then the softmax of each row
  * in place, then O = P·V with V read in its natural [Dv][Tk] layout (V's
- * rows are the k dimension of that product, already the packed layout). A
+ * rows are the k dimension of that product, already the packed layout).
+ * At a decoder step (a handful of queries) the same two GEMMs take their
+ * few-rows paths: dot products against K, scaled rows of V summed. A
  * row whose mask is -inf everywhere has all-zero probabilities and so a zero
  * output, as the API promises. The scores of a block (QB x Tk floats) are
  * the only intermediate; nothing of size Tq x Tk is ever materialised.
@@ -20,11 +22,12 @@
 
 #include "cpu_impl.h"
 
-enum { QB = 64 };
+enum { QB_MAX = 256 };
 
 typedef struct attn_task {
     cpu_backend *be;
     tg_tensor *node;
+    int64_t qb;         /* queries per item */
     int64_t n_qblocks;
     char *ws;           /* per thread: ws_stride bytes */
     size_t ws_stride;
@@ -39,7 +42,7 @@ static void attn_item(attn_task *t, int64_t item, char *ws) {
     int64_t D = q->ne[0], Tq = q->ne[1], Tk = kt->ne[1], Dv = v->ne[0];
     int64_t qb = item % t->n_qblocks, hb = item / t->n_qblocks;
     int64_t h = hb % q->ne[2], b = hb / q->ne[2];
-    int64_t i0 = qb * QB, nq = Tq - i0 < QB ? Tq - i0 : QB;
+    int64_t i0 = qb * t->qb, nq = Tq - i0 < t->qb ? Tq - i0 : t->qb;
     void *gws = ws;
     float *S = (float *)(ws + t->gemm_ws);
 
@@ -98,10 +101,15 @@ tg_status cpu_op_attention(cpu_backend *be, tg_tensor *node) {
     if (node->nb[0] != sizeof(float) || node->nb[2] % sizeof(float))
         return tg_status_new(TG_ERR_UNSUPPORTED, "attention: result '%s' is not contiguous",
                              node->name);
-    attn_task t = {.be = be, .node = node, .n_qblocks = (Tq + QB - 1) / QB};
+    /* Big blocks amortise packing K (one pass per block), but every thread
+     * needs items: halve the block until there are two per thread. */
+    attn_task t = {.be = be, .node = node, .qb = Tq < QB_MAX ? Tq : QB_MAX};
+    while (t.qb > 16 && H * B * ((Tq + t.qb - 1) / t.qb) < 2 * be->n_threads) t.qb = (t.qb + 1) / 2;
+    if (t.qb < 1) t.qb = 1;
+    t.n_qblocks = (Tq + t.qb - 1) / t.qb;
     int64_t kmax = D > Tk ? D : Tk;
-    t.gemm_ws = (cpu_gemm_st_scratch(&be->k, QB, kmax) + 63) / 64 * 64;
-    t.ws_stride = t.gemm_ws + ((size_t)QB * (size_t)Tk * sizeof(float) + 63) / 64 * 64;
+    t.gemm_ws = (cpu_gemm_st_scratch(&be->k, t.qb, kmax) + 63) / 64 * 64;
+    t.ws_stride = t.gemm_ws + ((size_t)t.qb * (size_t)Tk * sizeof(float) + 63) / 64 * 64;
     void *mem;
     tg_status st = cpu_scratch(be, t.ws_stride * (size_t)be->n_threads, &mem);
     if (st) return tg_status_wrap(st, "attention");

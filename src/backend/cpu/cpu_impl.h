@@ -43,6 +43,11 @@ typedef struct cpu_kernels {
     int mr, nr;
     void (*gemm)(int64_t kc, const float *b, int64_t ldb, const float *ap, float *c, int64_t ldc,
                  bool acc);
+    /* Optional: the same for an edge tile, writing only rows < mr and
+     * columns < nr (b still has MR readable rows). NULL: the driver runs
+     * gemm into a scratch tile and copies. */
+    void (*gemm_part)(int64_t kc, const float *b, int64_t ldb, const float *ap, float *c,
+                      int64_t ldc, bool acc, int mr, int nr);
     /* Packs nrows (<= nr) rows of a weight matrix (type t, k contiguous, row
      * stride rs bytes) over k in [0, kc) into ap[k*nr + r] as f32, zero
      * filling rows nrows..nr-1. */

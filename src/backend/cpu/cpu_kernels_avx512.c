@@ -68,6 +68,55 @@ static void gemm_6x64(int64_t kc, const float *b, int64_t ldb, const float *ap, 
 #undef STORE
 }
 
+
+/* An edge tile: rows < mr and columns < nr of the 6 x 64 tile, with NV =
+ * ceil(nr / 16) column vectors computed (the last one stored under a mask).
+ * B must have 6 readable rows (the driver pads short panels). */
+static inline __attribute__((always_inline)) void
+gemm_6xv(int64_t kc, const float *b, int64_t ldb, const float *ap, float *c, int64_t ldc, bool acc,
+         int mr, int nr, const int NV) {
+    __m512 t[6][4];
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) t[i][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        const float *a = ap + k * NR;
+        __m512 av[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) av[j] = _mm512_load_ps(a + 16 * j);
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            __m512 bb = _mm512_set1_ps(b[i * ldb + k]);
+#pragma GCC unroll 4
+            for (int j = 0; j < NV; j++) t[i][j] = _mm512_fmadd_ps(av[j], bb, t[i][j]);
+        }
+    }
+    __mmask16 last = (__mmask16)(nr - 16 * (NV - 1) >= 16 ? 0xffff : (1u << (nr - 16 * (NV - 1))) - 1);
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; i++) {
+        if (i >= mr) break;
+        float *r = c + i * ldc;
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) {
+            __mmask16 m = j == NV - 1 ? last : 0xffff;
+            __m512 v = t[i][j];
+            if (acc) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r + 16 * j));
+            _mm512_mask_storeu_ps(r + 16 * j, m, v);
+        }
+    }
+}
+
+static void gemm_part(int64_t kc, const float *b, int64_t ldb, const float *ap, float *c,
+                      int64_t ldc, bool acc, int mr, int nr) {
+    switch ((nr + 15) / 16) {
+    case 1: gemm_6xv(kc, b, ldb, ap, c, ldc, acc, mr, nr, 1); break;
+    case 2: gemm_6xv(kc, b, ldb, ap, c, ldc, acc, mr, nr, 2); break;
+    case 3: gemm_6xv(kc, b, ldb, ap, c, ldc, acc, mr, nr, 3); break;
+    default: gemm_6xv(kc, b, ldb, ap, c, ldc, acc, mr, nr, 4); break;
+    }
+}
+
 /* -------------------------------------------------------------- converts */
 
 static inline __m512 load16_f32(tg_type t, const void *p, __mmask16 m) {
@@ -377,6 +426,7 @@ void cpu_kernels_avx512_init(cpu_kernels *k) {
     k->mr = MR;
     k->nr = NR;
     k->gemm = gemm_6x64;
+    k->gemm_part = gemm_part;
     k->pack_a = pack_a;
     k->to_f32 = to_f32;
     k->from_f32 = from_f32;

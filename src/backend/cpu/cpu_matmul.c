@@ -22,7 +22,8 @@
  * tile: all slower).
  *
  * Products with few rows (decoder steps) skip the packing, whose cost would
- * dominate, and run as dot products over converted rows of A.
+ * dominate: with A contiguous in k they run as dot products over converted
+ * rows of A, with A contiguous in n (attention's V) as scaled row sums.
  *
  * Not here: reduced-precision (bf16 x bf16) products; none are requested
  * (TG_PREC_DEFAULT is computed exactly as TG_PREC_F32 is).
@@ -80,6 +81,10 @@ static void tile(const cpu_kernels *k, int64_t kc, const float *b, int64_t ldb, 
     }
     if (mr == k->mr && nr == k->nr) {
         k->gemm(kc, b, ldb, ap, c, ldc, acc);
+        return;
+    }
+    if (k->gemm_part) {
+        k->gemm_part(kc, b, ldb, ap, c, ldc, acc, mr, nr);
         return;
     }
     k->gemm(kc, b, ldb, ap, tmp, k->nr, false);
@@ -167,6 +172,43 @@ static void gemm_dots(const cpu_kernels *k, int64_t M, int64_t K, const cpu_mat 
     }
 }
 
+/* C rows [0, M) x columns [n0, n1) as rows of A scaled and added (C[m, :] +=
+ * B(k, m) A(k, :)), for few rows with A contiguous in n (attention's V at a
+ * decoder step): one pass over A, no packing. abuf holds DOT_CHUNK floats. */
+static void gemm_axpy(const cpu_kernels *k, int64_t M, int64_t K, const cpu_mat *A,
+                      const cpu_mat *B, float *C, int64_t ldc, bool acc, int64_t n0, int64_t n1,
+                      float *abuf) {
+    for (int64_t nc = n0; nc < n1; nc += DOT_CHUNK) {
+        int64_t w = n1 - nc < DOT_CHUNK ? n1 - nc : DOT_CHUNK;
+        if (!acc)
+            for (int64_t m = 0; m < M; m++) memset(C + m * ldc + nc, 0, (size_t)w * sizeof(float));
+        for (int64_t kk = 0; kk < K; kk++) {
+            const char *arow = (const char *)A->data + (size_t)kk * A->sk + (size_t)nc * A->sj;
+            const float *av = (const float *)arow;
+            if (A->type != TG_F32) {
+                k->to_f32(A->type, arow, abuf, w);
+                av = abuf;
+            }
+            for (int64_t m = 0; m < M; m++) {
+                float bv = *(const float *)((const char *)B->data + (size_t)kk * B->sk +
+                                            (size_t)m * B->sj);
+                k->axpy(w, bv, av, C + m * ldc + nc);
+            }
+        }
+    }
+}
+
+/* Which path a product takes. */
+enum gemm_path { PATH_BLOCKED, PATH_DOTS, PATH_AXPY };
+
+static enum gemm_path choose_path(int64_t M, const cpu_mat *A) {
+    size_t es = tg_type_size(A->type);
+    if (M > SMALL_M) return PATH_BLOCKED;
+    if (A->sk == es) return PATH_DOTS;
+    if (A->sj == es) return PATH_AXPY;
+    return PATH_BLOCKED;
+}
+
 /* ------------------------------------------------------ single thread */
 
 size_t cpu_gemm_st_scratch(const cpu_kernels *k, int64_t M, int64_t K) {
@@ -178,8 +220,13 @@ void cpu_gemm_st(const cpu_kernels *k, int64_t M, int64_t N, int64_t K, const cp
                  const cpu_mat *B, float *C, int64_t ldc, bool acc, void *ws) {
     float *bc = ws;
     float *w = bc + round_up(M * K, 16);
-    if (M <= SMALL_M && A->sk == tg_type_size(A->type)) {
+    enum gemm_path path = choose_path(M, A);
+    if (path == PATH_DOTS) {
         gemm_dots(k, M, K, A, B, C, ldc, acc, 0, N, w, w + DOT_CHUNK);
+        return;
+    }
+    if (path == PATH_AXPY) {
+        gemm_axpy(k, M, K, A, B, C, ldc, acc, 0, N, w);
         return;
     }
     const float *b = B->data;
@@ -245,6 +292,17 @@ static void dots_task(void *arg, int ith, int nth) {
     gemm_dots(t->k, t->M, t->K, t->A, t->B, t->C, t->ldc, t->acc, lo, hi, ws, ws + DOT_CHUNK);
 }
 
+static void axpy_task(void *arg, int ith, int nth) {
+    gemm_task *t = arg;
+    float *ws = t->thread_ws + ith * t->ws_stride;
+    int64_t lo, hi;
+    /* split in whole 16-float groups so threads never share a cache line */
+    cpu_range((t->N + 15) / 16, ith, nth, &lo, &hi);
+    lo *= 16;
+    hi = hi * 16 < t->N ? hi * 16 : t->N;
+    if (lo < hi) gemm_axpy(t->k, t->M, t->K, t->A, t->B, t->C, t->ldc, t->acc, lo, hi, ws);
+}
+
 tg_status cpu_gemm(cpu_backend *be, int64_t M, int64_t N, int64_t K, const cpu_mat *A,
                    const cpu_mat *B, float *C, int64_t ldc, bool acc) {
     const cpu_kernels *k = &be->k;
@@ -255,8 +313,8 @@ tg_status cpu_gemm(cpu_backend *be, int64_t M, int64_t N, int64_t K, const cpu_m
             for (int64_t m = 0; m < M; m++) memset(C + m * ldc, 0, (size_t)N * sizeof(float));
         return NULL;
     }
-    bool dots = M <= SMALL_M && A->sk == tg_type_size(A->type);
-    bool copy_b = !dots && (B->sk != sizeof(float) || B->sj % sizeof(float));
+    enum gemm_path path = choose_path(M, A);
+    bool copy_b = path == PATH_BLOCKED && (B->sk != sizeof(float) || B->sj % sizeof(float));
     int64_t ws_stride = round_up(ws_floats(k) + 2 * DOT_CHUNK, 16);
     size_t bc_floats = copy_b ? (size_t)round_up(M * K, 16) : 0;
     void *mem;
@@ -266,8 +324,8 @@ tg_status cpu_gemm(cpu_backend *be, int64_t M, int64_t N, int64_t K, const cpu_m
     gemm_task t = {.k = k, .M = M, .N = N, .K = K, .A = A, .B = B, .C = C, .ldc = ldc, .acc = acc,
                    .b = B->data, .ldb = (int64_t)(B->sj / sizeof(float)), .bc = mem,
                    .thread_ws = (float *)mem + bc_floats, .ws_stride = ws_stride};
-    if (dots) {
-        tg_threadpool_run(be->pool, dots_task, &t);
+    if (path != PATH_BLOCKED) {
+        tg_threadpool_run(be->pool, path == PATH_DOTS ? dots_task : axpy_task, &t);
         return NULL;
     }
     if (copy_b) {
