@@ -142,6 +142,15 @@ static tg_tensor *b_conv_dw(tg_ctx *ctx) {
     return tg_conv_2d_dw(ctx, k, x, 2, 2, 1, 1);
 }
 
+static tg_tensor *b_conv_dw_odd(tg_ctx *ctx) {
+    /* stride 3 with padding 2 along W, 5 taps: every phase edge case */
+    tg_tensor *k = tg_new_4d(ctx, TG_F32, 5, 2, 1, 3);
+    tg_tensor *x = tg_new_4d(ctx, TG_F32, 10, 7, 3, 2);
+    tg_tensor *y = tg_conv_2d_dw(ctx, k, x, 3, 1, 2, 0);
+    tg_tensor *k1 = tg_new_4d(ctx, TG_F32, 1, 1, 3, 4);
+    return tg_conv_2d(ctx, k1, y, 1, 1, 0, 0);
+}
+
 static tg_tensor *b_conv_1d_dw(tg_ctx *ctx) {
     tg_tensor *k = tg_new_2d(ctx, TG_F32, 9, 35);
     tg_tensor *x = tg_new_3d(ctx, TG_F32, 35, 40, 2);
@@ -206,6 +215,7 @@ static const path_case cases[] = {
     {"mul_mat strided views", b_mul_mat_view, NULL, 1e-5},
     {"conv_2d", b_conv_2d, NULL, 1e-5},
     {"conv_2d_dw", b_conv_dw, NULL, 1e-5},
+    {"conv_2d_dw odd stride", b_conv_dw_odd, NULL, 1e-5},
     {"conv_1d_dw", b_conv_1d_dw, NULL, 1e-5},
     {"get_rows set_rows", b_rows, i_rows, 0},
     {"cpy cast", b_cpy, NULL, 0},
@@ -294,4 +304,44 @@ static void test_reference_values(void) {
     tg_ctx_free(ctx);
 }
 
-TEST_MAIN(T(test_reference_values), T(test_isa_paths_and_threads_agree))
+/* The depthwise convolution's phase layout has edge cases (stride above the
+ * padding, taps past the input) that agreement between paths cannot see:
+ * check it against the direct sum. */
+static void test_conv_2d_dw_matches_direct_sum(void) {
+    static const int cfg[][4] = {{1, 1, 0, 0}, {2, 2, 1, 1}, {3, 1, 2, 0}, {1, 3, 4, 1}, {4, 2, 0, 2}};
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++) {
+        int s0 = cfg[ci][0], s1 = cfg[ci][1], p0 = cfg[ci][2], p1 = cfg[ci][3];
+        tg_ctx *ctx = tg_ctx_new();
+        tg_tensor *k = tg_new_4d(ctx, TG_F32, 5, 3, 1, 3);
+        tg_tensor *x = tg_new_4d(ctx, TG_F32, 11, 8, 3, 2);
+        tg_tensor *y = tg_conv_2d_dw(ctx, k, x, s0, s1, p0, p1);
+        tg_graph *g = tg_graph_new(ctx);
+        CHECK_OK(tg_graph_build(g, y));
+        tg_backend *be = NULL;
+        CHECK_OK(tg_backend_cpu_new(2, &be));
+        tg_buffer *buf = NULL;
+        CHECK_OK(tg_ctx_alloc_tensors(ctx, be, &buf));
+        cpu_test_fill(ctx, 3, -1.0f, 1.0f);
+        float *r = cpu_test_run(be, g, y);
+        for (int64_t i = 0; r && i < tg_nelements(y); i++) {
+            int64_t ox = i % y->ne[0], oy = (i / y->ne[0]) % y->ne[1];
+            int64_t c = (i / (y->ne[0] * y->ne[1])) % 3, b = i / (y->ne[0] * y->ne[1] * 3);
+            double s = 0.0;
+            for (int64_t ky = 0; ky < 3; ky++)
+                for (int64_t kx = 0; kx < 5; kx++) {
+                    int64_t ix = ox * s0 - p0 + kx, iy = oy * s1 - p1 + ky;
+                    if (ix < 0 || ix >= 11 || iy < 0 || iy >= 8) continue;
+                    s += (double)*(float *)cpu_at(x, ix, iy, c, b) * *(float *)cpu_at(k, kx, ky, 0, c);
+                }
+            CHECK_MSG(fabs(r[i] - s) <= 1e-5, "s=(%d,%d) p=(%d,%d) out %lld: %g vs %g", s0, s1, p0,
+                      p1, (long long)i, r[i], s);
+        }
+        free(r);
+        tg_buffer_free(buf);
+        tg_backend_free(be);
+        tg_ctx_free(ctx);
+    }
+}
+
+TEST_MAIN(T(test_reference_values), T(test_isa_paths_and_threads_agree),
+          T(test_conv_2d_dw_matches_direct_sum))

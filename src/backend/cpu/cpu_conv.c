@@ -4,10 +4,11 @@
  *
  * conv_2d is im2col followed by the shared GEMM (cpu_matmul.c): the input
  * patch matrix col[(kx, ky, ci)][pixel] is built per batch entry in scratch
- * and multiplied by the kernel, so a 1x1 pointwise convolution and a 3x3
- * one take the same fast path. The depthwise ones are direct loops: their
- * work is small next to the encoder's matrix products, and conv_1d_dw runs
- * across contiguous channels with the vector multiply-add kernel.
+ * and multiplied by the kernel (a 1x1 stride-1 convolution skips the patch
+ * matrix: its input already is one). The depthwise ones are sums of scaled
+ * rows: conv_2d_dw lays each input row of a plane out once, padded and
+ * split into stride phases, so every tap is a contiguous axpy; conv_1d_dw runs across
+ * contiguous channels with the vector multiply-add kernel.
  *
  * Not here: grouped convolutions other than depthwise, dilation, transposed
  * convolutions (the model has none).
@@ -70,10 +71,15 @@ tg_status cpu_op_conv_2d(cpu_backend *be, tg_tensor *node) {
         node->nb[2] % sizeof(float))
         return tg_status_new(TG_ERR_UNSUPPORTED, "conv_2d: result '%s' is not contiguous",
                              node->name);
+    /* A 1x1 convolution with stride 1 and no padding over an input whose
+     * pixels are contiguous needs no patch matrix: the input is one. */
+    bool direct = KW == 1 && KH == 1 && s0 == 1 && s1 == 1 && p0 == 0 && p1 == 0 &&
+                  in->nb[0] == sizeof(float) && in->nb[1] == (size_t)in->ne[0] * sizeof(float);
     /* Scratch: the kernel as [Cout][K] contiguous, then the patch matrix. */
     size_t kfl = (size_t)((K * Cout + 15) / 16 * 16);
     void *mem;
-    tg_status st = cpu_scratch_outer(be, (kfl + (size_t)(K * P)) * sizeof(float), &mem);
+    tg_status st = cpu_scratch_outer(be, (kfl + (direct ? 0 : (size_t)(K * P))) * sizeof(float),
+                                     &mem);
     if (st) return tg_status_wrap(st, "conv_2d");
     float *kc = mem, *col = kc + kfl;
     for (int64_t co = 0; co < Cout; co++)
@@ -82,13 +88,18 @@ tg_status cpu_op_conv_2d(cpu_backend *be, tg_tensor *node) {
                 for (int64_t kx = 0; kx < KW; kx++)
                     kc[co * K + (ci * KH + ky) * KW + kx] = *(const float *)cpu_at(ker, kx, ky, ci, co);
     for (int64_t n = 0; n < in->ne[3]; n++) {
-        im2col_task t = {.in = in, .n = n, .KW = KW, .KH = KH, .OW = OW, .OH = OH, .s0 = s0,
-                         .s1 = s1, .p0 = p0, .p1 = p1, .col = col};
-        tg_threadpool_run(be->pool, im2col_fn, &t);
-        /* out[pix, co] = sum_k col[k][pix] * kc[co][k]: pixels are the GEMM's
-         * n (contiguous in the result), channels its m. */
         cpu_mat A = {.data = col, .type = TG_F32, .sk = (size_t)P * sizeof(float),
                      .sj = sizeof(float)};
+        if (direct) {
+            A.data = cpu_at(in, 0, 0, 0, n);
+            A.sk = in->nb[2];
+        } else {
+            im2col_task t = {.in = in, .n = n, .KW = KW, .KH = KH, .OW = OW, .OH = OH, .s0 = s0,
+                             .s1 = s1, .p0 = p0, .p1 = p1, .col = col};
+            tg_threadpool_run(be->pool, im2col_fn, &t);
+        }
+        /* out[pix, co] = sum_k col[k][pix] * kc[co][k]: pixels are the GEMM's
+         * n (contiguous in the result), channels its m. */
         cpu_mat B = {.data = kc, .type = TG_F32, .sk = sizeof(float),
                      .sj = (size_t)K * sizeof(float)};
         st = cpu_gemm(be, Cout, P, K, &A, &B, cpu_at(node, 0, 0, 0, n),
@@ -103,9 +114,14 @@ tg_status cpu_op_conv_2d(cpu_backend *be, tg_tensor *node) {
 typedef struct dw_task {
     const cpu_kernels *k;
     tg_tensor *node;
-    float *kbuf;        /* conv_1d_dw: kernel as [K][C] */
+    float *kbuf;        /* conv_1d_dw: kernel as [K][C]; conv_2d_dw: per-thread rows */
+    int64_t row_stride; /* conv_2d_dw: floats per thread in kbuf */
 } dw_task;
 
+/* Each output row is a sum of KH x KW scaled input rows. Work is split by
+ * (channel, batch) planes; each input row of a plane is laid out once, zero
+ * padded and split into s0 phases (x[j*s0 + ph]), so every tap becomes a
+ * contiguous multiply-add (axpy) whatever the stride. */
 static void conv_2d_dw_fn(void *arg, int ith, int nth) {
     dw_task *t = arg;
     tg_tensor *n = t->node;
@@ -113,25 +129,52 @@ static void conv_2d_dw_fn(void *arg, int ith, int nth) {
     int s0 = tg_param_i32(n, 0), s1 = tg_param_i32(n, 1);
     int p0 = tg_param_i32(n, 2), p1 = tg_param_i32(n, 3);
     int64_t KW = ker->ne[0], KH = ker->ne[1], OW = n->ne[0], OH = n->ne[1];
-    int64_t rows = OH * n->ne[2] * n->ne[3], lo, hi;
-    cpu_range(rows, ith, nth, &lo, &hi);
-    for (int64_t r = lo; r < hi; r++) {
-        int64_t oy = r % OH, c = (r / OH) % n->ne[2], b = r / (OH * n->ne[2]);
-        char *dst = cpu_at(n, 0, oy, c, b);
-        for (int64_t ox = 0; ox < OW; ox++) {
-            float s = 0.0f;
+    int64_t W = in->ne[0], H = in->ne[1];
+    int64_t Wp = (OW - 1) * s0 + KW;    /* padded input positions used */
+    int64_t plen = (Wp + s0 - 1) / s0;  /* length of one phase */
+    int64_t rlen = s0 * plen;           /* floats per prepared input row */
+    float *rows = t->kbuf + ith * t->row_stride, *yb = rows + H * rlen;
+    int64_t planes = n->ne[2] * n->ne[3], lo, hi;
+    cpu_range(planes, ith, nth, &lo, &hi);
+    for (int64_t pl = lo; pl < hi; pl++) {
+        int64_t c = pl % n->ne[2], b = pl / n->ne[2];
+        for (int64_t iy = 0; iy < H; iy++) {
+            const char *src = cpu_at(in, 0, iy, c, b);
+            float *dst = rows + iy * rlen;
+            for (int q = 0; q < s0; q++) {
+                /* phase q, element j is padded position i = j*s0 + q, input
+                 * ix = i - p0: valid for j in [jlo, jhi) */
+                float *d = dst + q * plen;
+                int64_t jlo = p0 - q > 0 ? (p0 - q + s0 - 1) / s0 : 0;
+                int64_t jhi = W + p0 - q > 0 ? (W + p0 - q + s0 - 1) / s0 : 0;
+                if (jhi > (Wp - q + s0 - 1) / s0) jhi = (Wp - q + s0 - 1) / s0;
+                if (jlo > jhi) jlo = jhi;
+                for (int64_t j = 0; j < jlo; j++) d[j] = 0.0f;
+                if (in->nb[0] == sizeof(float)) {
+                    const float *sf = (const float *)src + (q - p0);
+                    for (int64_t j = jlo; j < jhi; j++) d[j] = sf[j * s0];
+                } else {
+                    for (int64_t j = jlo; j < jhi; j++)
+                        d[j] = *(const float *)(src + (j * s0 + q - p0) * (int64_t)in->nb[0]);
+                }
+                for (int64_t j = jhi; j < plen; j++) d[j] = 0.0f;
+            }
+        }
+        for (int64_t oy = 0; oy < OH; oy++) {
+            char *dst = cpu_at(n, 0, oy, c, b);
+            float *y = n->nb[0] == sizeof(float) ? (float *)dst : yb;
+            memset(y, 0, (size_t)OW * sizeof(float));
             for (int64_t ky = 0; ky < KH; ky++) {
                 int64_t iy = oy * s1 - p1 + ky;
-                if (iy < 0 || iy >= in->ne[1]) continue;
-                const char *src = cpu_at(in, 0, iy, c, b);
-                const char *kr = cpu_at(ker, 0, ky, 0, c);
+                if (iy < 0 || iy >= H) continue;
+                const float *x = rows + iy * rlen;
                 for (int64_t kx = 0; kx < KW; kx++) {
-                    int64_t ix = ox * s0 - p0 + kx;
-                    if (ix < 0 || ix >= in->ne[0]) continue;
-                    s += *(const float *)(src + ix * in->nb[0]) * *(const float *)(kr + kx * ker->nb[0]);
+                    float w = *(const float *)cpu_at(ker, kx, ky, 0, c);
+                    t->k->axpy(OW, w, x + (kx % s0) * plen + kx / s0, y);
                 }
             }
-            *(float *)(dst + ox * n->nb[0]) = s;
+            if (y == yb)
+                for (int64_t ox = 0; ox < OW; ox++) *(float *)(dst + ox * n->nb[0]) = yb[ox];
         }
     }
 }
@@ -146,7 +189,12 @@ tg_status cpu_op_conv_2d_dw(cpu_backend *be, tg_tensor *node) {
         node->ne[3] != in->ne[3])
         return tg_status_new(TG_ERR_INVALID_ARG, "conv_2d_dw: kernel '%s' and input '%s' do not "
                              "give the result's shape", ker->name, in->name);
-    dw_task t = {.k = &be->k, .node = node};
+    int64_t OW = node->ne[0], Wp = (OW - 1) * s0 + ker->ne[0], plen = (Wp + s0 - 1) / s0;
+    int64_t stride = (in->ne[1] * s0 * plen + OW + 15) / 16 * 16;
+    void *mem;
+    tg_status st = cpu_scratch(be, (size_t)(stride * be->n_threads) * sizeof(float), &mem);
+    if (st) return tg_status_wrap(st, "conv_2d_dw");
+    dw_task t = {.k = &be->k, .node = node, .kbuf = mem, .row_stride = stride};
     tg_threadpool_run(be->pool, conv_2d_dw_fn, &t);
     return NULL;
 }
