@@ -18,6 +18,7 @@
  * Tk of a few hundred a whole score row fits in L1/L2 anyway.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_impl.h"
@@ -32,6 +33,9 @@ typedef struct attn_task {
     char *ws;           /* per thread: ws_stride bytes */
     size_t ws_stride;
     size_t gemm_ws;     /* bytes of the GEMM's scratch at the front */
+    atomic_llong next;  /* the next unclaimed item (claimed one at a time, as
+                           cpu_matmul.c does, so a descheduled thread costs
+                           one item) */
 } attn_task;
 
 static void attn_item(attn_task *t, int64_t item, char *ws) {
@@ -82,9 +86,12 @@ static void attn_item(attn_task *t, int64_t item, char *ws) {
 static void attn_task_fn(void *arg, int ith, int nth) {
     attn_task *t = arg;
     const tg_tensor *q = t->node->src[0];
-    int64_t items = t->n_qblocks * q->ne[2] * q->ne[3], lo, hi;
-    cpu_range(items, ith, nth, &lo, &hi);
-    for (int64_t it = lo; it < hi; it++) attn_item(t, it, t->ws + (size_t)ith * t->ws_stride);
+    int64_t items = t->n_qblocks * q->ne[2] * q->ne[3];
+    for (;;) {
+        int64_t it = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        if (it >= items) break;
+        attn_item(t, it, t->ws + (size_t)ith * t->ws_stride);
+    }
 }
 
 tg_status cpu_op_attention(cpu_backend *be, tg_tensor *node) {
@@ -114,6 +121,7 @@ tg_status cpu_op_attention(cpu_backend *be, tg_tensor *node) {
     tg_status st = cpu_scratch(be, t.ws_stride * (size_t)be->n_threads, &mem);
     if (st) return tg_status_wrap(st, "attention");
     t.ws = mem;
+    atomic_init(&t.next, 0);
     tg_threadpool_run(be->pool, attn_task_fn, &t);
     return NULL;
 }

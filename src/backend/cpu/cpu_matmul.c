@@ -28,6 +28,7 @@
  * Not here: reduced-precision (bf16 x bf16) products; none are requested
  * (TG_PREC_DEFAULT is computed exactly as TG_PREC_F32 is).
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_impl.h"
@@ -259,6 +260,7 @@ typedef struct gemm_task {
     float *thread_ws;   /* per thread: ws_stride floats */
     int64_t ws_stride;
     int64_t n_mchunks;  /* the rows are split into this many chunks */
+    atomic_llong next;  /* the next unclaimed item */
 } gemm_task;
 
 static void copy_b_task(void *arg, int ith, int nth) {
@@ -268,14 +270,20 @@ static void copy_b_task(void *arg, int ith, int nth) {
     copy_b_rows(t->B, t->K, lo, hi, t->bc);
 }
 
+/* Items (an NR-column panel x a chunk of rows) are claimed one at a time
+ * from a shared counter rather than split up front: on a machine shared with
+ * other work a descheduled thread then delays the product by one item, not
+ * by its whole share. Which thread computes an item never changes its
+ * arithmetic, so results do not depend on the schedule. */
 static void compute_task(void *arg, int ith, int nth) {
     gemm_task *t = arg;
     const cpu_kernels *k = t->k;
     float *ws = t->thread_ws + ith * t->ws_stride;
     int64_t njp = (t->N + k->nr - 1) / k->nr, nip = (t->M + k->mr - 1) / k->mr;
-    int64_t items = njp * t->n_mchunks, lo, hi;
-    cpu_range(items, ith, nth, &lo, &hi);
-    for (int64_t it = lo; it < hi; it++) {
+    int64_t items = njp * t->n_mchunks;
+    for (;;) {
+        int64_t it = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        if (it >= items) break;
         int64_t jp = it / t->n_mchunks, mc = it % t->n_mchunks, ip0, ip1;
         cpu_range(nip, (int)mc, (int)t->n_mchunks, &ip0, &ip1);
         int64_t m0 = ip0 * k->mr, m1 = ip1 * k->mr < t->M ? ip1 * k->mr : t->M;
@@ -337,6 +345,7 @@ tg_status cpu_gemm(cpu_backend *be, int64_t M, int64_t N, int64_t K, const cpu_m
     int64_t njp = (N + k->nr - 1) / k->nr, nip = (M + k->mr - 1) / k->mr;
     t.n_mchunks = 1;
     while (njp * t.n_mchunks < 4 * nth && t.n_mchunks < nip) t.n_mchunks++;
+    atomic_init(&t.next, 0);
     tg_threadpool_run(be->pool, compute_task, &t);
     return NULL;
 }
