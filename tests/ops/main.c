@@ -9,6 +9,8 @@
  *   --op NAME                only cases of op NAME (tg_op_name), or "selftest"
  *   -v                       every case with its NMSE
  *   --name TEXT              only cases whose name contains TEXT
+ *   --skip NAME              leave out the cases of op NAME (repeatable)
+ *   --progress               print each case before it runs (to find a hang)
  *   -t N                     CPU threads, best ISA; may be repeated
  *
  * By default the CPU backend is tested four times: best ISA with one thread
@@ -62,8 +64,8 @@ static uint64_t case_seed(uint64_t base, int index) {
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: test-ops [--list] [--backend NAME] [--op NAME] [--name TEXT] [-v] "
-                    "[-t THREADS]... [--seed N]\n");
+    fprintf(stderr, "usage: test-ops [--list] [--backend NAME] [--op NAME] [--name TEXT] "
+                    "[--skip OP]... [-v] [--progress] [-t THREADS]... [--seed N]\n");
 }
 
 /* --list: one row per distinct (op, types) signature, in case order. */
@@ -110,7 +112,9 @@ static void print_matrix(const case_list *cl, const bool *sel, tg_backend **be, 
 int main(int argc, char **argv) {
     bool list = false, verbose = false;
     const char *want_backend = NULL, *want_op = NULL;
-    const char *want_name = NULL;
+    const char *want_name = NULL, *skip_ops[8];
+    int n_skip = 0;
+    bool progress = false;
     /* CPU configurations: ISA (NULL = the backend's choice) and threads */
     const char *isas[MAX_CPUS] = {NULL, NULL, "avx2", "scalar"};
     int threads[MAX_CPUS] = {0, 3, 3, 1}, n_cpus = 4;
@@ -122,6 +126,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) want_backend = argv[++i];
         else if (!strcmp(argv[i], "--op") && i + 1 < argc) want_op = argv[++i];
         else if (!strcmp(argv[i], "--name") && i + 1 < argc) want_name = argv[++i];
+        else if (!strcmp(argv[i], "--progress")) progress = true;
+        else if (!strcmp(argv[i], "--skip") && i + 1 < argc && n_skip < 8) skip_ops[n_skip++] = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
             if (!threads_given) n_cpus = 0;
             threads_given = true;
@@ -157,6 +163,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < cl.n; i++) {
         sel[i] = (!want_op || !strcmp(tg_op_name(cl.v[i].op), want_op)) &&
                  (!want_name || strstr(cl.v[i].name, want_name));
+        for (int k = 0; k < n_skip; k++)
+            if (!strcmp(tg_op_name(cl.v[i].op), skip_ops[k])) sel[i] = false;
         nsel += sel[i];
     }
     if ((want_op || want_name) && !nsel && !run_selftest) {
@@ -239,6 +247,10 @@ int main(int argc, char **argv) {
             if (!sel[i]) continue;
             const op_case *c = &cl.v[i];
             case_outcome o;
+            if (progress) {
+                printf("...  [%s] #%d %s\n", bn, i, c->name);
+                fflush(stdout);
+            }
             double c0 = now_s();
             run_case(be[b], c, case_seed(seed, i), &o);
             double dt = now_s() - c0;
