@@ -70,8 +70,13 @@ static void usage(void) {
 
 /* --list: one row per distinct (op, types) signature, in case order. */
 static void print_matrix(const case_list *cl, const bool *sel, tg_backend **be, int nbe) {
+    int w[MAX_BACKENDS];
     printf("%-44s", "op / types");
-    for (int b = 0; b < nbe; b++) printf(" %-12s", tg_backend_name(be[b]));
+    for (int b = 0; b < nbe; b++) {
+        w[b] = (int)strlen(tg_backend_name(be[b]));
+        if (w[b] < 12) w[b] = 12;
+        printf(" %-*s", w[b], tg_backend_name(be[b]));
+    }
     printf("\n");
     char (*sigs)[160] = calloc((size_t)cl->n, sizeof *sigs);
     int (*yes)[MAX_BACKENDS] = calloc((size_t)cl->n, sizeof *yes);
@@ -100,7 +105,7 @@ static void print_matrix(const case_list *cl, const bool *sel, tg_backend **be, 
             if (yes[k][b] == cnt[k]) snprintf(cell, sizeof cell, "yes");
             else if (yes[k][b] == 0) snprintf(cell, sizeof cell, "no");
             else snprintf(cell, sizeof cell, "no (%d/%d)", yes[k][b], cnt[k]);
-            printf(" %-12s", cell);
+            printf(" %-*s", w[b], cell);
         }
         printf("\n");
     }
