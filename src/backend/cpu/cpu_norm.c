@@ -121,27 +121,30 @@ static void soft_max_task(void *arg, int ith, int nth) {
         int64_t i1, i2, i3;
         row_coords(a, r, &i1, &i2, &i3);
         const char *pa = cpu_at(a, 0, i1, i2, i3);
+        char *pz = cpu_at(n, 0, i1, i2, i3);
+        /* computed in the result's row when it is contiguous, else in buf */
+        float *y = n->nb[0] == sizeof(float) ? (float *)pz : buf;
         if (a->nb[0] == sizeof(float)) {
-            k->unary(CPU_SCALE, ne0, buf, (const float *)pa, scale);
+            k->unary(CPU_SCALE, ne0, y, (const float *)pa, scale);
         } else {
-            for (int64_t i = 0; i < ne0; i++) buf[i] = *(const float *)(pa + i * a->nb[0]) * scale;
+            for (int64_t i = 0; i < ne0; i++) y[i] = *(const float *)(pa + i * a->nb[0]) * scale;
         }
         if (mask) {
             const char *pm = cpu_at(mask, 0, i1, i2 % mask->ne[2], i3 % mask->ne[3]);
             if (mask->nb[0] == sizeof(float)) {
-                k->binary(CPU_ADD, ne0, buf, buf, (const float *)pm);
+                k->binary(CPU_ADD, ne0, y, y, (const float *)pm);
             } else {
-                for (int64_t i = 0; i < ne0; i++) buf[i] += *(const float *)(pm + i * mask->nb[0]);
+                for (int64_t i = 0; i < ne0; i++) y[i] += *(const float *)(pm + i * mask->nb[0]);
             }
         }
-        float m = k->max(ne0, buf);
+        float m = k->max(ne0, y);
         if (m == -INFINITY) {
-            memset(buf, 0, (size_t)ne0 * sizeof(float));
+            memset(y, 0, (size_t)ne0 * sizeof(float));
         } else {
-            double s = k->exp_sum(ne0, buf, buf, m);
-            k->unary(CPU_SCALE, ne0, buf, buf, (float)(1.0 / s));
+            double s = k->exp_sum(ne0, y, y, m);
+            k->unary(CPU_SCALE, ne0, y, y, (float)(1.0 / s));
         }
-        store_row(buf, ne0, cpu_at(n, 0, i1, i2, i3), n->nb[0]);
+        if (y == buf) store_row(buf, ne0, pz, n->nb[0]);
     }
 }
 
