@@ -22,7 +22,8 @@
 #include "tg.h"
 
 /* cpu_test_backend: a CPU backend on the named ISA path ("scalar", "avx2",
- * "avx512") with n_threads threads; NULL when this machine cannot run it.
+ * "avx512") with n_threads threads, running even tiny ops on all of them;
+ * NULL when this machine cannot run that path.
  * cpu_test_fill: fills every float leaf (op NONE, not a view) of ctx with
  * reproducible values uniform in [lo, hi); I32 leaves are left alone.
  * cpu_test_run: computes g and returns t's elements as a new f32 array in
@@ -42,6 +43,9 @@ static inline tg_backend *cpu_test_backend(const char *isa, int n_threads) {
         tg_backend_free(b);
         return NULL;
     }
+    /* Every op on the pool, however small: the tests' shapes are small and
+     * the threaded code is what they are here to check. */
+    ((cpu_backend *)b)->serial_work = 0;
     return b;
 }
 

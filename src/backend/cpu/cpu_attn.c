@@ -122,6 +122,6 @@ tg_status cpu_op_attention(cpu_backend *be, tg_tensor *node) {
     if (st) return tg_status_wrap(st, "attention");
     t.ws = mem;
     atomic_init(&t.next, 0);
-    tg_threadpool_run(be->pool, attn_task_fn, &t);
+    cpu_parallel(be, attn_task_fn, &t, (double)(D + Dv) * (double)Tq * (double)Tk * (double)(H * B));
     return NULL;
 }

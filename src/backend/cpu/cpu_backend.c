@@ -115,6 +115,20 @@ tg_status cpu_scratch_outer(cpu_backend *be, size_t size, void **out) {
     return scratch_slot(be, 1, size, out);
 }
 
+/* ---------------------------------------------------------------- threads */
+
+/* Below this much work a region's wake-up and join (a few microseconds)
+ * cost more than the work saved; decoder steps are made of such ops. */
+enum { SERIAL_WORK = 16384 };
+
+void cpu_parallel(cpu_backend *be, tg_task_fn fn, void *arg, double work) {
+    if (be->n_threads == 1 || work < be->serial_work) {
+        fn(arg, 0, 1);
+        return;
+    }
+    tg_threadpool_run(be->pool, fn, arg);
+}
+
 /* ---------------------------------------------------------------- support */
 
 static bool is_float(tg_type t) {
@@ -282,6 +296,7 @@ tg_status tg_backend_cpu_new(int n_threads, tg_backend **out_backend) {
         goto fail;
     }
     be->n_threads = tg_threadpool_size(be->pool);
+    be->serial_work = SERIAL_WORK;
     const char *isa = cpu_isa_choose();
     if (!cpu_kernels_select(isa, &be->k)) {
         st = tg_status_new(TG_ERR_INTERNAL, "cpu backend: ISA %s chosen but not usable", isa);

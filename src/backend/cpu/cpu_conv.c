@@ -96,7 +96,7 @@ tg_status cpu_op_conv_2d(cpu_backend *be, tg_tensor *node) {
         } else {
             im2col_task t = {.in = in, .n = n, .KW = KW, .KH = KH, .OW = OW, .OH = OH, .s0 = s0,
                              .s1 = s1, .p0 = p0, .p1 = p1, .col = col};
-            tg_threadpool_run(be->pool, im2col_fn, &t);
+            cpu_parallel(be, im2col_fn, &t, (double)(K * P));
         }
         /* out[pix, co] = sum_k col[k][pix] * kc[co][k]: pixels are the GEMM's
          * n (contiguous in the result), channels its m. */
@@ -195,7 +195,7 @@ tg_status cpu_op_conv_2d_dw(cpu_backend *be, tg_tensor *node) {
     tg_status st = cpu_scratch(be, (size_t)(stride * be->n_threads) * sizeof(float), &mem);
     if (st) return tg_status_wrap(st, "conv_2d_dw");
     dw_task t = {.k = &be->k, .node = node, .kbuf = mem, .row_stride = stride};
-    tg_threadpool_run(be->pool, conv_2d_dw_fn, &t);
+    cpu_parallel(be, conv_2d_dw_fn, &t, (double)tg_nelements(node) * (double)(ker->ne[0] * ker->ne[1]));
     return NULL;
 }
 
@@ -248,6 +248,6 @@ tg_status cpu_op_conv_1d_dw(cpu_backend *be, tg_tensor *node) {
     /* The kernel transposed to [K][C], so each tap is a contiguous vector. */
     for (int64_t c = 0; c < C; c++)
         for (int64_t j = 0; j < K; j++) t.kbuf[j * C + c] = *(const float *)cpu_at(ker, j, c, 0, 0);
-    tg_threadpool_run(be->pool, conv_1d_dw_fn, &t);
+    cpu_parallel(be, conv_1d_dw_fn, &t, (double)tg_nelements(node) * (double)K);
     return NULL;
 }

@@ -32,7 +32,10 @@ typedef struct elem_task {
 static void run(cpu_backend *be, tg_task_fn fn, elem_task *t) {
     t->be = be;
     atomic_init(&t->bad, 0);
-    tg_threadpool_run(be->pool, fn, t);
+    const tg_tensor *a = t->node->src[0];
+    int64_t work = tg_nelements(t->node);
+    if (a && tg_nelements(a) > work) work = tg_nelements(a);
+    cpu_parallel(be, fn, t, (double)work);
 }
 
 static inline void row_coords(const tg_tensor *t, int64_t r, int64_t *i1, int64_t *i2,

@@ -95,6 +95,7 @@ typedef struct cpu_backend {
     tg_backend base;           /* first: a cpu_backend* is a tg_backend* */
     tg_threadpool *pool;
     int n_threads;
+    double serial_work;        /* cpu_parallel's threshold (tests set 0) */
     cpu_kernels k;
     char name[48];
 
@@ -113,6 +114,12 @@ static inline cpu_backend *cpu_of(tg_backend *b) {
  * bytes, 64-byte aligned; the contents do not survive a growth. */
 tg_status cpu_scratch(cpu_backend *be, size_t size, void **out);
 tg_status cpu_scratch_outer(cpu_backend *be, size_t size, void **out);
+
+/* Runs fn over the pool, or on the calling thread alone when the op is too
+ * small (work: its element count or multiply-adds) for waking the other
+ * threads to pay. Ops split work by rows or items whose arithmetic does not
+ * depend on the split, so the result is the same either way. */
+void cpu_parallel(cpu_backend *be, tg_task_fn fn, void *arg, double work);
 
 /* The ISA a fresh backend would pick: the best the CPU has, or CT_CPU_ISA. */
 const char *cpu_isa_choose(void);

@@ -333,11 +333,11 @@ tg_status cpu_gemm(cpu_backend *be, int64_t M, int64_t N, int64_t K, const cpu_m
                    .b = B->data, .ldb = (int64_t)(B->sj / sizeof(float)), .bc = mem,
                    .thread_ws = (float *)mem + bc_floats, .ws_stride = ws_stride};
     if (path != PATH_BLOCKED) {
-        tg_threadpool_run(be->pool, path == PATH_DOTS ? dots_task : axpy_task, &t);
+        cpu_parallel(be, path == PATH_DOTS ? dots_task : axpy_task, &t, (double)M * (double)N * (double)K);
         return NULL;
     }
     if (copy_b) {
-        tg_threadpool_run(be->pool, copy_b_task, &t);
+        cpu_parallel(be, copy_b_task, &t, (double)M * (double)K);
         t.b = t.bc;
         t.ldb = K;
     }
@@ -346,7 +346,7 @@ tg_status cpu_gemm(cpu_backend *be, int64_t M, int64_t N, int64_t K, const cpu_m
     t.n_mchunks = 1;
     while (njp * t.n_mchunks < 4 * nth && t.n_mchunks < nip) t.n_mchunks++;
     atomic_init(&t.next, 0);
-    tg_threadpool_run(be->pool, compute_task, &t);
+    cpu_parallel(be, compute_task, &t, (double)M * (double)N * (double)K);
     return NULL;
 }
 

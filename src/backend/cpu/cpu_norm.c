@@ -102,7 +102,7 @@ tg_status cpu_op_layer_norm(cpu_backend *be, tg_tensor *node) {
     if (st) return tg_status_wrap(st, "layer_norm");
     t.w = param_vec(w, t.rows + be->n_threads * t.row_stride);
     t.b = param_vec(b, t.rows + (be->n_threads + 1) * t.row_stride);
-    tg_threadpool_run(be->pool, layer_norm_task, &t);
+    cpu_parallel(be, layer_norm_task, &t, (double)tg_nelements(a));
     return NULL;
 }
 
@@ -159,6 +159,6 @@ tg_status cpu_op_soft_max(cpu_backend *be, tg_tensor *node) {
     row_task t = {.be = be, .node = node};
     tg_status st = reserve_rows(be, a->ne[0], 0, &t);
     if (st) return tg_status_wrap(st, "soft_max");
-    tg_threadpool_run(be->pool, soft_max_task, &t);
+    cpu_parallel(be, soft_max_task, &t, (double)tg_nelements(a));
     return NULL;
 }
