@@ -19,16 +19,8 @@
 #include "op_params.h"
 #include "ops_test.h"
 
-enum {
-    MASK_NONE,
-    MASK_FULL,     /* [Tk, Tq, H, B] */
-    MASK_SHARED,   /* [Tk, Tq, 1, 1] */
-    MASK_PER_HEAD, /* [Tk, Tq, H, 1] */
-    MASK_PER_SEQ,  /* [Tk, Tq, 1, B] */
-    MASK_REL,      /* rel_shift view of [2T-1, T, H, B] (a bias, no -inf) */
-};
-
-static const char *mask_names[] = {"none", "full", "shared", "per-head", "per-seq", "rel_shift"};
+const char *const mask_names[MASK_KINDS] = {"none",     "full",    "shared",
+                                           "per-head", "per-seq", "rel_shift"};
 
 static tg_tensor *rel_shift_of(case_env *e, int64_t T, int64_t H, int64_t B) {
     int64_t rne[4] = {2 * T - 1, T, H, B}, ne[4] = {T, T, H, B};
@@ -43,7 +35,7 @@ static tg_tensor *rel_shift_of(case_env *e, int64_t T, int64_t H, int64_t B) {
 
 /* ne[0] a (layout[0]) in [-f[1], f[1]] (3 when 0); i[0]: mask (ne[1]); i[1]:
  * a = rel_shift of T = i[2], H = i[3] instead; f[0]: scale. */
-static tg_tensor *build_soft_max(case_env *e, const case_params *p) {
+tg_tensor *build_soft_max(case_env *e, const case_params *p) {
     double r = p->f[1] > 0 ? p->f[1] : 3;
     tg_tensor *a = p->i[1] ? rel_shift_of(e, p->i[2], p->i[3], 1)
                            : env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(-r, r));
@@ -56,7 +48,7 @@ static tg_tensor *build_soft_max(case_env *e, const case_params *p) {
 }
 
 /* i: D, Dv, Tq, Tk, H, B, mask kind, prec; type[1]: k/v type; layout[0]: q/k/v. */
-static tg_tensor *build_attention(case_env *e, const case_params *p) {
+tg_tensor *build_attention(case_env *e, const case_params *p) {
     int64_t D = p->i[0], Dv = p->i[1], Tq = p->i[2], Tk = p->i[3], H = p->i[4], B = p->i[5];
     layout lay = (layout)p->layout[0];
     int64_t qne[4] = {D, Tq, H, B}, kne[4] = {D, Tk, H, B}, vne[4] = {Dv, Tk, H, B};

@@ -19,7 +19,7 @@
 
 /* i[0..3]: s0, s1, p0, p1 (conv_1d_dw: s, p); ne[0] kernel; ne[1] input (layout[1]);
  * i[4]: the op. */
-static tg_tensor *build_conv(case_env *e, const case_params *p) {
+tg_tensor *build_conv(case_env *e, const case_params *p) {
     tg_tensor *k = env_input(e, TG_F32, p->ne[0], L_CONT, fill_u(-1, 1));
     tg_tensor *x = env_input(e, TG_F32, p->ne[1], (layout)p->layout[1], fill_u(-1, 1));
     tg_ctx *ctx = env_ctx(e);

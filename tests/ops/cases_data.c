@@ -21,7 +21,7 @@ static fill_spec fill_for(tg_type t, double lo, double hi) {
 }
 
 /* type[0]: table type; ne[0]: table; layout[0]; ne[1]: ids [k, d2, d3]. */
-static tg_tensor *build_get_rows(case_env *e, const case_params *p) {
+tg_tensor *build_get_rows(case_env *e, const case_params *p) {
     tg_tensor *a = env_input(e, p->type[0], p->ne[0], (layout)p->layout[0], fill_u(-1, 1));
     tg_tensor *ids = env_input(e, TG_I32, p->ne[1], L_CONT,
                                (fill_spec){FILL_IDS, 0, (double)p->ne[0][1]});

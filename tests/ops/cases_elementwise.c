@@ -24,7 +24,7 @@ static tg_tensor *binary(tg_ctx *ctx, tg_op op, tg_tensor *a, tg_tensor *b) {
 }
 
 /* i[0]: the op. Divisors stay away from zero. */
-static tg_tensor *build_binary(case_env *e, const case_params *p) {
+tg_tensor *build_binary(case_env *e, const case_params *p) {
     tg_op op = (tg_op)p->i[0];
     tg_tensor *a = env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(-1, 1));
     fill_spec fb = op == TG_OP_DIV ? (fill_spec){FILL_AWAY0, 0.5, 2} : fill_u(-1, 1);

@@ -20,7 +20,7 @@
 
 /* type[0]: weight type; ne[0] weights (layout[0]); ne[1] activations
  * (layout[1]); i[0] = 1: TG_PREC_F32. */
-static tg_tensor *build_mul_mat(case_env *e, const case_params *p) {
+tg_tensor *build_mul_mat(case_env *e, const case_params *p) {
     tg_tensor *a = env_input(e, p->type[0], p->ne[0], (layout)p->layout[0], fill_u(-1, 1));
     tg_tensor *b = env_input(e, TG_F32, p->ne[1], (layout)p->layout[1], fill_u(-1, 1));
     tg_tensor *out = tg_mul_mat(env_ctx(e), a, b);

@@ -14,7 +14,7 @@
 #include "ops_test.h"
 
 /* i[0]: 0 no affine, 1 weight only, 2 weight and bias; f[0]: eps; f[1]: mean. */
-static tg_tensor *build_layer_norm(case_env *e, const case_params *p) {
+tg_tensor *build_layer_norm(case_env *e, const case_params *p) {
     int64_t wne[4] = {p->ne[0][0], 1, 1, 1};
     double m = p->f[1];
     tg_tensor *a = env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(m - 1, m + 1));

@@ -10,6 +10,7 @@
  *   -v                       every case with its NMSE
  *   --name TEXT              only cases whose name contains TEXT
  *   --skip NAME              leave out the cases of op NAME (repeatable)
+ *   --random N               N cases of random sizes from the seed (default 54)
  *   --progress               print each case before it runs (to find a hang)
  *   -t N                     CPU threads, best ISA; may be repeated
  *
@@ -65,7 +66,7 @@ static uint64_t case_seed(uint64_t base, int index) {
 
 static void usage(void) {
     fprintf(stderr, "usage: test-ops [--list] [--backend NAME] [--op NAME] [--name TEXT] "
-                    "[--skip OP]... [-v] [--progress] [-t THREADS]... [--seed N]\n");
+                    "[--skip OP]... [--random N] [-v] [--progress] [-t THREADS]... [--seed N]\n");
 }
 
 /* --list: one row per distinct (op, types) signature, in case order. */
@@ -120,6 +121,7 @@ int main(int argc, char **argv) {
     const char *want_name = NULL, *skip_ops[8];
     int n_skip = 0;
     bool progress = false;
+    int n_random = 54;
     /* CPU configurations: ISA (NULL = the backend's choice) and threads */
     const char *isas[MAX_CPUS] = {NULL, NULL, "avx2", "scalar"};
     int threads[MAX_CPUS] = {0, 3, 3, 1}, n_cpus = 4;
@@ -132,6 +134,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--op") && i + 1 < argc) want_op = argv[++i];
         else if (!strcmp(argv[i], "--name") && i + 1 < argc) want_name = argv[++i];
         else if (!strcmp(argv[i], "--progress")) progress = true;
+        else if (!strcmp(argv[i], "--random") && i + 1 < argc) n_random = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--skip") && i + 1 < argc && n_skip < 8) skip_ops[n_skip++] = argv[++i];
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) {
             if (!threads_given) n_cpus = 0;
@@ -157,6 +160,7 @@ int main(int argc, char **argv) {
     cases_matmul(&cl);
     cases_attention(&cl);
     cases_conv(&cl);
+    cases_random(&cl, n_random, seed);
 
     bool *sel = calloc((size_t)cl.n, sizeof *sel);
     if (!sel) {

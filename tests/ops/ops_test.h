@@ -133,6 +133,27 @@ void cases_add(case_list *l, tg_op op, double limit, build_fn build, const case_
                const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 void cases_free(case_list *l);
 
+/* Attention masks (build_attention's i[6]). */
+enum {
+    MASK_NONE,
+    MASK_FULL,     /* [Tk, Tq, H, B] */
+    MASK_SHARED,   /* [Tk, Tq, 1, 1] */
+    MASK_PER_HEAD, /* [Tk, Tq, H, 1] */
+    MASK_PER_SEQ,  /* [Tk, Tq, 1, B] */
+    MASK_REL,      /* rel_shift view of [2T-1, T, H, B] (a bias, no -inf) */
+    MASK_KINDS,
+};
+extern const char *const mask_names[MASK_KINDS];
+
+/* Builders shared with the random cases (parameters: see each definition). */
+tg_tensor *build_binary(case_env *e, const case_params *p);        /* cases_elementwise.c */
+tg_tensor *build_layer_norm(case_env *e, const case_params *p);    /* cases_norm_reduce.c */
+tg_tensor *build_get_rows(case_env *e, const case_params *p);      /* cases_data.c */
+tg_tensor *build_mul_mat(case_env *e, const case_params *p);       /* cases_matmul.c */
+tg_tensor *build_soft_max(case_env *e, const case_params *p);      /* cases_attention.c */
+tg_tensor *build_attention(case_env *e, const case_params *p);     /* cases_attention.c */
+tg_tensor *build_conv(case_env *e, const case_params *p);          /* cases_conv.c */
+
 /* The case lists, one per family. */
 void cases_elementwise(case_list *l);
 void cases_norm_reduce(case_list *l);
@@ -140,6 +161,8 @@ void cases_data(case_list *l);
 void cases_matmul(case_list *l);
 void cases_attention(case_list *l);
 void cases_conv(case_list *l);
+/* n cases of random shapes, layouts and types drawn from seed (cases_random.c). */
+void cases_random(case_list *l, int n, uint64_t seed);
 
 /* Formats ne as "[a,b,c,d]" without trailing 1 dims into buf (returns buf). */
 const char *fmt_ne(char *buf, size_t size, const int64_t ne[4]);
