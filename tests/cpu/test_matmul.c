@@ -2,7 +2,7 @@
  * test_matmul.c: the CPU backend's matrix product against a float64
  * reference, on shapes chosen to hit every edge of the blocked GEMM: sizes
  * of 1, sizes just past a register tile (MR = 6, NR = 16/64) or a k block
- * (KC = 256), the few-rows dot-product path, batches with broadcast weights,
+ * (KC = 512), the few-rows dot-product path, batches with broadcast weights,
  * strided views, and every ISA path with 1-3 threads.
  *
  * Tolerance: the reference is the exact product of the stored values (bf16

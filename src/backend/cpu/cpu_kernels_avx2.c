@@ -30,6 +30,7 @@ static void gemm_6x16(int64_t kc, const float *b, int64_t ldb, const float *ap, 
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const float *b0 = b, *b1 = b + ldb, *b2 = b + 2 * ldb, *b3 = b + 3 * ldb, *b4 = b + 4 * ldb,
                 *b5 = b + 5 * ldb;
+#pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
         const float *a = ap + k * NR;
         __m256 a0 = _mm256_load_ps(a), a1 = _mm256_load_ps(a + 8), bb;

