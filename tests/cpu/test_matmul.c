@@ -167,6 +167,64 @@ static void test_no_f32_copy_of_weights(void) {
     tg_ctx_free(ctx);
 }
 
+/* The GEMM under mul_mat, attention and convolution also takes operands
+ * strided in k (attention's V, a patch matrix, a transposed B): every
+ * combination of layouts, few rows and many, against f64. */
+static void test_gemm_strided_operands(void) {
+    static const int64_t Ms[] = {3, 8, 9, 40};
+    const int64_t N = 70, K = 75;
+    float *a = calloc((size_t)(2 * N * K), sizeof(float));
+    float *b = calloc((size_t)(2 * 40 * K), sizeof(float));
+    float *c = calloc((size_t)(40 * N), sizeof(float));
+    for (int64_t i = 0; i < 2 * N * K; i++) a[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    for (int64_t i = 0; i < 2 * 40 * K; i++) b[i] = (float)((i * 53) % 97) / 48.0f - 1.0f;
+    for (int ii = 0; ii < 3; ii++) {
+        tg_backend *be = cpu_test_backend(isas[ii], 2);
+        if (!be) break;
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+            int64_t M = Ms[mi];
+            /* A layouts: k-contiguous, n-contiguous, both strided by 2. */
+            const cpu_mat As[3] = {
+                {a, TG_F32, 4, (size_t)K * 4},
+                {a, TG_F32, (size_t)N * 4, 4},
+                {a, TG_F32, (size_t)N * 8, 8},
+            };
+            /* B layouts: k-contiguous rows, k-strided (transposed). */
+            const cpu_mat Bs[2] = {
+                {b, TG_F32, 4, (size_t)K * 4},
+                {b, TG_F32, (size_t)M * 4, 4},
+            };
+            for (int ai = 0; ai < 3; ai++)
+                for (int bi = 0; bi < 2; bi++) {
+                    memset(c, 0xff, (size_t)(M * N) * sizeof(float));
+                    CHECK_OK(cpu_gemm((cpu_backend *)be, M, N, K, &As[ai], &Bs[bi], c, N, false));
+                    int bad = 0;
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            double s = 0.0, sa = 0.0;
+                            for (int64_t k = 0; k < K; k++) {
+                                double x = *(const float *)((const char *)a + k * As[ai].sk +
+                                                            n * As[ai].sj);
+                                double y = *(const float *)((const char *)b + k * Bs[bi].sk +
+                                                            m * Bs[bi].sj);
+                                s += x * y;
+                                sa += fabs(x * y);
+                            }
+                            if (!(fabs(c[m * N + n] - s) <= K * 0x1p-23 * sa + 1e-30) && bad++ < 2)
+                                CHECK_MSG(0, "%s M=%lld A layout %d B layout %d: [%lld,%lld] %g vs %g",
+                                          isas[ii], (long long)M, ai, bi, (long long)m,
+                                          (long long)n, c[m * N + n], s);
+                        }
+                }
+        }
+        tg_backend_free(be);
+    }
+    free(a);
+    free(b);
+    free(c);
+}
+
 TEST_MAIN(T(test_bf16_matches_f64_on_odd_shapes), T(test_f16_f32_match_f64),
+          T(test_gemm_strided_operands),
           T(test_strided_activations), T(test_prec_f32_is_identical),
           T(test_no_f32_copy_of_weights))
