@@ -10,7 +10,12 @@
  *   (bytes read + written), beside memcpy's bandwidth.
  *
  * Each measurement is one warm-up and then repeated runs; the median is
- * printed. Threads: the backend's default (one per core) unless given as
+ * printed. Beside wall-clock GFLOP/s the table gives GFLOP per CPU-second
+ * of the process (all its threads): on a machine shared with other work
+ * (builds, tests, other sessions' cgroups) wall time mostly measures how
+ * much CPU we were given, while per-CPU-second says what the code does
+ * with a core while it has one. The load average is printed before and
+ * after for the same reason. Threads: the backend's default (one per core) unless given as
  * the first argument; OpenBLAS is set to the same count and is idle while
  * our pool works, so neither oversubscribes the other. CT_CPU_ISA picks the
  * backend's ISA path as everywhere else. The whole run stays near 30 s on
@@ -45,6 +50,17 @@ static double now_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+static double cpu_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* One timing: wall seconds and process CPU seconds (all threads). */
+typedef struct timing {
+    double wall, cpu;
+} timing;
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -82,42 +98,57 @@ static void fill(tg_tensor *t) {
     }
 }
 
-/* Median seconds of `reps` computes of g after one warm-up. */
-static double time_graph(tg_backend *be, tg_graph *g, int reps) {
-    double t[16];
+/* Medians of `reps` computes of g after one warm-up. */
+static timing time_graph(tg_backend *be, tg_graph *g, int reps) {
+    double w[16], c[16];
     die(tg_backend_graph_compute(be, g), "warm-up");
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_now_s();
         die(tg_backend_graph_compute(be, g), "compute");
-        t[r] = now_s() - t0;
+        w[r] = now_s() - t0;
+        c[r] = cpu_now_s() - c0;
     }
-    return median(t, reps);
+    return (timing){median(w, reps), median(c, reps)};
+}
+
+static void load_average(char *buf, size_t size) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    buf[0] = 0;
+    if (f) {
+        if (!fgets(buf, (int)size, f)) buf[0] = 0;
+        fclose(f);
+    }
+    char *nl = strchr(buf, '\n');
+    if (nl) *nl = 0;
 }
 
 /* -------------------------------------------------------------- mul_mat */
 
-static double sgemm_time(int64_t M, int64_t N, int64_t K, int reps) {
+static timing sgemm_time(int64_t M, int64_t N, int64_t K, int reps) {
     float *A = tg_aligned_alloc(64, (size_t)(N * K) * sizeof(float));
     float *B = tg_aligned_alloc(64, (size_t)(M * K) * sizeof(float));
     float *C = tg_aligned_alloc(64, (size_t)(M * N) * sizeof(float));
     if (!A || !B || !C) die(tg_status_new(TG_ERR_NO_MEMORY, "sgemm buffers"), "openblas");
     for (int64_t i = 0; i < N * K; i++) A[i] = frand();
     for (int64_t i = 0; i < M * K; i++) B[i] = frand();
-    double t[16];
+    double w[16], c[16];
     for (int r = -1; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_now_s();
         /* C[m][n] = sum_k B[m][k] A[n][k]: our mul_mat's orientation */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0f, B,
                     (int)K, A, (int)K, 0.0f, C, (int)N);
-        if (r >= 0) t[r] = now_s() - t0;
+        if (r >= 0) {
+            w[r] = now_s() - t0;
+            c[r] = cpu_now_s() - c0;
+        }
     }
     tg_aligned_free(A);
     tg_aligned_free(B);
     tg_aligned_free(C);
-    return median(t, reps);
+    return (timing){median(w, reps), median(c, reps)};
 }
 
-static double mul_mat_time(tg_backend *be, tg_type wt, int64_t M, int64_t N, int64_t K, int reps) {
+static timing mul_mat_time(tg_backend *be, tg_type wt, int64_t M, int64_t N, int64_t K, int reps) {
     tg_ctx *ctx = tg_ctx_new();
     tg_tensor *a = tg_new_2d(ctx, wt, K, N);
     tg_tensor *b = tg_new_2d(ctx, TG_F32, K, M);
@@ -128,7 +159,7 @@ static double mul_mat_time(tg_backend *be, tg_type wt, int64_t M, int64_t N, int
     die(tg_ctx_alloc_tensors(ctx, be, &buf), "mul_mat alloc");
     fill(a);
     fill(b);
-    double s = time_graph(be, g, reps);
+    timing s = time_graph(be, g, reps);
     tg_buffer_free(buf);
     tg_ctx_free(ctx);
     return s;
@@ -195,21 +226,31 @@ int main(int argc, char **argv) {
            openblas_get_corename(), n_threads);
 
     double t_start = now_s();
+    char load[128];
+    load_average(load, sizeof load);
+    printf("load average at start: %s (other work on this machine slows every number)\n\n", load);
     static const int64_t Ms[] = {438, 876};
     static const int64_t KN[][2] = {{1280, 5120}, {5120, 1280}};
     static const tg_type wts[] = {TG_BF16, TG_F16, TG_F32};
-    printf("mul_mat (weights [K,N] x activations [K,M]), GFLOP/s, median of 5\n");
-    printf("%5s %5s %5s | %8s %8s %8s | %9s | %5s %5s %5s\n", "M", "K", "N", "bf16", "f16", "f32",
-           "openblas", "bf16x", "f16x", "f32x");
+    printf("mul_mat (weights [K,N] x activations [K,M]), GFLOP/s by wall time, median of 5;\n"
+           "ratio = ours / OpenBLAS sgemm; 'per cpu-s' = GFLOP per CPU-second of the process\n"
+           "(what each core delivers while it runs, whatever else shares the machine)\n");
+    printf("%5s %5s %5s | %7s %7s %7s | %8s | %5s %5s %5s | %12s %12s\n", "M", "K", "N", "bf16",
+           "f16", "f32", "openblas", "bf16x", "f16x", "f32x", "bf16 per cpu-s", "oblas per cpu-s");
     for (int mi = 0; mi < 2; mi++) {
         for (int s = 0; s < 2; s++) {
             int64_t M = Ms[mi], K = KN[s][0], N = KN[s][1];
-            double flop = 2.0 * (double)M * (double)N * (double)K, gf[3];
-            for (int w = 0; w < 3; w++) gf[w] = flop / mul_mat_time(be, wts[w], M, N, K, 5) * 1e-9;
-            double ob = flop / sgemm_time(M, N, K, 5) * 1e-9;
-            printf("%5lld %5lld %5lld | %8.1f %8.1f %8.1f | %9.1f | %5.2f %5.2f %5.2f\n",
+            double flop = 2.0 * (double)M * (double)N * (double)K, gf[3], gc = 0;
+            for (int w = 0; w < 3; w++) {
+                timing t = mul_mat_time(be, wts[w], M, N, K, 5);
+                gf[w] = flop / t.wall * 1e-9;
+                if (w == 0) gc = flop / t.cpu * 1e-9;
+            }
+            timing ot = sgemm_time(M, N, K, 5);
+            double ob = flop / ot.wall * 1e-9, obc = flop / ot.cpu * 1e-9;
+            printf("%5lld %5lld %5lld | %7.1f %7.1f %7.1f | %8.1f | %5.2f %5.2f %5.2f | %14.1f %15.1f\n",
                    (long long)M, (long long)K, (long long)N, gf[0], gf[1], gf[2], ob, gf[0] / ob,
-                   gf[1] / ob, gf[2] / ob);
+                   gf[1] / ob, gf[2] / ob, gc, obc);
         }
     }
 
@@ -230,13 +271,14 @@ int main(int argc, char **argv) {
             tg_tensor *t = tg_ctx_tensor(ctx, j);
             if (t->op == TG_OP_NONE && t->data) fill(t);
         }
-        double s = time_graph(be, g, 5);
-        double gbs = bw_ops[i].traffic * (double)BW_COLS * BW_ROWS * 4 / s * 1e-9;
+        timing s = time_graph(be, g, 5);
+        double gbs = bw_ops[i].traffic * (double)BW_COLS * BW_ROWS * 4 / s.wall * 1e-9;
         printf("%-10s %7.1f  (%.2f of memcpy)\n", bw_ops[i].name, gbs, gbs / mc);
         tg_buffer_free(buf);
         tg_ctx_free(ctx);
     }
-    printf("\ntotal %.1f s\n", now_s() - t_start);
+    load_average(load, sizeof load);
+    printf("\nload average at end: %s; total %.1f s\n", load, now_s() - t_start);
     tg_backend_free(be);
     return 0;
 }
