@@ -1,0 +1,910 @@
+/*
+ * cuda_context.c: the CUDA backend's table (tg_backend_cuda_new): buffers,
+ * graph compute on a stream, CUDA-graph capture and replay, concurrency of
+ * independent nodes, the sticky error, abort, host and peer copies, the
+ * profile, debug and dump modes.
+ *
+ * Launches are asynchronous already, so what costs is the host side of each
+ * launch. A graph whose topology repeats (every decoder step) is captured
+ * into a CUDA graph the second time it is seen and replayed from then on; when
+ * only addresses changed, it is re-captured and the executable graph updated
+ * in place, and a topology that changes its addresses at every call goes
+ * back to direct launches, which then cost less. Inside a capture, runs of
+ * independent nodes (src/tensor/hazard.c) are spread over several streams,
+ * which the capture turns into parallel branches of the graph.
+ *
+ * A device error (a faulting kernel, a failed launch) marks the context
+ * failed with the error text; later computes fail fast with it until the
+ * backend is freed and made again, which also drops the device's CUDA
+ * context once no backend holds it. Out-of-memory on an allocation is an
+ * ordinary error, not a failure of the context.
+ *
+ * Environment: CT_CUDA_GRAPHS=0 (no capture), CT_CUDA_CONCURRENCY=0,
+ * CT_CUDA_FUSION=0, CT_CUDA_PROFILE=1 (per compute: host submit and GPU
+ * time; =2 adds per-op kernel times, which launches directly), CT_CUDA_DEBUG=1
+ * (fusion and graph counts at free), CT_CUDA_DUMP_GRAPH=path (the next
+ * computed graph: nodes, kernels, launch shapes, times), CT_CUDA_SYNC_TIMEOUT_MS,
+ * CT_CUDA_HOST_BUFFERS=1 (buffers in pinned host memory).
+ *
+ * Residency: the seed keeps Metal residency sets alive with a heartbeat
+ * thread. Device memory on a discrete GPU needs nothing of the kind, and host
+ * memory the GPU maps is page-locked for as long as its buffer lives, so
+ * there is deliberately no such thread here.
+ *
+ * Not here: kernels and their launch shapes (cuda_ops.c).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cuda_internal.h"
+#include "hazard.h"
+#include "op_params.h"
+
+static const struct tg_backend_iface cuda_iface;
+static const struct tg_buffer_iface cuda_buffer_iface;
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+}
+
+static tg_cuda_ctx *ctx_of(tg_backend *b) { return (tg_cuda_ctx *)b->impl; }
+
+tg_status tg_cuda_ctx_fail(tg_cuda_ctx *c, CUresult r, const char *what) {
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return tg_status_new(TG_ERR_NO_MEMORY, "%s: %s: out of device memory", c->name, what);
+    if (!c->error) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s: %s", what, tg_cuda_result_text(r));
+        c->error = tg_strdup(buf);
+        TG_ERROR("%s: device error, the context is now failed: %s", c->name, buf);
+    }
+    return tg_status_new(TG_ERR_DEVICE, "%s: %s: %s (the CUDA context has failed; free and recreate the backend)",
+                         c->name, what, tg_cuda_result_text(r));
+}
+
+static tg_status sticky(const tg_cuda_ctx *c) {
+    if (!c->error) return NULL;
+    return tg_status_new(TG_ERR_DEVICE, "%s: the CUDA context failed earlier (%s); free and recreate the backend",
+                         c->name, c->error);
+}
+
+/* Waits for everything queued on the stream, at most sync_timeout_ms. */
+static tg_status stream_wait(tg_cuda_ctx *c, CUstream s) {
+    const tg_cu_api *cu = c->dev->cu;
+    CUresult r = cu->cuEventRecord(c->fork_ev, s);
+    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuEventRecord");
+    tg_cuda_event e = {c->dev, c->fork_ev};
+    tg_status st = tg_cuda_event_synchronize(&e, c->sync_timeout_ms);
+    if (st && tg_status_code(st) == TG_ERR_DEVICE) {
+        tg_status_free(st);
+        r = cu->cuEventQuery(c->fork_ev);
+        return tg_cuda_ctx_fail(c, r, "running the graph");
+    }
+    return tg_status_wrap(st, "%s", c->name);
+}
+
+/* -------------------------------------------------------------- buffers */
+
+static void buf_free(tg_buffer *buf) {
+    cuda_buffer *cb = buf->impl;
+    tg_cuda_ctx *c = cb->ctx;
+    const tg_cu_api *cu = c->dev->cu;
+    cu->cuCtxSetCurrent(c->dev->ctx);
+    if (!c->error) cu->cuStreamSynchronize(c->stream);
+    switch (cb->kind) {
+    case CUDA_BUF_DEVICE:
+    case CUDA_BUF_COPY: cu->cuMemFree(cb->dptr); break;
+    case CUDA_BUF_PINNED: cu->cuMemFreeHost(cb->host); break;
+    case CUDA_BUF_REGISTERED: cu->cuMemHostUnregister(cb->reg_base); break;
+    }
+    tg_free(cb);
+    tg_free(buf);
+}
+
+/* Host copies go through the pinned staging buffer, so a set returns once
+ * the bytes are staged (the caller may reuse its memory) and the transfer
+ * runs in order with the stream's work. */
+static tg_status staged_set(tg_cuda_ctx *c, CUdeviceptr dst, const void *data, size_t size) {
+    const tg_cu_api *cu = c->dev->cu;
+    tg_cuda_event e = {c->dev, c->stage_ev};
+    while (size) {
+        size_t n = size < c->stage_size ? size : c->stage_size;
+        if (c->stage_busy) {
+            tg_status st = tg_cuda_event_synchronize(&e, c->sync_timeout_ms);
+            if (st) return tg_status_wrap(st, "%s: staging a host copy", c->name);
+        }
+        memcpy(c->stage, data, n);
+        CUresult r = cu->cuMemcpyHtoDAsync(dst, c->stage, n, c->stream);
+        if (r == CUDA_SUCCESS) r = cu->cuEventRecord(c->stage_ev, c->stream);
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "copying to the device");
+        c->stage_busy = true;
+        dst += n;
+        data = (const char *)data + n;
+        size -= n;
+    }
+    return NULL;
+}
+
+static tg_status staged_get(tg_cuda_ctx *c, CUdeviceptr src, void *data, size_t size) {
+    const tg_cu_api *cu = c->dev->cu;
+    tg_cuda_event e = {c->dev, c->stage_ev};
+    while (size) {
+        size_t n = size < c->stage_size ? size : c->stage_size;
+        CUresult r = cu->cuMemcpyDtoHAsync(c->stage, src, n, c->stream);
+        if (r == CUDA_SUCCESS) r = cu->cuEventRecord(c->stage_ev, c->stream);
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "copying from the device");
+        tg_status st = tg_cuda_event_synchronize(&e, c->sync_timeout_ms);
+        if (st) {
+            if (tg_status_code(st) == TG_ERR_DEVICE) {
+                tg_status_free(st);
+                return tg_cuda_ctx_fail(c, cu->cuEventQuery(c->stage_ev), "copying from the device");
+            }
+            return tg_status_wrap(st, "%s: copying from the device", c->name);
+        }
+        c->stage_busy = false;
+        memcpy(data, c->stage, n);
+        src += n;
+        data = (char *)data + n;
+        size -= n;
+    }
+    return NULL;
+}
+
+static tg_status buf_set(tg_buffer *buf, void *addr, const void *data, size_t size) {
+    cuda_buffer *cb = buf->impl;
+    tg_cuda_ctx *c = cb->ctx;
+    tg_status st = sticky(c);
+    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
+    if (cb->host) {
+        if ((st = stream_wait(c, c->stream))) return st;
+        memcpy((char *)cb->host + ((uintptr_t)addr - cb->dptr), data, size);
+        return NULL;
+    }
+    return staged_set(c, (CUdeviceptr)(uintptr_t)addr, data, size);
+}
+
+static tg_status buf_get(tg_buffer *buf, const void *addr, void *data, size_t size) {
+    cuda_buffer *cb = buf->impl;
+    tg_cuda_ctx *c = cb->ctx;
+    tg_status st = sticky(c);
+    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
+    if (cb->host) {
+        if ((st = stream_wait(c, c->stream))) return st;
+        memcpy(data, (const char *)cb->host + ((uintptr_t)addr - cb->dptr), size);
+        return NULL;
+    }
+    return staged_get(c, (CUdeviceptr)(uintptr_t)addr, data, size);
+}
+
+static tg_status buf_memset(tg_buffer *buf, void *addr, uint8_t value, size_t size) {
+    cuda_buffer *cb = buf->impl;
+    tg_cuda_ctx *c = cb->ctx;
+    tg_status st = sticky(c);
+    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
+    CUresult r = c->dev->cu->cuMemsetD8Async((CUdeviceptr)(uintptr_t)addr, value, size, c->stream);
+    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuMemsetD8Async");
+    if (cb->host) return stream_wait(c, c->stream);
+    return NULL;
+}
+
+static const struct tg_buffer_iface cuda_buffer_iface = {buf_free, buf_set, buf_get, buf_memset};
+
+static tg_status wrap_buffer(tg_cuda_ctx *c, cuda_buffer *cb, size_t size, bool external, tg_buffer **out) {
+    tg_buffer *buf = tg_calloc(1, sizeof *buf);
+    if (!buf) return tg_status_new(TG_ERR_NO_MEMORY, "%s: buffer", c->name);
+    buf->iface = &cuda_buffer_iface;
+    buf->backend = c->backend;
+    buf->base = (void *)(uintptr_t)cb->dptr;
+    buf->size = size;
+    /* Host-readable only where the device address is the host address
+     * (unified addressing), so the runtime's direct host paths stay right. */
+    buf->host = cb->host && (uintptr_t)cb->host == (uintptr_t)cb->dptr;
+    buf->external = external;
+    buf->impl = cb;
+    *out = buf;
+    return NULL;
+}
+
+static tg_status cuda_buffer_alloc(tg_backend *b, size_t size, tg_buffer **out) {
+    tg_cuda_ctx *c = ctx_of(b);
+    const tg_cu_api *cu = c->dev->cu;
+    tg_status st = tg_cuda_device_bind(c->dev);
+    if (st) return st;
+    cuda_buffer *cb = tg_calloc(1, sizeof *cb);
+    if (!cb) return tg_status_new(TG_ERR_NO_MEMORY, "%s: buffer", c->name);
+    cb->ctx = c;
+    size_t asz = size ? size : 256;
+    bool pinned = c->dev->props.integrated || env_int("CT_CUDA_HOST_BUFFERS", 0) != 0;
+    CUresult r;
+    if (pinned) {
+        cb->kind = CUDA_BUF_PINNED;
+        r = cu->cuMemAllocHost(&cb->host, asz);
+        if (r == CUDA_SUCCESS) r = cu->cuMemHostGetDevicePointer(&cb->dptr, cb->host, 0);
+    } else {
+        cb->kind = CUDA_BUF_DEVICE;
+        r = cu->cuMemAlloc(&cb->dptr, asz);
+    }
+    if (r != CUDA_SUCCESS) {
+        if (cb->host) cu->cuMemFreeHost(cb->host);
+        tg_free(cb);
+        size_t fr = 0, tot = 0;
+        cu->cuMemGetInfo(&fr, &tot);
+        return tg_status_new(r == CUDA_ERROR_OUT_OF_MEMORY ? TG_ERR_NO_MEMORY : TG_ERR_DEVICE,
+                             "%s: cannot allocate %.1f MiB of %s memory (%.1f of %.1f GiB free): %s", c->name,
+                             size / 1048576.0, pinned ? "pinned host" : "device", fr / 1073741824.0,
+                             tot / 1073741824.0, tg_cuda_result_text(r));
+    }
+    if ((st = wrap_buffer(c, cb, size, false, out))) {
+        if (pinned) cu->cuMemFreeHost(cb->host);
+        else cu->cuMemFree(cb->dptr);
+        tg_free(cb);
+    }
+    return st;
+}
+
+/* Host memory the caller keeps (an mmap'd checkpoint): page-locked and
+ * mapped for the GPU; read-only mappings are registered read-only. Where the
+ * driver refuses, the buffer becomes a device copy of the memory. */
+static tg_status cuda_buffer_from_host(tg_backend *b, void *ptr, size_t size, tg_buffer **out) {
+    tg_cuda_ctx *c = ctx_of(b);
+    const tg_cu_api *cu = c->dev->cu;
+    tg_status st = tg_cuda_device_bind(c->dev);
+    if (st) return st;
+    cuda_buffer *cb = tg_calloc(1, sizeof *cb);
+    if (!cb) return tg_status_new(TG_ERR_NO_MEMORY, "%s: buffer", c->name);
+    cb->ctx = c;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)ptr & ~(uintptr_t)(page - 1);
+    uintptr_t hi = ((uintptr_t)ptr + (size ? size : 1) + page - 1) & ~(uintptr_t)(page - 1);
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    if (c->dev->props.can_map_host) {
+        r = cu->cuMemHostRegister((void *)lo, hi - lo, CU_MEMHOSTREGISTER_DEVICEMAP);
+        if (r != CUDA_SUCCESS)
+            r = cu->cuMemHostRegister((void *)lo, hi - lo, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY);
+    }
+    CUdeviceptr dbase = 0;
+    if (r == CUDA_SUCCESS) r = cu->cuMemHostGetDevicePointer(&dbase, (void *)lo, 0);
+    if (r == CUDA_SUCCESS) {
+        cb->kind = CUDA_BUF_REGISTERED;
+        cb->reg_base = (void *)lo;
+        cb->host = ptr;
+        cb->dptr = dbase + ((uintptr_t)ptr - lo);
+    } else {
+        TG_INFO("%s: host memory not registered (%s); copying %zu bytes to the device", c->name,
+                tg_cuda_result_text(r), size);
+        cb->kind = CUDA_BUF_COPY;
+        r = cu->cuMemAlloc(&cb->dptr, size ? size : 256);
+        if (r == CUDA_SUCCESS && size) r = cu->cuMemcpyHtoD(cb->dptr, ptr, size);
+        if (r != CUDA_SUCCESS) {
+            if (cb->dptr) cu->cuMemFree(cb->dptr);
+            tg_free(cb);
+            return tg_cuda_status(r, "copying host memory to the device");
+        }
+    }
+    if ((st = wrap_buffer(c, cb, size, true, out))) {
+        if (cb->kind == CUDA_BUF_REGISTERED) cu->cuMemHostUnregister(cb->reg_base);
+        else cu->cuMemFree(cb->dptr);
+        tg_free(cb);
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------- graph cache */
+
+typedef struct node_sig {
+    int32_t op, type, flags, n_src;
+    int64_t ne[4];
+    uint64_t nb[4];
+    int32_t params[TG_MAX_OP_PARAMS];
+    int64_t src_ne[TG_MAX_SRC][4];
+    uint64_t src_nb[TG_MAX_SRC][4];
+    int32_t src_type[TG_MAX_SRC];
+} node_sig;
+
+static void graph_hash(const tg_cuda_ctx *c, tg_graph *g, uint64_t *topo, uint64_t *full) {
+    uint64_t ht = 0x9e3779b97f4a7c15ull ^ (uint64_t)g->n_nodes, hf = ht;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const tg_tensor *n = g->nodes[i];
+        node_sig s;
+        memset(&s, 0, sizeof s);
+        s.op = n->op;
+        s.type = n->type;
+        s.flags = (int32_t)(n->flags & TG_FLAG_OUTPUT);
+        memcpy(s.ne, n->ne, sizeof s.ne);
+        for (int k = 0; k < 4; k++) s.nb[k] = n->nb[k];
+        memcpy(s.params, n->op_params, sizeof s.params);
+        for (int k = 0; k < TG_MAX_SRC; k++) {
+            const tg_tensor *t = n->src[k];
+            if (!t) continue;
+            s.n_src |= 1 << k;
+            memcpy(s.src_ne[k], t->ne, sizeof s.src_ne[k]);
+            for (int j = 0; j < 4; j++) s.src_nb[k][j] = t->nb[j];
+            s.src_type[k] = t->type;
+            hf = tg_hash_combine(hf, (uint64_t)(uintptr_t)t->data);
+        }
+        hf = tg_hash_combine(hf, (uint64_t)(uintptr_t)n->data);
+        ht = tg_hash_combine(ht, tg_hash64(&s, sizeof s, 17));
+    }
+    *topo = ht;
+    *full = tg_hash_combine(tg_hash_combine(hf, ht), (uint64_t)c->scratch);
+}
+
+static void graphs_drop(tg_cuda_ctx *c) {
+    for (int i = 0; i < CUDA_MAX_GRAPHS; i++) {
+        if (c->graphs[i].exec) c->dev->cu->cuGraphExecDestroy(c->graphs[i].exec);
+        memset(&c->graphs[i], 0, sizeof c->graphs[i]);
+    }
+}
+
+static cuda_graph_entry *graph_entry(tg_cuda_ctx *c, uint64_t topo) {
+    cuda_graph_entry *lru = &c->graphs[0];
+    for (int i = 0; i < CUDA_MAX_GRAPHS; i++) {
+        cuda_graph_entry *e = &c->graphs[i];
+        if (e->n_seen && e->topo == topo) return e;
+        if (e->last_use < lru->last_use) lru = e;
+    }
+    if (lru->exec) c->dev->cu->cuGraphExecDestroy(lru->exec);
+    memset(lru, 0, sizeof *lru);
+    lru->topo = topo;
+    return lru;
+}
+
+/* ------------------------------------------------------------- compute */
+
+typedef struct plan {
+    int *uses;     /* readers of each node inside this graph */
+    int *run;      /* concurrency run of each node, -1 for views */
+    bool *excl;
+    int n_runs;
+} plan;
+
+static void plan_free(plan *p) {
+    tg_free(p->uses);
+    tg_free(p->run);
+    tg_free(p->excl);
+}
+
+static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
+    int n = g->n_nodes;
+    memset(p, 0, sizeof *p);
+    p->uses = tg_calloc((size_t)n + 1, sizeof *p->uses);
+    p->run = tg_calloc((size_t)n + 1, sizeof *p->run);
+    p->excl = tg_calloc((size_t)n + 1, sizeof *p->excl);
+    if (!p->uses || !p->run || !p->excl) {
+        plan_free(p);
+        return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
+    }
+    /* Readers of each node: through sources and view chains. A graph the
+     * scheduler split off may have readers elsewhere, so it never fuses. */
+    for (int i = 0; i < n; i++) {
+        tg_tensor *t = g->nodes[i];
+        p->excl[i] = t->op == TG_OP_MUL_MAT;
+        for (int k = 0; k <= TG_MAX_SRC; k++) {
+            const tg_tensor *s = k < TG_MAX_SRC ? t->src[k] : t->view_src;
+            for (; s; s = s->view_src)
+                for (int j = i - 1; j >= 0 && j >= i - 64; j--)
+                    if (g->nodes[j] == s) {
+                        p->uses[j]++;
+                        break;
+                    }
+        }
+        /* Readers beyond the 64 nodes looked back over are unknown: such a
+         * node counts as read twice, which only blocks a fusion. */
+    }
+    for (int i = 0; i < n; i++) {
+        tg_tensor *t = g->nodes[i];
+        for (int k = 0; k < TG_MAX_SRC; k++) {
+            const tg_tensor *s = t->src[k];
+            if (!s) continue;
+            for (int j = i - 65; j >= 0; j--)
+                if (g->nodes[j] == s || s->view_src == g->nodes[j]) {
+                    p->uses[j] += 2;
+                    break;
+                }
+        }
+    }
+    if (g->borrowed)
+        for (int i = 0; i < n; i++) p->uses[i] += 2;
+    p->n_runs = tg_hazard_runs(g->nodes, n, p->excl, CUDA_N_STREAMS * 4, p->run);
+    if (p->n_runs < 0) {
+        plan_free(p);
+        return tg_status_new(TG_ERR_NO_MEMORY, "%s: hazard runs", c->name);
+    }
+    return NULL;
+}
+
+static tg_status ensure_scratch(tg_cuda_ctx *c, tg_graph *g) {
+    size_t need = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        size_t s = tg_cuda_op_scratch(c, g->nodes[i]);
+        if (s > need) need = s;
+    }
+    if (need <= c->scratch_size) return NULL;
+    const tg_cu_api *cu = c->dev->cu;
+    if (c->scratch) {
+        CUresult r = cu->cuStreamSynchronize(c->stream);
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuStreamSynchronize");
+        cu->cuMemFree(c->scratch);
+        c->scratch = 0;
+        c->scratch_size = 0;
+        graphs_drop(c); /* they hold the old address */
+    }
+    size_t sz = need + need / 4;
+    CUresult r = cu->cuMemAlloc(&c->scratch, sz);
+    if (r != CUDA_SUCCESS) {
+        c->scratch = 0;
+        return tg_status_new(TG_ERR_NO_MEMORY, "%s: cannot allocate %.1f MiB of scratch memory: %s", c->name,
+                             sz / 1048576.0, tg_cuda_result_text(r));
+    }
+    c->scratch_size = sz;
+    return NULL;
+}
+
+typedef struct prof {
+    CUevent *ev;   /* two per node in per-kernel profile mode */
+    int n;
+} prof;
+
+static void dump_node(FILE *f, tg_cuda_ctx *c, int i, const tg_tensor *t, int len, int run, float ms) {
+    fprintf(f, "%4d %-28.28s %-10s %-4s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "] run %d", i,
+            t->name[0] ? t->name : "-", tg_op_name(t->op), tg_type_name(t->type), t->ne[0], t->ne[1], t->ne[2],
+            t->ne[3], run);
+    if (len > 1) fprintf(f, " fused x%d", len);
+    fprintf(f, " %s grid (%u,%u,%u) block %u smem %u", c->last_kernel ? c->last_kernel : "-", c->last_grid[0],
+            c->last_grid[1], c->last_grid[2], c->last_block, c->last_smem);
+    if (ms >= 0) fprintf(f, " %.3f ms", ms);
+    fputc('\n', f);
+}
+
+/* Enqueues the nodes. With `streams`, runs of independent nodes are spread
+ * over the auxiliary streams (used inside captures). */
+static tg_status encode_all(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, prof *pf, FILE *dump,
+                            int *out_done) {
+    const tg_cu_api *cu = c->dev->cu;
+    tg_backend *b = c->backend;
+    int n = g->n_nodes;
+    tg_status st = NULL;
+    *out_done = 0;
+    int cur_run = -2, slot = 0;
+    bool forked = false;
+    for (int i = 0; i < n;) {
+        tg_tensor *t = g->nodes[i];
+        if (tg_op_is_view(t->op)) {
+            i++;
+            continue;
+        }
+        /* Segments of 32 nodes: the abort callback is asked between them. */
+        if (!c->capturing && i > 0 && (i % 32) == 0 && tg_backend_should_abort(b)) {
+            *out_done = i;
+            return tg_status_new(TG_ERR_ABORTED, "%s: aborted by the caller after %d of %d nodes", c->name, i, n);
+        }
+        int len = tg_cuda_fuse_len(c, g->nodes, n, i, p->uses);
+        CUstream s = c->stream;
+        if (streams && p->run[i] != cur_run) {
+            if (forked) {
+                for (int k = 0; k < CUDA_N_STREAMS - 1; k++) {
+                    CUresult r = cu->cuEventRecord(c->join_ev[k], c->aux[k]);
+                    if (r == CUDA_SUCCESS) r = cu->cuStreamWaitEvent(c->stream, c->join_ev[k], 0);
+                    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "joining streams");
+                }
+                forked = false;
+            }
+            cur_run = p->run[i];
+            slot = 0;
+            int run_len = 0;
+            for (int j = i; j < n && (p->run[j] == cur_run || p->run[j] < 0); j++) run_len += p->run[j] == cur_run;
+            if (run_len > 1) {
+                CUresult r = cu->cuEventRecord(c->fork_ev, c->stream);
+                for (int k = 0; k < CUDA_N_STREAMS - 1 && r == CUDA_SUCCESS; k++)
+                    r = cu->cuStreamWaitEvent(c->aux[k], c->fork_ev, 0);
+                if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "forking streams");
+                forked = true;
+            }
+        }
+        if (forked) {
+            s = slot == 0 ? c->stream : c->aux[slot - 1];
+            slot = (slot + 1) % CUDA_N_STREAMS;
+        }
+        if (pf->ev) cu->cuEventRecord(pf->ev[2 * i], s);
+        c->last_kernel = NULL;
+        memset(c->last_grid, 0, sizeof c->last_grid);
+        c->last_block = c->last_smem = 0;
+        st = tg_cuda_op_encode(c, s, g->nodes, i, len);
+        if (st) {
+            *out_done = i;
+            return tg_status_wrap(st, "%s: node %d '%s' (%s)", c->name, i, t->name, tg_op_name(t->op));
+        }
+        if (pf->ev) cu->cuEventRecord(pf->ev[2 * i + 1], s);
+        if (dump) dump_node(dump, c, i, t, len, p->run[i], -1.0f);
+        i += len;
+    }
+    if (forked) {
+        for (int k = 0; k < CUDA_N_STREAMS - 1; k++) {
+            CUresult r = cu->cuEventRecord(c->join_ev[k], c->aux[k]);
+            if (r == CUDA_SUCCESS) r = cu->cuStreamWaitEvent(c->stream, c->join_ev[k], 0);
+            if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "joining streams");
+        }
+    }
+    *out_done = n;
+    return NULL;
+}
+
+/* Captures the graph's launches; NULL graph when capture is not possible. */
+static tg_status capture(tg_cuda_ctx *c, tg_graph *g, const plan *p, CUgraph *out_graph) {
+    const tg_cu_api *cu = c->dev->cu;
+    *out_graph = NULL;
+    CUresult r = cu->cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (r != CUDA_SUCCESS) return NULL;
+    c->capturing = true;
+    prof none = {0};
+    int done;
+    tg_status st = encode_all(c, g, p, c->use_concurrency, &none, NULL, &done);
+    c->capturing = false;
+    CUgraph graph = NULL;
+    r = cu->cuStreamEndCapture(c->stream, &graph);
+    if (st || r != CUDA_SUCCESS) {
+        if (graph) cu->cuGraphDestroy(graph);
+        if (st) {
+            /* A capture error is not a device error: launch directly instead. */
+            tg_free(c->error);
+            c->error = NULL;
+            TG_DEBUG("%s: capture failed (%s); launching directly", c->name, tg_status_message(st));
+            tg_status_free(st);
+        }
+        return NULL;
+    }
+    *out_graph = graph;
+    return NULL;
+}
+
+static tg_status run_graph(tg_cuda_ctx *c, tg_graph *g, const plan *p, cuda_graph_entry *e, uint64_t full,
+                           bool *out_done) {
+    const tg_cu_api *cu = c->dev->cu;
+    *out_done = false;
+    if (e->exec && e->full == full) {
+        CUresult r = cu->cuGraphLaunch(e->exec, c->stream);
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuGraphLaunch");
+        e->n_replays++;
+        e->n_updates_in_row = 0;
+        c->n_graph_hits++;
+        *out_done = true;
+        return NULL;
+    }
+    CUgraph graph;
+    tg_status st = capture(c, g, p, &graph);
+    if (st || !graph) {
+        e->direct = true;
+        return st;
+    }
+    CUresult r;
+    if (e->exec) {
+        CUgraphExecUpdateResultInfo info;
+        r = cu->cuGraphExecUpdate(e->exec, graph, &info);
+        if (r != CUDA_SUCCESS) {
+            cu->cuGraphExecDestroy(e->exec);
+            e->exec = NULL;
+        } else {
+            e->n_updates++;
+            e->n_updates_in_row++;
+            c->n_graph_updates++;
+        }
+    }
+    if (!e->exec) {
+        r = cu->cuGraphInstantiate(&e->exec, graph, 0);
+        if (r != CUDA_SUCCESS) {
+            e->exec = NULL;
+            e->direct = true;
+            cu->cuGraphDestroy(graph);
+            return NULL;
+        }
+        c->n_graph_captures++;
+    }
+    cu->cuGraphDestroy(graph);
+    e->full = full;
+    /* Re-captured at every call: the capture costs what direct launches
+     * would, plus the update, so this topology launches directly from now. */
+    if (e->n_updates_in_row >= 3 && e->n_replays == 0) e->direct = true;
+    r = cu->cuGraphLaunch(e->exec, c->stream);
+    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuGraphLaunch");
+    *out_done = true;
+    return NULL;
+}
+
+static tg_status cuda_graph_compute(tg_backend *b, tg_graph *g) {
+    tg_cuda_ctx *c = ctx_of(b);
+    const tg_cu_api *cu = c->dev->cu;
+    tg_status st = sticky(c);
+    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
+    double t0 = now_us();
+    c->n_computes++;
+
+    if (c->force_fault) {
+        c->force_fault = 0;
+        CUfunction fn;
+        if ((st = tg_cuda_kernel(c->dev, "probe.cu", "", "fault", &fn))) return st;
+        CUdeviceptr p = c->scratch ? c->scratch : c->lt_ws;
+        void *args[] = {&p};
+        CUresult r = cu->cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, c->stream, args, NULL);
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "fault");
+        return stream_wait(c, c->stream);
+    }
+    if (g->n_nodes == 0) return NULL;
+    if ((st = ensure_scratch(c, g))) return st;
+    if (tg_backend_should_abort(b))
+        return tg_status_new(TG_ERR_ABORTED, "%s: aborted by the caller before the first node", c->name);
+
+    plan p;
+    if ((st = plan_make(c, g, &p))) return st;
+    FILE *dump = NULL;
+    if (c->dump_path) {
+        dump = fopen(c->dump_path, "w");
+        if (!dump) TG_WARN("%s: cannot write the graph dump to %s", c->name, c->dump_path);
+        else fprintf(dump, "# %s: graph of %d nodes, %d concurrency runs\n", c->name, g->n_nodes, p.n_runs);
+        tg_free(c->dump_path);
+        c->dump_path = NULL;
+    }
+    prof pf = {0};
+    bool per_kernel = c->profile >= 2 || (dump && c->profile);
+    CUevent ev0 = NULL, ev1 = NULL;
+    if (c->profile) {
+        cu->cuEventCreate(&ev0, CU_EVENT_DEFAULT);
+        cu->cuEventCreate(&ev1, CU_EVENT_DEFAULT);
+        if (ev0) cu->cuEventRecord(ev0, c->stream);
+        if (per_kernel && (pf.ev = tg_calloc((size_t)g->n_nodes * 2, sizeof *pf.ev))) {
+            pf.n = g->n_nodes * 2;
+            for (int i = 0; i < pf.n; i++) cu->cuEventCreate(&pf.ev[i], CU_EVENT_DEFAULT);
+        }
+    }
+
+    bool done = false;
+    const char *mode = "direct";
+    if (c->use_graphs && !pf.ev && !dump) {
+        uint64_t topo, full;
+        graph_hash(c, g, &topo, &full);
+        cuda_graph_entry *e = graph_entry(c, topo);
+        e->last_use = c->n_computes;
+        e->n_seen++;
+        if (e->n_seen >= 2 && !e->direct) {
+            if ((st = run_graph(c, g, &p, e, full, &done))) goto out;
+            if (done) mode = "graph";
+        }
+    }
+    if (!done) {
+        int n_done;
+        c->n_direct++;
+        st = encode_all(c, g, &p, false, &pf, dump, &n_done);
+        if (st) {
+            /* Leave nothing of this compute running: the context stays usable. */
+            tg_status ws = c->error ? NULL : stream_wait(c, c->stream);
+            tg_status_free(ws);
+            goto out;
+        }
+    }
+    double t_submit = now_us() - t0;
+    if (c->profile && ev1) cu->cuEventRecord(ev1, c->stream);
+    st = stream_wait(c, c->stream);
+    if (st) goto out;
+    if (c->profile) {
+        float gpu_ms = 0;
+        if (ev0 && ev1) cu->cuEventElapsedTime(&gpu_ms, ev0, ev1);
+        fprintf(stderr, "[profile] %s: %d nodes (%s): host submit %.1f us, GPU %.3f ms, wall %.3f ms\n", c->name,
+                g->n_nodes, mode, t_submit, gpu_ms, (now_us() - t0) / 1e3);
+        if (pf.ev) {
+            double by_op[TG_OP_COUNT] = {0};
+            int cnt[TG_OP_COUNT] = {0};
+            for (int i = 0; i < g->n_nodes; i++) {
+                float ms = 0;
+                if (tg_op_is_view(g->nodes[i]->op)) continue;
+                if (cu->cuEventElapsedTime(&ms, pf.ev[2 * i], pf.ev[2 * i + 1]) != CUDA_SUCCESS) continue;
+                by_op[g->nodes[i]->op] += ms;
+                cnt[g->nodes[i]->op]++;
+                if (dump) fprintf(dump, "time %4d %-28.28s %.4f ms\n", i, g->nodes[i]->name, ms);
+            }
+            for (int o = 0; o < TG_OP_COUNT; o++)
+                if (cnt[o]) fprintf(stderr, "[profile]   %-12s x%-5d %9.3f ms\n", tg_op_name((tg_op)o), cnt[o], by_op[o]);
+        }
+    }
+out:
+    if (dump) fclose(dump);
+    if (pf.ev) {
+        for (int i = 0; i < pf.n; i++)
+            if (pf.ev[i]) cu->cuEventDestroy(pf.ev[i]);
+        tg_free(pf.ev);
+    }
+    if (ev0) cu->cuEventDestroy(ev0);
+    if (ev1) cu->cuEventDestroy(ev1);
+    plan_free(&p);
+    return st;
+}
+
+static tg_status cuda_synchronize(tg_backend *b) {
+    tg_cuda_ctx *c = ctx_of(b);
+    tg_status st = sticky(c);
+    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
+    return stream_wait(c, c->stream);
+}
+
+static bool is_cuda_buffer(const tg_buffer *buf) { return buf && buf->iface == &cuda_buffer_iface; }
+
+/* dst lives in this backend; src in another backend's buffer. */
+static tg_status cuda_copy_tensor(tg_backend *b, const tg_tensor *src, tg_tensor *dst) {
+    tg_cuda_ctx *c = ctx_of(b);
+    const tg_cu_api *cu = c->dev->cu;
+    size_t n = tg_nbytes(src);
+    tg_status st = sticky(c);
+    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
+    const tg_tensor *sr = src, *dr = dst;
+    while (sr->view_src) sr = sr->view_src;
+    while (dr->view_src) dr = dr->view_src;
+    tg_buffer *sb = sr->buffer, *db = dr->buffer;
+    if (!is_cuda_buffer(db)) return tg_status_new(TG_ERR_INTERNAL, "%s: copy_tensor into a foreign buffer", c->name);
+    if (is_cuda_buffer(sb)) {
+        tg_cuda_ctx *sc = ((cuda_buffer *)sb->impl)->ctx;
+        if ((st = sticky(sc))) return st;
+        /* Ordered by events: after the source's queued work, before ours. */
+        CUresult r = cu->cuCtxSetCurrent(sc->dev->ctx);
+        if (r == CUDA_SUCCESS) r = cu->cuEventRecord(sc->join_ev[0], sc->stream);
+        if (r == CUDA_SUCCESS) r = cu->cuCtxSetCurrent(c->dev->ctx);
+        if (r == CUDA_SUCCESS) r = cu->cuStreamWaitEvent(c->stream, sc->join_ev[0], 0);
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "ordering a copy between contexts");
+        CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst->data, s = (CUdeviceptr)(uintptr_t)src->data;
+        if (sc->dev == c->dev) r = cu->cuMemcpyDtoDAsync(d, s, n, c->stream);
+        else r = cu->cuMemcpyPeerAsync(d, c->dev->ctx, s, sc->dev->ctx, n, c->stream);
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "copy between GPUs");
+        /* The source's later work must not overwrite it before we read. */
+        if ((r = cu->cuEventRecord(c->join_ev[0], c->stream)) == CUDA_SUCCESS &&
+            (r = cu->cuCtxSetCurrent(sc->dev->ctx)) == CUDA_SUCCESS)
+            r = cu->cuStreamWaitEvent(sc->stream, c->join_ev[0], 0);
+        cu->cuCtxSetCurrent(c->dev->ctx);
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "ordering a copy between contexts");
+        return NULL;
+    }
+    if (sb && sb->host) return db->iface->set(db, dst->data, src->data, n);
+    void *tmp = tg_malloc(n ? n : 1);
+    if (!tmp) return tg_status_new(TG_ERR_NO_MEMORY, "%s: copy bounce buffer of %zu bytes", c->name, n);
+    st = tg_tensor_get(src, tmp, 0, n);
+    if (!st) st = db->iface->set(db, dst->data, tmp, n);
+    tg_free(tmp);
+    return st;
+}
+
+/* ------------------------------------------------------------- backend */
+
+static const char *cuda_name(tg_backend *b) { return ctx_of(b)->name; }
+
+static size_t cuda_alignment(tg_backend *b) { return 256; }
+
+static bool cuda_supports_op(tg_backend *b, const tg_tensor *node) {
+    return tg_cuda_supports(ctx_of(b)->dev, node);
+}
+
+static void ctx_destroy(tg_cuda_ctx *c) {
+    if (!c) return;
+    tg_cuda_device *dev = c->dev;
+    const tg_cu_api *cu = dev->cu;
+    cu->cuCtxSetCurrent(dev->ctx);
+    if (c->stream && !c->error) cu->cuStreamSynchronize(c->stream);
+    if (c->debug)
+        fprintf(stderr,
+                "[debug] %s: %" PRIu64 " computes: %d direct, %d graph replays, %d captures, %d updates; fused: "
+                "%d matmul+bias, %d matmul+bias+relu, %d layer norm+affine, %d softmax+scale/mask, %d attention, "
+                "%d glu; %d kernel files compiled, %d from the cache\n",
+                c->name, c->n_computes, c->n_direct, c->n_graph_hits, c->n_graph_captures, c->n_graph_updates,
+                c->n_fused[0], c->n_fused[1], c->n_fused[2], c->n_fused[3], c->n_fused[4], c->n_fused[5],
+                dev->n_compiled, dev->n_cache_hits);
+    graphs_drop(c);
+    tg_cuda_ops_free(c);
+    if (c->scratch) cu->cuMemFree(c->scratch);
+    if (c->lt_ws) cu->cuMemFree(c->lt_ws);
+    if (c->stage) cu->cuMemFreeHost(c->stage);
+    if (c->stage_ev) cu->cuEventDestroy(c->stage_ev);
+    if (c->fork_ev) cu->cuEventDestroy(c->fork_ev);
+    for (int k = 0; k < CUDA_N_STREAMS - 1; k++) {
+        if (c->join_ev[k]) cu->cuEventDestroy(c->join_ev[k]);
+        if (c->aux[k]) cu->cuStreamDestroy(c->aux[k]);
+    }
+    if (c->stream) cu->cuStreamDestroy(c->stream);
+    tg_free(c->error);
+    tg_free(c->dump_path);
+    tg_free(c);
+    tg_cuda_device_release(dev);
+}
+
+static void cuda_free(tg_backend *b) {
+    if (!b) return;
+    ctx_destroy(ctx_of(b));
+    tg_free(b);
+}
+
+static const struct tg_backend_iface cuda_iface = {
+    .name = cuda_name,
+    .free = cuda_free,
+    .is_cpu = false,
+    .alignment = cuda_alignment,
+    .buffer_alloc = cuda_buffer_alloc,
+    .buffer_from_host = cuda_buffer_from_host,
+    .supports_op = cuda_supports_op,
+    .graph_compute = cuda_graph_compute,
+    .synchronize = cuda_synchronize,
+    .copy_tensor = cuda_copy_tensor,
+};
+
+tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
+    if (!out_backend) return tg_status_new(TG_ERR_INVALID_ARG, "tg_backend_cuda_new: NULL output");
+    *out_backend = NULL;
+    tg_cuda_device *dev;
+    tg_status st = tg_cuda_device_acquire(device, &dev);
+    if (st) return st;
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    tg_backend *b = tg_calloc(1, sizeof *b);
+    if (!c || !b) {
+        tg_free(c);
+        tg_free(b);
+        tg_cuda_device_release(dev);
+        return tg_status_new(TG_ERR_NO_MEMORY, "cuda backend");
+    }
+    c->dev = dev;
+    c->backend = b;
+    b->iface = &cuda_iface;
+    b->impl = c;
+    snprintf(c->name, sizeof c->name, "cuda%d", device);
+    const tg_cu_api *cu = dev->cu;
+    CUresult r = CUDA_SUCCESS;
+    if ((st = tg_cuda_device_bind(dev))) goto fail;
+    if ((r = cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) goto cu_fail;
+    for (int k = 0; k < CUDA_N_STREAMS - 1; k++) {
+        if ((r = cu->cuStreamCreate(&c->aux[k], CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS) goto cu_fail;
+        if ((r = cu->cuEventCreate(&c->join_ev[k], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) goto cu_fail;
+    }
+    if ((r = cu->cuEventCreate(&c->fork_ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) goto cu_fail;
+    if ((r = cu->cuEventCreate(&c->stage_ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) goto cu_fail;
+    c->stage_size = (size_t)4 << 20;
+    if ((r = cu->cuMemAllocHost(&c->stage, c->stage_size)) != CUDA_SUCCESS) goto cu_fail;
+    if (dev->lt) {
+        c->lt_ws_size = (size_t)32 << 20;
+        if ((r = cu->cuMemAlloc(&c->lt_ws, c->lt_ws_size)) != CUDA_SUCCESS) goto cu_fail;
+    }
+    c->use_graphs = env_int("CT_CUDA_GRAPHS", 1) != 0;
+    c->use_concurrency = env_int("CT_CUDA_CONCURRENCY", 1) != 0;
+    c->use_fusion = env_int("CT_CUDA_FUSION", 1) != 0;
+    c->profile = env_int("CT_CUDA_PROFILE", 0);
+    c->debug = env_int("CT_CUDA_DEBUG", 0);
+    c->sync_timeout_ms = env_int("CT_CUDA_SYNC_TIMEOUT_MS", 600000);
+    const char *dump = getenv("CT_CUDA_DUMP_GRAPH");
+    if (dump && *dump) c->dump_path = tg_strdup(dump);
+    *out_backend = b;
+    return NULL;
+cu_fail:
+    st = tg_cuda_status(r, "starting the CUDA backend");
+fail:
+    b->impl = c;
+    cuda_free(b);
+    return tg_status_wrap(st, "cuda%d", device);
+}
+
+/* ---------------------------------------------------------- test hooks */
+
+void tg_cuda_test_fault_next(tg_backend *b) {
+    if (b && b->iface == &cuda_iface) ctx_of(b)->force_fault = 1;
+}
+
+void tg_cuda_test_counts(tg_backend *b, int *out_compiled, int *out_cache_hits) {
+    *out_compiled = *out_cache_hits = 0;
+    if (!b || b->iface != &cuda_iface) return;
+    *out_compiled = ctx_of(b)->dev->n_compiled;
+    *out_cache_hits = ctx_of(b)->dev->n_cache_hits;
+}
+
+const tg_cuda_props *tg_cuda_backend_props(tg_backend *b) {
+    return b && b->iface == &cuda_iface ? &ctx_of(b)->dev->props : NULL;
+}

@@ -1,0 +1,248 @@
+/*
+ * cuda_internal.h: the CUDA backend's shared structures (device, context,
+ * buffers, events) and the seams between its files.
+ *
+ * The split follows the seed: a device (one per GPU ordinal, shared by every
+ * backend on it, reference-counted) owns the CUDA context, the properties,
+ * the kernel library and its disk cache and the cuBLASLt handle; a context
+ * (one per tg_backend) owns a stream, the scratch memory, the matmul plans,
+ * the captured CUDA graphs and the sticky error. cuda_device.c implements
+ * the device half, cuda_context.c the context half and the backend table,
+ * cuda_ops.c one encode function per op.
+ *
+ * Not here: the public entry point (tg_backend_cuda_new, in tg.h).
+ */
+#ifndef TG_CUDA_INTERNAL_H
+#define TG_CUDA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend_impl.h"
+#include "base.h"
+#include "cuda_cache.h"
+#include "cuda_loader.h"
+
+/* ------------------------------------------------------------- device */
+
+typedef struct tg_cuda_props {
+    char name[256];
+    int cc_major, cc_minor; /* compute capability            */
+    int sm_count;
+    size_t total_mem;
+    int l2_bytes;
+    int smem_per_block;       /* default limit                  */
+    int smem_per_block_optin; /* with the opt-in attribute      */
+    bool integrated;          /* shares memory with the host    */
+    bool unified;             /* pageable memory access (HMM/ATS) */
+    bool can_map_host;
+    bool bf16;                /* bf16 conversion instruction passed its probe */
+    int tc_level;             /* 0 none, 1 mma (sm_70+), 2 bf16 mma (sm_80+, probed), 3 wgmma (sm_90) */
+    int driver_version;       /* e.g. 13000                     */
+    int nvrtc_major, nvrtc_minor;
+    size_t lt_version;        /* cuBLASLt, 0 when absent        */
+} tg_cuda_props;
+
+typedef struct cuda_kernel_entry {
+    uint64_t hash;
+    char *key;        /* "module|defines|name" */
+    CUfunction fn;
+} cuda_kernel_entry;
+
+typedef struct cuda_module_entry {
+    uint64_t hash;
+    char *key;        /* "module|defines" */
+    CUmodule mod;
+} cuda_module_entry;
+
+typedef struct tg_cuda_device {
+    int ordinal;
+    int refs;
+    const tg_cu_api *cu;
+    const tg_nvrtc_api *nvrtc;     /* NULL: precompiled kernels only */
+    const tg_cublaslt_api *lt;     /* NULL: matrix products go to the CPU */
+    CUdevice dev;
+    CUcontext ctx;                 /* the device's primary context */
+    tg_cuda_props props;
+    bool strict_fp;                /* CT_CUDA_STRICT_FP: no FMA contraction */
+
+    pthread_mutex_t lock;          /* guards the two tables and compile stats */
+    cuda_module_entry *mods;
+    int n_mods, cap_mods;
+    cuda_kernel_entry *kerns;
+    int n_kerns, cap_kerns;
+    tg_kcache *cache;              /* NULL: disabled */
+    char *kernels_dir;             /* CT_CUDA_KERNELS_DIR, or NULL */
+    int n_compiled, n_cache_hits;
+    double compile_ms;
+
+    cublasLtHandle_t lt_handle;
+} tg_cuda_device;
+
+/* Returns the device for ordinal, starting it on first use (one reference
+ * per call); release with tg_cuda_device_release. The last release unloads
+ * the kernels and releases the CUDA context, so a device whose context died
+ * of an error starts afresh next time. */
+tg_status tg_cuda_device_acquire(int ordinal, tg_cuda_device **out_dev);
+void tg_cuda_device_release(tg_cuda_device *dev);
+/* Makes dev's context current on the calling thread. */
+tg_status tg_cuda_device_bind(tg_cuda_device *dev);
+
+/* The kernel `name` of kernel file `module` (e.g. "norm.cu") compiled with
+ * the extra options `defines` ("-DTG_OP=2", may be ""), compiled (or read
+ * from the disk cache) on first use. Thread-safe. The function lives as
+ * long as the device. */
+tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *defines,
+                         const char *name, CUfunction *out_fn);
+/* Compiles arbitrary source to a loaded module (capability probes, tests);
+ * the caller unloads it with cuModuleUnload. Not cached on disk. */
+tg_status tg_cuda_compile_source(tg_cuda_device *dev, const char *name, const char *source,
+                                 const char *defines, CUmodule *out_mod);
+/* Compiles one kernel file with NVRTC (no device needed): opts as made by
+ * tg_cuda_compile_options; *out_image (CUBIN, or PTX when ptx) is freed by
+ * the caller with tg_free. kernels_dir NULL: the embedded headers. */
+tg_status tg_cuda_nvrtc_build(const tg_nvrtc_api *nv, const char *kernels_dir, const char *name,
+                              const char *text, const char *opts, bool ptx, char **out_image,
+                              size_t *out_size);
+/* The NVRTC options for compute capability cc (e.g. 90) plus `defines`. */
+void tg_cuda_compile_options(int cc, bool ptx, bool bf16, int tc_level, bool strict_fp,
+                             const char *defines, char *out, size_t out_size);
+/* Device memory free/total, bytes. */
+tg_status tg_cuda_mem_info(tg_cuda_device *dev, size_t *out_free, size_t *out_total);
+
+/* ------------------------------------------------------------- events */
+
+typedef struct tg_cuda_event {
+    tg_cuda_device *dev;
+    CUevent ev;
+} tg_cuda_event;
+
+tg_status tg_cuda_event_new(tg_cuda_device *dev, bool timing, tg_cuda_event **out_event);
+void tg_cuda_event_free(tg_cuda_event *e);
+tg_status tg_cuda_event_record(tg_cuda_event *e, CUstream stream);
+/* Makes stream wait for the event (no host wait). */
+tg_status tg_cuda_event_wait(tg_cuda_event *e, CUstream stream);
+/* Waits on the host for at most timeout_ms; TG_ERR_TIMEOUT past it. */
+tg_status tg_cuda_event_synchronize(tg_cuda_event *e, int timeout_ms);
+
+/* ------------------------------------------------------------- buffers */
+
+typedef enum cuda_buf_kind {
+    CUDA_BUF_DEVICE = 0,   /* cuMemAlloc                                  */
+    CUDA_BUF_PINNED,       /* cuMemAllocHost: host memory the GPU maps     */
+    CUDA_BUF_REGISTERED,   /* cuMemHostRegister of caller memory           */
+    CUDA_BUF_COPY,         /* caller memory the driver would not register:
+                              a device copy of it                          */
+} cuda_buf_kind;
+
+typedef struct cuda_buffer {
+    cuda_buf_kind kind;
+    struct tg_cuda_ctx *ctx;
+    CUdeviceptr dptr;      /* device address of byte 0                    */
+    void *host;            /* host address of byte 0 (pinned/registered)  */
+    void *reg_base;        /* page-aligned start that was registered      */
+} cuda_buffer;
+
+/* --------------------------------------------------------- matmul plans */
+
+typedef struct cuda_mm_key {
+    int32_t atype, btype, compute, epilogue;
+    int64_t m, n, k, lda, ldb, ldd, batch, sa, sb, sd;
+    int32_t align_a, align_b, align_d, pad_;
+} cuda_mm_key;
+
+typedef struct cuda_mm_plan {
+    cuda_mm_key key;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws;
+} cuda_mm_plan;
+
+/* ---------------------------------------------------- captured graphs */
+
+typedef struct cuda_graph_entry {
+    uint64_t topo;        /* ops, types, shapes, params: what a graph update keeps */
+    uint64_t full;        /* topo plus every address: an exact replay          */
+    CUgraphExec exec;     /* NULL until captured                               */
+    int n_seen, n_replays, n_updates, n_updates_in_row;
+    bool direct;          /* updates every time: launching directly pays more  */
+    uint64_t last_use;
+} cuda_graph_entry;
+
+#define CUDA_MAX_GRAPHS 16
+#define CUDA_N_STREAMS 4
+
+/* ----------------------------------------------------------- context */
+
+typedef struct tg_cuda_ctx {
+    tg_backend *backend;
+    tg_cuda_device *dev;
+    char name[32];
+    CUstream stream;
+    CUstream aux[CUDA_N_STREAMS - 1]; /* for independent nodes (captured graphs) */
+    CUevent fork_ev, join_ev[CUDA_N_STREAMS - 1];
+
+    char *error;               /* sticky: set by a failed device call        */
+
+    CUdeviceptr scratch;       /* per-node temporaries (conversions)         */
+    size_t scratch_size;
+    CUdeviceptr lt_ws;         /* cuBLASLt workspace                         */
+    size_t lt_ws_size;
+
+    void *stage;               /* pinned staging for host copies              */
+    size_t stage_size;
+    CUevent stage_ev;          /* the last copy out of the staging buffer     */
+    bool stage_busy;
+
+    cuda_mm_plan *plans;
+    int n_plans, cap_plans;
+
+    cuda_graph_entry graphs[CUDA_MAX_GRAPHS];
+    uint64_t n_computes;
+    bool use_graphs, use_concurrency, use_fusion;
+    bool capturing;            /* encoding into a stream capture              */
+
+    int sync_timeout_ms;
+    int profile;               /* CT_CUDA_PROFILE                            */
+    int debug;                 /* CT_CUDA_DEBUG                              */
+    char *dump_path;           /* CT_CUDA_DUMP_GRAPH: the next graph goes here */
+    int n_fused[8];            /* fusion counts by kind (cuda_ops.c)          */
+    int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
+    int force_fault;           /* test hook: the next compute faults         */
+    const char *last_kernel;   /* the last launch, for dumps and profiles     */
+    unsigned last_grid[3], last_block, last_smem;
+} tg_cuda_ctx;
+
+/* Records the first device error of ctx (sticky) and returns a status that
+ * carries it. */
+tg_status tg_cuda_ctx_fail(tg_cuda_ctx *c, CUresult r, const char *what);
+
+/* ------------------------------------------------------------- ops */
+
+/* Why an op can or cannot run here (supports_op); full op/type matrix. */
+bool tg_cuda_supports(const tg_cuda_device *dev, const tg_tensor *node);
+/* Scratch bytes the node needs while it runs (type conversions). */
+size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node);
+/* Fusion: how many nodes starting at nodes[i] one launch covers (1 when
+ * nothing fuses); the fused sequence's result is nodes[i + n - 1]. */
+int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i,
+                     const int *n_uses);
+/* Enqueues nodes[i .. i+len) (as fused by tg_cuda_fuse_len) on stream. */
+tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream stream, tg_tensor *const *nodes, int i,
+                            int len);
+/* Frees the matmul plans. */
+void tg_cuda_ops_free(tg_cuda_ctx *c);
+
+/* Launch helper: grid-stride grid size for n items. */
+unsigned tg_cuda_grid(const tg_cuda_ctx *c, int64_t n, unsigned block);
+
+/* Test hooks (tests/cuda): make the next compute launch a faulting kernel;
+ * read compile/cache counters. */
+void tg_cuda_test_fault_next(tg_backend *b);
+void tg_cuda_test_counts(tg_backend *b, int *out_compiled, int *out_cache_hits);
+/* The device properties of a CUDA backend (NULL for another backend). */
+const tg_cuda_props *tg_cuda_backend_props(tg_backend *b);
+
+#endif /* TG_CUDA_INTERNAL_H */

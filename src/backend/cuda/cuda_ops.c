@@ -1,0 +1,673 @@
+/*
+ * cuda_ops.c: one encode function per op: kernel choice, launch shape and
+ * arguments; the matrix products through cuBLASLt with a plan (descriptors
+ * and the heuristic's algorithm) made once per shape and kept; the op/type
+ * support matrix; the matmul + bias (+ relu) fusion.
+ *
+ * Every encode only enqueues work on the given stream, so the same code runs
+ * for direct launches and inside a CUDA-graph capture. Temporaries (type
+ * conversions in front of a matrix product) live in the context's scratch
+ * area, sized before encoding starts by tg_cuda_op_scratch, never allocated
+ * while encoding.
+ *
+ * Not here: streams, graphs, errors (cuda_context.c); device code (kernels/).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "op_params.h"
+
+/* The device-side tg_t (kernels/common.cuh): the same 80 bytes. */
+typedef struct cu_tensor {
+    uint64_t p;
+    int64_t ne[4];
+    int64_t nb[4];
+    int32_t type, pad_;
+} cu_tensor;
+
+_Static_assert(sizeof(cu_tensor) == 80, "cu_tensor must match tg_t in kernels/common.cuh");
+
+static cu_tensor desc(const tg_tensor *t) {
+    cu_tensor d;
+    memset(&d, 0, sizeof d);
+    if (!t) {
+        for (int i = 0; i < 4; i++) d.ne[i] = 1;
+        return d;
+    }
+    d.p = (uint64_t)(uintptr_t)t->data;
+    for (int i = 0; i < 4; i++) {
+        d.ne[i] = t->ne[i];
+        d.nb[i] = (int64_t)t->nb[i];
+    }
+    d.type = (int32_t)t->type;
+    return d;
+}
+
+static bool is_float(tg_type t) { return t == TG_F32 || t == TG_F16 || t == TG_BF16; }
+
+unsigned tg_cuda_grid(const tg_cuda_ctx *c, int64_t n, unsigned block) {
+    int64_t g = (n + block - 1) / block;
+    int64_t cap = (int64_t)c->dev->props.sm_count * 32;
+    if (g > cap) g = cap;
+    return g < 1 ? 1 : (unsigned)g;
+}
+
+static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines,
+                        const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned smem, void **args) {
+    CUfunction fn;
+    tg_status st = tg_cuda_kernel(c->dev, module, defines, name, &fn);
+    if (st) return st;
+    const tg_cu_api *cu = c->dev->cu;
+    if (smem > 48 * 1024) {
+        CUresult r = cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem);
+        if (r != CUDA_SUCCESS) return tg_cuda_status(r, name);
+    }
+    c->last_kernel = name;
+    c->last_grid[0] = gx;
+    c->last_grid[1] = gy;
+    c->last_grid[2] = gz;
+    c->last_block = bx;
+    c->last_smem = smem;
+    CUresult r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, name);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- support */
+
+bool tg_cuda_supports(const tg_cuda_device *dev, const tg_tensor *n) {
+    const tg_tensor *a = n->src[0], *b = n->src[1];
+    switch (n->op) {
+    case TG_OP_NONE:
+    case TG_OP_VIEW:
+        return true;
+    case TG_OP_GET_ROWS:
+        return is_float(a->type) && (b->type == TG_I32 || b->type == TG_I64) && is_float(n->type);
+    case TG_OP_SET_ROWS:
+        return is_float(a->type) && (b->type == TG_I32 || b->type == TG_I64) && is_float(n->type);
+    case TG_OP_ADD:
+    case TG_OP_SUB:
+    case TG_OP_MUL:
+    case TG_OP_DIV:
+        return is_float(a->type) && is_float(b->type) && is_float(n->type);
+    case TG_OP_SCALE:
+    case TG_OP_RELU:
+    case TG_OP_SILU:
+    case TG_OP_SIGMOID:
+    case TG_OP_GLU:
+    case TG_OP_PAD:
+    case TG_OP_SUM_ROWS:
+    case TG_OP_MEAN:
+        return is_float(a->type) && is_float(n->type);
+    case TG_OP_MUL_MAT:
+        return dev->lt != NULL && is_float(a->type) && is_float(b->type) && n->type == TG_F32 &&
+               n->nb[0] == 4;
+    case TG_OP_CONV_2D:
+    case TG_OP_CONV_2D_DW:
+    case TG_OP_CONV_1D_DW:
+        return is_float(a->type) && is_float(b->type) && is_float(n->type);
+    case TG_OP_LAYER_NORM:
+        return is_float(a->type) && is_float(n->type) &&
+               (!n->src[1] || (n->src[1]->type == TG_F32 && tg_is_contiguous(n->src[1]))) &&
+               (!n->src[2] || (n->src[2]->type == TG_F32 && tg_is_contiguous(n->src[2])));
+    case TG_OP_SOFT_MAX:
+        return is_float(a->type) && is_float(n->type) && (!b || is_float(b->type));
+    case TG_OP_ATTENTION: {
+        const tg_tensor *k = n->src[1], *v = n->src[2], *m = n->src[3];
+        int64_t D = a->ne[0], Dv = v->ne[0];
+        size_t smem = (size_t)(32 * (D + 1) + 32 * Dv + 16 * D) * 4;
+        int limit = dev->props.smem_per_block_optin > 0 ? dev->props.smem_per_block_optin
+                                                        : dev->props.smem_per_block;
+        return is_float(a->type) && is_float(k->type) && is_float(v->type) && (!m || is_float(m->type)) &&
+               is_float(n->type) && D >= 1 && D <= 256 && Dv >= 1 && Dv <= 256 && smem <= (size_t)limit;
+    }
+    case TG_OP_CPY:
+        return a->type < TG_TYPE_COUNT && n->type < TG_TYPE_COUNT;
+    case TG_OP_CONCAT:
+        return a->type == b->type && tg_type_size(a->type) == 4 && n->type == a->type;
+    case TG_OP_ARGMAX:
+        return is_float(a->type) && n->type == TG_I32;
+    default:
+        return false;
+    }
+}
+
+/* -------------------------------------------------------------- matmul */
+
+static cudaDataType_t lt_type(tg_type t) {
+    return t == TG_F16 ? CUDA_R_16F : t == TG_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static uint32_t align_of(uint64_t x) {
+    uint64_t a = x & (~x + 1);
+    return a == 0 || a > 256 ? 256 : (uint32_t)a;
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+typedef struct mm_setup {
+    tg_type target;      /* the type both operands are fed in */
+    cublasComputeType_t compute;
+    bool conv_a, conv_b;
+} mm_setup;
+
+static bool usable_as(const tg_tensor *t, tg_type target) {
+    size_t es = tg_type_size(target);
+    return t->type == target && t->nb[0] == es && t->nb[1] % es == 0 && t->nb[2] % es == 0 &&
+           t->nb[3] % es == 0 && ((uintptr_t)t->data) % es == 0 && t->nb[1] / es >= (size_t)t->ne[0];
+}
+
+static mm_setup mm_choose(const tg_cuda_ctx *c, const tg_tensor *node) {
+    const tg_tensor *a = node->src[0], *b = node->src[1];
+    mm_setup s;
+    bool prec32 = tg_node_prec(node) == TG_PREC_F32 || c->dev->props.tc_level == 0;
+    if (prec32 || a->type == TG_F32) {
+        s.target = TG_F32;
+        s.compute = prec32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    } else {
+        s.target = a->type;
+        s.compute = CUBLAS_COMPUTE_32F;
+    }
+    s.conv_a = !usable_as(a, s.target);
+    s.conv_b = !usable_as(b, s.target);
+    return s;
+}
+
+static size_t mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
+    mm_setup s = mm_choose(c, node);
+    size_t es = tg_type_size(s.target), n = 0;
+    if (s.conv_a) n += align256((size_t)tg_nelements(node->src[0]) * es);
+    if (s.conv_b) n += align256((size_t)tg_nelements(node->src[1]) * es);
+    return n;
+}
+
+size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
+    if (node->op == TG_OP_MUL_MAT) return mm_scratch(c, node);
+    return 0;
+}
+
+static tg_status lt_fail(cublasStatus_t s, const char *what) {
+    return tg_status_new(TG_ERR_DEVICE, "cuBLASLt %s failed (status %d)", what, (int)s);
+}
+
+static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
+    for (int i = 0; i < c->n_plans; i++)
+        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
+            *out = &c->plans[i];
+            return NULL;
+        }
+    const tg_cublaslt_api *lt = c->dev->lt;
+    cuda_mm_plan p;
+    memset(&p, 0, sizeof p);
+    p.key = *k;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasStatus_t s;
+    tg_status st = NULL;
+    const char *what = "create";
+    if ((s = lt->cublasLtMatmulDescCreate(&p.op, (cublasComputeType_t)k->compute, CUDA_R_32F))) goto lt_err;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    what = "set attributes";
+    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta))) goto lt_err;
+    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) goto lt_err;
+    if (k->epilogue) {
+        cublasLtEpilogue_t ep = (cublasLtEpilogue_t)k->epilogue;
+        cudaDataType_t bt = CUDA_R_32F;
+        if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep))) goto lt_err;
+        if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)))
+            goto lt_err;
+    }
+    what = "layouts";
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, (cudaDataType_t)k->atype, (uint64_t)k->k, (uint64_t)k->n, k->lda)))
+        goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, (cudaDataType_t)k->btype, (uint64_t)k->k, (uint64_t)k->m, k->ldb)))
+        goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->n, (uint64_t)k->m, k->ldd))) goto lt_err;
+    if (k->batch > 1) {
+        int32_t bc = (int32_t)k->batch;
+        cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
+        int64_t strides[3] = {k->sa, k->sb, k->sd};
+        for (int i = 0; i < 3; i++) {
+            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc)))
+                goto lt_err;
+            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &strides[i], sizeof strides[i])))
+                goto lt_err;
+        }
+    }
+    what = "preference";
+    if ((s = lt->cublasLtMatmulPreferenceCreate(&pref))) goto lt_err;
+    uint64_t ws = c->lt_ws_size;
+    uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
+    if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
+        goto lt_err;
+    const cublasLtMatmulPreferenceAttributes_t aa[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, aa[i], &al[i], sizeof al[i]))) goto lt_err;
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    what = "heuristic";
+    s = lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &res, &n_res);
+    if (s || n_res == 0) {
+        st = tg_status_new(TG_ERR_UNSUPPORTED,
+                           "cuBLASLt has no algorithm for a %lldx%lldx%lld product (types %d/%d, batch %lld, status %d)",
+                           (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
+                           (long long)k->batch, (int)s);
+        goto fail;
+    }
+    p.algo = res.algo;
+    p.ws = res.workspaceSize;
+    lt->cublasLtMatmulPreferenceDestroy(pref);
+    pref = NULL;
+    if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "matmul plans");
+        goto fail;
+    }
+    c->plans[c->n_plans] = p;
+    *out = &c->plans[c->n_plans++];
+    return NULL;
+lt_err:
+    st = lt_fail(s, what);
+fail:
+    if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
+    if (p.la) lt->cublasLtMatrixLayoutDestroy(p.la);
+    if (p.lb) lt->cublasLtMatrixLayoutDestroy(p.lb);
+    if (p.ld) lt->cublasLtMatrixLayoutDestroy(p.ld);
+    if (p.op) lt->cublasLtMatmulDescDestroy(p.op);
+    return st;
+}
+
+void tg_cuda_ops_free(tg_cuda_ctx *c) {
+    const tg_cublaslt_api *lt = c->dev->lt;
+    for (int i = 0; i < c->n_plans && lt; i++) {
+        lt->cublasLtMatrixLayoutDestroy(c->plans[i].la);
+        lt->cublasLtMatrixLayoutDestroy(c->plans[i].lb);
+        lt->cublasLtMatrixLayoutDestroy(c->plans[i].ld);
+        lt->cublasLtMatmulDescDestroy(c->plans[i].op);
+    }
+    tg_free(c->plans);
+    c->plans = NULL;
+    c->n_plans = c->cap_plans = 0;
+}
+
+/* Converts (and makes contiguous) t into dst as type dt. */
+static tg_status convert_to(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_type dt, CUdeviceptr dst) {
+    int64_t n = tg_nelements(t);
+    if (n == 0) return NULL;
+    if (tg_is_contiguous(t)) {
+        uint64_t sp = (uint64_t)(uintptr_t)t->data, dp = dst;
+        int st = (int)t->type, dty = (int)dt, ssz = (int)tg_type_size(t->type), dsz = (int)tg_type_size(dt);
+        void *args[] = {&dp, &dty, &dsz, &sp, &st, &ssz, &n};
+        return launch(c, s, "copy.cu", "", "cvt_c", tg_cuda_grid(c, n, 256), 1, 1, 256, 0, args);
+    }
+    cu_tensor src = desc(t), d;
+    memset(&d, 0, sizeof d);
+    d.p = dst;
+    d.type = (int32_t)dt;
+    size_t es = tg_type_size(dt);
+    for (int i = 0; i < 4; i++) {
+        d.ne[i] = t->ne[i];
+        d.nb[i] = i == 0 ? (int64_t)es : d.nb[i - 1] * d.ne[i - 1];
+    }
+    void *args[] = {&d, &src, &n};
+    return launch(c, s, "copy.cu", "", "cpy", tg_cuda_grid(c, n, 256), 1, 1, 256, 0, args);
+}
+
+/* The product of node = mul_mat(a, b), optionally with a bias vector added
+ * (and relu applied) by the cuBLASLt epilogue; the result goes to out. */
+static tg_status encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_tensor *bias,
+                                bool relu, const tg_tensor *out) {
+    const tg_tensor *a = node->src[0], *b = node->src[1];
+    const tg_cublaslt_api *lt = c->dev->lt;
+    mm_setup ms = mm_choose(c, node);
+    size_t es = tg_type_size(ms.target);
+    int64_t K = a->ne[0], N = a->ne[1], M = b->ne[1];
+    int64_t A2 = a->ne[2], A3 = a->ne[3], B2 = b->ne[2], B3 = b->ne[3];
+    if (N == 0 || M == 0 || B2 == 0 || B3 == 0) return NULL;
+    tg_status st;
+    CUdeviceptr pa = (CUdeviceptr)(uintptr_t)a->data, pb = (CUdeviceptr)(uintptr_t)b->data;
+    int64_t lda, sa2, sa3, ldb, sb2, sb3;
+    CUdeviceptr next = c->scratch;
+    if (ms.conv_a) {
+        if ((st = convert_to(c, s, a, ms.target, next))) return st;
+        pa = next;
+        next += align256((size_t)tg_nelements(a) * es);
+        lda = K, sa2 = K * N, sa3 = K * N * A2;
+    } else {
+        lda = (int64_t)(a->nb[1] / es), sa2 = (int64_t)(a->nb[2] / es), sa3 = (int64_t)(a->nb[3] / es);
+    }
+    if (ms.conv_b) {
+        if ((st = convert_to(c, s, b, ms.target, next))) return st;
+        pb = next;
+        ldb = K, sb2 = K * M, sb3 = K * M * B2;
+    } else {
+        ldb = (int64_t)(b->nb[1] / es), sb2 = (int64_t)(b->nb[2] / es), sb3 = (int64_t)(b->nb[3] / es);
+    }
+    CUdeviceptr pd = (CUdeviceptr)(uintptr_t)out->data;
+    int64_t ldd = (int64_t)(out->nb[1] / 4), sd2 = (int64_t)(out->nb[2] / 4), sd3 = (int64_t)(out->nb[3] / 4);
+
+    /* Weights shared by every batch and activations evenly strided: one
+     * product with M*B2*B3 columns. */
+    int64_t m_tot = M, n_b2 = B2, n_b3 = B3;
+    if (A2 == 1 && A3 == 1 && (B2 == 1 || (sb2 == ldb * M && sd2 == ldd * M)) &&
+        (B3 == 1 || (sb3 == sb2 * B2 && sd3 == sd2 * B2))) {
+        m_tot = M * B2 * B3;
+        n_b2 = n_b3 = 1;
+    }
+    int64_t r2 = B2 / A2, r3 = B3 / A3;
+    float alpha = 1.0f, beta = 0.0f;
+    int epilogue = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : 0;
+    for (int64_t i3 = 0; i3 < n_b3; i3++) {
+        /* One call per weight matrix in dim 2, batched over the activations
+         * that share it (all of dim 2 when A2 == B2 or A2 == 1). */
+        int64_t groups = (A2 == n_b2 || A2 == 1) ? 1 : A2;
+        for (int64_t g = 0; g < groups; g++) {
+            int64_t batch = groups == 1 ? n_b2 : r2;
+            int64_t b2_0 = groups == 1 ? 0 : g * r2;
+            int64_t sa = (A2 == 1 || groups > 1) ? 0 : sa2;
+            CUdeviceptr A = pa + (CUdeviceptr)(((i3 / r3) * sa3 + (groups > 1 ? g * sa2 : 0)) * (int64_t)es);
+            CUdeviceptr B = pb + (CUdeviceptr)((i3 * sb3 + b2_0 * sb2) * (int64_t)es);
+            CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
+            cuda_mm_key k;
+            memset(&k, 0, sizeof k);
+            k.atype = (int32_t)lt_type(ms.target);
+            k.btype = k.atype;
+            k.compute = (int32_t)ms.compute;
+            k.epilogue = epilogue;
+            k.m = m_tot, k.n = N, k.k = K, k.lda = lda, k.ldb = ldb, k.ldd = ldd;
+            k.batch = batch;
+            k.sa = sa, k.sb = sb2, k.sd = sd2;
+            k.align_a = (int32_t)min_u32(align_of(A), min_u32(align_of((uint64_t)(lda * (int64_t)es)),
+                                                               batch > 1 && sa ? align_of((uint64_t)(sa * (int64_t)es)) : 256));
+            k.align_b = (int32_t)min_u32(align_of(B), min_u32(align_of((uint64_t)(ldb * (int64_t)es)),
+                                                               batch > 1 ? align_of((uint64_t)(sb2 * (int64_t)es)) : 256));
+            k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * 4)),
+                                                               batch > 1 ? align_of((uint64_t)(sd2 * 4)) : 256));
+            if (bias) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of((uint64_t)(uintptr_t)bias->data));
+            cuda_mm_plan *p = NULL;
+            if ((st = mm_plan(c, &k, &p))) return tg_status_wrap(st, "mul_mat '%s'", node->name);
+            if (bias) {
+                const void *bp = bias->data;
+                cublasStatus_t ls = lt->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
+                if (ls) return lt_fail(ls, "bias pointer");
+            }
+            c->last_kernel = "cublasLtMatmul";
+            c->last_grid[0] = (unsigned)N;
+            c->last_grid[1] = (unsigned)m_tot;
+            c->last_grid[2] = (unsigned)batch;
+            c->last_block = (unsigned)K;
+            cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
+                                                   (const void *)(uintptr_t)B, p->lb, &beta, (void *)(uintptr_t)D, p->ld,
+                                                   (void *)(uintptr_t)D, p->ld, &p->algo, (void *)(uintptr_t)c->lt_ws,
+                                                   p->ws, s);
+            if (ls) {
+                st = lt_fail(ls, "matmul");
+                return tg_status_wrap(st, "mul_mat '%s' (%lldx%lldx%lld)", node->name, (long long)N,
+                                      (long long)m_tot, (long long)K);
+            }
+        }
+    }
+    return NULL;
+}
+
+/* -------------------------------------------------------------- fusion */
+
+static bool is_bias_for(const tg_tensor *bias, const tg_tensor *mm) {
+    return bias && bias->type == TG_F32 && bias->data && tg_is_contiguous(bias) && bias->ne[0] == mm->ne[0] &&
+           bias->ne[1] == 1 && bias->ne[2] == 1 && bias->ne[3] == 1;
+}
+
+int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
+    if (!c->use_fusion || i + 1 >= n) return 1;
+    const tg_tensor *mm = nodes[i], *add = nodes[i + 1];
+    if (mm->op != TG_OP_MUL_MAT || add->op != TG_OP_ADD) return 1;
+    if (n_uses[i] != 1 || (mm->flags & TG_FLAG_OUTPUT)) return 1;
+    const tg_tensor *bias = add->src[0] == mm ? add->src[1] : add->src[1] == mm ? add->src[0] : NULL;
+    if (!is_bias_for(bias, mm) || !tg_same_shape(add, mm) || add->type != TG_F32 || !tg_is_contiguous(add) ||
+        !tg_is_contiguous(mm))
+        return 1;
+    /* The epilogue needs one product over contiguous activations. */
+    const tg_tensor *a = mm->src[0];
+    if (a->ne[2] != 1 || a->ne[3] != 1) return 1;
+    if (i + 2 < n && nodes[i + 2]->op == TG_OP_RELU && nodes[i + 2]->src[0] == add && n_uses[i + 1] == 1 &&
+        !(add->flags & TG_FLAG_OUTPUT) && tg_same_shape(nodes[i + 2], add) && nodes[i + 2]->type == TG_F32 &&
+        tg_is_contiguous(nodes[i + 2]))
+        return 3;
+    return 2;
+}
+
+/* ------------------------------------------------------------ encoders */
+
+static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op) {
+    const tg_tensor *a = n->src[0], *b = n->src[1];
+    int64_t ne = tg_nelements(n);
+    if (ne == 0) return NULL;
+    char defs[32];
+    snprintf(defs, sizeof defs, "-DTG_OP=%d", op);
+    /* Contiguous F32 whose operands repeat with a period (full size, or a
+     * leading block such as one bias row): 16 bytes per thread. */
+    int64_t per[2];
+    bool fast = n->type == TG_F32 && tg_is_contiguous(n) && ne % 4 == 0 && ((uintptr_t)n->data & 15) == 0;
+    const tg_tensor *srcs[2] = {a, b};
+    for (int k = 0; k < 2 && fast; k++) {
+        const tg_tensor *t = srcs[k];
+        fast = t->type == TG_F32 && tg_is_contiguous(t) && ((uintptr_t)t->data & 15) == 0;
+        int d = 0;
+        while (d < 4 && t->ne[d] == n->ne[d]) d++;
+        for (int j = d; j < 4 && fast; j++) fast = t->ne[j] == 1;
+        per[k] = tg_nelements(t);
+        fast = fast && per[k] % 4 == 0;
+    }
+    if (fast) {
+        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data, pb = (uint64_t)(uintptr_t)b->data;
+        int64_t n4 = ne / 4, na4 = per[0] / 4, nb4 = per[1] / 4;
+        void *args[] = {&d, &pa, &pb, &n4, &na4, &nb4};
+        return launch(c, s, "elementwise.cu", defs, "ew_binary_c4", tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, args);
+    }
+    cu_tensor dd = desc(n), da = desc(a), db = desc(b);
+    void *args[] = {&dd, &da, &db, &ne};
+    return launch(c, s, "elementwise.cu", defs, "ew_binary", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
+}
+
+static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc) {
+    const tg_tensor *a = n->src[0];
+    int64_t ne = tg_nelements(n);
+    if (ne == 0) return NULL;
+    char defs[32];
+    snprintf(defs, sizeof defs, "-DTG_OP=%d", op);
+    if (n->type == TG_F32 && a->type == TG_F32 && tg_is_contiguous(n) && tg_is_contiguous(a) && ne % 4 == 0 &&
+        (((uintptr_t)n->data | (uintptr_t)a->data) & 15) == 0) {
+        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
+        int64_t n4 = ne / 4;
+        void *args[] = {&d, &pa, &sc, &n4};
+        return launch(c, s, "elementwise.cu", defs, "ew_unary_c4", tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, args);
+    }
+    cu_tensor dd = desc(n), da = desc(a);
+    void *args[] = {&dd, &da, &sc, &ne};
+    return launch(c, s, "elementwise.cu", defs, "ew_unary", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
+}
+
+static unsigned row_block(int64_t ne0) {
+    unsigned b = 32;
+    while (b < 256 && (int64_t)b < ne0) b *= 2;
+    return b;
+}
+
+static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    const tg_tensor *a = n->src[0], *w = n->src[1], *b = n->src[2];
+    float eps = tg_param_f32(n, 0);
+    int64_t rows = tg_nrows(a), ne0 = a->ne[0];
+    if (rows == 0 || ne0 == 0) return NULL;
+    uint64_t pw = w ? (uint64_t)(uintptr_t)w->data : 0, pb = b ? (uint64_t)(uintptr_t)b->data : 0;
+    int64_t n4 = ne0 / 4;
+    if (a->type == TG_F32 && n->type == TG_F32 && tg_is_contiguous(a) && tg_is_contiguous(n) && ne0 % 4 == 0 &&
+        n4 <= 256 * 8 && ((uintptr_t)a->data & 15) == 0 && ((uintptr_t)n->data & 15) == 0 && (pw & 15) == 0 &&
+        (pb & 15) == 0 && rows < (1ll << 31)) {
+        unsigned block = 32;
+        while (block < 256 && block < n4) block += 32;
+        while ((int64_t)block * 8 < n4) block += 32;
+        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
+        int n4i = (int)n4;
+        void *args[] = {&d, &pa, &pw, &pb, &n4i, &eps};
+        return launch(c, s, "norm.cu", "", "layer_norm_c4", (unsigned)rows, 1, 1, block, 0, args);
+    }
+    cu_tensor dd = desc(n), da = desc(a);
+    void *args[] = {&dd, &da, &pw, &pb, &eps};
+    return launch(c, s, "norm.cu", "", "layer_norm", (unsigned)rows, 1, 1, row_block(ne0), 0, args);
+}
+
+static tg_status encode_rows_op(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const char *module,
+                                const char *name, void **extra, int n_extra) {
+    const tg_tensor *a = n->src[0];
+    int64_t rows = tg_nrows(a);
+    if (rows == 0) return NULL;
+    cu_tensor dd = desc(n), da = desc(a);
+    void *args[8] = {&dd, &da};
+    for (int i = 0; i < n_extra; i++) args[2 + i] = extra[i];
+    return launch(c, s, module, "", name, (unsigned)rows, 1, 1, row_block(a->ne[0]), 0, args);
+}
+
+static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
+    float scale = tg_param_f32(n, 0);
+    int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
+    if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
+    char defs[32];
+    /* At least 2: with a single accumulator per lane, NVRTC 13.0's front end
+     * does not finish compiling the kernel. */
+    int dvl = (int)((Dv + 31) / 32);
+    snprintf(defs, sizeof defs, "-DTG_DVL=%d", dvl < 2 ? 2 : dvl);
+    unsigned smem = (unsigned)((32 * (D + 1) + 32 * Dv + 16 * D) * 4);
+    cu_tensor o = desc(n), dq = desc(q), dk = desc(k), dv = desc(v), dm = desc(m);
+    int has_mask = m != NULL;
+    void *args[] = {&o, &dq, &dk, &dv, &dm, &has_mask, &scale};
+    return launch(c, s, "attention.cu", defs, "attention", (unsigned)((Tq + 15) / 16), (unsigned)H, (unsigned)B, 128,
+                  smem, args);
+}
+
+static tg_status encode_flat(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const char *module,
+                             const char *name, void **args_after_n, int n_after, int64_t count,
+                             void **front, int n_front) {
+    if (count == 0) return NULL;
+    void *args[12];
+    int k = 0;
+    for (int i = 0; i < n_front; i++) args[k++] = front[i];
+    for (int i = 0; i < n_after; i++) args[k++] = args_after_n[i];
+    args[k++] = &count;
+    return launch(c, s, module, "", name, tg_cuda_grid(c, count, 256), 1, 1, 256, 0, args);
+}
+
+static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    const tg_tensor *a = n->src[0];
+    int64_t ne = tg_nelements(a);
+    if (ne == 0) return NULL;
+    if (a->type == n->type && tg_is_contiguous(a) && tg_is_contiguous(n)) {
+        c->last_kernel = "cuMemcpyDtoDAsync";
+        CUresult r = c->dev->cu->cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)n->data, (CUdeviceptr)(uintptr_t)a->data,
+                                                   (size_t)ne * tg_type_size(a->type), s);
+        return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, "cpy");
+    }
+    if (tg_is_contiguous(a) && tg_is_contiguous(n)) {
+        uint64_t dp = (uint64_t)(uintptr_t)n->data, sp = (uint64_t)(uintptr_t)a->data;
+        int dt = (int)n->type, st = (int)a->type, dsz = (int)tg_type_size(n->type), ssz = (int)tg_type_size(a->type);
+        void *args[] = {&dp, &dt, &dsz, &sp, &st, &ssz, &ne};
+        return launch(c, s, "copy.cu", "", "cvt_c", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
+    }
+    cu_tensor dd = desc(n), da = desc(a);
+    void *front[] = {&dd, &da};
+    return encode_flat(c, s, n, "copy.cu", "cpy", NULL, 0, ne, front, 2);
+}
+
+tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
+    const tg_tensor *n = nodes[i];
+    if (len > 1) {
+        const tg_tensor *add = nodes[i + 1];
+        const tg_tensor *bias = add->src[0] == n ? add->src[1] : add->src[0];
+        c->n_fused[len == 3 ? 1 : 0]++;
+        return encode_mul_mat(c, s, n, bias, len == 3, nodes[i + len - 1]);
+    }
+    cu_tensor dd = desc(n), da = desc(n->src[0]), db = desc(n->src[1]);
+    switch (n->op) {
+    case TG_OP_NONE:
+    case TG_OP_VIEW:
+        return NULL;
+    case TG_OP_ADD: return encode_binary(c, s, n, 0);
+    case TG_OP_SUB: return encode_binary(c, s, n, 1);
+    case TG_OP_MUL: return encode_binary(c, s, n, 2);
+    case TG_OP_DIV: return encode_binary(c, s, n, 3);
+    case TG_OP_SCALE: return encode_unary(c, s, n, 4, tg_param_f32(n, 0));
+    case TG_OP_RELU: return encode_unary(c, s, n, 5, 0.0f);
+    case TG_OP_SILU: return encode_unary(c, s, n, 6, 0.0f);
+    case TG_OP_SIGMOID: return encode_unary(c, s, n, 7, 0.0f);
+    case TG_OP_MUL_MAT: return encode_mul_mat(c, s, n, NULL, false, n);
+    case TG_OP_LAYER_NORM:
+        if (n->src[1] || n->src[2]) c->n_fused[2]++;
+        return encode_layer_norm(c, s, n);
+    case TG_OP_SOFT_MAX: {
+        float scale = tg_param_f32(n, 0);
+        int has_mask = n->src[1] != NULL;
+        if (has_mask || scale != 1.0f) c->n_fused[3]++;
+        void *extra[] = {&db, &has_mask, &scale};
+        return encode_rows_op(c, s, n, "softmax.cu", "soft_max", extra, 3);
+    }
+    case TG_OP_ATTENTION:
+        c->n_fused[4]++;
+        return encode_attention(c, s, n);
+    case TG_OP_GLU: {
+        c->n_fused[5]++;
+        void *front[] = {&dd, &da};
+        return encode_flat(c, s, n, "reduce.cu", "glu", NULL, 0, tg_nelements(n), front, 2);
+    }
+    case TG_OP_ARGMAX:
+        return encode_rows_op(c, s, n, "reduce.cu", "argmax", NULL, 0);
+    case TG_OP_SUM_ROWS:
+    case TG_OP_MEAN: {
+        float div = n->op == TG_OP_MEAN ? (float)n->src[0]->ne[0] : 1.0f;
+        void *extra[] = {&div};
+        return encode_rows_op(c, s, n, "reduce.cu", "sum_rows", extra, 1);
+    }
+    case TG_OP_GET_ROWS: {
+        void *front[] = {&dd, &da, &db};
+        return encode_flat(c, s, n, "rows.cu", "get_rows", NULL, 0, tg_nelements(n), front, 3);
+    }
+    case TG_OP_SET_ROWS: {
+        void *front[] = {&dd, &da, &db};
+        return encode_flat(c, s, n, "rows.cu", "set_rows", NULL, 0, tg_nelements(n->src[0]), front, 3);
+    }
+    case TG_OP_CPY:
+        return encode_cpy(c, s, n);
+    case TG_OP_CONCAT: {
+        int dim = tg_param_i32(n, 0);
+        void *front[] = {&dd, &da, &db, &dim};
+        return encode_flat(c, s, n, "copy.cu", "concat", NULL, 0, tg_nelements(n), front, 4);
+    }
+    case TG_OP_PAD: {
+        int32_t lo[4];
+        for (int k = 0; k < 4; k++) lo[k] = tg_param_i32(n, k);
+        void *front[] = {&dd, &da, lo};
+        return encode_flat(c, s, n, "copy.cu", "pad", NULL, 0, tg_nelements(n), front, 3);
+    }
+    case TG_OP_CONV_2D:
+    case TG_OP_CONV_2D_DW: {
+        int p[4];
+        for (int k = 0; k < 4; k++) p[k] = tg_param_i32(n, k);
+        void *front[] = {&dd, &da, &db, &p[0], &p[1], &p[2], &p[3]};
+        return encode_flat(c, s, n, "conv.cu", n->op == TG_OP_CONV_2D ? "conv_2d" : "conv_2d_dw", NULL, 0,
+                           tg_nelements(n), front, 7);
+    }
+    case TG_OP_CONV_1D_DW: {
+        int st = tg_param_i32(n, 0), pd = tg_param_i32(n, 1);
+        void *front[] = {&dd, &da, &db, &st, &pd};
+        return encode_flat(c, s, n, "conv.cu", "conv_1d_dw", NULL, 0, tg_nelements(n), front, 5);
+    }
+    default:
+        return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: op %s (node '%s') is not supported", tg_op_name(n->op),
+                             n->name);
+    }
+}

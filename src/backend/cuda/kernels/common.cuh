@@ -1,0 +1,129 @@
+/*
+ * common.cuh: what every kernel file shares (types, loads and stores of the
+ * runtime's element types, reductions).
+ *
+ * Kernels are compiled by NVRTC at run time without the CUDA toolkit's
+ * headers, so half and bfloat16 are handled here as raw 16-bit patterns with
+ * PTX conversions. A tensor crosses to the device as tg_t (pointer, shape,
+ * byte strides, type), the same 80-byte layout as cu_tensor in cuda_ops.c.
+ * Capability macros come from the host: TG_CC (compute capability, e.g. 90),
+ * TG_HAS_BF16_CVT (the bf16 conversion instruction passed its probe).
+ *
+ * Not here: any kernel.
+ */
+#pragma once
+
+#define TG_T_F32 0
+#define TG_T_F16 1
+#define TG_T_BF16 2
+#define TG_T_I32 3
+#define TG_T_I64 4
+#define TG_INF __int_as_float(0x7f800000)
+
+typedef long long i64;
+
+struct tg_t {
+    char *p;
+    i64 ne[4];
+    i64 nb[4];
+    int type;
+    int pad_;
+};
+
+__device__ __forceinline__ float tg_h2f(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ unsigned short tg_f2h(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+__device__ __forceinline__ float tg_bf2f(unsigned short b) { return __uint_as_float(((unsigned)b) << 16); }
+
+__device__ __forceinline__ unsigned short tg_f2bf(float f) {
+#if TG_HAS_BF16_CVT
+    unsigned short b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+    return b;
+#else
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+#endif
+}
+
+__device__ __forceinline__ float tg_ld(const char *p, int type) {
+    switch (type) {
+    case TG_T_F32: return *(const float *)p;
+    case TG_T_F16: return tg_h2f(*(const unsigned short *)p);
+    case TG_T_BF16: return tg_bf2f(*(const unsigned short *)p);
+    case TG_T_I32: return (float)*(const int *)p;
+    default: return (float)*(const i64 *)p;
+    }
+}
+
+__device__ __forceinline__ void tg_st(char *p, int type, float v) {
+    switch (type) {
+    case TG_T_F32: *(float *)p = v; break;
+    case TG_T_F16: *(unsigned short *)p = tg_f2h(v); break;
+    case TG_T_BF16: *(unsigned short *)p = tg_f2bf(v); break;
+    case TG_T_I32: *(int *)p = (int)v; break;
+    default: *(i64 *)p = (i64)v; break;
+    }
+}
+
+/* Byte offset of element (i0, i1, i2, i3); a dim of extent 1 broadcasts. */
+__device__ __forceinline__ i64 tg_off_bc(const tg_t &t, i64 i0, i64 i1, i64 i2, i64 i3) {
+    return (t.ne[0] == 1 ? 0 : i0 * t.nb[0]) + (t.ne[1] == 1 ? 0 : i1 * t.nb[1]) +
+           (t.ne[2] == 1 ? 0 : i2 * t.nb[2]) + (t.ne[3] == 1 ? 0 : i3 * t.nb[3]);
+}
+
+__device__ __forceinline__ i64 tg_off(const tg_t &t, i64 i0, i64 i1, i64 i2, i64 i3) {
+    return i0 * t.nb[0] + i1 * t.nb[1] + i2 * t.nb[2] + i3 * t.nb[3];
+}
+
+/* Flat index (dim 0 fastest) to coordinates of t's shape. */
+__device__ __forceinline__ void tg_unravel(const tg_t &t, i64 i, i64 &i0, i64 &i1, i64 &i2, i64 &i3) {
+    i0 = i % t.ne[0];
+    i /= t.ne[0];
+    i1 = i % t.ne[1];
+    i /= t.ne[1];
+    i2 = i % t.ne[2];
+    i3 = i / t.ne[2];
+}
+
+__device__ __forceinline__ float tg_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float tg_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Block-wide sum; every thread gets the result. sh: 32 floats of shared memory. */
+__device__ __forceinline__ float tg_block_sum(float v, float *sh) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = tg_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.0f;
+    return tg_warp_sum(v);
+}
+
+__device__ __forceinline__ float tg_block_max(float v, float *sh) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = tg_warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -TG_INF;
+    return tg_warp_max(v);
+}

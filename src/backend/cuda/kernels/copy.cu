@@ -1,0 +1,81 @@
+/*
+ * copy.cu: cpy/cast between any two layouts and types, concat and pad.
+ *
+ * cpy walks the flat element order of both tensors (they may differ in shape
+ * with equal counts, as ggml's cpy allows). Equal types copy the bytes, so
+ * I64 stays exact; different types go through float, except integers to
+ * integers, which go through i64. Floats to integers truncate toward zero.
+ * cvt_c is the contiguous fast path (the activations' conversion to BF16 in
+ * front of a matrix product runs on it).
+ *
+ * Not here: quantized types.
+ */
+#include "common.cuh"
+
+__device__ __forceinline__ void copy_elem(char *dp, int dt, const char *sp, int st) {
+    if (dt == st) {
+        switch (dt) {
+        case TG_T_F16: case TG_T_BF16: *(unsigned short *)dp = *(const unsigned short *)sp; break;
+        case TG_T_I64: *(i64 *)dp = *(const i64 *)sp; break;
+        default: *(unsigned *)dp = *(const unsigned *)sp; break;
+        }
+    } else if ((dt == TG_T_I32 || dt == TG_T_I64) && (st == TG_T_I32 || st == TG_T_I64)) {
+        i64 x = st == TG_T_I64 ? *(const i64 *)sp : (i64) * (const int *)sp;
+        if (dt == TG_T_I64) *(i64 *)dp = x;
+        else *(int *)dp = (int)x;
+    } else {
+        tg_st(dp, dt, tg_ld(sp, st));
+    }
+}
+
+extern "C" __global__ void cpy(tg_t d, tg_t s, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        i64 a0, a1, a2, a3, b0, b1, b2, b3;
+        tg_unravel(s, i, a0, a1, a2, a3);
+        tg_unravel(d, i, b0, b1, b2, b3);
+        copy_elem(d.p + tg_off(d, b0, b1, b2, b3), d.type, s.p + tg_off(s, a0, a1, a2, a3), s.type);
+    }
+}
+
+/* Both contiguous, n elements. */
+extern "C" __global__ void cvt_c(char *d, int dt, int dsz, const char *s, int st, int ssz, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        copy_elem(d + i * dsz, dt, s + i * ssz, st);
+}
+
+/* out = a ++ b along dim; 4-byte elements (F32 or I32). */
+extern "C" __global__ void concat(tg_t o, tg_t a, tg_t b, int dim, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        i64 c[4];
+        tg_unravel(o, i, c[0], c[1], c[2], c[3]);
+        const char *src;
+        if (c[dim] < a.ne[dim]) {
+            src = a.p + tg_off(a, c[0], c[1], c[2], c[3]);
+        } else {
+            c[dim] -= a.ne[dim];
+            src = b.p + tg_off(b, c[0], c[1], c[2], c[3]);
+            c[dim] += a.ne[dim];
+        }
+        *(unsigned *)(o.p + tg_off(o, c[0], c[1], c[2], c[3])) = *(const unsigned *)src;
+    }
+}
+
+struct pad4 {
+    int lo[4];
+};
+
+extern "C" __global__ void pad(tg_t o, tg_t a, pad4 lo, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        i64 c[4];
+        tg_unravel(o, i, c[0], c[1], c[2], c[3]);
+        bool in = true;
+        i64 s[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            s[k] = c[k] - lo.lo[k];
+            in = in && s[k] >= 0 && s[k] < a.ne[k];
+        }
+        float x = in ? tg_ld(a.p + tg_off(a, s[0], s[1], s[2], s[3]), a.type) : 0.0f;
+        tg_st(o.p + tg_off(o, c[0], c[1], c[2], c[3]), o.type, x);
+    }
+}

@@ -1,0 +1,90 @@
+/*
+ * elementwise.cu: binary ops with broadcasting (add, sub, mul, div) and unary
+ * ops (scale, relu, silu, sigmoid).
+ *
+ * Specialised at compile time by TG_OP (the op, see the table below), so each
+ * op is its own small kernel. Two shapes of kernel: a general one that walks
+ * the destination's flat index and applies any strides (views, permutes,
+ * broadcasting in every dim), and a contiguous F32 one that moves 16 bytes per
+ * thread for the large, common case; the host picks.
+ *
+ * Not here: fused variants (layer norm, softmax and attention are their own
+ * ops).
+ */
+#include "common.cuh"
+
+/* TG_OP: 0 add, 1 sub, 2 mul, 3 div, 4 scale, 5 relu, 6 silu, 7 sigmoid */
+#ifndef TG_OP
+#define TG_OP 0
+#endif
+
+__device__ __forceinline__ float bin(float a, float b) {
+#if TG_OP == 0
+    return a + b;
+#elif TG_OP == 1
+    return a - b;
+#elif TG_OP == 2
+    return a * b;
+#else
+    return a / b;
+#endif
+}
+
+__device__ __forceinline__ float un(float x, float s) {
+#if TG_OP == 4
+    return x * s;
+#elif TG_OP == 5
+    return x > 0.0f ? x : 0.0f;
+#elif TG_OP == 6
+    return x / (1.0f + expf(-x));
+#else
+    return 1.0f / (1.0f + expf(-x));
+#endif
+}
+
+extern "C" __global__ void ew_binary(tg_t d, tg_t a, tg_t b, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        i64 i0, i1, i2, i3;
+        tg_unravel(d, i, i0, i1, i2, i3);
+        float x = tg_ld(a.p + tg_off_bc(a, i0, i1, i2, i3), a.type);
+        float y = tg_ld(b.p + tg_off_bc(b, i0, i1, i2, i3), b.type);
+        tg_st(d.p + tg_off(d, i0, i1, i2, i3), d.type, bin(x, y));
+    }
+}
+
+/* d, a, b contiguous F32; a and b repeat with periods na and nb (the whole
+ * tensor, or one row for a broadcast bias). n4 counts float4 groups. */
+extern "C" __global__ void ew_binary_c4(float4 *d, const float4 *a, const float4 *b, i64 n4, i64 na4,
+                                        i64 nb4) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
+        float4 x = a[na4 == n4 ? i : i % na4];
+        float4 y = b[nb4 == n4 ? i : i % nb4];
+        float4 r;
+        r.x = bin(x.x, y.x);
+        r.y = bin(x.y, y.y);
+        r.z = bin(x.z, y.z);
+        r.w = bin(x.w, y.w);
+        d[i] = r;
+    }
+}
+
+extern "C" __global__ void ew_unary(tg_t d, tg_t a, float s, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
+        i64 i0, i1, i2, i3;
+        tg_unravel(d, i, i0, i1, i2, i3);
+        float x = tg_ld(a.p + tg_off(a, i0, i1, i2, i3), a.type);
+        tg_st(d.p + tg_off(d, i0, i1, i2, i3), d.type, un(x, s));
+    }
+}
+
+extern "C" __global__ void ew_unary_c4(float4 *d, const float4 *a, float s, i64 n4) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
+        float4 x = a[i];
+        float4 r;
+        r.x = un(x.x, s);
+        r.y = un(x.y, s);
+        r.z = un(x.z, s);
+        r.w = un(x.w, s);
+        d[i] = r;
+    }
+}

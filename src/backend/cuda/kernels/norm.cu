@@ -1,0 +1,86 @@
+/*
+ * norm.cu: layer norm over dim 0 with the optional affine (w, b) fused in.
+ *
+ * One block per row. The contiguous F32 kernel keeps the row in registers
+ * (up to TG_NORM_VEC float4 per thread), so the row crosses device memory once
+ * each way; the general kernel re-reads it (the second and third reads hit the
+ * cache) and accepts any strides. Mean, then the variance of the centred
+ * values (two passes, not E[x^2]-E[x]^2, which cancels badly).
+ *
+ * Not here: RMS norm (the model has none).
+ */
+#include "common.cuh"
+
+#define TG_NORM_VEC 8
+
+extern "C" __global__ void layer_norm(tg_t d, tg_t a, const float *w, const float *b, float eps) {
+    __shared__ float sh[32];
+    i64 r = blockIdx.x;
+    i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
+    const char *src = a.p + tg_off(a, 0, i1, i2, i3);
+    char *dst = d.p + tg_off(d, 0, i1, i2, i3);
+    i64 n = a.ne[0];
+    float s = 0.0f;
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) s += tg_ld(src + i * a.nb[0], a.type);
+    float mean = tg_block_sum(s, sh) / (float)n;
+    float v = 0.0f;
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+        float x = tg_ld(src + i * a.nb[0], a.type) - mean;
+        v += x * x;
+    }
+    float rstd = rsqrtf(tg_block_sum(v, sh) / (float)n + eps);
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+        float y = (tg_ld(src + i * a.nb[0], a.type) - mean) * rstd;
+        if (w) y *= w[i];
+        if (b) y += b[i];
+        tg_st(dst + i * d.nb[0], d.type, y);
+    }
+}
+
+/* a and d contiguous F32 rows of n = 4*n4 floats, n4 <= blockDim.x * TG_NORM_VEC. */
+extern "C" __global__ void layer_norm_c4(float4 *d, const float4 *a, const float4 *w, const float4 *b,
+                                         int n4, float eps) {
+    __shared__ float sh[32];
+    const float4 *src = a + (i64)blockIdx.x * n4;
+    float4 *dst = d + (i64)blockIdx.x * n4;
+    float4 x[TG_NORM_VEC];
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < TG_NORM_VEC; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        x[k] = i < n4 ? src[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        s += (x[k].x + x[k].y) + (x[k].z + x[k].w);
+    }
+    float n = 4.0f * (float)n4;
+    float mean = tg_block_sum(s, sh) / n;
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < TG_NORM_VEC; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        if (i < n4) {
+            float p = x[k].x - mean, q = x[k].y - mean, u = x[k].z - mean, t = x[k].w - mean;
+            v += (p * p + q * q) + (u * u + t * t);
+        }
+    }
+    float rstd = rsqrtf(tg_block_sum(v, sh) / n + eps);
+#pragma unroll
+    for (int k = 0; k < TG_NORM_VEC; k++) {
+        int i = threadIdx.x + k * blockDim.x;
+        if (i < n4) {
+            float4 y;
+            y.x = (x[k].x - mean) * rstd;
+            y.y = (x[k].y - mean) * rstd;
+            y.z = (x[k].z - mean) * rstd;
+            y.w = (x[k].w - mean) * rstd;
+            if (w) {
+                float4 g = w[i];
+                y.x *= g.x; y.y *= g.y; y.z *= g.z; y.w *= g.w;
+            }
+            if (b) {
+                float4 c = b[i];
+                y.x += c.x; y.y += c.y; y.z += c.z; y.w += c.w;
+            }
+            dst[i] = y;
+        }
+    }
+}

@@ -1,0 +1,32 @@
+/*
+ * probe.cu: tiny kernels compiled at device start to test a capability
+ * before it is enabled (the seed probes its tensor API the same way), and a
+ * kernel that faults on purpose, for the sticky-error test.
+ *
+ * Not here: anything the graph runs.
+ */
+#include "common.cuh"
+
+extern "C" __global__ void probe_bf16_cvt(unsigned short *out, float x) {
+    unsigned short b;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(x));
+    *out = b;
+}
+
+#if TG_CC >= 80
+/* One warp-wide bf16 tensor-core product, the instruction flash attention
+ * would build on. */
+extern "C" __global__ void probe_mma_bf16(float *out) {
+    unsigned a0 = 0x3f803f80u, a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0;
+    float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    if (threadIdx.x == 0) *out = c0;
+}
+#endif
+
+extern "C" __global__ void fault(float *p) {
+    volatile float *bad = (volatile float *)(p + (1ll << 40));
+    *bad = 1.0f;
+}

@@ -1,0 +1,73 @@
+/*
+ * reduce.cu: reductions over dim 0 (argmax, sum_rows, mean, GLU's halves).
+ *
+ * One block per row. argmax keeps the first index of the largest value, so
+ * the decoder's greedy choice matches the CPU's on ties; only the chosen ids
+ * need to leave the device.
+ *
+ * Not here: reductions over other dims (the graph permutes first).
+ */
+#include "common.cuh"
+
+extern "C" __global__ void argmax(tg_t o, tg_t a) {
+    __shared__ float sv[32];
+    __shared__ i64 si[32];
+    i64 r = blockIdx.x;
+    i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
+    const char *src = a.p + tg_off(a, 0, i1, i2, i3);
+    float best = -TG_INF;
+    i64 bi = -1;
+    for (i64 i = threadIdx.x; i < a.ne[0]; i += blockDim.x) {
+        float x = tg_ld(src + i * a.nb[0], a.type);
+        if (bi < 0 || x > best) {
+            best = x;
+            bi = i;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, off);
+        i64 oi = __shfl_xor_sync(0xffffffffu, bi, off);
+        if (oi >= 0 && (bi < 0 || ov > best || (ov == best && oi < bi))) {
+            best = ov;
+            bi = oi;
+        }
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    if (lane == 0) {
+        sv[warp] = best;
+        si[warp] = bi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < nw; w++)
+            if (si[w] >= 0 && (bi < 0 || sv[w] > best || (sv[w] == best && si[w] < bi))) {
+                best = sv[w];
+                bi = si[w];
+            }
+        *(int *)(o.p + tg_off(o, i1, i2, i3, 0)) = (int)(bi < 0 ? 0 : bi);
+    }
+}
+
+/* Sum (div = 1) or mean (div = ne0) over dim 0; out [1, ne1, ne2, ne3]. */
+extern "C" __global__ void sum_rows(tg_t o, tg_t a, float div) {
+    __shared__ float sh[32];
+    i64 r = blockIdx.x;
+    i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
+    const char *src = a.p + tg_off(a, 0, i1, i2, i3);
+    float s = 0.0f;
+    for (i64 i = threadIdx.x; i < a.ne[0]; i += blockDim.x) s += tg_ld(src + i * a.nb[0], a.type);
+    s = tg_block_sum(s, sh);
+    if (threadIdx.x == 0) tg_st(o.p + tg_off(o, 0, i1, i2, i3), o.type, s / div);
+}
+
+/* GLU over dim 0: out[i] = a[i] * sigmoid(a[i + n/2]). */
+extern "C" __global__ void glu(tg_t o, tg_t a, i64 n) {
+    for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
+        i64 i0, i1, i2, i3;
+        tg_unravel(o, e, i0, i1, i2, i3);
+        const char *row = a.p + tg_off(a, 0, i1, i2, i3);
+        float x = tg_ld(row + i0 * a.nb[0], a.type);
+        float g = tg_ld(row + (i0 + o.ne[0]) * a.nb[0], a.type);
+        tg_st(o.p + tg_off(o, i0, i1, i2, i3), o.type, x / (1.0f + expf(-g)));
+    }
+}

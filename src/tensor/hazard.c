@@ -1,0 +1,80 @@
+/*
+ * hazard.c: the memory-range hazard tracker (see hazard.h).
+ *
+ * Linear in the number of nodes times the length of the current run: the run
+ * keeps its read and write ranges and is cleared at each barrier, as the
+ * seed's mem_ranges are. Ranges are conservative: a tensor's span runs from
+ * its first to one past its last byte, whatever its strides skip.
+ *
+ * Not here: exact per-node dependency edges (a run boundary is a full
+ * barrier, which is what a stream join gives anyway).
+ */
+#include "hazard.h"
+
+#include <stdint.h>
+
+#include "base.h"
+#include "op_params.h"
+
+typedef struct range {
+    uintptr_t lo, hi;
+    bool write;
+} range;
+
+static bool span(const tg_tensor *t, range *out) {
+    if (!t || !t->data) return false;
+    size_t bytes = tg_nbytes(t);
+    if (bytes == 0) return false;
+    out->lo = (uintptr_t)t->data;
+    out->hi = out->lo + bytes;
+    return true;
+}
+
+bool tg_hazard_overlap(const tg_tensor *a, const tg_tensor *b) {
+    range x, y;
+    if (!span(a, &x) || !span(b, &y)) return false;
+    return x.lo < y.hi && y.lo < x.hi;
+}
+
+static bool conflicts(const range *run, int n_run, const range *r) {
+    for (int i = 0; i < n_run; i++)
+        if ((r->write || run[i].write) && r->lo < run[i].hi && run[i].lo < r->hi) return true;
+    return false;
+}
+
+int tg_hazard_runs(tg_tensor *const *nodes, int n, const bool *exclusive, int max_run, int *out_run) {
+    range *run = NULL;
+    int n_run = 0, cap = 0, run_id = -1, run_len = 0;
+    bool run_exclusive = false;
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *t = nodes[i];
+        if (tg_op_is_view(t->op)) {
+            out_run[i] = -1;
+            continue;
+        }
+        range mine[TG_MAX_SRC + 1];
+        int n_mine = 0;
+        if (span(t, &mine[n_mine])) mine[n_mine++].write = true;
+        for (int s = 0; s < TG_MAX_SRC; s++)
+            if (span(t->src[s], &mine[n_mine])) mine[n_mine++].write = false;
+        bool excl = exclusive && exclusive[i];
+        bool barrier = run_id < 0 || (max_run > 0 && run_len >= max_run) || (excl && run_exclusive);
+        for (int k = 0; k < n_mine && !barrier; k++) barrier = conflicts(run, n_run, &mine[k]);
+        if (barrier) {
+            run_id++;
+            n_run = 0;
+            run_len = 0;
+            run_exclusive = false;
+        }
+        if (!tg_grow((void **)&run, &cap, n_run + n_mine, sizeof *run)) {
+            tg_free(run);
+            return -1;
+        }
+        for (int k = 0; k < n_mine; k++) run[n_run++] = mine[k];
+        run_len++;
+        run_exclusive = run_exclusive || excl;
+        out_run[i] = run_id;
+    }
+    tg_free(run);
+    return run_id + 1;
+}

@@ -1,0 +1,32 @@
+/*
+ * hazard.h: which nodes of a graph may run at the same time (internal).
+ *
+ * The seed's concurrency works from memory ranges: a node may join the
+ * current concurrent run unless it reads memory a node of the run writes, or
+ * writes memory a node of the run reads or writes; otherwise a barrier starts
+ * a new run. This is that tracker, independent of any backend: it looks only
+ * at tensor addresses and extents (views included), so a backend turns runs
+ * into streams, graph edges or whatever it has.
+ *
+ * Not here: reordering nodes to make runs longer.
+ */
+#ifndef TG_HAZARD_H
+#define TG_HAZARD_H
+
+#include <stdbool.h>
+
+#include "tg.h"
+
+/* Assigns every node of nodes[0..n) to a run (out_run[i], runs numbered from
+ * 0 in order; nodes that compute nothing, views and leaves, get -1). Nodes in
+ * one run touch no memory another node of the run writes. exclusive (may be
+ * NULL) marks nodes that use a resource shared by all nodes (a scratch area):
+ * at most one such node per run. max_run caps a run's length (<= 0: no cap).
+ * Returns the number of runs, or -1 when out of memory. */
+int tg_hazard_runs(tg_tensor *const *nodes, int n, const bool *exclusive, int max_run, int *out_run);
+
+/* True when the byte ranges that a and b span in memory overlap (both must
+ * have data; views count their own span, not their source's). */
+bool tg_hazard_overlap(const tg_tensor *a, const tg_tensor *b);
+
+#endif /* TG_HAZARD_H */
