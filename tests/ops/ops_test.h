@@ -11,7 +11,9 @@
  *   ref.c       the float64 reference of every op, written here from the
  *               comments of tg.h and the layout of op_params.h alone; it reads
  *               every tensor through its own ne/nb, never through the backend;
- *   cases_*.c   the case lists, one file per family of ops;
+ *   cases_*.c   the case lists, one file per family of ops, and
+ *               cases_random.c, sizes drawn from the seed for the ops
+ *               whose kernels block;
  *   selftest.c  proof that the harness fails what it should (NaN, overrun,
  *               wrong value, modified input) and skips what is unsupported;
  *   main.c      command line, backends, the support matrix, the summary.
