@@ -59,7 +59,7 @@ static void *open_first(const char *env, const char *const *names, char *why, si
             if (h) return h;
         }
     }
-    snprintf(why, why_size, "%s not found (tried the loader path, $CUDA_HOME/lib64, /usr/local/cuda/lib64; set %s to its path)",
+    snprintf(why, why_size, "%s not in the loader path, $CUDA_HOME/lib64 or /usr/local/cuda/lib64; %s may name it",
              names[0], env);
     return NULL;
 }
@@ -83,7 +83,7 @@ static void load_cu_once(void) {
     g_cu.lib = open_first("CT_CUDA_DRIVER", names, why, sizeof why);
     if (!g_cu.lib) {
         g_cu_code = TG_ERR_UNSUPPORTED;
-        snprintf(g_cu_msg, sizeof g_cu_msg, "no CUDA driver found (%s); running on the CPU", why);
+        snprintf(g_cu_msg, sizeof g_cu_msg, "no CUDA driver found: %s", why);
         return;
     }
     TG_CU_FUNCS(LOAD_CU)

@@ -30,3 +30,10 @@ extern "C" __global__ void fault(float *p) {
     volatile float *bad = (volatile float *)(p + (1ll << 40));
     *bad = 1.0f;
 }
+
+/* Busy for about `cycles` clock ticks (the event-timeout test). */
+extern "C" __global__ void spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) {
+    }
+}

@@ -1,0 +1,78 @@
+/*
+ * cuda_common.h: what the CUDA benchmarks share: a backend or a clean skip,
+ * timing, filling tensors with random values (never zeros, which run faster
+ * than real data), and the one-line result format that gpu-check.sh gathers
+ * into its table ("RESULT <name> <value> <unit> <ceiling> <ratio> <target>").
+ *
+ * Header-only so each CUDA benchmark stays one program (CMake builds one
+ * program per .c file in bench/).
+ */
+#ifndef BENCH_CUDA_COMMON_H
+#define BENCH_CUDA_COMMON_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base.h"
+#include "tg.h"
+
+static inline double bench_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static inline tg_backend *bench_cuda_or_skip(const char *what) {
+    tg_backend *b = NULL;
+    tg_status st = tg_backend_cuda_new(0, &b);
+    if (st) {
+        printf("%s: skipped: no CUDA device (%s)\n", what, tg_status_message(st));
+        tg_status_free(st);
+        return NULL;
+    }
+    return b;
+}
+
+/* Random values in [-1, 1) of t's type. */
+static inline tg_status bench_fill(tg_tensor *t, uint64_t seed) {
+    int64_t n = tg_nelements(t);
+    size_t es = tg_type_size(t->type);
+    uint8_t *buf = tg_malloc((size_t)n * es);
+    if (!buf) return tg_status_new(TG_ERR_NO_MEMORY, "bench fill");
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int64_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        float f = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        if (t->type == TG_F32) memcpy(buf + i * 4, &f, 4);
+        else if (t->type == TG_BF16) { uint16_t v = tg_f32_to_bf16(f); memcpy(buf + i * 2, &v, 2); }
+        else if (t->type == TG_F16) { uint16_t v = tg_f32_to_f16(f); memcpy(buf + i * 2, &v, 2); }
+        else { int32_t v = (int32_t)(x % 4); memcpy(buf + i * 4, &v, 4); }
+    }
+    tg_status st = tg_tensor_set(t, buf, 0, (size_t)n * es);
+    tg_free(buf);
+    return st;
+}
+
+static inline void bench_result(const char *name, double value, const char *unit, double ceiling, double ratio,
+                                const char *target) {
+    printf("RESULT %-34s %10.3f %-8s ceiling %10.3f  ratio %6.3f  target %s\n", name, value, unit, ceiling, ratio,
+           target);
+}
+
+#define BENCH_TRY(expr)                                                          \
+    do {                                                                         \
+        tg_status bench_st_ = (expr);                                            \
+        if (bench_st_) {                                                         \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,        \
+                    tg_status_message(bench_st_));                               \
+            tg_status_free(bench_st_);                                           \
+            exit(1);                                                             \
+        }                                                                        \
+    } while (0)
+
+#endif

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# gpu-check.sh: one run on the GPU machine: build, the CUDA backend's own
+# tests, the op conformance suite against the CUDA backend, compute-sanitizer
+# memcheck on the suite, the GPU benchmarks, then a short table (last, so the
+# end of the output carries it).
+#
+# Usage (repository root): scripts/gpu-check.sh [build-dir]
+# Logs go to /tmp/gpu-check-logs, and as one archive to $OUT when it is set
+# (the device tool's output folder, which takes few files).
+# Build dependencies missing on the machine (cJSON, OpenBLAS, soxr, pkg-config)
+# are unpacked from .debs/tg-deps.txz (carried, git-ignored) into a private
+# prefix when it is there.
+set -u
+BUILD=${1:-build-gpu}
+LOG=/tmp/gpu-check-logs
+rm -rf "$LOG"
+mkdir -p "$LOG"
+JOBS=$(nproc 2>/dev/null || echo 4)
+declare -a ROWS
+row() { ROWS+=("$(printf '%-44s %s' "$1" "$2")"); }
+
+# --- dependencies ---------------------------------------------------------------
+if ! pkg-config --exists libcjson soxr 2>/dev/null || [ ! -e /usr/include/cjson/cJSON.h ]; then
+  if [ -f .debs/tg-deps.txz ]; then
+    # Debian's libcjson, libopenblas0-pthread, libsoxr, libgfortran5, pkgconf
+    # (and their -dev parts), unpacked with dpkg -x, static libraries dropped.
+    P=/tmp/tg-deps
+    mkdir -p $P
+    python3 -c "import tarfile; tarfile.open('.debs/tg-deps.txz').extractall('$P')"
+    for pc in $P/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc $P/usr/lib/x86_64-linux-gnu/openblas-pthread/pkgconfig/*.pc; do
+      [ -f "$pc" ] && sed -i "s|=/usr|=$P/usr|g" "$pc"
+    done
+    L=$P/usr/lib/x86_64-linux-gnu
+    export PKG_CONFIG_PATH=$L/pkgconfig
+    export CMAKE_LIBRARY_PATH=$L/openblas-pthread:$L
+    export CMAKE_INCLUDE_PATH=$P/usr/include/x86_64-linux-gnu/openblas-pthread:$P/usr/include
+    export LD_LIBRARY_PATH=$L/openblas-pthread:$L${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    if ! command -v pkg-config >/dev/null; then
+      export PATH=$P/usr/bin:$PATH
+      ln -sf $P/usr/bin/pkgconf $P/usr/bin/pkg-config
+    fi
+    # the system's libgfortran when it has one; ours otherwise
+    if ldconfig -p | grep -q libgfortran.so.5; then rm -f $L/libgfortran.so.5*; fi
+    row "dependencies" "unpacked from .debs/tg-deps.txz"
+  fi
+fi
+
+# --- build ------------------------------------------------------------------------
+T0=$(date +%s)
+if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release > "$LOG/cmake.log" 2>&1; then
+  tail -30 "$LOG/cmake.log"; echo "gpu-check: cmake failed"; exit 1
+fi
+TARGETS="test-cuda-backend test-cuda-compile test-cuda-cache bench-cuda_matmul bench-cuda_bandwidth bench-cuda_graph bench-cuda_start"
+if ! cmake --build "$BUILD" -j"$JOBS" --target $TARGETS > "$LOG/build.log" 2>&1; then
+  grep -E "error|Error" "$LOG/build.log" | head -30; echo "gpu-check: build failed"; exit 1
+fi
+# The conformance suite is built on its own: its failure to build must not
+# hide the backend's own results.
+cmake --build "$BUILD" -j"$JOBS" --target test-ops >> "$LOG/build.log" 2>&1 || row "build test-ops" "FAILED"
+row "build" "ok ($(( $(date +%s) - T0 )) s)"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -2
+
+export CT_CUDA_CACHE_DIR=/tmp/tg-gpu-check-cache
+rm -rf "$CT_CUDA_CACHE_DIR"
+
+# --- tests ------------------------------------------------------------------------
+for t in cuda-compile cuda-cache cuda-backend; do
+  T0=$(date +%s)
+  timeout 300 "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1
+  rc=$?
+  res=$(tail -1 "$LOG/test-$t.log")
+  row "test-$t" "rc=$rc: $res ($(( $(date +%s) - T0 )) s)"
+  if [ $rc -ne 0 ]; then grep -E "FAIL|CHECK failed|failed:" "$LOG/test-$t.log" | head -20; fi
+done
+grep -E "NMSE|graphs:|cold start|cc [0-9]" "$LOG/test-cuda-backend.log" | head -20
+
+T0=$(date +%s)
+timeout 400 "./$BUILD/test-ops" --backend cuda > "$LOG/test-ops-cuda.log" 2>&1
+rc=$?
+row "conformance (test-ops --backend cuda)" "rc=$rc: $(tail -1 "$LOG/test-ops-cuda.log") ($(( $(date +%s) - T0 )) s)"
+grep -iE "fail|nmse.*>|error" "$LOG/test-ops-cuda.log" | head -25
+
+# --- memcheck -----------------------------------------------------------------------
+if command -v compute-sanitizer >/dev/null; then
+  T0=$(date +%s)
+  timeout 420 compute-sanitizer --tool memcheck --error-exitcode 99 "./$BUILD/test-ops" --backend cuda \
+      > "$LOG/memcheck.log" 2>&1
+  rc=$?
+  errs=$(grep -oE "ERROR SUMMARY: [0-9]+ error" "$LOG/memcheck.log" | tail -1)
+  row "memcheck on the suite" "rc=$rc ${errs:-no summary} ($(( $(date +%s) - T0 )) s)"
+  grep -E "Invalid|ERROR" "$LOG/memcheck.log" | head -10
+else
+  row "memcheck on the suite" "compute-sanitizer not found"
+fi
+
+# --- benchmarks ---------------------------------------------------------------------
+for bch in cuda_matmul cuda_bandwidth cuda_graph cuda_start; do
+  timeout 300 "./$BUILD/bench-$bch" > "$LOG/bench-$bch.log" 2>&1
+  echo "== bench-$bch (rc=$?)"; grep -vE "^RESULT" "$LOG/bench-$bch.log" | tail -3
+done
+
+echo
+echo "==================== gpu-check summary ===================="
+for r in "${ROWS[@]}"; do echo "$r"; done
+cat "$LOG"/bench-*.log | grep -E "^RESULT" | sed 's/^RESULT //'
+if [ -n "${OUT:-}" ]; then tar czf "$OUT/gpu-check-logs.tgz" -C /tmp gpu-check-logs; fi

@@ -1,0 +1,583 @@
+/*
+ * test_backend.c: the CUDA backend's own behaviour on a GPU: properties,
+ * buffers (device, host-mapped, out of memory), events with a timeout, the
+ * sticky error and recovery, abort, CUDA-graph capture and replay (results
+ * still right when the data or the addresses change), fusion and concurrent
+ * runs against the CPU backend, the kernel cache across starts (cold, warm,
+ * damaged entry, two processes at once), the graph dump, and copies between
+ * two GPUs where there are two.
+ *
+ * Every test prints "skipped: no CUDA device" and passes where there is no
+ * driver or GPU (CI, the development machine); on such a machine the test
+ * still checks that tg_backend_cuda_new fails with TG_ERR_UNSUPPORTED and a
+ * message that says why.
+ *
+ * Not here: per-op conformance (tests/ops runs every op on every backend).
+ */
+#include "check.h"
+
+#ifdef TG_HAVE_CUDA
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "backend/cuda/cuda_internal.h"
+#include "base.h"
+
+extern char **environ;
+
+static tg_backend *cuda_or_skip(void) {
+    tg_backend *b = NULL;
+    tg_status st = tg_backend_cuda_new(0, &b);
+    if (st) {
+        printf("skipped: no CUDA device (%s)\n", tg_status_message(st));
+        CHECK(tg_status_code(st) == TG_ERR_UNSUPPORTED || tg_status_code(st) == TG_ERR_DEVICE);
+        CHECK(b == NULL);
+        tg_status_free(st);
+        return NULL;
+    }
+    return b;
+}
+
+/* ------------------------------------------------------ graph helpers */
+
+typedef tg_tensor *(*build_fn)(tg_ctx *ctx);
+
+typedef struct run {
+    tg_ctx *ctx;
+    tg_graph *g;
+    tg_tensor *out;
+    tg_buffer *buf;
+} run;
+
+static void run_free(run *r) {
+    tg_buffer_free(r->buf);
+    tg_ctx_free(r->ctx);
+    memset(r, 0, sizeof *r);
+}
+
+static tg_status run_make(tg_backend *be, build_fn fn, run *r) {
+    memset(r, 0, sizeof *r);
+    r->ctx = tg_ctx_new();
+    if (!r->ctx) return tg_status_new(TG_ERR_NO_MEMORY, "ctx");
+    r->out = fn(r->ctx);
+    r->g = tg_graph_new(r->ctx);
+    tg_status st = tg_graph_build(r->g, r->out);
+    if (!st) st = tg_ctx_alloc_tensors(r->ctx, be, &r->buf);
+    return st;
+}
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Fills every leaf with values drawn from (seed, leaf index); I32 leaves
+ * get small indices (the builders keep tables at least 4 rows long). */
+static tg_status fill_leaves(run *r, uint64_t seed) {
+    for (int i = 0; i < tg_graph_n_leafs(r->g); i++) {
+        tg_tensor *t = tg_graph_leaf(r->g, i);
+        int64_t n = tg_nelements(t);
+        size_t es = tg_type_size(t->type);
+        uint8_t *buf = tg_malloc((size_t)n * es + 1);
+        if (!buf) return tg_status_new(TG_ERR_NO_MEMORY, "fill");
+        for (int64_t k = 0; k < n; k++) {
+            uint64_t h = mix(seed * 1000003u + (uint64_t)i * 7919u + (uint64_t)k);
+            float f = (float)((double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            switch (t->type) {
+            case TG_F32: memcpy(buf + k * 4, &f, 4); break;
+            case TG_F16: { uint16_t v = tg_f32_to_f16(f); memcpy(buf + k * 2, &v, 2); } break;
+            case TG_BF16: { uint16_t v = tg_f32_to_bf16(f); memcpy(buf + k * 2, &v, 2); } break;
+            case TG_I32: { int32_t v = (int32_t)(h % 4); memcpy(buf + k * 4, &v, 4); } break;
+            default: { int64_t v = (int64_t)(h % 4); memcpy(buf + k * 8, &v, 8); } break;
+            }
+        }
+        tg_status st = tg_tensor_set(t, buf, 0, (size_t)n * es);
+        tg_free(buf);
+        if (st) return st;
+    }
+    return NULL;
+}
+
+static double *get_out(const tg_tensor *t) {
+    int64_t n = tg_nelements(t);
+    float *f = tg_malloc((size_t)n * 4 + 4);
+    double *d = tg_malloc((size_t)n * 8 + 8);
+    if (f && d && !tg_tensor_get(t, f, 0, (size_t)n * 4)) {
+        for (int64_t i = 0; i < n; i++) {
+            if (t->type == TG_I32) {
+                int32_t v;
+                memcpy(&v, &f[i], 4);
+                d[i] = v;
+            } else {
+                d[i] = f[i];
+            }
+        }
+    } else {
+        tg_free(d);
+        d = NULL;
+    }
+    tg_free(f);
+    return d;
+}
+
+static double nmse(const double *a, const double *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) return INFINITY;
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* Computes fn's graph on the CPU and on CUDA `iters` times with fresh data
+ * each time (the second compute captures a CUDA graph, later ones replay
+ * it), checking NMSE <= limit every time. */
+static void compare_with_cpu(tg_backend *cuda, build_fn fn, int iters, double limit, const char *what) {
+    tg_backend *cpu = NULL;
+    CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    run rc, rg;
+    tg_status st = run_make(cpu, fn, &rc);
+    CHECK_OK(st);
+    st = run_make(cuda, fn, &rg);
+    CHECK_OK(st);
+    for (int it = 0; it < iters && rc.g && rg.g && rg.buf && rc.buf; it++) {
+        CHECK_OK(fill_leaves(&rc, 100 + (uint64_t)it));
+        CHECK_OK(fill_leaves(&rg, 100 + (uint64_t)it));
+        CHECK_OK(tg_backend_graph_compute(cpu, rc.g));
+        tg_status cs = tg_backend_graph_compute(cuda, rg.g);
+        if (cs) {
+            CHECK_MSG(0, "%s: compute %d: %s", what, it, tg_status_message(cs));
+            tg_status_free(cs);
+            break;
+        }
+        double *a = get_out(rg.out), *b = get_out(rc.out);
+        CHECK(a && b);
+        if (a && b) {
+            double e = nmse(a, b, tg_nelements(rc.out));
+            CHECK_MSG(e <= limit, "%s: iteration %d: NMSE %.3g > %.3g", what, it, e, limit);
+            if (it == 0) printf("  %-40s NMSE %.3g\n", what, e);
+        }
+        tg_free(a);
+        tg_free(b);
+    }
+    run_free(&rg);
+    run_free(&rc);
+    tg_backend_free(cpu);
+}
+
+/* -------------------------------------------------------------- builders */
+
+static tg_tensor *in2(tg_ctx *ctx, tg_type t, int64_t a, int64_t b) {
+    tg_tensor *x = tg_new_2d(ctx, t, a, b);
+    if (x) x->flags |= TG_FLAG_INPUT;
+    return x;
+}
+
+/* A conformer-like feed-forward block: norm, matmul+bias+relu (fused),
+ * matmul+bias, residual, with BF16 weights. */
+static tg_tensor *build_ffn(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, 37);
+    tg_tensor *w = in2(ctx, TG_F32, 256, 1), *b = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *w1 = in2(ctx, TG_BF16, 256, 512), *b1 = in2(ctx, TG_F32, 512, 1);
+    tg_tensor *w2 = in2(ctx, TG_BF16, 512, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *h = tg_layer_norm(ctx, x, tg_view_1d(ctx, w, 256, 0), tg_view_1d(ctx, b, 256, 0), 1e-5f);
+    h = tg_relu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, h), b1));
+    h = tg_add(ctx, tg_mul_mat(ctx, w2, h), b2);
+    return tg_add(ctx, h, x);
+}
+
+/* Attention at the encoder's head size (160) with a relative-position bias,
+ * and the decoder's (128) with F16 K/V over a longer cache. */
+static tg_tensor *build_attn_enc(tg_ctx *ctx) {
+    int64_t D = 160, T = 45, H = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, T, H, 1), *k = tg_new_4d(ctx, TG_F32, D, T, H, 1);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, T, H, 1), *m = tg_new_4d(ctx, TG_F32, T, T, H, 1);
+    return tg_attention(ctx, q, k, v, m, 0.079f);
+}
+
+static tg_tensor *build_attn_dec(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 70, H = 4;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, 2), *k = tg_new_4d(ctx, TG_F16, D, Tk, H, 2);
+    tg_tensor *v = tg_new_4d(ctx, TG_F16, D, Tk, H, 2), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, 2);
+    return tg_set_prec(tg_attention(ctx, q, k, v, m, 0.088f), TG_PREC_F32);
+}
+
+/* Many small independent branches (concurrent runs inside the capture). */
+static tg_tensor *build_branches(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 64, 8);
+    tg_tensor *acc = NULL;
+    for (int i = 0; i < 24; i++) {
+        tg_tensor *y = tg_scale(ctx, tg_silu(ctx, tg_mul(ctx, x, x)), 0.5f + (float)i);
+        y = tg_soft_max(ctx, y, NULL, 0.25f);
+        acc = acc ? tg_add(ctx, acc, y) : y;
+    }
+    return acc;
+}
+
+/* Strided views, broadcasting both ways, a transposed product operand,
+ * batched weights, a cast round trip, concat, pad and reductions. */
+static tg_tensor *build_mixed(tg_ctx *ctx) {
+    tg_tensor *a = tg_new_3d(ctx, TG_F32, 32, 24, 4);
+    tg_tensor *row = tg_new_3d(ctx, TG_F32, 32, 1, 1), *col = tg_new_3d(ctx, TG_F32, 1, 24, 4);
+    tg_tensor *x = tg_sub(ctx, tg_div(ctx, tg_add(ctx, a, row), tg_add(ctx, tg_scale(ctx, tg_relu(ctx, col), 1.0f),
+                                                                   tg_new_1d(ctx, TG_F32, 1))),
+                          row);
+    x = tg_sigmoid(ctx, x);
+    tg_tensor *wt = tg_new_3d(ctx, TG_F16, 32, 16, 2);            /* batched weights, broadcast x2 */
+    tg_tensor *p = tg_mul_mat(ctx, wt, tg_cont(ctx, x));          /* [16, 24, 4] */
+    tg_tensor *tr = tg_transpose(ctx, p);                         /* [24, 16, 4] view */
+    tg_tensor *w2 = tg_new_2d(ctx, TG_F32, 16, 10);
+    tg_tensor *q = tg_mul_mat(ctx, w2, tg_permute(ctx, tr, 1, 0, 2, 3)); /* non-contiguous b */
+    q = tg_cast(ctx, tg_cast(ctx, q, TG_BF16), TG_F32);
+    int lo[4] = {1, 0, 2, 0}, hi[4] = {0, 3, 0, 0};
+    q = tg_pad(ctx, q, lo, hi);
+    q = tg_concat(ctx, q, q, 1);
+    tg_tensor *g = tg_glu(ctx, tg_concat(ctx, q, q, 0));
+    return tg_add(ctx, tg_mean(ctx, g), tg_sum_rows(ctx, q));
+}
+
+static tg_tensor *build_rows_conv(tg_ctx *ctx) {
+    tg_tensor *table = tg_new_2d(ctx, TG_BF16, 48, 6), *ids = tg_new_1d(ctx, TG_I32, 5);
+    tg_tensor *e = tg_get_rows(ctx, table, ids);                  /* [48, 5] */
+    tg_tensor *cache = tg_new_2d(ctx, TG_F32, 48, 9), *pos = tg_new_1d(ctx, TG_I32, 2);
+    tg_tensor *src = tg_view_2d(ctx, e, 48, 2, e->nb[1], 0);
+    tg_tensor *c2 = tg_set_rows(ctx, cache, tg_cont(ctx, src), pos);
+    tg_tensor *k1 = tg_new_2d(ctx, TG_F32, 5, 48);
+    tg_tensor *cv = tg_conv_1d_dw(ctx, k1, tg_reshape_3d(ctx, tg_cont(ctx, c2), 48, 9, 1), 1, 2); /* [48, 9, 1] */
+    tg_tensor *img = tg_new_4d(ctx, TG_F32, 11, 9, 3, 2), *k2 = tg_new_4d(ctx, TG_F32, 3, 3, 3, 4);
+    tg_tensor *k3 = tg_new_4d(ctx, TG_F32, 3, 3, 1, 4);
+    tg_tensor *c = tg_conv_2d_dw(ctx, k3, tg_conv_2d(ctx, k2, img, 2, 2, 1, 1), 1, 1, 1, 1);
+    tg_tensor *s = tg_sum_rows(ctx, tg_reshape_2d(ctx, tg_cont(ctx, c), 6 * 5, 4 * 2));
+    return tg_concat(ctx, tg_reshape_2d(ctx, tg_cont(ctx, cv), 48 * 9, 1),
+                     tg_reshape_2d(ctx, tg_cont(ctx, s), 8, 1), 0);
+}
+
+static tg_tensor *build_argmax(tg_ctx *ctx) { return tg_argmax(ctx, tg_new_2d(ctx, TG_F32, 1000, 7)); }
+
+/* A chain of 200 small nodes: the decoder-step shape of graph. */
+static tg_tensor *build_chain(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 64, 4), *y = x;
+    for (int i = 0; i < 100; i++) y = tg_mul(ctx, tg_add(ctx, y, x), tg_scale(ctx, x, 0.01f));
+    return y;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_device_properties_or_clear_absence(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    const tg_cuda_props *p = tg_cuda_backend_props(b);
+    CHECK(p && p->name[0] && p->cc_major >= 7 && p->sm_count > 0 && p->total_mem > 0);
+    CHECK(strncmp(tg_backend_name(b), "cuda", 4) == 0 && !tg_backend_is_cpu(b));
+    printf("  %s: cc %d.%d, %d SMs, bf16 %d, tensor cores %d\n", p->name, p->cc_major, p->cc_minor, p->sm_count,
+           p->bf16, p->tc_level);
+    tg_backend_free(b);
+}
+
+static void test_buffers_set_get_memset_and_host_memory(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *t = tg_new_1d(ctx, TG_I32, 3 << 20); /* larger than the staging buffer */
+    tg_buffer *buf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(ctx, b, &buf));
+    int32_t *h = tg_malloc((size_t)(3 << 20) * 4), *r = tg_malloc((size_t)(3 << 20) * 4);
+    for (int i = 0; i < (3 << 20); i++) h[i] = i * 7 - 5;
+    CHECK_OK(tg_tensor_set(t, h, 0, (size_t)(3 << 20) * 4));
+    CHECK_OK(tg_tensor_get(t, r, 0, (size_t)(3 << 20) * 4));
+    CHECK(memcmp(h, r, (size_t)(3 << 20) * 4) == 0);
+    CHECK_OK(tg_tensor_get(t, r, 4 * 1000, 8));
+    CHECK(r[0] == h[1000] && r[1] == h[1001]);
+    CHECK_OK(tg_buffer_clear(buf, 0xff));
+    CHECK_OK(tg_tensor_get(t, r, 0, 16));
+    CHECK(r[0] == -1 && r[3] == -1);
+    tg_buffer_free(buf);
+
+    /* Caller memory at an unaligned address, registered (or copied). */
+    size_t n = 10000;
+    uint8_t *host = tg_malloc(n + 64);
+    for (size_t i = 0; i < n + 64; i++) host[i] = (uint8_t)(i * 13);
+    tg_buffer *hb = NULL;
+    CHECK_OK(tg_backend_buffer_from_host(b, host + 3, n, &hb));
+    tg_tensor *u = tg_new_1d(ctx, TG_I32, 100);
+    if (hb) {
+        CHECK_OK(tg_tensor_place(u, hb, 400));
+        CHECK_OK(tg_tensor_get(u, r, 0, 400));
+        CHECK(memcmp(r, host + 3 + 400, 400) == 0);
+        tg_buffer_free(hb);
+    }
+    tg_free(host);
+    tg_free(h);
+    tg_free(r);
+    tg_ctx_free(ctx);
+    tg_backend_free(b);
+}
+
+static void test_out_of_memory_is_an_error_and_the_backend_lives_on(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_buffer *buf = NULL;
+    CHECK_ERR(tg_backend_buffer_alloc(b, (size_t)1 << 50, &buf), TG_ERR_NO_MEMORY, "cuda0");
+    CHECK(buf == NULL);
+    compare_with_cpu(b, build_argmax, 1, 0.0, "argmax after out-of-memory");
+    tg_backend_free(b);
+}
+
+static void test_event_synchronize_times_out(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    CUfunction spin;
+    CHECK_OK(tg_cuda_kernel(c->dev, "probe.cu", "", "spin", &spin));
+    tg_cuda_event *e = NULL;
+    CHECK_OK(tg_cuda_event_new(c->dev, false, &e));
+    long long cycles = 2000000000ll; /* about a second at 2 GHz */
+    void *args[] = {&cycles};
+    CHECK(c->dev->cu->cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, c->stream, args, NULL) == CUDA_SUCCESS);
+    CHECK_OK(tg_cuda_event_record(e, c->stream));
+    CHECK_ERR(tg_cuda_event_synchronize(e, 20), TG_ERR_TIMEOUT, "20 ms");
+    CHECK_OK(tg_cuda_event_synchronize(e, 30000));
+    size_t fr = 0, tot = 0;
+    CHECK_OK(tg_cuda_mem_info(c->dev, &fr, &tot));
+    CHECK(fr > 0 && tot >= fr);
+    tg_cuda_event_free(e);
+    tg_backend_free(b);
+}
+
+static void test_sticky_error_then_recreate_recovers(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    compare_with_cpu(b, build_argmax, 1, 0.0, "argmax before the fault");
+    run r;
+    CHECK_OK(run_make(b, build_argmax, &r));
+    CHECK_OK(fill_leaves(&r, 1));
+    tg_cuda_test_fault_next(b);
+    CHECK_ERR(tg_backend_graph_compute(b, r.g), TG_ERR_DEVICE, "recreate");
+    CHECK_ERR(tg_backend_graph_compute(b, r.g), TG_ERR_DEVICE, "failed earlier");
+    CHECK_ERR(tg_backend_synchronize(b), TG_ERR_DEVICE, "failed earlier");
+    run_free(&r);
+    tg_backend_free(b);
+    b = cuda_or_skip();
+    CHECK(b != NULL);
+    if (!b) return;
+    compare_with_cpu(b, build_argmax, 2, 0.0, "argmax after recreating");
+    tg_backend_free(b);
+}
+
+static int g_abort_calls;
+static bool abort_second(void *user) {
+    (void)user;
+    return ++g_abort_calls >= 2;
+}
+
+static void test_abort_between_segments_leaves_context_usable(void) {
+    setenv("CT_CUDA_GRAPHS", "0", 1);
+    tg_backend *b = cuda_or_skip();
+    unsetenv("CT_CUDA_GRAPHS");
+    if (!b) return;
+    run r;
+    CHECK_OK(run_make(b, build_chain, &r));
+    CHECK_OK(fill_leaves(&r, 3));
+    g_abort_calls = 0;
+    tg_backend_set_abort(b, abort_second, NULL);
+    CHECK_ERR(tg_backend_graph_compute(b, r.g), TG_ERR_ABORTED, "aborted");
+    tg_backend_set_abort(b, NULL, NULL);
+    run_free(&r);
+    compare_with_cpu(b, build_chain, 2, 1e-10, "chain after abort");
+    tg_backend_free(b);
+}
+
+static void test_graphs_capture_replay_and_update(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    compare_with_cpu(b, build_chain, 5, 1e-10, "chain, captured and replayed");
+    CHECK(c->n_graph_captures >= 1);
+    CHECK(c->n_graph_hits >= 3);
+    /* Same topology in new buffers: the executable graph is updated. */
+    compare_with_cpu(b, build_chain, 3, 1e-10, "chain at new addresses");
+    CHECK(c->n_graph_updates + c->n_graph_captures >= 2);
+    compare_with_cpu(b, build_branches, 3, 1e-10, "independent branches");
+    printf("  graphs: %d captures, %d updates, %d replays, %d direct\n", c->n_graph_captures,
+           c->n_graph_updates, c->n_graph_hits, c->n_direct);
+    tg_backend_free(b);
+}
+
+static void test_fused_and_mixed_graphs_match_cpu(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    compare_with_cpu(b, build_ffn, 3, 5e-4, "ffn block (bf16, fused bias+relu)");
+    CHECK(c->n_fused[1] >= 1);
+    compare_with_cpu(b, build_attn_enc, 2, 5e-4, "attention D=160 with bias");
+    compare_with_cpu(b, build_attn_dec, 2, 5e-4, "attention D=128 f16 kv");
+    compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");
+    compare_with_cpu(b, build_rows_conv, 2, 1e-6, "rows and convolutions");
+    compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");
+    tg_backend_free(b);
+}
+
+static void test_graph_dump_names_kernels(void) {
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/tg-cuda-dump-%ld.txt", (long)getpid());
+    setenv("CT_CUDA_DUMP_GRAPH", path, 1);
+    tg_backend *b = cuda_or_skip();
+    unsetenv("CT_CUDA_DUMP_GRAPH");
+    if (!b) return;
+    compare_with_cpu(b, build_ffn, 1, 5e-4, "ffn block, dumped");
+    char *text = NULL;
+    size_t size = 0;
+    CHECK_OK(tg_file_read(path, &text, &size));
+    CHECK(text && strstr(text, "layer_norm") && strstr(text, "cublasLtMatmul"));
+    tg_free(text);
+    unlink(path);
+    tg_backend_free(b);
+}
+
+/* Child mode: one backend start and compute in a fresh process. */
+static int child_main(void) {
+    tg_backend *b = NULL;
+    tg_status st = tg_backend_cuda_new(0, &b);
+    if (st) {
+        fprintf(stderr, "child: %s\n", tg_status_message(st));
+        return 2;
+    }
+    check_failures_in_test = 0;
+    compare_with_cpu(b, build_ffn, 1, 5e-4, "ffn block in a child");
+    int compiled, hits;
+    tg_cuda_test_counts(b, &compiled, &hits);
+    printf("child: compiled %d, cache hits %d\n", compiled, hits);
+    tg_backend_free(b);
+    return check_failures_in_test ? 1 : 0;
+}
+
+static pid_t spawn_child(const char *dir) {
+    setenv("CT_CUDA_CACHE_DIR", dir, 1);
+    setenv("CT_TEST_CUDA_CHILD", "1", 1);
+    char *argv[] = {(char *)"/proc/self/exe", NULL};
+    pid_t pid = -1;
+    if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ) != 0) pid = -1;
+    unsetenv("CT_TEST_CUDA_CHILD");
+    unsetenv("CT_CUDA_CACHE_DIR");
+    return pid;
+}
+
+static int wait_child(pid_t pid) {
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_kernel_cache_cold_warm_damaged_and_concurrent(void) {
+    tg_backend *probe = cuda_or_skip();
+    if (!probe) return;
+    tg_backend_free(probe);
+    char dir[128], cmd[256];
+    snprintf(dir, sizeof dir, "/tmp/tg-cuda-cache-test-%ld", (long)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    setenv("CT_CUDA_CACHE_DIR", dir, 1);
+    int cold = 0, warm = 0, hits = 0;
+    tg_backend *b = cuda_or_skip();
+    if (b) {
+        compare_with_cpu(b, build_ffn, 1, 5e-4, "ffn block, cold cache");
+        tg_cuda_test_counts(b, &cold, &hits);
+        tg_backend_free(b);
+    }
+    b = cuda_or_skip();
+    if (b) {
+        compare_with_cpu(b, build_ffn, 1, 5e-4, "ffn block, warm cache");
+        tg_cuda_test_counts(b, &warm, &hits);
+        tg_backend_free(b);
+    }
+    printf("  cold start compiled %d kernel files; warm start compiled %d, read %d from the cache\n", cold, warm,
+           hits);
+    CHECK(cold > 0 && warm == 0 && hits >= cold);
+    /* Damage every entry: each is recompiled with a warning, none is fatal. */
+    snprintf(cmd, sizeof cmd, "for f in '%s'/*.cubin; do printf 'garbage' | dd of=\"$f\" bs=1 seek=200 conv=notrunc 2>/dev/null; done", dir);
+    CHECK(system(cmd) == 0);
+    b = cuda_or_skip();
+    if (b) {
+        compare_with_cpu(b, build_ffn, 1, 5e-4, "ffn block, damaged cache");
+        int again;
+        tg_cuda_test_counts(b, &again, &hits);
+        CHECK_MSG(again == cold && hits == 0, "damaged cache: compiled %d (cold %d), hits %d", again, cold, hits);
+        tg_backend_free(b);
+    }
+    unsetenv("CT_CUDA_CACHE_DIR");
+    /* Two processes starting on an empty cache at once. */
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    pid_t p1 = spawn_child(dir), p2 = spawn_child(dir);
+    CHECK(wait_child(p1) == 0);
+    CHECK(wait_child(p2) == 0);
+    pid_t p3 = spawn_child(dir);
+    CHECK(wait_child(p3) == 0);
+    CHECK(system(cmd) == 0);
+}
+
+static void test_copies_between_two_gpus(void) {
+    tg_backend *b0 = cuda_or_skip();
+    if (!b0) return;
+    tg_backend *b1 = NULL;
+    tg_status st = tg_backend_cuda_new(1, &b1);
+    if (st) {
+        printf("skipped: one GPU only (%s)\n", tg_status_message(st));
+        tg_status_free(st);
+        tg_backend_free(b0);
+        return;
+    }
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *a = tg_new_1d(ctx, TG_F32, 1 << 20), *c = tg_new_1d(ctx, TG_F32, 1 << 20);
+    tg_buffer *ba = NULL, *bc = NULL;
+    CHECK_OK(tg_backend_buffer_alloc(b0, tg_nbytes(a), &ba));
+    CHECK_OK(tg_backend_buffer_alloc(b1, tg_nbytes(c), &bc));
+    CHECK_OK(tg_tensor_place(a, ba, 0));
+    CHECK_OK(tg_tensor_place(c, bc, 0));
+    float *h = tg_malloc(tg_nbytes(a)), *r = tg_malloc(tg_nbytes(a));
+    for (int i = 0; i < (1 << 20); i++) h[i] = (float)i * 0.5f;
+    CHECK_OK(tg_tensor_set(a, h, 0, tg_nbytes(a)));
+    CHECK_OK(tg_tensor_copy(a, c));
+    CHECK_OK(tg_tensor_get(c, r, 0, tg_nbytes(c)));
+    CHECK(memcmp(h, r, tg_nbytes(a)) == 0);
+    printf("  copied 4 MiB from %s to %s\n", tg_backend_name(b0), tg_backend_name(b1));
+    tg_free(h);
+    tg_free(r);
+    tg_buffer_free(ba);
+    tg_buffer_free(bc);
+    tg_ctx_free(ctx);
+    tg_backend_free(b1);
+    tg_backend_free(b0);
+}
+
+int main(int argc, char **argv) {
+    if (getenv("CT_TEST_CUDA_CHILD")) return child_main();
+    static const test_case tests[] = {
+        T(test_device_properties_or_clear_absence),
+        T(test_buffers_set_get_memset_and_host_memory),
+        T(test_out_of_memory_is_an_error_and_the_backend_lives_on),
+        T(test_event_synchronize_times_out),
+        T(test_graphs_capture_replay_and_update),
+        T(test_fused_and_mixed_graphs_match_cpu),
+        T(test_abort_between_segments_leaves_context_usable),
+        T(test_graph_dump_names_kernels),
+        T(test_kernel_cache_cold_warm_damaged_and_concurrent),
+        T(test_copies_between_two_gpus),
+        T(test_sticky_error_then_recreate_recovers),
+    };
+    return check_run(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
+}
+#else
+static void test_skipped_without_cuda(void) {
+    printf("skipped: built without the CUDA backend\n");
+    tg_backend *b = NULL;
+    CHECK_ERR(tg_backend_cuda_new(0, &b), TG_ERR_UNSUPPORTED, "CUDA");
+}
+TEST_MAIN(T(test_skipped_without_cuda))
+#endif
