@@ -16,6 +16,11 @@ LOG=/tmp/gpu-check-logs
 rm -rf "$LOG"
 mkdir -p "$LOG"
 JOBS=$(nproc 2>/dev/null || echo 4)
+# The whole run stops starting new stages past GPU_CHECK_BUDGET seconds
+# (device time is scarce); each stage gets at most what is left.
+START=$(date +%s)
+BUDGET=${GPU_CHECK_BUDGET:-900}
+cap() { local l=$(( BUDGET - ($(date +%s) - START) )); [ "$l" -lt "$1" ] && echo $(( l > 5 ? l : 5 )) || echo "$1"; }
 declare -a ROWS
 row() { ROWS+=("$(printf '%-44s %s' "$1" "$2")"); }
 
@@ -66,7 +71,7 @@ rm -rf "$CT_CUDA_CACHE_DIR"
 # --- tests ------------------------------------------------------------------------
 for t in cuda-compile cuda-cache cuda-backend; do
   T0=$(date +%s)
-  timeout 300 "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1
+  timeout "$(cap 200)" "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1
   rc=$?
   res=$(tail -1 "$LOG/test-$t.log")
   row "test-$t" "rc=$rc: $res ($(( $(date +%s) - T0 )) s)"
@@ -75,15 +80,21 @@ done
 grep -E "NMSE|graphs:|cold start|cc [0-9]" "$LOG/test-cuda-backend.log" | head -20
 
 T0=$(date +%s)
-timeout 400 "./$BUILD/test-ops" --backend cuda > "$LOG/test-ops-cuda.log" 2>&1
+timeout "$(cap 240)" "./$BUILD/test-ops" --backend cuda > "$LOG/test-ops-cuda.log" 2>&1
 rc=$?
 row "conformance (test-ops --backend cuda)" "rc=$rc: $(tail -1 "$LOG/test-ops-cuda.log") ($(( $(date +%s) - T0 )) s)"
 grep -iE "fail|nmse.*>|error" "$LOG/test-ops-cuda.log" | head -25
 
+# --- benchmarks ---------------------------------------------------------------------
+for bch in cuda_matmul cuda_bandwidth cuda_graph cuda_start; do
+  timeout "$(cap 120)" "./$BUILD/bench-$bch" > "$LOG/bench-$bch.log" 2>&1
+  echo "== bench-$bch (rc=$?)"; grep -vE "^RESULT" "$LOG/bench-$bch.log" | tail -3
+done
+
 # --- memcheck -----------------------------------------------------------------------
 if command -v compute-sanitizer >/dev/null; then
   T0=$(date +%s)
-  timeout 420 compute-sanitizer --tool memcheck --error-exitcode 99 "./$BUILD/test-ops" --backend cuda \
+  timeout "$(cap 300)" compute-sanitizer --tool memcheck --error-exitcode 99 "./$BUILD/test-ops" --backend cuda \
       > "$LOG/memcheck.log" 2>&1
   rc=$?
   errs=$(grep -oE "ERROR SUMMARY: [0-9]+ error" "$LOG/memcheck.log" | tail -1)
@@ -92,12 +103,6 @@ if command -v compute-sanitizer >/dev/null; then
 else
   row "memcheck on the suite" "compute-sanitizer not found"
 fi
-
-# --- benchmarks ---------------------------------------------------------------------
-for bch in cuda_matmul cuda_bandwidth cuda_graph cuda_start; do
-  timeout 300 "./$BUILD/bench-$bch" > "$LOG/bench-$bch.log" 2>&1
-  echo "== bench-$bch (rc=$?)"; grep -vE "^RESULT" "$LOG/bench-$bch.log" | tail -3
-done
 
 echo
 echo "==================== gpu-check summary ===================="

@@ -33,3 +33,5 @@ file(WRITE "${_gen}.tmp" "${_body}")
 file(COPY_FILE "${_gen}.tmp" "${_gen}" ONLY_IF_DIFFERENT)
 list(APPEND TG_SRC ${_gen})
 add_compile_definitions(TG_HAVE_CUDA=1)
+# Tests and benchmarks reach into the backend's internal headers.
+include_directories(SYSTEM ${CUDA_INC})

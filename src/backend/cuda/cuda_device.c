@@ -317,8 +317,10 @@ tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *de
     if (!mod) {
         const char *text = NULL;
         bool owned = false;
+        double t0 = now_ms();
         if ((st = source_text(dev->kernels_dir, module, &text, &owned))) goto out;
         st = compile_and_load(dev, module, text, defines, true, &mod);
+        dev->library_ms += now_ms() - t0;
         if (owned) tg_free((void *)text);
         if (st) goto out;
         char *k = key_make(module, defines, NULL);
@@ -405,6 +407,14 @@ static void device_destroy(tg_cuda_device *d) {
     tg_free(d->mods);
     tg_free(d->kerns);
     if (d->ctx) d->cu->cuDevicePrimaryCtxRelease(d->dev);
+    /* A device fault is sticky in the CUDA context itself, and cuBLASLt's
+     * runtime keeps its own reference to the primary context, so releasing
+     * ours does not end it: reset it, so the next start gets a clean one. */
+    if (d->ctx && d->failed) {
+        CUresult r = d->cu->cuDevicePrimaryCtxReset(d->dev);
+        TG_INFO("cuda%d: reset the failed CUDA context (%s)", d->ordinal,
+                r == CUDA_SUCCESS ? "ok" : tg_cuda_result_text(r));
+    }
     if (d->n_compiled || d->n_cache_hits)
         TG_INFO("cuda%d: %d kernel files compiled (%.0f ms), %d from the cache%s%s", d->ordinal,
                 d->n_compiled, d->compile_ms, d->n_cache_hits, d->cache ? " in " : "",

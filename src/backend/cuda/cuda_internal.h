@@ -75,9 +75,11 @@ typedef struct tg_cuda_device {
     tg_kcache *cache;              /* NULL: disabled */
     char *kernels_dir;             /* CT_CUDA_KERNELS_DIR, or NULL */
     int n_compiled, n_cache_hits;
-    double compile_ms;
+    double compile_ms;             /* NVRTC alone                          */
+    double library_ms;             /* getting kernels ready: compile or cache read, module load */
 
     cublasLtHandle_t lt_handle;
+    bool failed;                   /* a context on it hit a device error */
 } tg_cuda_device;
 
 /* Returns the device for ordinal, starting it on first use (one reference
@@ -242,6 +244,9 @@ unsigned tg_cuda_grid(const tg_cuda_ctx *c, int64_t n, unsigned block);
  * read compile/cache counters. */
 void tg_cuda_test_fault_next(tg_backend *b);
 void tg_cuda_test_counts(tg_backend *b, int *out_compiled, int *out_cache_hits);
+/* Milliseconds the device has spent making kernels ready (compiling or
+ * reading the cache, loading modules). */
+double tg_cuda_test_library_ms(tg_backend *b);
 /* The device properties of a CUDA backend (NULL for another backend). */
 const tg_cuda_props *tg_cuda_backend_props(tg_backend *b);
 

@@ -300,6 +300,14 @@ void tg_cuda_ops_free(tg_cuda_ctx *c) {
 static tg_status convert_to(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_type dt, CUdeviceptr dst) {
     int64_t n = tg_nelements(t);
     if (n == 0) return NULL;
+    if (tg_is_contiguous(t) && t->type == TG_F32 && (dt == TG_BF16 || dt == TG_F16) && n % 4 == 0 &&
+        ((uintptr_t)t->data & 15) == 0 && (dst & 7) == 0) {
+        uint64_t sp = (uint64_t)(uintptr_t)t->data, dp = dst;
+        int64_t n4 = n / 4;
+        int to_bf16 = dt == TG_BF16;
+        void *args[] = {&dp, &sp, &n4, &to_bf16};
+        return launch(c, s, "copy.cu", "", "cvt_f32_16_c4", tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, args);
+    }
     if (tg_is_contiguous(t)) {
         uint64_t sp = (uint64_t)(uintptr_t)t->data, dp = dst;
         int st = (int)t->type, dty = (int)dt, ssz = (int)tg_type_size(t->type), dsz = (int)tg_type_size(dt);
@@ -506,9 +514,16 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     if (rows == 0 || ne0 == 0) return NULL;
     uint64_t pw = w ? (uint64_t)(uintptr_t)w->data : 0, pb = b ? (uint64_t)(uintptr_t)b->data : 0;
     int64_t n4 = ne0 / 4;
-    if (a->type == TG_F32 && n->type == TG_F32 && tg_is_contiguous(a) && tg_is_contiguous(n) && ne0 % 4 == 0 &&
-        n4 <= 256 * 8 && ((uintptr_t)a->data & 15) == 0 && ((uintptr_t)n->data & 15) == 0 && (pw & 15) == 0 &&
-        (pb & 15) == 0 && rows < (1ll << 31)) {
+    bool vec = a->type == TG_F32 && n->type == TG_F32 && tg_is_contiguous(a) && tg_is_contiguous(n) && ne0 % 4 == 0 &&
+               ((uintptr_t)a->data & 15) == 0 && ((uintptr_t)n->data & 15) == 0 && (pw & 15) == 0 && (pb & 15) == 0;
+    if (vec && n4 <= 32 * 16 && (rows + 7) / 8 < (1ll << 31)) {
+        /* A warp per row: no block barriers, the row in registers. */
+        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
+        int n4i = (int)n4;
+        void *args[] = {&d, &pa, &pw, &pb, &n4i, &rows, &eps};
+        return launch(c, s, "norm.cu", "", "layer_norm_w4", (unsigned)((rows + 7) / 8), 1, 1, 256, 0, args);
+    }
+    if (vec && n4 <= 256 * 8 && rows < (1ll << 31)) {
         unsigned block = 32;
         while (block < 256 && block < n4) block += 32;
         while ((int64_t)block * 8 < n4) block += 32;
@@ -531,6 +546,21 @@ static tg_status encode_rows_op(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, 
     void *args[8] = {&dd, &da};
     for (int i = 0; i < n_extra; i++) args[2 + i] = extra[i];
     return launch(c, s, module, "", name, (unsigned)rows, 1, 1, row_block(a->ne[0]), 0, args);
+}
+
+/* F32 rows contiguous in dim 0 and 16-byte aligned everywhere a warp's
+ * float4 loads land, short enough for the registers (4*32*16 floats). */
+static bool rows16(const tg_tensor *t) {
+    if (!t) return true;
+    if (t->type != TG_F32 || t->nb[0] != 4 || ((uintptr_t)t->data & 15) != 0) return false;
+    for (int k = 1; k < 4; k++)
+        if (t->ne[k] > 1 && (t->nb[k] & 15) != 0) return false;
+    return true;
+}
+
+static bool softmax_vec_ok(const tg_tensor *n) {
+    const tg_tensor *a = n->src[0];
+    return a->ne[0] % 4 == 0 && a->ne[0] / 4 <= 32 * 16 && rows16(n) && rows16(a) && rows16(n->src[1]);
 }
 
 static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
@@ -613,6 +643,11 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         float scale = tg_param_f32(n, 0);
         int has_mask = n->src[1] != NULL;
         if (has_mask || scale != 1.0f) c->n_fused[3]++;
+        int64_t rows = tg_nrows(n->src[0]);
+        if (rows > 0 && softmax_vec_ok(n) && (rows + 7) / 8 < (1ll << 31)) {
+            void *args[] = {&dd, &da, &db, &has_mask, &scale, &rows};
+            return launch(c, s, "softmax.cu", "", "soft_max_w4", (unsigned)((rows + 7) / 8), 1, 1, 256, 0, args);
+        }
         void *extra[] = {&db, &has_mask, &scale};
         return encode_rows_op(c, s, n, "softmax.cu", "soft_max", extra, 3);
     }

@@ -79,3 +79,18 @@ extern "C" __global__ void pad(tg_t o, tg_t a, pad4 lo, i64 n) {
         tg_st(o.p + tg_off(o, c[0], c[1], c[2], c[3]), o.type, x);
     }
 }
+
+/* Contiguous F32 to BF16 (to_bf16 = 1) or F16, four elements a thread: the
+ * activations' conversion in front of a matrix product. */
+extern "C" __global__ void cvt_f32_16_c4(ushort4 *d, const float4 *s, i64 n4, int to_bf16) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
+        float4 v = s[i];
+        ushort4 o;
+        if (to_bf16) {
+            o.x = tg_f2bf(v.x); o.y = tg_f2bf(v.y); o.z = tg_f2bf(v.z); o.w = tg_f2bf(v.w);
+        } else {
+            o.x = tg_f2h(v.x); o.y = tg_f2h(v.y); o.z = tg_f2h(v.z); o.w = tg_f2h(v.w);
+        }
+        d[i] = o;
+    }
+}

@@ -84,3 +84,55 @@ extern "C" __global__ void layer_norm_c4(float4 *d, const float4 *a, const float
         }
     }
 }
+
+/* One warp per row, 8 rows per block: contiguous F32 rows of n = 4*n4
+ * floats, n4 <= 32*TG_NORM_WV. No block barriers; the row lives in
+ * registers, so it crosses device memory once each way. */
+#define TG_NORM_WV 16
+extern "C" __global__ void layer_norm_w4(float4 *d, const float4 *a, const float4 *w, const float4 *b, int n4,
+                                         i64 rows, float eps) {
+    i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    int lane = threadIdx.x & 31;
+    const float4 *src = a + r * n4;
+    float4 *dst = d + r * n4;
+    float4 x[TG_NORM_WV];
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < TG_NORM_WV; k++) {
+        int i = lane + 32 * k;
+        x[k] = i < n4 ? src[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        s += (x[k].x + x[k].y) + (x[k].z + x[k].w);
+    }
+    float n = 4.0f * (float)n4;
+    float mean = tg_warp_sum(s) / n;
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < TG_NORM_WV; k++) {
+        if (lane + 32 * k < n4) {
+            float p = x[k].x - mean, q = x[k].y - mean, u = x[k].z - mean, t = x[k].w - mean;
+            v += (p * p + q * q) + (u * u + t * t);
+        }
+    }
+    float rstd = rsqrtf(tg_warp_sum(v) / n + eps);
+#pragma unroll
+    for (int k = 0; k < TG_NORM_WV; k++) {
+        int i = lane + 32 * k;
+        if (i < n4) {
+            float4 y;
+            y.x = (x[k].x - mean) * rstd;
+            y.y = (x[k].y - mean) * rstd;
+            y.z = (x[k].z - mean) * rstd;
+            y.w = (x[k].w - mean) * rstd;
+            if (w) {
+                float4 g = w[i];
+                y.x *= g.x; y.y *= g.y; y.z *= g.z; y.w *= g.w;
+            }
+            if (b) {
+                float4 c = b[i];
+                y.x += c.x; y.y += c.y; y.z += c.z; y.w += c.w;
+            }
+            dst[i] = y;
+        }
+    }
+}

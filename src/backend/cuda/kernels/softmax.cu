@@ -40,3 +40,59 @@ extern "C" __global__ void soft_max(tg_t d, tg_t a, tg_t mask, int has_mask, flo
         tg_st(dst + i * d.nb[0], d.type, y);
     }
 }
+
+/* One warp per row, 8 rows per block, for F32 rows whose dim 0 is
+ * contiguous and 16-byte aligned (mask too), ne0 = 4*n4 <= 4*32*TG_SM_WV:
+ * the row (with the mask added) is read once into registers. */
+#define TG_SM_WV 16
+extern "C" __global__ void soft_max_w4(tg_t d, tg_t a, tg_t mask, int has_mask, float scale, i64 rows) {
+    i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    int lane = threadIdx.x & 31;
+    i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
+    const float4 *src = (const float4 *)(a.p + tg_off(a, 0, i1, i2, i3));
+    const float4 *msk = has_mask ? (const float4 *)(mask.p + tg_off_bc(mask, 0, i1, i2, i3)) : 0;
+    float4 *dst = (float4 *)(d.p + tg_off(d, 0, i1, i2, i3));
+    int n4 = (int)(a.ne[0] >> 2);
+    float4 x[TG_SM_WV];
+    float m = -TG_INF;
+#pragma unroll
+    for (int k = 0; k < TG_SM_WV; k++) {
+        int i = lane + 32 * k;
+        if (i < n4) {
+            float4 v = src[i];
+            v.x *= scale; v.y *= scale; v.z *= scale; v.w *= scale;
+            if (msk) {
+                float4 q = msk[i];
+                v.x += q.x; v.y += q.y; v.z += q.z; v.w += q.w;
+            }
+            x[k] = v;
+            m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+        } else {
+            x[k] = make_float4(-TG_INF, -TG_INF, -TG_INF, -TG_INF);
+        }
+    }
+    m = tg_warp_max(m);
+    float s = 0.0f;
+    if (m != -TG_INF) {
+#pragma unroll
+        for (int k = 0; k < TG_SM_WV; k++) {
+            x[k].x = expf(x[k].x - m);
+            x[k].y = expf(x[k].y - m);
+            x[k].z = expf(x[k].z - m);
+            x[k].w = expf(x[k].w - m);
+            s += (x[k].x + x[k].y) + (x[k].z + x[k].w);
+        }
+    }
+    s = tg_warp_sum(s);
+    float inv = (m == -TG_INF || s == 0.0f) ? 0.0f : 1.0f / s;
+#pragma unroll
+    for (int k = 0; k < TG_SM_WV; k++) {
+        int i = lane + 32 * k;
+        if (i < n4) {
+            float4 y;
+            y.x = x[k].x * inv; y.y = x[k].y * inv; y.z = x[k].z * inv; y.w = x[k].w * inv;
+            dst[i] = y;
+        }
+    }
+}
