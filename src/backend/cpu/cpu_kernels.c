@@ -13,6 +13,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 #include "cpu_impl.h"
 
@@ -204,16 +207,28 @@ const cpu_kernels cpu_kernels_scalar = {
 
 /* ------------------------------------------------------------- selection */
 
+/* F16C is read from CPUID leaf 1 (ECX bit 29) directly: clang 14's
+ * __builtin_cpu_supports does not know the "f16c" name. */
+static bool cpu_has_f16c(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    return (c >> 29) & 1u;
+#else
+    return false;
+#endif
+}
+
 static bool cpu_has(const char *isa) {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
     if (!strcmp(isa, "avx2"))
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+               cpu_has_f16c();
     if (!strcmp(isa, "avx512"))
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("fma") && cpu_has_f16c();
 #endif
     return !strcmp(isa, "scalar");
 }
