@@ -192,6 +192,17 @@ static tg_tensor *build_ffn(tg_ctx *ctx) {
     return tg_add(ctx, h, x);
 }
 
+/* The conformer's FFN shape with SiLU: the SiLU stores BF16 straight for
+ * the second product (emit fusion), the biases ride the epilogue. */
+static tg_tensor *build_ffn_silu(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, 29);
+    tg_tensor *w1 = in2(ctx, TG_BF16, 256, 1024), *b1 = in2(ctx, TG_F32, 1024, 1);
+    tg_tensor *w2 = in2(ctx, TG_BF16, 1024, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *h = tg_silu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, x), b1));
+    h = tg_add(ctx, tg_mul_mat(ctx, w2, h), b2);
+    return tg_scale(ctx, tg_add(ctx, h, x), 0.5f);
+}
+
 /* Attention at the encoder's head size (160) with a relative-position bias,
  * and the decoder's (128) with F16 K/V over a longer cache. */
 static tg_tensor *build_attn_enc(tg_ctx *ctx) {
@@ -420,6 +431,10 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     compare_with_cpu(b, build_ffn, 3, 5e-4, "ffn block (bf16, fused bias+relu)");
     CHECK(c->n_fused[1] >= 1);
+    CHECK(c->n_fused[6] >= 1); /* the layer norm stored BF16 for the product */
+    int emitted = c->n_fused[6];
+    compare_with_cpu(b, build_ffn_silu, 3, 5e-4, "ffn block (silu stores bf16)");
+    CHECK(c->n_fused[6] > emitted);
     compare_with_cpu(b, build_attn_enc, 2, 5e-4, "attention D=160 with bias");
     compare_with_cpu(b, build_attn_dec, 2, 5e-4, "attention D=128 f16 kv");
     compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");

@@ -363,6 +363,7 @@ static cuda_graph_entry *graph_entry(tg_cuda_ctx *c, uint64_t topo) {
 /* ------------------------------------------------------------- compute */
 
 typedef struct plan {
+    tg_type *emit; /* the type each node stores (emit fusion), F32 = as is */
     int *uses;     /* readers of each node inside this graph */
     int *run;      /* concurrency run of each node, -1 for views */
     bool *excl;
@@ -370,9 +371,49 @@ typedef struct plan {
 } plan;
 
 static void plan_free(plan *p) {
+    tg_free(p->emit);
     tg_free(p->uses);
     tg_free(p->run);
     tg_free(p->excl);
+}
+
+/* The emit fusion: a node whose only readers are matrix products taking it
+ * as activations, all with BF16 (or all F16) weights at default precision,
+ * stores that type directly (in the first half of its own storage), so the
+ * products skip their conversion pass. Never for outputs, never in a graph
+ * the scheduler split off (readers elsewhere are unknown), never for a node
+ * whose result a fused group writes. */
+static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
+    int n = g->n_nodes;
+    if (!c->use_fusion || g->borrowed || c->dev->props.tc_level == 0) return;
+    for (int i = 0; i < n;) {
+        int len = !tg_op_is_view(g->nodes[i]->op) ? tg_cuda_fuse_len(c, g->nodes, n, i, p->uses) : 1;
+        for (int k = 1; k < len; k++) p->emit[i + k] = TG_TYPE_COUNT; /* covered: never emits */
+        i += len;
+    }
+    for (int i = 0; i < n; i++) {
+        tg_tensor *t = g->nodes[i];
+        if (p->emit[i] == TG_TYPE_COUNT) {
+            p->emit[i] = TG_F32;
+            continue;
+        }
+        if (p->uses[i] < 1 || (t->flags & TG_FLAG_OUTPUT) || !tg_cuda_can_emit16(t)) continue;
+        int readers = 0;
+        tg_type wt = TG_F32;
+        bool ok = true;
+        for (int j = i + 1; j < n && j <= i + 64 && ok; j++) {
+            const tg_tensor *r = g->nodes[j];
+            bool reads = false;
+            for (int k = 0; k < TG_MAX_SRC; k++) reads = reads || r->src[k] == t;
+            if (!reads) continue;
+            ok = r->op == TG_OP_MUL_MAT && r->src[1] == t && r->src[0] != t &&
+                 (r->src[0]->type == TG_BF16 || r->src[0]->type == TG_F16) && tg_node_prec(r) == TG_PREC_DEFAULT &&
+                 (wt == TG_F32 || wt == r->src[0]->type);
+            wt = r->src[0]->type;
+            readers++;
+        }
+        if (ok && readers == p->uses[i] && wt != TG_F32) p->emit[i] = wt;
+    }
 }
 
 static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
@@ -381,7 +422,8 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     p->uses = tg_calloc((size_t)n + 1, sizeof *p->uses);
     p->run = tg_calloc((size_t)n + 1, sizeof *p->run);
     p->excl = tg_calloc((size_t)n + 1, sizeof *p->excl);
-    if (!p->uses || !p->run || !p->excl) {
+    p->emit = tg_calloc((size_t)n + 1, sizeof *p->emit);
+    if (!p->uses || !p->run || !p->excl || !p->emit) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
     }
@@ -416,6 +458,7 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     }
     if (g->borrowed)
         for (int i = 0; i < n; i++) p->uses[i] += 2;
+    plan_emit(c, g, p);
     p->n_runs = tg_hazard_runs(g->nodes, n, p->excl, CUDA_N_STREAMS * 4, p->run);
     if (p->n_runs < 0) {
         plan_free(p);
@@ -469,8 +512,19 @@ static void dump_node(FILE *f, tg_cuda_ctx *c, int i, const tg_tensor *t, int le
 
 /* Enqueues the nodes. With `streams`, runs of independent nodes are spread
  * over the auxiliary streams (used inside captures). */
+static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, prof *pf, FILE *dump,
+                                  int *out_done);
+
 static tg_status encode_all(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, prof *pf, FILE *dump,
                             int *out_done) {
+    c->emit = p->emit;
+    tg_status st = encode_all_inner(c, g, p, streams, pf, dump, out_done);
+    c->emit = NULL;
+    return st;
+}
+
+static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, prof *pf, FILE *dump,
+                                  int *out_done) {
     const tg_cu_api *cu = c->dev->cu;
     tg_backend *b = c->backend;
     int n = g->n_nodes;
@@ -813,10 +867,11 @@ static void ctx_destroy(tg_cuda_ctx *c) {
         fprintf(stderr,
                 "[debug] %s: %" PRIu64 " computes: %d direct, %d graph replays, %d captures, %d updates; fused: "
                 "%d matmul+bias, %d matmul+bias+relu, %d layer norm+affine, %d softmax+scale/mask, %d attention, "
-                "%d glu; %d kernel files compiled, %d from the cache\n",
+                "%d glu, %d norm/elementwise storing bf16/f16 for a product; %d kernel files compiled, %d from the "
+                "cache\n",
                 c->name, c->n_computes, c->n_direct, c->n_graph_hits, c->n_graph_captures, c->n_graph_updates,
                 c->n_fused[0], c->n_fused[1], c->n_fused[2], c->n_fused[3], c->n_fused[4], c->n_fused[5],
-                dev->n_compiled, dev->n_cache_hits);
+                c->n_fused[6], dev->n_compiled, dev->n_cache_hits);
     graphs_drop(c);
     tg_cuda_ops_free(c);
     if (c->scratch) cu->cuMemFree(c->scratch);

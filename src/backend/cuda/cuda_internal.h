@@ -214,6 +214,8 @@ typedef struct tg_cuda_ctx {
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
+    const tg_type *emit;       /* while encoding: per node, the type it stores
+                                  for its matrix-product readers (F32: as is) */
     unsigned last_grid[3], last_block, last_smem;
 } tg_cuda_ctx;
 
@@ -231,7 +233,11 @@ size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node);
  * nothing fuses); the fused sequence's result is nodes[i + n - 1]. */
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i,
                      const int *n_uses);
-/* Enqueues nodes[i .. i+len) (as fused by tg_cuda_fuse_len) on stream. */
+/* True when node's kernel can store BF16/F16 instead of F32 (its readers
+ * being matrix products that take that type): the emit fusion. */
+bool tg_cuda_can_emit16(const tg_tensor *node);
+/* Enqueues nodes[i .. i+len) (as fused by tg_cuda_fuse_len) on stream;
+ * c->emit, when set, says which nodes store 16-bit results. */
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream stream, tg_tensor *const *nodes, int i,
                             int len);
 /* Frees the matmul plans. */

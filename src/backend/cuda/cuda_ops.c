@@ -330,7 +330,7 @@ static tg_status convert_to(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_t
 /* The product of node = mul_mat(a, b), optionally with a bias vector added
  * (and relu applied) by the cuBLASLt epilogue; the result goes to out. */
 static tg_status encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_tensor *bias,
-                                bool relu, const tg_tensor *out) {
+                                bool relu, const tg_tensor *out, tg_type b_stored) {
     const tg_tensor *a = node->src[0], *b = node->src[1];
     const tg_cublaslt_api *lt = c->dev->lt;
     mm_setup ms = mm_choose(c, node);
@@ -350,7 +350,10 @@ static tg_status encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *nod
     } else {
         lda = (int64_t)(a->nb[1] / es), sa2 = (int64_t)(a->nb[2] / es), sa3 = (int64_t)(a->nb[3] / es);
     }
-    if (ms.conv_b) {
+    if (b_stored != TG_F32 && b_stored == ms.target) {
+        /* Its producer already stored it in the product's type, contiguous. */
+        ldb = K, sb2 = K * M, sb3 = K * M * B2;
+    } else if (ms.conv_b) {
         if ((st = convert_to(c, s, b, ms.target, next))) return st;
         pb = next;
         ldb = K, sb2 = K * M, sb3 = K * M * B2;
@@ -452,19 +455,13 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
 
 /* ------------------------------------------------------------ encoders */
 
-static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op) {
-    const tg_tensor *a = n->src[0], *b = n->src[1];
+/* Contiguous F32 whose operands repeat with a period (full size, or a
+ * leading block such as one bias row): 16 bytes per thread. */
+static bool binary_vec_ok(const tg_tensor *n, int64_t per[2]) {
     int64_t ne = tg_nelements(n);
-    if (ne == 0) return NULL;
-    char defs[32];
-    snprintf(defs, sizeof defs, "-DTG_OP=%d", op);
-    /* Contiguous F32 whose operands repeat with a period (full size, or a
-     * leading block such as one bias row): 16 bytes per thread. */
-    int64_t per[2];
     bool fast = n->type == TG_F32 && tg_is_contiguous(n) && ne % 4 == 0 && ((uintptr_t)n->data & 15) == 0;
-    const tg_tensor *srcs[2] = {a, b};
     for (int k = 0; k < 2 && fast; k++) {
-        const tg_tensor *t = srcs[k];
+        const tg_tensor *t = n->src[k];
         fast = t->type == TG_F32 && tg_is_contiguous(t) && ((uintptr_t)t->data & 15) == 0;
         int d = 0;
         while (d < 4 && t->ne[d] == n->ne[d]) d++;
@@ -472,7 +469,47 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
         per[k] = tg_nelements(t);
         fast = fast && per[k] % 4 == 0;
     }
-    if (fast) {
+    return fast;
+}
+
+static bool unary_vec_ok(const tg_tensor *n) {
+    const tg_tensor *a = n->src[0];
+    return n->type == TG_F32 && a->type == TG_F32 && tg_is_contiguous(n) && tg_is_contiguous(a) &&
+           tg_nelements(n) % 4 == 0 && (((uintptr_t)n->data | (uintptr_t)a->data) & 15) == 0;
+}
+
+static bool norm_vec_ok(const tg_tensor *n) {
+    const tg_tensor *a = n->src[0], *w = n->src[1], *b = n->src[2];
+    uintptr_t pw = w ? (uintptr_t)w->data : 0, pb = b ? (uintptr_t)b->data : 0;
+    return a->type == TG_F32 && n->type == TG_F32 && tg_is_contiguous(a) && tg_is_contiguous(n) &&
+           a->ne[0] % 4 == 0 && a->ne[0] / 4 <= 256 * 8 && ((uintptr_t)a->data & 15) == 0 &&
+           ((uintptr_t)n->data & 15) == 0 && (pw & 15) == 0 && (pb & 15) == 0 && tg_nrows(a) < (1ll << 31);
+}
+
+bool tg_cuda_can_emit16(const tg_tensor *n) {
+    int64_t per[2];
+    switch (n->op) {
+    case TG_OP_ADD:
+    case TG_OP_SUB:
+    case TG_OP_MUL:
+    case TG_OP_DIV: return binary_vec_ok(n, per);
+    case TG_OP_SCALE:
+    case TG_OP_RELU:
+    case TG_OP_SILU:
+    case TG_OP_SIGMOID: return unary_vec_ok(n);
+    case TG_OP_LAYER_NORM: return norm_vec_ok(n);
+    default: return false;
+    }
+}
+
+static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, int out16) {
+    const tg_tensor *a = n->src[0], *b = n->src[1];
+    int64_t ne = tg_nelements(n);
+    if (ne == 0) return NULL;
+    char defs[48];
+    snprintf(defs, sizeof defs, "-DTG_OP=%d -DTG_OUT16=%d", op, out16);
+    int64_t per[2];
+    if (binary_vec_ok(n, per)) {
         uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data, pb = (uint64_t)(uintptr_t)b->data;
         int64_t n4 = ne / 4, na4 = per[0] / 4, nb4 = per[1] / 4;
         void *args[] = {&d, &pa, &pb, &n4, &na4, &nb4};
@@ -483,14 +520,13 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
     return launch(c, s, "elementwise.cu", defs, "ew_binary", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
 }
 
-static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc) {
+static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc, int out16) {
     const tg_tensor *a = n->src[0];
     int64_t ne = tg_nelements(n);
     if (ne == 0) return NULL;
-    char defs[32];
-    snprintf(defs, sizeof defs, "-DTG_OP=%d", op);
-    if (n->type == TG_F32 && a->type == TG_F32 && tg_is_contiguous(n) && tg_is_contiguous(a) && ne % 4 == 0 &&
-        (((uintptr_t)n->data | (uintptr_t)a->data) & 15) == 0) {
+    char defs[48];
+    snprintf(defs, sizeof defs, "-DTG_OP=%d -DTG_OUT16=%d", op, out16);
+    if (unary_vec_ok(n)) {
         uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
         int64_t n4 = ne / 4;
         void *args[] = {&d, &pa, &sc, &n4};
@@ -507,30 +543,30 @@ static unsigned row_block(int64_t ne0) {
     return b;
 }
 
-static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int out16) {
     const tg_tensor *a = n->src[0], *w = n->src[1], *b = n->src[2];
     float eps = tg_param_f32(n, 0);
     int64_t rows = tg_nrows(a), ne0 = a->ne[0];
     if (rows == 0 || ne0 == 0) return NULL;
     uint64_t pw = w ? (uint64_t)(uintptr_t)w->data : 0, pb = b ? (uint64_t)(uintptr_t)b->data : 0;
     int64_t n4 = ne0 / 4;
-    bool vec = a->type == TG_F32 && n->type == TG_F32 && tg_is_contiguous(a) && tg_is_contiguous(n) && ne0 % 4 == 0 &&
-               ((uintptr_t)a->data & 15) == 0 && ((uintptr_t)n->data & 15) == 0 && (pw & 15) == 0 && (pb & 15) == 0;
-    if (vec && n4 <= 32 * 16 && (rows + 7) / 8 < (1ll << 31)) {
+    bool vec = norm_vec_ok(n);
+    const char *defs = out16 == 1 ? "-DTG_OUT16=1" : out16 == 2 ? "-DTG_OUT16=2" : "";
+    if (vec && n4 <= 32 * 16) {
         /* A warp per row: no block barriers, the row in registers. */
         uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
         int n4i = (int)n4;
         void *args[] = {&d, &pa, &pw, &pb, &n4i, &rows, &eps};
-        return launch(c, s, "norm.cu", "", "layer_norm_w4", (unsigned)((rows + 7) / 8), 1, 1, 256, 0, args);
+        return launch(c, s, "norm.cu", defs, "layer_norm_w4", (unsigned)((rows + 7) / 8), 1, 1, 256, 0, args);
     }
-    if (vec && n4 <= 256 * 8 && rows < (1ll << 31)) {
+    if (vec) {
         unsigned block = 32;
         while (block < 256 && block < n4) block += 32;
         while ((int64_t)block * 8 < n4) block += 32;
         uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
         int n4i = (int)n4;
         void *args[] = {&d, &pa, &pw, &pb, &n4i, &eps};
-        return launch(c, s, "norm.cu", "", "layer_norm_c4", (unsigned)rows, 1, 1, block, 0, args);
+        return launch(c, s, "norm.cu", defs, "layer_norm_c4", (unsigned)rows, 1, 1, block, 0, args);
     }
     cu_tensor dd = desc(n), da = desc(a);
     void *args[] = {&dd, &da, &pw, &pb, &eps};
@@ -614,31 +650,44 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     return encode_flat(c, s, n, "copy.cu", "cpy", NULL, 0, ne, front, 2);
 }
 
+/* The type nodes[i]'s source `src` was stored in (the emit fusion). */
+static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
+    if (!c->emit) return TG_F32;
+    for (int j = i - 1; j >= 0 && j >= i - 256; j--)
+        if (nodes[j] == src) return c->emit[j];
+    return TG_F32;
+}
+
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
     const tg_tensor *n = nodes[i];
     if (len > 1) {
         const tg_tensor *add = nodes[i + 1];
         const tg_tensor *bias = add->src[0] == n ? add->src[1] : add->src[0];
         c->n_fused[len == 3 ? 1 : 0]++;
-        return encode_mul_mat(c, s, n, bias, len == 3, nodes[i + len - 1]);
+        return encode_mul_mat(c, s, n, bias, len == 3, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]));
+    }
+    int out16 = 0;
+    if (c->emit && c->emit[i] != TG_F32) {
+        out16 = c->emit[i] == TG_BF16 ? 1 : 2;
+        c->n_fused[6]++;
     }
     cu_tensor dd = desc(n), da = desc(n->src[0]), db = desc(n->src[1]);
     switch (n->op) {
     case TG_OP_NONE:
     case TG_OP_VIEW:
         return NULL;
-    case TG_OP_ADD: return encode_binary(c, s, n, 0);
-    case TG_OP_SUB: return encode_binary(c, s, n, 1);
-    case TG_OP_MUL: return encode_binary(c, s, n, 2);
-    case TG_OP_DIV: return encode_binary(c, s, n, 3);
-    case TG_OP_SCALE: return encode_unary(c, s, n, 4, tg_param_f32(n, 0));
-    case TG_OP_RELU: return encode_unary(c, s, n, 5, 0.0f);
-    case TG_OP_SILU: return encode_unary(c, s, n, 6, 0.0f);
-    case TG_OP_SIGMOID: return encode_unary(c, s, n, 7, 0.0f);
-    case TG_OP_MUL_MAT: return encode_mul_mat(c, s, n, NULL, false, n);
+    case TG_OP_ADD: return encode_binary(c, s, n, 0, out16);
+    case TG_OP_SUB: return encode_binary(c, s, n, 1, out16);
+    case TG_OP_MUL: return encode_binary(c, s, n, 2, out16);
+    case TG_OP_DIV: return encode_binary(c, s, n, 3, out16);
+    case TG_OP_SCALE: return encode_unary(c, s, n, 4, tg_param_f32(n, 0), out16);
+    case TG_OP_RELU: return encode_unary(c, s, n, 5, 0.0f, out16);
+    case TG_OP_SILU: return encode_unary(c, s, n, 6, 0.0f, out16);
+    case TG_OP_SIGMOID: return encode_unary(c, s, n, 7, 0.0f, out16);
+    case TG_OP_MUL_MAT: return encode_mul_mat(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
     case TG_OP_LAYER_NORM:
         if (n->src[1] || n->src[2]) c->n_fused[2]++;
-        return encode_layer_norm(c, s, n);
+        return encode_layer_norm(c, s, n, out16);
     case TG_OP_SOFT_MAX: {
         float scale = tg_param_f32(n, 0);
         int has_mask = n->src[1] != NULL;

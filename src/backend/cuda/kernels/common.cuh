@@ -97,6 +97,27 @@ __device__ __forceinline__ void tg_unravel(const tg_t &t, i64 i, i64 &i0, i64 &i
     i3 = i / t.ne[2];
 }
 
+/* TG_OUT16 (a specialisation): the vectorised kernels store BF16 (1) or
+ * F16 (2) instead of F32, when their only readers are matrix products that
+ * take that type (the backend's "emit for the product" fusion). */
+#ifndef TG_OUT16
+#define TG_OUT16 0
+#endif
+
+__device__ __forceinline__ void tg_store4(void *d, i64 i, float4 y) {
+#if TG_OUT16 == 0
+    ((float4 *)d)[i] = y;
+#else
+    ushort4 o;
+#if TG_OUT16 == 1
+    o.x = tg_f2bf(y.x); o.y = tg_f2bf(y.y); o.z = tg_f2bf(y.z); o.w = tg_f2bf(y.w);
+#else
+    o.x = tg_f2h(y.x); o.y = tg_f2h(y.y); o.z = tg_f2h(y.z); o.w = tg_f2h(y.w);
+#endif
+    ((ushort4 *)d)[i] = o;
+#endif
+}
+
 __device__ __forceinline__ float tg_warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;

@@ -54,7 +54,7 @@ extern "C" __global__ void ew_binary(tg_t d, tg_t a, tg_t b, i64 n) {
 
 /* d, a, b contiguous F32; a and b repeat with periods na and nb (the whole
  * tensor, or one row for a broadcast bias). n4 counts float4 groups. */
-extern "C" __global__ void ew_binary_c4(float4 *d, const float4 *a, const float4 *b, i64 n4, i64 na4,
+extern "C" __global__ void ew_binary_c4(void *d, const float4 *a, const float4 *b, i64 n4, i64 na4,
                                         i64 nb4) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
         float4 x = a[na4 == n4 ? i : i % na4];
@@ -64,7 +64,7 @@ extern "C" __global__ void ew_binary_c4(float4 *d, const float4 *a, const float4
         r.y = bin(x.y, y.y);
         r.z = bin(x.z, y.z);
         r.w = bin(x.w, y.w);
-        d[i] = r;
+        tg_store4(d, i, r);
     }
 }
 
@@ -77,7 +77,7 @@ extern "C" __global__ void ew_unary(tg_t d, tg_t a, float s, i64 n) {
     }
 }
 
-extern "C" __global__ void ew_unary_c4(float4 *d, const float4 *a, float s, i64 n4) {
+extern "C" __global__ void ew_unary_c4(void *d, const float4 *a, float s, i64 n4) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
         float4 x = a[i];
         float4 r;
@@ -85,6 +85,6 @@ extern "C" __global__ void ew_unary_c4(float4 *d, const float4 *a, float s, i64 
         r.y = un(x.y, s);
         r.z = un(x.z, s);
         r.w = un(x.w, s);
-        d[i] = r;
+        tg_store4(d, i, r);
     }
 }

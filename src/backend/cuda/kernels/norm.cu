@@ -38,11 +38,11 @@ extern "C" __global__ void layer_norm(tg_t d, tg_t a, const float *w, const floa
 }
 
 /* a and d contiguous F32 rows of n = 4*n4 floats, n4 <= blockDim.x * TG_NORM_VEC. */
-extern "C" __global__ void layer_norm_c4(float4 *d, const float4 *a, const float4 *w, const float4 *b,
+extern "C" __global__ void layer_norm_c4(void *d, const float4 *a, const float4 *w, const float4 *b,
                                          int n4, float eps) {
     __shared__ float sh[32];
     const float4 *src = a + (i64)blockIdx.x * n4;
-    float4 *dst = d + (i64)blockIdx.x * n4;
+    const i64 dst = (i64)blockIdx.x * n4;
     float4 x[TG_NORM_VEC];
     float s = 0.0f;
 #pragma unroll
@@ -80,7 +80,7 @@ extern "C" __global__ void layer_norm_c4(float4 *d, const float4 *a, const float
                 float4 c = b[i];
                 y.x += c.x; y.y += c.y; y.z += c.z; y.w += c.w;
             }
-            dst[i] = y;
+            tg_store4(d, dst + i, y);
         }
     }
 }
@@ -89,13 +89,13 @@ extern "C" __global__ void layer_norm_c4(float4 *d, const float4 *a, const float
  * floats, n4 <= 32*TG_NORM_WV. No block barriers; the row lives in
  * registers, so it crosses device memory once each way. */
 #define TG_NORM_WV 16
-extern "C" __global__ void layer_norm_w4(float4 *d, const float4 *a, const float4 *w, const float4 *b, int n4,
+extern "C" __global__ void layer_norm_w4(void *d, const float4 *a, const float4 *w, const float4 *b, int n4,
                                          i64 rows, float eps) {
     i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     int lane = threadIdx.x & 31;
     const float4 *src = a + r * n4;
-    float4 *dst = d + r * n4;
+    const i64 dst = r * n4;
     float4 x[TG_NORM_WV];
     float s = 0.0f;
 #pragma unroll
@@ -132,7 +132,7 @@ extern "C" __global__ void layer_norm_w4(float4 *d, const float4 *a, const float
                 float4 c = b[i];
                 y.x += c.x; y.y += c.y; y.z += c.z; y.w += c.w;
             }
-            dst[i] = y;
+            tg_store4(d, dst + i, y);
         }
     }
 }
