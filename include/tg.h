@@ -205,7 +205,8 @@ tg_tensor *tg_new_3d(tg_ctx *ctx, tg_type type, int64_t ne0, int64_t ne1, int64_
 tg_tensor *tg_new_4d(tg_ctx *ctx, tg_type type, int64_t ne0, int64_t ne1, int64_t ne2,
                      int64_t ne3);
 
-/* Views: share storage with a, compute nothing. */
+/* Views: share storage with a, compute nothing. tg_view's nb holds n_dims
+ * byte strides, nb[0] (the element stride) included; NULL means contiguous. */
 tg_tensor *tg_view(tg_ctx *ctx, tg_tensor *a, int n_dims, const int64_t *ne,
                    const size_t *nb, size_t offset);
 tg_tensor *tg_view_1d(tg_ctx *ctx, tg_tensor *a, int64_t ne0, size_t offset);
@@ -249,7 +250,9 @@ tg_tensor *tg_scale(tg_ctx *ctx, tg_tensor *a, float s);
 
 /* Matrix product, ggml's orientation: a is the weight [K, N, A2, A3] (F32, F16
  * or BF16), b the activations [K, M, B2, B3] (F32), B2 a multiple of A2 and B3
- * of A3 (a broadcasts); result F32 [N, M, B2, B3], out[n,m] = sum_k a[k,n]b[k,m].
+ * of A3 (a broadcasts: batch i of b uses matrix i / (B2/A2) of a, so each weight
+ * serves consecutive batches); result F32 [N, M, B2, B3],
+ * out[n,m] = sum_k a[k,n]b[k,m].
  * a and b may be non-contiguous in dims >= 1. */
 tg_tensor *tg_mul_mat(tg_ctx *ctx, tg_tensor *a, tg_tensor *b);
 /* Marks a mul_mat or attention node as wanting f32 precision; returns t. */
@@ -359,7 +362,9 @@ size_t tg_buffer_size(const tg_buffer *buffer);
 tg_backend *tg_buffer_backend(const tg_buffer *buffer);
 tg_status tg_buffer_clear(tg_buffer *buffer, uint8_t value);
 
-/* Places t (not a view) at offset in buffer; views of t follow it. */
+/* Places t (not a view) at offset in buffer. Views of t do not move with it
+ * here: their data is resolved from their source when a graph holding them is
+ * allocated by the scheduler or computed (tg_backend_graph_compute). */
 tg_status tg_tensor_place(tg_tensor *t, tg_buffer *buffer, size_t offset);
 /* Allocates every tensor of ctx that has no data and is not a view in one new
  * buffer of backend (weights, typically); the caller owns *out_buffer. */
