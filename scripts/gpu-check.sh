@@ -52,7 +52,7 @@ fi
 
 # --- build ------------------------------------------------------------------------
 T0=$(date +%s)
-if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release > "$LOG/cmake.log" 2>&1; then
+if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=ON > "$LOG/cmake.log" 2>&1; then
   tail -30 "$LOG/cmake.log"; echo "gpu-check: cmake failed"; exit 1
 fi
 TARGETS="test-cuda-backend test-cuda-compile test-cuda-cache bench-cuda_matmul bench-cuda_bandwidth bench-cuda_graph bench-cuda_start"

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/cuda_kernels.h"
 #include "base.h"
 
 extern char **environ;
@@ -443,18 +444,22 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     tg_backend_free(b);
 }
 
-static void test_graph_dump_names_kernels(void) {
+static void test_graph_dump_and_profile(void) {
     char path[128];
     snprintf(path, sizeof path, "/tmp/tg-cuda-dump-%ld.txt", (long)getpid());
     setenv("CT_CUDA_DUMP_GRAPH", path, 1);
+    setenv("CT_CUDA_PROFILE", "1", 1);
     tg_backend *b = cuda_or_skip();
     unsetenv("CT_CUDA_DUMP_GRAPH");
+    unsetenv("CT_CUDA_PROFILE");
     if (!b) return;
-    compare_with_cpu(b, build_ffn, 1, 5e-4, "ffn block, dumped");
+    compare_with_cpu(b, build_ffn, 2, 5e-4, "ffn block, dumped and profiled");
     char *text = NULL;
     size_t size = 0;
     CHECK_OK(tg_file_read(path, &text, &size));
-    CHECK(text && strstr(text, "layer_norm") && strstr(text, "cublasLtMatmul"));
+    /* Nodes with their kernels and launch shapes, then per-kernel times. */
+    CHECK(text && strstr(text, "layer_norm") && strstr(text, "cublasLtMatmul") && strstr(text, "grid (") &&
+          strstr(text, "time "));
     tg_free(text);
     unlink(path);
     tg_backend_free(b);
@@ -475,6 +480,30 @@ static int child_main(void) {
     printf("child: compiled %d, cache hits %d\n", compiled, hits);
     tg_backend_free(b);
     return check_failures_in_test ? 1 : 0;
+}
+
+/* Child mode 2: no NVRTC and no cache, so only kernels nvcc precompiled
+ * into the build can run; without them the error must say what is missing. */
+static int child_no_nvrtc(void) {
+    tg_backend *b = NULL;
+    tg_status st = tg_backend_cuda_new(0, &b);
+    if (st) {
+        fprintf(stderr, "child: %s\n", tg_status_message(st));
+        return 2;
+    }
+    run r;
+    int rc = 0;
+    st = run_make(b, build_ffn, &r);
+    if (!st) st = fill_leaves(&r, 5);
+    if (!st) st = tg_backend_graph_compute(b, r.g);
+    printf("child without NVRTC: %d precompiled images, %d loaded: %s\n", tg_cuda_n_images,
+           tg_cuda_test_precompiled(b), st ? tg_status_message(st) : "computed");
+    if (tg_cuda_n_images > 0) rc = st ? 1 : 0;
+    else rc = st && tg_status_code(st) == TG_ERR_UNSUPPORTED && strstr(tg_status_message(st), "NVRTC") ? 0 : 1;
+    tg_status_free(st);
+    run_free(&r);
+    tg_backend_free(b);
+    return rc;
 }
 
 static pid_t spawn_child(const char *dir) {
@@ -542,6 +571,22 @@ static void test_kernel_cache_cold_warm_damaged_and_concurrent(void) {
     CHECK(system(cmd) == 0);
 }
 
+static void test_precompiled_kernels_without_nvrtc(void) {
+    tg_backend *probe = cuda_or_skip();
+    if (!probe) return;
+    tg_backend_free(probe);
+    setenv("CT_TEST_CUDA_CHILD", "2", 1);
+    setenv("CT_CUDA_NVRTC", "/nonexistent/libnvrtc.so", 1);
+    setenv("CT_CUDA_CACHE", "0", 1);
+    char *argv[] = {(char *)"/proc/self/exe", NULL};
+    pid_t pid = -1;
+    if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ) != 0) pid = -1;
+    unsetenv("CT_TEST_CUDA_CHILD");
+    unsetenv("CT_CUDA_NVRTC");
+    unsetenv("CT_CUDA_CACHE");
+    CHECK(wait_child(pid) == 0);
+}
+
 static void test_copies_between_two_gpus(void) {
     tg_backend *b0 = cuda_or_skip();
     if (!b0) return;
@@ -577,7 +622,8 @@ static void test_copies_between_two_gpus(void) {
 }
 
 int main(int argc, char **argv) {
-    if (getenv("CT_TEST_CUDA_CHILD")) return child_main();
+    const char *child = getenv("CT_TEST_CUDA_CHILD");
+    if (child) return strcmp(child, "2") == 0 ? child_no_nvrtc() : child_main();
     static const test_case tests[] = {
         T(test_device_properties_or_clear_absence),
         T(test_buffers_set_get_memset_and_host_memory),
@@ -586,8 +632,9 @@ int main(int argc, char **argv) {
         T(test_graphs_capture_replay_and_update),
         T(test_fused_and_mixed_graphs_match_cpu),
         T(test_abort_between_segments_leaves_context_usable),
-        T(test_graph_dump_names_kernels),
+        T(test_graph_dump_and_profile),
         T(test_kernel_cache_cold_warm_damaged_and_concurrent),
+        T(test_precompiled_kernels_without_nvrtc),
         T(test_copies_between_two_gpus),
         T(test_sticky_error_then_recreate_recovers),
     };

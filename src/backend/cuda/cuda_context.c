@@ -975,6 +975,10 @@ void tg_cuda_test_counts(tg_backend *b, int *out_compiled, int *out_cache_hits) 
     *out_cache_hits = ctx_of(b)->dev->n_cache_hits;
 }
 
+int tg_cuda_test_precompiled(tg_backend *b) {
+    return b && b->iface == &cuda_iface ? ctx_of(b)->dev->n_precompiled : 0;
+}
+
 double tg_cuda_test_library_ms(tg_backend *b) {
     return b && b->iface == &cuda_iface ? ctx_of(b)->dev->library_ms : 0.0;
 }

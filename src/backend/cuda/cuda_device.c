@@ -220,6 +220,27 @@ static tg_status compile_and_load(tg_cuda_device *dev, const char *name, const c
         TG_WARN("cuda: cached kernel %s %s did not load (%s); recompiling", name, defines,
                 tg_cuda_result_text(r));
     }
+    /* Kernels nvcc precompiled at build time: without NVRTC, or when asked
+     * to seed the cache with them (CT_CUDA_PRECOMPILED=1). */
+    bool seed = env_set("CT_CUDA_PRECOMPILED");
+    if (cacheable && (!nv || seed) && !dev->strict_fp && cc >= 80 &&
+        (dev->props.bf16 || strcmp(name, "probe.cu") == 0)) {
+        for (int i = 0; i < tg_cuda_n_images; i++) {
+            const tg_cuda_image *im = &tg_cuda_images[i];
+            if (strcmp(im->module, name) != 0 || strcmp(im->defines, defines ? defines : "") != 0) continue;
+            CUresult r = cu->cuModuleLoadData(out_mod, im->data);
+            if (r == CUDA_SUCCESS) {
+                hit = true;
+                dev->n_precompiled++;
+                if (seed) {
+                    tg_status cs = tg_kcache_put(dev->cache, key, im->data, im->size);
+                    tg_status_free(cs);
+                }
+                goto done;
+            }
+            TG_DEBUG("cuda: precompiled %s %s does not load here (%s)", name, defines, tg_cuda_result_text(r));
+        }
+    }
     if (!nv) {
         st = tg_status_new(TG_ERR_UNSUPPORTED,
                            "kernel file %s (%s) is not in the kernel cache and NVRTC (libnvrtc.so) "

@@ -74,7 +74,7 @@ typedef struct tg_cuda_device {
     int n_kerns, cap_kerns;
     tg_kcache *cache;              /* NULL: disabled */
     char *kernels_dir;             /* CT_CUDA_KERNELS_DIR, or NULL */
-    int n_compiled, n_cache_hits;
+    int n_compiled, n_cache_hits, n_precompiled;
     double compile_ms;             /* NVRTC alone                          */
     double library_ms;             /* getting kernels ready: compile or cache read, module load */
 
@@ -250,6 +250,8 @@ unsigned tg_cuda_grid(const tg_cuda_ctx *c, int64_t n, unsigned block);
  * read compile/cache counters. */
 void tg_cuda_test_fault_next(tg_backend *b);
 void tg_cuda_test_counts(tg_backend *b, int *out_compiled, int *out_cache_hits);
+/* Kernel files loaded from the images nvcc precompiled. */
+int tg_cuda_test_precompiled(tg_backend *b);
 /* Milliseconds the device has spent making kernels ready (compiling or
  * reading the cache, loading modules). */
 double tg_cuda_test_library_ms(tg_backend *b);

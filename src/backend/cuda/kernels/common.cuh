@@ -13,6 +13,15 @@
  */
 #pragma once
 
+/* nvcc builds (precompiled kernels) name no TG_CC: take the target's. */
+#ifndef TG_CC
+#ifdef __CUDA_ARCH__
+#define TG_CC (__CUDA_ARCH__ / 10)
+#else
+#define TG_CC 0
+#endif
+#endif
+
 #define TG_T_F32 0
 #define TG_T_F16 1
 #define TG_T_BF16 2
