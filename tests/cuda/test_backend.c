@@ -369,10 +369,12 @@ static void test_sticky_error_then_recreate_recovers(void) {
     run r;
     CHECK_OK(run_make(b, build_argmax, &r));
     CHECK_OK(fill_leaves(&r, 1));
-    tg_cuda_test_fault_next(b);
+    tg_cuda_test_fault_next(b, 1);
     CHECK_ERR(tg_backend_graph_compute(b, r.g), TG_ERR_DEVICE, "recreate");
     CHECK_ERR(tg_backend_graph_compute(b, r.g), TG_ERR_DEVICE, "failed earlier");
     CHECK_ERR(tg_backend_synchronize(b), TG_ERR_DEVICE, "failed earlier");
+    float x = 0;
+    CHECK_ERR(tg_tensor_get(r.out, &x, 0, 4), TG_ERR_DEVICE, "failed earlier");
     run_free(&r);
     tg_backend_free(b);
     b = cuda_or_skip();
@@ -571,6 +573,46 @@ static void test_kernel_cache_cold_warm_damaged_and_concurrent(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* Child mode 3: a kernel fault. The driver refuses all further work in the
+ * process; the backend must say so, fail fast after, and not crash. */
+static int child_fault(void) {
+    tg_backend *b = NULL;
+    tg_status st = tg_backend_cuda_new(0, &b);
+    if (st) return 2;
+    run r;
+    int bad = 0;
+    if ((st = run_make(b, build_argmax, &r)) || (st = fill_leaves(&r, 1))) bad++;
+    tg_status_free(st);
+    tg_cuda_test_fault_next(b, 2);
+    st = tg_backend_graph_compute(b, r.g);
+    printf("child fault: %s\n", tg_status_message(st));
+    if (tg_status_code(st) != TG_ERR_DEVICE || !strstr(tg_status_message(st), "restart")) bad++;
+    tg_status_free(st);
+    st = tg_backend_graph_compute(b, r.g);
+    if (!st || !strstr(tg_status_message(st), "failed earlier")) bad++;
+    tg_status_free(st);
+    run_free(&r);
+    tg_backend_free(b);
+    b = NULL;
+    st = tg_backend_cuda_new(0, &b);
+    printf("child fault: recreating: %s\n", st ? tg_status_message(st) : "ok");
+    tg_status_free(st);
+    tg_backend_free(b);
+    return bad;
+}
+
+static void test_kernel_fault_is_reported_and_fails_fast(void) {
+    tg_backend *probe = cuda_or_skip();
+    if (!probe) return;
+    tg_backend_free(probe);
+    setenv("CT_TEST_CUDA_CHILD", "3", 1);
+    char *argv[] = {(char *)"/proc/self/exe", NULL};
+    pid_t pid = -1;
+    if (posix_spawn(&pid, "/proc/self/exe", NULL, NULL, argv, environ) != 0) pid = -1;
+    unsetenv("CT_TEST_CUDA_CHILD");
+    CHECK(wait_child(pid) == 0);
+}
+
 static void test_precompiled_kernels_without_nvrtc(void) {
     tg_backend *probe = cuda_or_skip();
     if (!probe) return;
@@ -623,7 +665,7 @@ static void test_copies_between_two_gpus(void) {
 
 int main(int argc, char **argv) {
     const char *child = getenv("CT_TEST_CUDA_CHILD");
-    if (child) return strcmp(child, "2") == 0 ? child_no_nvrtc() : child_main();
+    if (child) return strcmp(child, "2") == 0 ? child_no_nvrtc() : strcmp(child, "3") == 0 ? child_fault() : child_main();
     static const test_case tests[] = {
         T(test_device_properties_or_clear_absence),
         T(test_buffers_set_get_memset_and_host_memory),
@@ -635,6 +677,7 @@ int main(int argc, char **argv) {
         T(test_graph_dump_and_profile),
         T(test_kernel_cache_cold_warm_damaged_and_concurrent),
         T(test_precompiled_kernels_without_nvrtc),
+        T(test_kernel_fault_is_reported_and_fails_fast),
         T(test_copies_between_two_gpus),
         T(test_sticky_error_then_recreate_recovers),
     };

@@ -13,11 +13,14 @@
  * independent nodes (src/tensor/hazard.c) are spread over several streams,
  * which the capture turns into parallel branches of the graph.
  *
- * A device error (a faulting kernel, a failed launch) marks the context
+ * A device error (a failed launch, a faulting kernel) marks the context
  * failed with the error text; later computes fail fast with it until the
- * backend is freed and made again, which also drops the device's CUDA
- * context once no backend holds it. Out-of-memory on an allocation is an
- * ordinary error, not a failure of the context.
+ * backend is freed and made again. That recovers from every error the driver
+ * itself recovers from; after a kernel fault (illegal address and the like)
+ * the driver refuses all further work in the process, so the message says
+ * to restart it (the device is still reset when its last backend goes, for
+ * drivers that allow it). Out-of-memory on an allocation is an ordinary
+ * error, not a failure of the context.
  *
  * Environment: CT_CUDA_GRAPHS=0 (no capture), CT_CUDA_CONCURRENCY=0,
  * CT_CUDA_FUSION=0, CT_CUDA_PROFILE=1 (per compute: host submit and GPU
@@ -60,17 +63,38 @@ static int env_int(const char *name, int dflt) {
 
 static tg_cuda_ctx *ctx_of(tg_backend *b) { return (tg_cuda_ctx *)b->impl; }
 
+/* Errors after which the driver refuses all further work in this process
+ * (a kernel fault): no backend made again in the process can recover. */
+static bool context_lost(CUresult r) {
+    switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+        return true;
+    default:
+        return false;
+    }
+}
+
 tg_status tg_cuda_ctx_fail(tg_cuda_ctx *c, CUresult r, const char *what) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return tg_status_new(TG_ERR_NO_MEMORY, "%s: %s: out of device memory", c->name, what);
-    c->dev->failed = true;
+    bool lost = context_lost(r);
+    if (lost) c->dev->failed = true;
     if (!c->error) {
         char buf[512];
         snprintf(buf, sizeof buf, "%s: %s", what, tg_cuda_result_text(r));
         c->error = tg_strdup(buf);
         TG_ERROR("%s: device error, the context is now failed: %s", c->name, buf);
     }
-    return tg_status_new(TG_ERR_DEVICE, "%s: %s: %s (the CUDA context has failed; free and recreate the backend)",
-                         c->name, what, tg_cuda_result_text(r));
+    return tg_status_new(TG_ERR_DEVICE, "%s: %s: %s (%s)", c->name, what, tg_cuda_result_text(r),
+                         lost ? "a GPU fault: the driver refuses further work in this process; restart it"
+                              : "the backend has failed; free and recreate it");
 }
 
 static tg_status sticky(const tg_cuda_ctx *c) {
@@ -685,12 +709,15 @@ static tg_status cuda_graph_compute(tg_backend *b, tg_graph *g) {
     c->n_computes++;
 
     if (c->force_fault) {
+        /* Test hook: 1 = a launch the driver rejects (invalid block size),
+         * 2 = a kernel that writes outside any allocation. */
+        int kind = c->force_fault;
         c->force_fault = 0;
         CUfunction fn;
         if ((st = tg_cuda_kernel(c->dev, "probe.cu", "", "fault", &fn))) return st;
         CUdeviceptr p = c->scratch ? c->scratch : c->lt_ws;
         void *args[] = {&p};
-        CUresult r = cu->cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, c->stream, args, NULL);
+        CUresult r = cu->cuLaunchKernel(fn, 1, 1, 1, kind == 1 ? 4096 : 1, 1, 1, 0, c->stream, args, NULL);
         if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "fault");
         return stream_wait(c, c->stream);
     }
@@ -964,8 +991,8 @@ fail:
 
 /* ---------------------------------------------------------- test hooks */
 
-void tg_cuda_test_fault_next(tg_backend *b) {
-    if (b && b->iface == &cuda_iface) ctx_of(b)->force_fault = 1;
+void tg_cuda_test_fault_next(tg_backend *b, int kind) {
+    if (b && b->iface == &cuda_iface) ctx_of(b)->force_fault = kind;
 }
 
 void tg_cuda_test_counts(tg_backend *b, int *out_compiled, int *out_cache_hits) {

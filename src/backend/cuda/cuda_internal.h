@@ -246,9 +246,10 @@ void tg_cuda_ops_free(tg_cuda_ctx *c);
 /* Launch helper: grid-stride grid size for n items. */
 unsigned tg_cuda_grid(const tg_cuda_ctx *c, int64_t n, unsigned block);
 
-/* Test hooks (tests/cuda): make the next compute launch a faulting kernel;
- * read compile/cache counters. */
-void tg_cuda_test_fault_next(tg_backend *b);
+/* Test hooks (tests/cuda): make the next compute fail: kind 1 with a launch
+ * the driver rejects, kind 2 with a kernel that faults; read compile/cache
+ * counters. */
+void tg_cuda_test_fault_next(tg_backend *b, int kind);
 void tg_cuda_test_counts(tg_backend *b, int *out_compiled, int *out_cache_hits);
 /* Kernel files loaded from the images nvcc precompiled. */
 int tg_cuda_test_precompiled(tg_backend *b);

@@ -585,7 +585,8 @@ static tg_status encode_rows_op(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, 
 }
 
 /* F32 rows contiguous in dim 0 and 16-byte aligned everywhere a warp's
- * float4 loads land, short enough for the registers (4*32*16 floats). */
+ * float4 loads land, short enough for the registers (softmax.cu's
+ * TG_SM_WV: 4*32*12 floats). */
 static bool rows16(const tg_tensor *t) {
     if (!t) return true;
     if (t->type != TG_F32 || t->nb[0] != 4 || ((uintptr_t)t->data & 15) != 0) return false;
@@ -596,7 +597,7 @@ static bool rows16(const tg_tensor *t) {
 
 static bool softmax_vec_ok(const tg_tensor *n) {
     const tg_tensor *a = n->src[0];
-    return a->ne[0] % 4 == 0 && a->ne[0] / 4 <= 32 * 16 && rows16(n) && rows16(a) && rows16(n->src[1]);
+    return a->ne[0] % 4 == 0 && a->ne[0] / 4 <= 32 * 12 && rows16(n) && rows16(a) && rows16(n->src[1]);
 }
 
 static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {

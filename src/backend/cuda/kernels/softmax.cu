@@ -44,8 +44,8 @@ extern "C" __global__ void soft_max(tg_t d, tg_t a, tg_t mask, int has_mask, flo
 /* One warp per row, 8 rows per block, for F32 rows whose dim 0 is
  * contiguous and 16-byte aligned (mask too), ne0 = 4*n4 <= 4*32*TG_SM_WV:
  * the row (with the mask added) is read once into registers. */
-#define TG_SM_WV 16
-extern "C" __global__ void soft_max_w4(tg_t d, tg_t a, tg_t mask, int has_mask, float scale, i64 rows) {
+#define TG_SM_WV 12
+extern "C" __global__ void __launch_bounds__(256) soft_max_w4(tg_t d, tg_t a, tg_t mask, int has_mask, float scale, i64 rows) {
     i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     int lane = threadIdx.x & 31;
@@ -85,13 +85,17 @@ extern "C" __global__ void soft_max_w4(tg_t d, tg_t a, tg_t mask, int has_mask, 
         }
     }
     s = tg_warp_sum(s);
-    float inv = (m == -TG_INF || s == 0.0f) ? 0.0f : 1.0f / s;
+    /* A row masked entirely (m = -inf) still holds -inf: it writes zeros. */
+    bool dead = m == -TG_INF || s == 0.0f;
+    float inv = dead ? 0.0f : 1.0f / s;
 #pragma unroll
     for (int k = 0; k < TG_SM_WV; k++) {
         int i = lane + 32 * k;
         if (i < n4) {
-            float4 y;
-            y.x = x[k].x * inv; y.y = x[k].y * inv; y.z = x[k].z * inv; y.w = x[k].w * inv;
+            float4 y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (!dead) {
+                y.x = x[k].x * inv; y.y = x[k].y * inv; y.z = x[k].z * inv; y.w = x[k].w * inv;
+            }
             dst[i] = y;
         }
     }
