@@ -26,7 +26,8 @@
  * CT_CUDA_FUSION=0, CT_CUDA_PROFILE=1 (per compute: host submit and GPU
  * time; =2 adds per-op kernel times, which launches directly), CT_CUDA_DEBUG=1
  * (fusion and graph counts at free), CT_CUDA_DUMP_GRAPH=path (the next
- * computed graph: nodes, kernels, launch shapes, times), CT_CUDA_SYNC_TIMEOUT_MS,
+ * computed graph: nodes, kernels, launch shapes, times; NVTX ranges mark
+ * computes and ops for Nsight when it is attached), CT_CUDA_SYNC_TIMEOUT_MS,
  * CT_CUDA_HOST_BUFFERS=1 (buffers in pinned host memory).
  *
  * Residency: the seed keeps Metal residency sets alive with a heartbeat
@@ -43,9 +44,26 @@
 #include <time.h>
 #include <unistd.h>
 
+/* NVTX ranges (header-only NVTX 3: inert unless a profiler injects itself). */
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include <nvtx3/nvToolsExt.h>
+#pragma GCC diagnostic pop
+#define RANGE_PUSH(name) nvtxRangePushA(name)
+#define RANGE_POP() nvtxRangePop()
+#else
+#define RANGE_PUSH(name) ((void)0)
+#define RANGE_POP() ((void)0)
+#endif
+
 #include "cuda_internal.h"
 #include "hazard.h"
 #include "op_params.h"
+#include "ptrmap.h"
 
 static const struct tg_backend_iface cuda_iface;
 static const struct tg_buffer_iface cuda_buffer_iface;
@@ -451,35 +469,30 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
     }
-    /* Readers of each node: through sources and view chains. A graph the
+    /* Readers of each node: through sources and view chains, found with a
+     * map from tensor to node index (linear in the graph). A graph the
      * scheduler split off may have readers elsewhere, so it never fuses. */
+    tg_ptrmap idx = {0};
     for (int i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
         p->excl[i] = t->op == TG_OP_MUL_MAT;
         for (int k = 0; k <= TG_MAX_SRC; k++) {
             const tg_tensor *s = k < TG_MAX_SRC ? t->src[k] : t->view_src;
-            for (; s; s = s->view_src)
-                for (int j = i - 1; j >= 0 && j >= i - 64; j--)
-                    if (g->nodes[j] == s) {
-                        p->uses[j]++;
-                        break;
-                    }
-        }
-        /* Readers beyond the 64 nodes looked back over are unknown: such a
-         * node counts as read twice, which only blocks a fusion. */
-    }
-    for (int i = 0; i < n; i++) {
-        tg_tensor *t = g->nodes[i];
-        for (int k = 0; k < TG_MAX_SRC; k++) {
-            const tg_tensor *s = t->src[k];
-            if (!s) continue;
-            for (int j = i - 65; j >= 0; j--)
-                if (g->nodes[j] == s || s->view_src == g->nodes[j]) {
-                    p->uses[j] += 2;
+            for (; s; s = s->view_src) {
+                int j = tg_ptrmap_get(&idx, s);
+                if (j >= 0) {
+                    p->uses[j] += i - j <= 64 ? 1 : 2; /* far readers block fusion */
                     break;
                 }
+            }
+        }
+        if (!tg_ptrmap_put(&idx, t, i)) {
+            tg_ptrmap_clear(&idx);
+            plan_free(p);
+            return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
         }
     }
+    tg_ptrmap_clear(&idx);
     if (g->borrowed)
         for (int i = 0; i < n; i++) p->uses[i] += 2;
     plan_emit(c, g, p);
@@ -598,7 +611,9 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
         c->last_kernel = NULL;
         memset(c->last_grid, 0, sizeof c->last_grid);
         c->last_block = c->last_smem = 0;
+        RANGE_PUSH(tg_op_name(t->op));
         st = tg_cuda_op_encode(c, s, g->nodes, i, len);
+        RANGE_POP();
         if (st) {
             *out_done = i;
             return tg_status_wrap(st, "%s: node %d '%s' (%s)", c->name, i, t->name, tg_op_name(t->op));
@@ -700,7 +715,16 @@ static tg_status run_graph(tg_cuda_ctx *c, tg_graph *g, const plan *p, cuda_grap
     return NULL;
 }
 
+static tg_status graph_compute(tg_backend *b, tg_graph *g);
+
 static tg_status cuda_graph_compute(tg_backend *b, tg_graph *g) {
+    RANGE_PUSH("tg cuda graph compute");
+    tg_status st = graph_compute(b, g);
+    RANGE_POP();
+    return st;
+}
+
+static tg_status graph_compute(tg_backend *b, tg_graph *g) {
     tg_cuda_ctx *c = ctx_of(b);
     const tg_cu_api *cu = c->dev->cu;
     tg_status st = sticky(c);
