@@ -65,7 +65,7 @@ cmake --build "$BUILD" -j"$JOBS" --target test-ops >> "$LOG/build.log" 2>&1 || r
 row "build" "ok ($(( $(date +%s) - T0 )) s)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -2
 
-export CT_CUDA_CACHE_DIR=/tmp/tg-gpu-check-cache
+export CT_CUDA_CACHE_DIR=/tmp/tg-gpu-check-cache CT_CUDA_TEST_FULL=1
 rm -rf "$CT_CUDA_CACHE_DIR"
 
 # --- tests ------------------------------------------------------------------------
