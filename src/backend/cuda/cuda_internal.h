@@ -204,6 +204,7 @@ typedef struct tg_cuda_ctx {
     cuda_graph_entry graphs[CUDA_MAX_GRAPHS];
     uint64_t n_computes;
     bool use_graphs, use_concurrency, use_fusion;
+    bool use_pdl;              /* programmatic dependent launch (sm_90)      */
     bool capturing;            /* encoding into a stream capture              */
 
     int sync_timeout_ms;

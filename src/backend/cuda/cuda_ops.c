@@ -71,7 +71,32 @@ static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const ch
     c->last_grid[2] = gz;
     c->last_block = bx;
     c->last_smem = smem;
-    CUresult r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+    CUresult r;
+    if (c->use_pdl) {
+        /* The kernel may start launching while the one before it still runs;
+         * it waits in TG_PDL() for that one's results (kernels/common.cuh). */
+        CUlaunchAttribute at;
+        memset(&at, 0, sizeof at);
+        at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        at.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
+        cfg.blockDimX = bx, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+        cfg.sharedMemBytes = smem;
+        cfg.hStream = s;
+        cfg.attrs = &at;
+        cfg.numAttrs = 1;
+        r = cu->cuLaunchKernelEx(&cfg, fn, args, NULL);
+        if (r == CUDA_ERROR_NOT_SUPPORTED) {
+            TG_INFO("%s: programmatic dependent launch refused (%s); launching plainly", c->name,
+                    tg_cuda_result_text(r));
+            c->use_pdl = false;
+            r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+        }
+    } else {
+        r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+    }
     if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, name);
     return NULL;
 }

@@ -25,6 +25,7 @@
 
 extern "C" __global__ void __launch_bounds__(128) attention(tg_t o, tg_t q, tg_t k, tg_t v, tg_t mask,
                                                             int has_mask, float scale) {
+    TG_PDL();
     extern __shared__ float smem[];
     const int D = (int)q.ne[0], Dv = (int)v.ne[0];
     const i64 Tq = q.ne[1], Tk = k.ne[1];

@@ -86,6 +86,18 @@ __device__ __forceinline__ void tg_st(char *p, int type, float v) {
     }
 }
 
+/* Programmatic dependent launch (sm_90; launches carry the attribute when
+ * the host enables it): the first statement of every graph kernel. It waits
+ * until the kernels before it in the stream have finished and their writes
+ * are visible, then lets the next kernel begin launching, so the next
+ * launch's latency hides behind this kernel's work. A no-op for a kernel
+ * launched without the attribute. */
+#if TG_CC >= 90
+#define TG_PDL() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define TG_PDL() ((void)0)
+#endif
+
 /* Byte offset of element (i0, i1, i2, i3); a dim of extent 1 broadcasts. */
 __device__ __forceinline__ i64 tg_off_bc(const tg_t &t, i64 i0, i64 i1, i64 i2, i64 i3) {
     return (t.ne[0] == 1 ? 0 : i0 * t.nb[0]) + (t.ne[1] == 1 ? 0 : i1 * t.nb[1]) +

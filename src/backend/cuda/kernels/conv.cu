@@ -14,6 +14,7 @@
 
 /* kernel [KW, KH, Cin, Cout], input [W, H, Cin, N], out [OW, OH, Cout, N] */
 extern "C" __global__ void conv_2d(tg_t o, tg_t kr, tg_t in, int s0, int s1, int p0, int p1, i64 n) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 ox, oy, co, b;
         tg_unravel(o, i, ox, oy, co, b);
@@ -36,6 +37,7 @@ extern "C" __global__ void conv_2d(tg_t o, tg_t kr, tg_t in, int s0, int s1, int
 
 /* kernel [KW, KH, 1, C], input [W, H, C, N], out [OW, OH, C, N] */
 extern "C" __global__ void conv_2d_dw(tg_t o, tg_t kr, tg_t in, int s0, int s1, int p0, int p1, i64 n) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 ox, oy, c, b;
         tg_unravel(o, i, ox, oy, c, b);
@@ -57,6 +59,7 @@ extern "C" __global__ void conv_2d_dw(tg_t o, tg_t kr, tg_t in, int s0, int s1, 
 /* kernel [K, C], input [C, T, N], out [C, OT, N]; adjacent threads take
  * adjacent channels, so every load is coalesced. */
 extern "C" __global__ void conv_1d_dw(tg_t o, tg_t kr, tg_t in, int s, int p, i64 n) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 c, ot, b, u;
         tg_unravel(o, i, c, ot, b, u);

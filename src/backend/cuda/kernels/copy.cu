@@ -29,6 +29,7 @@ __device__ __forceinline__ void copy_elem(char *dp, int dt, const char *sp, int 
 }
 
 extern "C" __global__ void cpy(tg_t d, tg_t s, i64 n) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 a0, a1, a2, a3, b0, b1, b2, b3;
         tg_unravel(s, i, a0, a1, a2, a3);
@@ -39,12 +40,14 @@ extern "C" __global__ void cpy(tg_t d, tg_t s, i64 n) {
 
 /* Both contiguous, n elements. */
 extern "C" __global__ void cvt_c(char *d, int dt, int dsz, const char *s, int st, int ssz, i64 n) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
         copy_elem(d + i * dsz, dt, s + i * ssz, st);
 }
 
 /* out = a ++ b along dim; 4-byte elements (F32 or I32). */
 extern "C" __global__ void concat(tg_t o, tg_t a, tg_t b, int dim, i64 n) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 c[4];
         tg_unravel(o, i, c[0], c[1], c[2], c[3]);
@@ -65,6 +68,7 @@ struct pad4 {
 };
 
 extern "C" __global__ void pad(tg_t o, tg_t a, pad4 lo, i64 n) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 c[4];
         tg_unravel(o, i, c[0], c[1], c[2], c[3]);
@@ -83,6 +87,7 @@ extern "C" __global__ void pad(tg_t o, tg_t a, pad4 lo, i64 n) {
 /* Contiguous F32 to BF16 (to_bf16 = 1) or F16, four elements a thread: the
  * activations' conversion in front of a matrix product. */
 extern "C" __global__ void cvt_f32_16_c4(ushort4 *d, const float4 *s, i64 n4, int to_bf16) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
         float4 v = s[i];
         ushort4 o;

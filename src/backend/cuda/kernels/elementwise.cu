@@ -43,6 +43,7 @@ __device__ __forceinline__ float un(float x, float s) {
 }
 
 extern "C" __global__ void ew_binary(tg_t d, tg_t a, tg_t b, i64 n) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 i0, i1, i2, i3;
         tg_unravel(d, i, i0, i1, i2, i3);
@@ -56,6 +57,7 @@ extern "C" __global__ void ew_binary(tg_t d, tg_t a, tg_t b, i64 n) {
  * tensor, or one row for a broadcast bias). n4 counts float4 groups. */
 extern "C" __global__ void ew_binary_c4(void *d, const float4 *a, const float4 *b, i64 n4, i64 na4,
                                         i64 nb4) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
         float4 x = a[na4 == n4 ? i : i % na4];
         float4 y = b[nb4 == n4 ? i : i % nb4];
@@ -69,6 +71,7 @@ extern "C" __global__ void ew_binary_c4(void *d, const float4 *a, const float4 *
 }
 
 extern "C" __global__ void ew_unary(tg_t d, tg_t a, float s, i64 n) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 i0, i1, i2, i3;
         tg_unravel(d, i, i0, i1, i2, i3);
@@ -78,6 +81,7 @@ extern "C" __global__ void ew_unary(tg_t d, tg_t a, float s, i64 n) {
 }
 
 extern "C" __global__ void ew_unary_c4(void *d, const float4 *a, float s, i64 n4) {
+    TG_PDL();
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
         float4 x = a[i];
         float4 r;

@@ -14,6 +14,7 @@
 #define TG_NORM_VEC 8
 
 extern "C" __global__ void layer_norm(tg_t d, tg_t a, const float *w, const float *b, float eps) {
+    TG_PDL();
     __shared__ float sh[32];
     i64 r = blockIdx.x;
     i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
@@ -40,6 +41,7 @@ extern "C" __global__ void layer_norm(tg_t d, tg_t a, const float *w, const floa
 /* a and d contiguous F32 rows of n = 4*n4 floats, n4 <= blockDim.x * TG_NORM_VEC. */
 extern "C" __global__ void layer_norm_c4(void *d, const float4 *a, const float4 *w, const float4 *b,
                                          int n4, float eps) {
+    TG_PDL();
     __shared__ float sh[32];
     const float4 *src = a + (i64)blockIdx.x * n4;
     const i64 dst = (i64)blockIdx.x * n4;
@@ -91,6 +93,7 @@ extern "C" __global__ void layer_norm_c4(void *d, const float4 *a, const float4 
 #define TG_NORM_WV 16
 extern "C" __global__ void layer_norm_w4(void *d, const float4 *a, const float4 *w, const float4 *b, int n4,
                                          i64 rows, float eps) {
+    TG_PDL();
     i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     int lane = threadIdx.x & 31;

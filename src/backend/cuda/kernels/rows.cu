@@ -18,6 +18,7 @@ __device__ __forceinline__ i64 ld_id(const tg_t &ids, i64 i, i64 i2, i64 i3) {
 
 /* a [n, rows, d2, d3], ids [k, d2, d3], out [n, k, d2, d3] */
 extern "C" __global__ void get_rows(tg_t o, tg_t a, tg_t ids, i64 n) {
+    TG_PDL();
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
         i64 i0, i, i2, i3;
         tg_unravel(o, e, i0, i, i2, i3);
@@ -32,6 +33,7 @@ extern "C" __global__ void get_rows(tg_t o, tg_t a, tg_t ids, i64 n) {
 
 /* d [n, rows, d2, d3] (the destination's view), s [n, k, d2, d3], ids [k, d2, d3] */
 extern "C" __global__ void set_rows(tg_t d, tg_t s, tg_t ids, i64 n) {
+    TG_PDL();
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
         i64 i0, i, i2, i3;
         tg_unravel(s, e, i0, i, i2, i3);

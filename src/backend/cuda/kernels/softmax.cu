@@ -11,6 +11,7 @@
 #include "common.cuh"
 
 extern "C" __global__ void soft_max(tg_t d, tg_t a, tg_t mask, int has_mask, float scale) {
+    TG_PDL();
     __shared__ float shm[32], shs[32];
     i64 r = blockIdx.x;
     i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
@@ -46,6 +47,7 @@ extern "C" __global__ void soft_max(tg_t d, tg_t a, tg_t mask, int has_mask, flo
  * the row (with the mask added) is read once into registers. */
 #define TG_SM_WV 12
 extern "C" __global__ void __launch_bounds__(256) soft_max_w4(tg_t d, tg_t a, tg_t mask, int has_mask, float scale, i64 rows) {
+    TG_PDL();
     i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     int lane = threadIdx.x & 31;
