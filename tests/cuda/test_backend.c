@@ -306,6 +306,22 @@ static void test_buffers_set_get_memset_and_host_memory(void) {
     CHECK(memcmp(h, r, (size_t)(3 << 20) * 4) == 0);
     CHECK_OK(tg_tensor_get(t, r, 4 * 1000, 8));
     CHECK(r[0] == h[1000] && r[1] == h[1001]);
+    /* A large copy takes the driver's direct path: round trip of 40 MB. */
+    {
+        tg_ctx *big_ctx = tg_ctx_new();
+        tg_tensor *big = tg_new_1d(big_ctx, TG_I32, 10 << 20);
+        tg_buffer *bb = NULL;
+        CHECK_OK(tg_ctx_alloc_tensors(big_ctx, b, &bb));
+        int32_t *hb = tg_malloc((size_t)(10 << 20) * 4), *rb = tg_malloc((size_t)(10 << 20) * 4);
+        for (int i = 0; i < (10 << 20); i++) hb[i] = i ^ 0x5a5a;
+        CHECK_OK(tg_tensor_set(big, hb, 0, (size_t)(10 << 20) * 4));
+        CHECK_OK(tg_tensor_get(big, rb, 0, (size_t)(10 << 20) * 4));
+        CHECK(memcmp(hb, rb, (size_t)(10 << 20) * 4) == 0);
+        tg_free(hb);
+        tg_free(rb);
+        tg_buffer_free(bb);
+        tg_ctx_free(big_ctx);
+    }
     CHECK_OK(tg_buffer_clear(buf, 0xff));
     CHECK_OK(tg_tensor_get(t, r, 0, 16));
     CHECK(r[0] == -1 && r[3] == -1);

@@ -155,6 +155,8 @@ static void buf_free(tg_buffer *buf) {
     tg_free(buf);
 }
 
+#define BIG_COPY ((size_t)32 << 20)
+
 /* Host copies go through the pinned staging buffer, so a set returns once
  * the bytes are staged (the caller may reuse its memory) and the transfer
  * runs in order with the stream's work. */
@@ -214,6 +216,14 @@ static tg_status buf_set(tg_buffer *buf, void *addr, const void *data, size_t si
         memcpy((char *)cb->host + ((uintptr_t)addr - cb->dptr), data, size);
         return NULL;
     }
+    if (size >= BIG_COPY) {
+        /* Weights and other large uploads: the driver's own pipelined copy
+         * from pageable memory beats one staging buffer; ordered after the
+         * stream's queued work by waiting for it first. */
+        if ((st = stream_wait(c, c->stream))) return st;
+        CUresult r = c->dev->cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)addr, data, size);
+        return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, "copying to the device");
+    }
     return staged_set(c, (CUdeviceptr)(uintptr_t)addr, data, size);
 }
 
@@ -226,6 +236,11 @@ static tg_status buf_get(tg_buffer *buf, const void *addr, void *data, size_t si
         if ((st = stream_wait(c, c->stream))) return st;
         memcpy(data, (const char *)cb->host + ((uintptr_t)addr - cb->dptr), size);
         return NULL;
+    }
+    if (size >= BIG_COPY) {
+        if ((st = stream_wait(c, c->stream))) return st;
+        CUresult r = c->dev->cu->cuMemcpyDtoH(data, (CUdeviceptr)(uintptr_t)addr, size);
+        return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, "copying from the device");
     }
     return staged_get(c, (CUdeviceptr)(uintptr_t)addr, data, size);
 }
