@@ -462,6 +462,72 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     tg_backend_free(b);
 }
 
+/* Under the scheduler (split graphs) the fusions still apply when nothing
+ * outside reads the fused-away intermediates, and stand down when something
+ * does: here a tensor outside the graph reads the product, whose value must
+ * then be real after the compute. */
+static void test_fusion_under_the_scheduler_respects_outside_readers(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    tg_backend *cpu = NULL;
+    CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    tg_backend *bes[2] = {b, cpu};
+    for (int outside = 0; outside < 2; outside++) {
+        tg_ctx *ctx[2] = {tg_ctx_new(), tg_ctx_new()};
+        tg_tensor *mm[2], *out[2];
+        tg_graph *g[2];
+        tg_sched *sc[2] = {NULL, NULL};
+        tg_buffer *wb[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            tg_tensor *w = tg_new_2d(ctx[k], TG_BF16, 128, 96), *x = tg_new_2d(ctx[k], TG_F32, 128, 21);
+            tg_tensor *bias = tg_new_1d(ctx[k], TG_F32, 96);
+            w->flags |= TG_FLAG_WEIGHT;
+            bias->flags |= TG_FLAG_WEIGHT;
+            x->flags |= TG_FLAG_INPUT;
+            mm[k] = tg_mul_mat(ctx[k], w, x);
+            out[k] = tg_relu(ctx[k], tg_add(ctx[k], mm[k], bias));
+            if (outside) tg_scale(ctx[k], mm[k], 2.0f); /* a reader that is not in the graph */
+            g[k] = tg_graph_new(ctx[k]);
+            CHECK_OK(tg_graph_build(g[k], out[k]));
+            /* k = 0: CUDA with the CPU as fallback; k = 1: the CPU reference. */
+            tg_backend *list[2] = {bes[k], cpu};
+            CHECK_OK(tg_sched_new(k == 0 ? list : &list[1], k == 0 ? 2 : 1, &sc[k]));
+            /* The weights live in the first backend's buffer, so the product
+             * and the bias add are placed there. */
+            tg_tensor *ws[2] = {w, bias};
+            size_t off = 0, sizes[2] = {tg_nbytes(w), tg_nbytes(bias)};
+            CHECK_OK(tg_backend_buffer_alloc(bes[k], sizes[0] + sizes[1] + 512, &wb[k]));
+            for (int q = 0; q < 2 && wb[k]; q++) {
+                CHECK_OK(tg_tensor_place(ws[q], wb[k], off));
+                off += (sizes[q] + 255) & ~(size_t)255;
+            }
+            CHECK_OK(tg_sched_alloc(sc[k], g[k]));
+            run r = {ctx[k], g[k], out[k], NULL};
+            CHECK_OK(fill_leaves(&r, 11));
+        }
+        int fused = c->n_fused[1];
+        CHECK_OK(tg_sched_compute(sc[0], g[0]));
+        CHECK_OK(tg_sched_compute(sc[1], g[1]));
+        CHECK_MSG((c->n_fused[1] > fused) == !outside, "outside reader %d: fused %d -> %d", outside, fused,
+                  c->n_fused[1]);
+        const tg_tensor *cmp[2] = {out[0], mm[0]}, *ref[2] = {out[1], mm[1]};
+        for (int q = 0; q < (outside ? 2 : 1); q++) {
+            double *x0 = get_out(cmp[q]), *x1 = get_out(ref[q]);
+            CHECK(x0 && x1 && nmse(x0, x1, tg_nelements(ref[q])) < 5e-4);
+            tg_free(x0);
+            tg_free(x1);
+        }
+        for (int k = 0; k < 2; k++) {
+            tg_sched_free(sc[k]);
+            tg_buffer_free(wb[k]);
+            tg_ctx_free(ctx[k]);
+        }
+    }
+    tg_backend_free(cpu);
+    tg_backend_free(b);
+}
+
 static void test_graph_dump_and_profile(void) {
     char path[128];
     snprintf(path, sizeof path, "/tmp/tg-cuda-dump-%ld.txt", (long)getpid());
@@ -690,6 +756,7 @@ int main(int argc, char **argv) {
         T(test_graphs_capture_replay_and_update),
         T(test_fused_and_mixed_graphs_match_cpu),
         T(test_abort_between_segments_leaves_context_usable),
+        T(test_fusion_under_the_scheduler_respects_outside_readers),
         T(test_graph_dump_and_profile),
         T(test_kernel_cache_cold_warm_damaged_and_concurrent),
         T(test_precompiled_kernels_without_nvrtc),

@@ -438,12 +438,12 @@ static void plan_free(plan *p) {
 /* The emit fusion: a node whose only readers are matrix products taking it
  * as activations, all with BF16 (or all F16) weights at default precision,
  * stores that type directly (in the first half of its own storage), so the
- * products skip their conversion pass. Never for outputs, never in a graph
- * the scheduler split off (readers elsewhere are unknown), never for a node
- * whose result a fused group writes. */
+ * products skip their conversion pass. Never for outputs, nodes read outside
+ * this graph (plan_make counts those), or a node whose result a fused group
+ * writes. */
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     int n = g->n_nodes;
-    if (!c->use_fusion || g->borrowed || c->dev->props.tc_level == 0) return;
+    if (!c->use_fusion || c->dev->props.tc_level == 0) return;
     for (int i = 0; i < n;) {
         int len = !tg_op_is_view(g->nodes[i]->op) ? tg_cuda_fuse_len(c, g->nodes, n, i, p->uses) : 1;
         for (int k = 1; k < len; k++) p->emit[i + k] = TG_TYPE_COUNT; /* covered: never emits */
@@ -486,31 +486,46 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
     }
     /* Readers of each node: through sources and view chains, found with a
-     * map from tensor to node index (linear in the graph). A graph the
-     * scheduler split off may have readers elsewhere, so it never fuses. */
+     * map from tensor to node index (linear in the graph). */
     tg_ptrmap idx = {0};
+    int *direct = tg_calloc((size_t)n + 1, sizeof *direct);
+    if (!direct) goto oom;
     for (int i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
         p->excl[i] = t->op == TG_OP_MUL_MAT;
         for (int k = 0; k <= TG_MAX_SRC; k++) {
             const tg_tensor *s = k < TG_MAX_SRC ? t->src[k] : t->view_src;
+            int j = tg_ptrmap_get(&idx, s);
+            if (j >= 0) direct[j]++;
             for (; s; s = s->view_src) {
-                int j = tg_ptrmap_get(&idx, s);
+                j = tg_ptrmap_get(&idx, s);
                 if (j >= 0) {
                     p->uses[j] += i - j <= 64 ? 1 : 2; /* far readers block fusion */
                     break;
                 }
             }
         }
-        if (!tg_ptrmap_put(&idx, t, i)) {
-            tg_ptrmap_clear(&idx);
-            plan_free(p);
-            return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
-        }
+        if (!tg_ptrmap_put(&idx, t, i)) goto oom;
     }
+    /* Readers outside this graph (the scheduler's other splits, views it
+     * left out, other graphs of the context) are every tensor of the
+     * context that names a node: a node with any of those never fuses away. */
+    if (c->use_fusion && g->ctx) {
+        int n_t = tg_ctx_n_tensors(g->ctx);
+        for (int i = 0; i < n_t; i++) {
+            const tg_tensor *t = tg_ctx_tensor(g->ctx, i);
+            for (int k = 0; k <= TG_MAX_SRC; k++) {
+                int j = tg_ptrmap_get(&idx, k < TG_MAX_SRC ? t->src[k] : t->view_src);
+                if (j >= 0) direct[j]--;
+            }
+        }
+        for (int j = 0; j < n; j++)
+            if (direct[j] < 0) p->uses[j] += 2;
+    } else if (g->borrowed) {
+        for (int j = 0; j < n; j++) p->uses[j] += 2;
+    }
+    tg_free(direct);
     tg_ptrmap_clear(&idx);
-    if (g->borrowed)
-        for (int i = 0; i < n; i++) p->uses[i] += 2;
     plan_emit(c, g, p);
     p->n_runs = tg_hazard_runs(g->nodes, n, p->excl, CUDA_N_STREAMS * 4, p->run);
     if (p->n_runs < 0) {
@@ -518,6 +533,11 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: hazard runs", c->name);
     }
     return NULL;
+oom:
+    tg_free(direct);
+    tg_ptrmap_clear(&idx);
+    plan_free(p);
+    return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
 }
 
 static tg_status ensure_scratch(tg_cuda_ctx *c, tg_graph *g) {
