@@ -597,14 +597,17 @@ tg_status tg_cuda_event_wait(tg_cuda_event *e, CUstream stream) {
 
 tg_status tg_cuda_event_synchronize(tg_cuda_event *e, int timeout_ms) {
     double t0 = now_ms();
-    for (int spin = 0;; spin++) {
+    for (;;) {
         CUresult r = e->dev->cu->cuEventQuery(e->ev);
         if (r == CUDA_SUCCESS) return NULL;
         if (r != CUDA_ERROR_NOT_READY) return tg_cuda_status(r, "waiting for a CUDA event");
         if (timeout_ms >= 0 && now_ms() - t0 > timeout_ms)
             return tg_status_new(TG_ERR_TIMEOUT, "the GPU did not finish within %d ms", timeout_ms);
-        if (spin > 64) {
-            struct timespec ts = {0, spin > 4096 ? 200000 : 20000};
+        /* Spin through the first 2 ms (a decoder step finishes in well under
+         * that, and a sleep would overshoot it), then sleep in short steps. */
+        double waited = now_ms() - t0;
+        if (waited > 2.0) {
+            struct timespec ts = {0, waited > 100.0 ? 200000 : 20000};
             nanosleep(&ts, NULL);
         }
     }
