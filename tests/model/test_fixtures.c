@@ -10,6 +10,15 @@
  * and every greedy step's logits within 1e-3 relative L2, and the generated
  * tokens identical. The measured errors are printed so regressions show
  * before they fail.
+ *
+ * With CT_TEST_BACKEND=cuda (scripts/gpu-check.sh sets it) the same fixtures
+ * run on the CUDA backend with bf16 weights and bf16 matrix products, under
+ * the README's GPU tolerances: 3e-2 relative L2 on the encoder output and
+ * logits, and the greedy tokens identical wherever the reference's top-2
+ * logit margin exceeds 1e-2 of that step's logit range. Where a step's
+ * margin is below that, the row may take the other token; it then decodes a
+ * different prefix, so the row is compared no further. Without a GPU the
+ * variable makes the test fail (it was asked for and cannot run).
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,10 +34,21 @@
 
 #define TINY TEST_DATA_DIR "/tiny"
 #define FEAT_TOL 1e-4
-#define REL_TOL 1e-3
+#define REL_TOL_CPU 1e-3
+#define REL_TOL_GPU 3e-2
+#define MARGIN_GPU 1e-2
+
+static double REL_TOL = REL_TOL_CPU;
+
+/* True when CT_TEST_BACKEND asks for the CUDA backend. */
+static bool want_gpu(void) {
+    const char *b = getenv("CT_TEST_BACKEND");
+    return b && !strcmp(b, "cuda");
+}
 
 typedef struct env {
     tg_backend *cpu;
+    tg_backend *gpu; /* NULL on the CPU run */
     tg_sched *sched;
     ct_model *model;
     st_set *ref;
@@ -38,8 +58,13 @@ typedef struct env {
 static bool env_open(env *e, const char *model_dir, const char *ref_file) {
     memset(e, 0, sizeof *e);
     tg_status st = tg_backend_cpu_new(2, &e->cpu);
-    if (!st) st = tg_sched_new(&e->cpu, 1, &e->sched);
-    if (!st) st = ct_model_load(model_dir, e->cpu, &e->model);
+    if (!st && want_gpu()) st = tg_backend_cuda_new(0, &e->gpu);
+    if (!st) {
+        tg_backend *list[2] = {e->gpu ? e->gpu : e->cpu, e->cpu};
+        st = tg_sched_new(list, e->gpu ? 2 : 1, &e->sched);
+    }
+    REL_TOL = e->gpu ? REL_TOL_GPU : REL_TOL_CPU;
+    if (!st) st = ct_model_load(model_dir, e->gpu ? e->gpu : e->cpu, &e->model);
     if (!st) st = st_open_file(ref_file, &e->ref);
     if (!st) st = ct_mel_init(&e->mel);
     CHECK_OK(st);
@@ -51,7 +76,24 @@ static void env_close(env *e) {
     st_close(e->ref);
     ct_model_free(e->model);
     tg_sched_free(e->sched);
+    tg_backend_free(e->gpu);
     tg_backend_free(e->cpu);
+}
+
+/* Top-2 margin of a logit row against its range (max - min). */
+static double margin_ratio(const float *row, int V) {
+    double m1 = -INFINITY, m2 = -INFINITY, lo = INFINITY;
+    for (int v = 0; v < V; v++) {
+        double x = row[v];
+        if (x > m1) {
+            m2 = m1;
+            m1 = x;
+        } else if (x > m2) {
+            m2 = x;
+        }
+        if (x < lo) lo = x;
+    }
+    return m1 > lo ? (m1 - m2) / (m1 - lo) : 0;
 }
 
 static const st_tensor *ref_tensor(const env *e, const char *prefix, const char *name) {
@@ -118,7 +160,7 @@ static void check_batch(env *e, const char *prefix, const float *const *clips, c
     CHECK_MSG(fmax <= FEAT_TOL, "%s features: %g > %g", prefix, fmax, FEAT_TOL);
 
     /* encoder */
-    ct_enc_opts eo = {.f32 = true, .keep_hidden = true};
+    ct_enc_opts eo = {.f32 = e->gpu == NULL, .keep_hidden = true};
     ct_enc_result enc = {0};
     CHECK_OK(ct_encoder_run(m, e->sched, batch, B, T, valid, &eo, &enc));
     if (!enc.out) goto out;
@@ -158,8 +200,8 @@ static void check_batch(env *e, const char *prefix, const float *const *clips, c
     if (!rg || !rp) goto out_enc;
     const int32_t *ref_ids = (const int32_t *)(const void *)rg->data;
     int cols = (int)rg->shape[1], P = 10, V = m->vocab;
-    ct_greedy_opts go = {.max_new_tokens = cols - P, .eos_id = 3, .pad_id = 2, .f32 = true,
-                         .keep_logits = true};
+    ct_greedy_opts go = {.max_new_tokens = cols - P, .eos_id = 3, .pad_id = 2,
+                         .f32 = e->gpu == NULL, .keep_logits = true};
     ct_greedy_result gr = {0};
     CHECK_OK(ct_greedy_decode(m, e->sched, &enc, ref_ids, P, &go, &gr));
     if (!gr.tokens) goto out_enc;
@@ -169,10 +211,33 @@ static void check_batch(env *e, const char *prefix, const float *const *clips, c
     printf("  %s %-5s prompt_logits     rel L2 %.3g\n", label, prefix, err);
     CHECK_MSG(err <= REL_TOL, "%s prompt_logits: %g", prefix, err);
     CHECK_MSG(gr.n_cols == cols, "%s: %d tokens vs reference %d", prefix, gr.n_cols, cols);
+    /* Rows compared up to their first allowed divergence (GPU only): steps[b]
+     * counts the steps decoded from the reference's own prefix. */
+    int steps[8], mismatches = 0, diverged = 0;
+    const st_tensor *rs = has_steps ? ref_tensor(e, prefix, "step_logits") : NULL;
+    for (int b = 0; b < B && gr.n_cols == cols; b++) {
+        steps[b] = cols - P;
+        for (int t = 0; t < cols; t++) {
+            if (gr.tokens[b * cols + t] == ref_ids[b * cols + t]) continue;
+            double mr = -1;
+            if (e->gpu && rs && t >= P)
+                mr = margin_ratio((const float *)(const void *)rs->data +
+                                      ((size_t)b * (cols - P) + (t - P)) * V, V);
+            if (e->gpu && mr >= 0 && mr <= MARGIN_GPU) {
+                printf("  %s %-5s row %d token %d: %d vs reference %d at margin %.3g of the "
+                       "range (allowed; row compared no further)\n",
+                       label, prefix, b, t, gr.tokens[b * cols + t], ref_ids[b * cols + t], mr);
+                steps[b] = t - P + 1;
+                diverged++;
+                break;
+            }
+            if (!mismatches)
+                fprintf(stderr, "%s row %d token %d: %d vs reference %d (margin %.3g)\n", prefix,
+                        b, t, gr.tokens[b * cols + t], ref_ids[b * cols + t], mr);
+            mismatches++;
+        }
+    }
     if (has_steps && gr.n_cols == cols) {
-        const st_tensor *rs = ref_tensor(e, prefix, "step_logits");
-        int steps[8];
-        for (int b = 0; b < B; b++) steps[b] = cols - P;
         if (rs) {
             err = rel_l2(gr.step_logits, (const float *)(const void *)rs->data, B, steps,
                          gr.n_steps, cols - P, V);
@@ -180,18 +245,9 @@ static void check_batch(env *e, const char *prefix, const float *const *clips, c
             CHECK_MSG(err <= REL_TOL, "%s step_logits: %g", prefix, err);
         }
     }
-    int mismatches = 0;
-    for (int b = 0; b < B && gr.n_cols == cols; b++)
-        for (int t = 0; t < cols; t++) {
-            if (gr.tokens[b * cols + t] != ref_ids[b * cols + t]) {
-                if (!mismatches)
-                    fprintf(stderr, "%s row %d token %d: %d vs reference %d\n", prefix, b, t,
-                            gr.tokens[b * cols + t], ref_ids[b * cols + t]);
-                mismatches++;
-            }
-        }
-    printf("  %s %-5s generated         %d/%d tokens differ\n", label, prefix, mismatches,
-           B * cols);
+    printf("  %s %-5s generated         %d/%d tokens differ beyond the margin rule, %d "
+           "rows diverged within it\n",
+           label, prefix, mismatches, B * cols, diverged);
     CHECK(mismatches == 0);
     ct_greedy_result_free(&gr);
 out_enc:
