@@ -55,7 +55,7 @@ T0=$(date +%s)
 if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=ON > "$LOG/cmake.log" 2>&1; then
   tail -30 "$LOG/cmake.log"; echo "gpu-check: cmake failed"; exit 1
 fi
-TARGETS="test-cuda-backend test-cuda-compile test-cuda-cache bench-cuda_matmul bench-cuda_bandwidth bench-cuda_graph bench-cuda_start"
+TARGETS="test-cuda-backend test-cuda-compile test-cuda-cache test-cuda-hazard bench-cuda_matmul bench-cuda_bandwidth bench-cuda_graph bench-cuda_start bench-cuda_attention"
 if ! cmake --build "$BUILD" -j"$JOBS" --target $TARGETS > "$LOG/build.log" 2>&1; then
   grep -E "error|Error" "$LOG/build.log" | head -30; echo "gpu-check: build failed"; exit 1
 fi
@@ -69,7 +69,7 @@ export CT_CUDA_CACHE_DIR=/tmp/tg-gpu-check-cache CT_CUDA_TEST_FULL=1
 rm -rf "$CT_CUDA_CACHE_DIR"
 
 # --- tests ------------------------------------------------------------------------
-for t in cuda-compile cuda-cache cuda-backend; do
+for t in cuda-compile cuda-cache cuda-hazard cuda-backend; do
   T0=$(date +%s)
   timeout "$(cap 200)" "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1
   rc=$?
@@ -86,7 +86,7 @@ row "conformance (test-ops --backend cuda)" "rc=$rc: $(tail -1 "$LOG/test-ops-cu
 grep -iE "fail|nmse.*>|error" "$LOG/test-ops-cuda.log" | head -25
 
 # --- benchmarks ---------------------------------------------------------------------
-for bch in cuda_matmul cuda_bandwidth cuda_graph cuda_start; do
+for bch in cuda_matmul cuda_bandwidth cuda_graph cuda_start cuda_attention; do
   timeout "$(cap 120)" "./$BUILD/bench-$bch" > "$LOG/bench-$bch.log" 2>&1
   echo "== bench-$bch (rc=$?)"; grep -vE "^RESULT" "$LOG/bench-$bch.log" | tail -3
 done

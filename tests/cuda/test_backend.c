@@ -220,6 +220,24 @@ static tg_tensor *build_attn_dec(tg_ctx *ctx) {
     return tg_set_prec(tg_attention(ctx, q, k, v, m, 0.088f), TG_PREC_F32);
 }
 
+static tg_tensor *build_attn_dec_mma(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 130, H = 4;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 3, H, 2), *k = tg_new_4d(ctx, TG_F16, D, Tk, H, 2);
+    tg_tensor *v = tg_new_4d(ctx, TG_F16, D, Tk, H, 2), *m = tg_new_4d(ctx, TG_F32, Tk, 3, 1, 2);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+/* A mask of -inf over whole rows (a finished batch row): zeros, not NaN.
+ * sigmoid > 0, so scaling it by -inf gives clean -inf rows. */
+static tg_tensor *build_attn_masked_rows(tg_ctx *ctx) {
+    int64_t D = 64, T = 70, H = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, T, H, 1), *k = tg_new_4d(ctx, TG_F32, D, T, H, 1);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, T, H, 1), *m = tg_new_2d(ctx, TG_F32, T, T - 2);
+    tg_tensor *dead = tg_scale(ctx, tg_sigmoid(ctx, tg_new_2d(ctx, TG_F32, T, 2)), -INFINITY);
+    tg_tensor *full = tg_concat(ctx, dead, m, 1);
+    return tg_attention(ctx, q, k, v, tg_reshape_4d(ctx, full, T, T, 1, 1), 0.125f);
+}
+
 /* Many small independent branches (concurrent runs inside the capture). */
 static tg_tensor *build_branches(tg_ctx *ctx) {
     tg_tensor *x = in2(ctx, TG_F32, 64, 8);
@@ -455,7 +473,9 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     compare_with_cpu(b, build_ffn_silu, 3, 5e-4, "ffn block (silu stores bf16)");
     CHECK(c->n_fused[6] > emitted);
     compare_with_cpu(b, build_attn_enc, 2, 5e-4, "attention D=160 with bias");
-    compare_with_cpu(b, build_attn_dec, 2, 5e-4, "attention D=128 f16 kv");
+    compare_with_cpu(b, build_attn_dec, 2, 5e-4, "attention D=128 f16 kv, f32 precision");
+    compare_with_cpu(b, build_attn_dec_mma, 2, 5e-4, "attention D=128 f16 kv, tensor cores");
+    compare_with_cpu(b, build_attn_masked_rows, 2, 5e-4, "attention with fully masked rows");
     compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");
     compare_with_cpu(b, build_rows_conv, 2, 1e-6, "rows and convolutions");
     compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");

@@ -58,6 +58,12 @@ static void test_every_file_compiles_for_sm90(void) {
         build(nv, "elementwise.cu", d, 90);
     }
     build(nv, "norm.cu", "-DTG_OUT16=1", 90);
+    build(nv, "attention_mma.cu", "-DTG_AD=128 -DTG_ADV=128", 90);
+    if (full) {
+        build(nv, "attention_mma.cu", "-DTG_AD=160 -DTG_ADV=160", 90);
+        build(nv, "attention_mma.cu", "-DTG_AD=16 -DTG_ADV=16", 90);
+        build(nv, "attention_mma.cu", "-DTG_AD=64 -DTG_ADV=32", 80);
+    }
     for (int dvl = 2; dvl <= 8; dvl += full ? 1 : 6) {
         char d[32];
         snprintf(d, sizeof d, "-DTG_DVL=%d", dvl);

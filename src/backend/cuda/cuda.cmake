@@ -55,6 +55,7 @@ if(TG_CUDA_PRECOMPILE AND TG_NVCC)
   foreach(dvl 2 3 4 5 6 7 8)
     list(APPEND _variants "attention.cu|-DTG_DVL=${dvl}")
   endforeach()
+  list(APPEND _variants "attention_mma.cu|-DTG_AD=128 -DTG_ADV=128" "attention_mma.cu|-DTG_AD=160 -DTG_ADV=160")
   list(APPEND _variants "norm.cu|" "norm.cu|-DTG_OUT16=1" "softmax.cu|" "conv.cu|" "rows.cu|" "copy.cu|"
        "reduce.cu|" "probe.cu|")
   set(_kdir ${CMAKE_SOURCE_DIR}/src/backend/cuda/kernels)

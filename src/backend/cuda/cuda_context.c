@@ -23,7 +23,8 @@
  * error, not a failure of the context.
  *
  * Environment: CT_CUDA_GRAPHS=0 (no capture), CT_CUDA_CONCURRENCY=0,
- * CT_CUDA_PDL=0 (no programmatic dependent launch on sm_90),
+ * CT_CUDA_PDL=0 (no programmatic dependent launch on sm_90), CT_CUDA_ATTN_MMA=0
+ * (attention on the F32 FMA kernel even where the tensor-core one applies),
  * CT_CUDA_FUSION=0, CT_CUDA_PROFILE=1 (per compute: host submit and GPU
  * time; =2 adds per-op kernel times, which launches directly), CT_CUDA_DEBUG=1
  * (fusion and graph counts at free), CT_CUDA_DUMP_GRAPH=path (the next
@@ -1035,6 +1036,7 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     c->use_concurrency = env_int("CT_CUDA_CONCURRENCY", 1) != 0;
     c->use_fusion = env_int("CT_CUDA_FUSION", 1) != 0;
     c->use_pdl = dev->props.cc_major >= 9 && env_int("CT_CUDA_PDL", 1) != 0;
+    c->use_attn_mma = env_int("CT_CUDA_ATTN_MMA", 1) != 0;
     c->profile = env_int("CT_CUDA_PROFILE", 0);
     c->debug = env_int("CT_CUDA_DEBUG", 0);
     c->sync_timeout_ms = env_int("CT_CUDA_SYNC_TIMEOUT_MS", 600000);

@@ -205,6 +205,7 @@ typedef struct tg_cuda_ctx {
     uint64_t n_computes;
     bool use_graphs, use_concurrency, use_fusion;
     bool use_pdl;              /* programmatic dependent launch (sm_90)      */
+    bool use_attn_mma;         /* tensor-core attention (default precision)  */
     bool capturing;            /* encoding into a stream capture              */
 
     int sync_timeout_ms;

@@ -630,14 +630,24 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
+    cu_tensor o = desc(n), dq = desc(q), dk = desc(k), dv = desc(v), dm = desc(m);
+    int has_mask = m != NULL;
+    if (c->use_attn_mma && c->dev->props.tc_level >= 2 && tg_node_prec(n) == TG_PREC_DEFAULT && D % 16 == 0 &&
+        D <= 160 && Dv % 16 == 0 && Dv <= 160) {
+        /* Tensor cores: bf16 operands, f32 accumulation (attention_mma.cu). */
+        char mdefs[48];
+        snprintf(mdefs, sizeof mdefs, "-DTG_AD=%d -DTG_ADV=%d", (int)D, (int)Dv);
+        unsigned msmem = (unsigned)((64 * (D + 8) + Dv * (64 + 8)) * 2);
+        void *margs[] = {&o, &dq, &dk, &dv, &dm, &has_mask, &scale};
+        return launch(c, s, "attention_mma.cu", mdefs, "attention_mma", (unsigned)((Tq + 63) / 64), (unsigned)H,
+                      (unsigned)B, 128, msmem, margs);
+    }
     char defs[32];
     /* At least 2: with a single accumulator per lane, NVRTC 13.0's front end
      * does not finish compiling the kernel. */
     int dvl = (int)((Dv + 31) / 32);
     snprintf(defs, sizeof defs, "-DTG_DVL=%d", dvl < 2 ? 2 : dvl);
     unsigned smem = (unsigned)((32 * (D + 1) + 32 * Dv + 16 * D) * 4);
-    cu_tensor o = desc(n), dq = desc(q), dk = desc(k), dv = desc(v), dm = desc(m);
-    int has_mask = m != NULL;
     void *args[] = {&o, &dq, &dk, &dv, &dm, &has_mask, &scale};
     return launch(c, s, "attention.cu", defs, "attention", (unsigned)((Tq + 15) / 16), (unsigned)H, (unsigned)B, 128,
                   smem, args);
