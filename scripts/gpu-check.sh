@@ -62,6 +62,11 @@ fi
 # The conformance suite is built on its own: its failure to build must not
 # hide the backend's own results.
 cmake --build "$BUILD" -j"$JOBS" --target test-ops >> "$LOG/build.log" 2>&1 || row "build test-ops" "FAILED"
+HAVE_FIXTURES=0
+if [ -f tests/model/test_fixtures.c ]; then
+  cmake --build "$BUILD" -j"$JOBS" --target test-model-fixtures >> "$LOG/build.log" 2>&1 && HAVE_FIXTURES=1 ||
+    row "build test-model-fixtures" "FAILED"
+fi
 row "build" "ok ($(( $(date +%s) - T0 )) s)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -2
 
@@ -84,6 +89,16 @@ timeout "$(cap 240)" "./$BUILD/test-ops" --backend cuda > "$LOG/test-ops-cuda.lo
 rc=$?
 row "conformance (test-ops --backend cuda)" "rc=$rc: $(tail -1 "$LOG/test-ops-cuda.log") ($(( $(date +%s) - T0 )) s)"
 grep -iE "fail|nmse.*>|error" "$LOG/test-ops-cuda.log" | head -25
+
+# The model end to end on the GPU: the transformers fixtures under the GPU
+# tolerances (tests/model/test_fixtures.c).
+if [ "$HAVE_FIXTURES" = 1 ]; then
+  T0=$(date +%s)
+  CT_TEST_BACKEND=cuda timeout "$(cap 240)" "./$BUILD/test-model-fixtures" > "$LOG/test-model-fixtures-cuda.log" 2>&1
+  rc=$?
+  row "model fixtures on cuda" "rc=$rc: $(tail -1 "$LOG/test-model-fixtures-cuda.log") ($(( $(date +%s) - T0 )) s)"
+  grep -E "FAIL|CHECK failed|failed:" "$LOG/test-model-fixtures-cuda.log" | head -20
+fi
 
 # --- benchmarks ---------------------------------------------------------------------
 for bch in cuda_matmul cuda_bandwidth cuda_graph cuda_start cuda_attention; do
