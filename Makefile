@@ -27,7 +27,7 @@ deps:
 	    libcjson-dev libopenblas-dev libsoxr-dev clang libclang-rt-dev
 
 asan:
-	$(MAKE) test BUILD=build-asan CMAKE_ARGS="-DTG_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug"
+	$(MAKE) test BUILD=build-asan CMAKE_ARGS="-DTG_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DTG_CUDA_PRECOMPILE=OFF"
 
 # The main job on the bundled default: the tiny fixture model (random weights,
 # so the text is gibberish by design) on a bundled clip.

@@ -109,7 +109,7 @@ static tg_status open_backends(ct_session *s) {
     if (o->backend != CT_BACKEND_CPU) {
         st = tg_backend_cuda_new(0, &cuda);
         if (st && o->backend == CT_BACKEND_CUDA)
-            return tg_status_wrap(st, "backend cuda: the CUDA backend is not available");
+            return tg_status_wrap(st, "backend cuda: the CUDA backend is not available (--backend cpu or auto runs on the CPU)");
         if (st) {
             TG_INFO("no CUDA backend (%s); running on the CPU", tg_status_message(st));
             tg_status_free(st);

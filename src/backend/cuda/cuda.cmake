@@ -39,10 +39,11 @@ include_directories(SYSTEM ${CUDA_INC})
 
 # Kernels precompiled by nvcc for sm_80 (which also runs on 8.6 and 8.9) and
 # sm_90, one fatbin per specialisation the ops use, embedded for machines
-# without NVRTC (and, with CT_CUDA_PRECOMPILED=1, as the cache's seed). Off by
-# default: it adds about 30 nvcc runs to the build and some megabytes to every
-# program. Variants missing here are still compiled by NVRTC when present.
-option(TG_CUDA_PRECOMPILE "Embed kernels precompiled by nvcc (sm_80, sm_90)" OFF)
+# without NVRTC (and, with CT_CUDA_PRECOMPILED=1, as the cache's seed). On
+# whenever nvcc is found, as the seed's precompiled library; it adds about 30
+# nvcc runs to the build (the sanitizer build turns it off: it checks host
+# code). Variants missing here are still compiled by NVRTC when present.
+option(TG_CUDA_PRECOMPILE "Embed kernels precompiled by nvcc (sm_80, sm_90)" ON)
 find_program(TG_NVCC nvcc HINTS ${CUDA_INC}/../bin $ENV{CUDA_HOME}/bin)
 set(_img "${CMAKE_BINARY_DIR}/generated/cuda_kernel_images.c")
 if(TG_CUDA_PRECOMPILE AND TG_NVCC)
