@@ -61,7 +61,9 @@ typedef struct ct_options {
     int n_threads;             /* CPU threads; <= 0: one per core */
     const char *language;      /* one of the 14 codes; default "en" */
     bool punctuation;          /* default true */
-    int max_new_tokens;        /* default 256 */
+    int max_new_tokens;        /* default 256; any larger value is clamped so the
+                                  prompt and the tokens fit the decoder's
+                                  positions (1024: 1014 new tokens at most) */
     int batch_size;            /* chunks decoded together; default 1 */
     int frame_bucket;          /* round a batch's mel frames up to a multiple of
                                   this (the extra frames are masked), so clips of

@@ -32,7 +32,9 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
     memset(out, 0, sizeof *out);
     int B = enc->n_batch, P = n_prompt, V = m->vocab;
     int max_new = opts->max_new_tokens;
-    if (P + max_new > m->max_positions) max_new = m->max_positions - P;
+    /* clamp to the decoder's positions; written so that a huge max_new
+     * (INT_MAX) cannot overflow the sum */
+    if (max_new > m->max_positions - P) max_new = m->max_positions - P;
     if (max_new <= 0)
         return tg_status_new(TG_ERR_INVALID_ARG,
                              "a %d-token prompt leaves no room in the decoder's %d positions", P,

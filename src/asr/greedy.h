@@ -16,7 +16,7 @@
 #include "tg.h"
 
 typedef struct ct_greedy_opts {
-    int max_new_tokens; /* > 0 */
+    int max_new_tokens; /* > 0; clamped to max_positions - n_prompt */
     int eos_id, pad_id;
     bool f32;           /* TG_PREC_F32 matrix products */
     bool keep_logits;   /* return prompt and step logits (tests, dumps) */
