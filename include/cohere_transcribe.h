@@ -93,6 +93,10 @@ const char *ct_session_backend(const ct_session *s);
 void ct_session_set_progress(ct_session *s, ct_progress_fn fn, void *user);
 /* The pad token id (finished rows of a batch are padded with it). */
 int ct_session_pad_id(const ct_session *s);
+/* NULL when `code` is one of the 14 languages the model supports (en fr de
+ * es it pt nl pl el ar ja zh vi ko); otherwise TG_ERR_INVALID_ARG naming the
+ * code. Needs no session, so a front end can check before loading. */
+ct_status ct_language_check(const char *code);
 /* Changes language / punctuation for later calls. */
 ct_status ct_session_set_language(ct_session *s, const char *language, bool punctuation);
 

@@ -613,10 +613,7 @@ fail:
 
 /* -------------------------------------------------------------- prompt */
 
-tg_status ct_tokenizer_prompt(const ct_tokenizer *tok, const char *lang, int punctuation,
-                              int32_t *out_ids, int *out_n) {
-    if (!tok || !out_ids || !out_n)
-        return tg_status_new(TG_ERR_INVALID_ARG, "building the prompt: bad arguments");
+tg_status ct_language_check(const char *lang) {
     int known = 0;
     for (int i = 0; lang && i < N_LANGUAGES && !known; i++) known = !strcmp(lang, languages[i]);
     if (!known) {
@@ -628,6 +625,15 @@ tg_status ct_tokenizer_prompt(const ct_tokenizer *tok, const char *lang, int pun
                              "language '%s' is not supported; choose one of: %s",
                              lang ? lang : "(none)", list);
     }
+    return NULL;
+}
+
+tg_status ct_tokenizer_prompt(const ct_tokenizer *tok, const char *lang, int punctuation,
+                              int32_t *out_ids, int *out_n) {
+    if (!tok || !out_ids || !out_n)
+        return tg_status_new(TG_ERR_INVALID_ARG, "building the prompt: bad arguments");
+    tg_status st = ct_language_check(lang);
+    if (st) return st;
     char lang_tok[16];
     snprintf(lang_tok, sizeof lang_tok, "<|%s|>", lang);
     /* spec 5.2: CohereAsrProcessor.get_decoder_prompt_ids */

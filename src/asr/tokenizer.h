@@ -36,6 +36,10 @@ int ct_tokenizer_is_control(const ct_tokenizer *tok, int id);
 tg_status ct_tokenizer_decode(const ct_tokenizer *tok, const int32_t *ids, int n,
                               char **out_text);
 
+/* NULL when lang is one of the 14 supported codes (spec 5.2, lower case);
+ * otherwise TG_ERR_INVALID_ARG naming it and listing the codes. */
+tg_status ct_language_check(const char *lang);
+
 /* The 10-token prompt of spec 5.2 for a language code (one of the 14) and the
  * punctuation flag, looked up by name. out_ids must hold 10. */
 tg_status ct_tokenizer_prompt(const ct_tokenizer *tok, const char *lang, int punctuation,

@@ -156,6 +156,13 @@ static void bad_options_are_named(void) {
     o.model_dir = TINY "/hub";
     o.language = "xx";
     CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "'xx'");
+    /* the same check without a model, for front ends that validate first */
+    CHECK_ERR(ct_language_check("xx"), TG_ERR_INVALID_ARG, "'xx'");
+    CHECK_ERR(ct_language_check(NULL), TG_ERR_INVALID_ARG, "language");
+    CHECK_ERR(ct_language_check("EN"), TG_ERR_INVALID_ARG, "'EN'");
+    const char *codes[14] = {"en", "fr", "de", "es", "it", "pt", "nl",
+                             "pl", "el", "ar", "ja", "zh", "vi", "ko"};
+    for (int i = 0; i < 14; i++) CHECK_OK(ct_language_check(codes[i]));
     o.language = "en";
     o.max_new_tokens = 0;
     CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "max_new_tokens");
@@ -288,9 +295,13 @@ static void cli_usage_errors_exit_2(void) {
     snprintf(a, sizeof a, "%s--language", m);
     CHECK(run_cli(a) == 2 && err_has("--language needs a value"));
     CHECK(run_cli("--model /no/such/dir " TINY "/audio/a.wav") == 2 && err_has("/no/such/dir"));
-    /* runtime errors: exit 1 with the reason */
+    /* a bad language is a bad value: exit 2 naming the flag, before any
+     * model is loaded (this directory holds none) */
     snprintf(a, sizeof a, "%s--language xx " TINY "/audio/a.wav", m);
-    CHECK(run_cli(a) == 1 && err_has("'xx'"));
+    CHECK(run_cli(a) == 2 && err_has("--language") && err_has("'xx'"));
+    CHECK(run_cli("--model " TINY " --language EN " TINY "/audio/a.wav") == 2 &&
+          err_has("--language"));
+    /* runtime errors: exit 1 with the reason */
     snprintf(a, sizeof a, "%s" TINY "/README.md", m);
     CHECK(run_cli(a) == 1 && err_has("README.md"));
     /* and a good run */

@@ -202,6 +202,12 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--model")) {
             o.model_dir = v;
         } else if (!strcmp(a, "--language")) {
+            tg_status st = ct_language_check(v);
+            if (st) {
+                fprintf(stderr, PROG ": --language: %s\n", tg_status_message(st));
+                tg_status_free(st);
+                goto usage_error;
+            }
             o.language = v;
         } else if (!strcmp(a, "--no-punctuation")) {
             o.punctuation = false;
