@@ -122,8 +122,9 @@ typedef struct ct_result {
 void ct_result_free(ct_result *r);
 
 /* Transcribes n samples of 16 kHz mono PCM in [-1, 1]. Returns a new
- * result; free it with ct_result_free. Errors on empty, too short (< 10 ms)
- * or non-finite audio. */
+ * result; free it with ct_result_free. Errors on empty, too short (< 320
+ * samples, 20 ms: the normalisation needs two valid frames) or non-finite
+ * audio. */
 ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
                             ct_result **out_result);
 /* Reads a WAV file (any rate, channels averaged) and transcribes it. */
