@@ -14,13 +14,13 @@
  * Not here: other audio formats than WAV (audio/wav.c), subtitles,
  * timestamps, streaming.
  */
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "asr/greedy.h"
+#include "asr/text.h"
 #include "asr/tokenizer.h"
 #include "audio/audio.h"
 #include "base.h"
@@ -320,45 +320,26 @@ done:
 
 /* ----------------------------------------------------------------- joining */
 
-/* Trims ASCII whitespace in place; returns the start. */
-static char *trim(char *t) {
-    while (*t && isspace((unsigned char)*t)) t++;
-    size_t n = strlen(t);
-    while (n && isspace((unsigned char)t[n - 1])) t[--n] = 0;
-    return t;
-}
-
-/* spec 5.4: drop empty chunk texts, strip them, join with " " (or "" for
- * ja and zh). Our decode drops the leading space HF keeps on the first
- * chunk, so every chunk is stripped on both sides. */
+/* spec 5.4 (text.h): drop empty chunk texts, strip them, join with " " (or
+ * "" for ja and zh); the tokens of every chunk are concatenated. */
 static tg_status join_texts(const ct_session *s, clip_out *outs, int n, ct_result *r) {
     const char *sep = !strcmp(s->language, "ja") || !strcmp(s->language, "zh") ? "" : " ";
-    size_t total = 1, n_tok = 0;
-    for (int i = 0; i < n; i++) {
-        total += strlen(outs[i].text) + 1;
-        n_tok += (size_t)outs[i].n_tokens;
-    }
-    r->text = tg_malloc(total);
+    size_t n_tok = 0;
+    for (int i = 0; i < n; i++) n_tok += (size_t)outs[i].n_tokens;
+    char **texts = tg_malloc((size_t)(n > 0 ? n : 1) * sizeof(char *));
     r->tokens = tg_malloc((n_tok ? n_tok : 1) * sizeof(int32_t));
-    if (!r->text || !r->tokens) return tg_status_new(TG_ERR_NO_MEMORY, "joining: out of memory");
-    r->text[0] = 0;
-    size_t k = 0;
-    bool first = true;
+    if (!texts || !r->tokens) {
+        tg_free(texts);
+        return tg_status_new(TG_ERR_NO_MEMORY, "joining: out of memory");
+    }
     for (int i = 0; i < n; i++) {
-        char *t = trim(outs[i].text);
+        texts[i] = outs[i].text;
         memcpy(r->tokens + r->n_tokens, outs[i].tokens, (size_t)outs[i].n_tokens * sizeof(int32_t));
         r->n_tokens += outs[i].n_tokens;
-        if (!*t) continue;
-        if (!first) {
-            strcpy(r->text + k, sep);
-            k += strlen(sep);
-        }
-        size_t len = strlen(t);
-        memcpy(r->text + k, t, len + 1);
-        k += len;
-        first = false;
     }
-    return NULL;
+    tg_status st = ct_text_join(texts, n, sep, &r->text);
+    tg_free(texts);
+    return st;
 }
 
 static void free_outs(clip_out *outs, int n) {
