@@ -249,16 +249,28 @@ tg_tensor *tg_new_4d(tg_ctx *ctx, tg_type type, int64_t ne0, int64_t ne1, int64_
 
 /* ----------------------------------------------------------------- views */
 
+/* The bytes a view of shape ne and strides nb spans (tg_nbytes), or SIZE_MAX
+ * when that does not fit a size_t: caller-given strides may be anything, and
+ * a wrapped span would pass the bounds check below as a small one. */
+static size_t view_span(tg_type type, const int64_t ne[TG_MAX_DIMS],
+                        const size_t nb[TG_MAX_DIMS]) {
+    for (int i = 0; i < TG_MAX_DIMS; i++)
+        if (ne[i] <= 0) return 0;
+    size_t n = tg_type_size(type), step;
+    for (int i = 0; i < TG_MAX_DIMS; i++)
+        if (__builtin_mul_overflow((size_t)(ne[i] - 1), nb[i], &step) ||
+            __builtin_add_overflow(n, step, &n))
+            return SIZE_MAX;
+    return n;
+}
+
 /* A VIEW of a with the given full shape and strides at byte offset, checked
  * to lie inside the bytes a spans. */
 static tg_tensor *make_view(tg_ctx *ctx, const char *what, tg_tensor *a,
                             const int64_t ne[TG_MAX_DIMS], const size_t nb[TG_MAX_DIMS],
                             size_t offset) {
     if (!check_shape(ctx, what, a->type, ne)) return NULL;
-    tg_tensor probe = {.type = a->type};
-    memcpy(probe.ne, ne, sizeof probe.ne);
-    memcpy(probe.nb, nb, sizeof probe.nb);
-    size_t need = tg_nbytes(&probe);
+    size_t need = view_span(a->type, ne, nb);
     size_t have = tg_nbytes(a);
     if (need > 0 && (offset > have || need > have - offset)) {
         char da[TG_DESC_SIZE];

@@ -98,6 +98,23 @@ static void test_view_2d_and_data(void) {
     tg_ctx_free(ctx);
 }
 
+/* Strides so large that (ne - 1) * nb wraps around size_t must not pass the
+ * bounds check as a small span: such a view would address memory far
+ * outside its source. */
+static void test_view_stride_overflow_refused(void) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *a = tg_set_name(tg_new_1d(ctx, TG_F32, 4), "a");
+    /* 2 * 2^63 wraps to 0: the span would look like 4 bytes */
+    CHECK(tg_view_2d(ctx, a, 1, 3, (size_t)1 << 63, 0) == NULL);
+    CHECK_ERR(tg_ctx_check(ctx), TG_ERR_INVALID_ARG, "view: of 'a' [4]");
+    tg_ctx_free(ctx);
+    ctx = tg_ctx_new();
+    a = tg_new_1d(ctx, TG_F32, 4);
+    CHECK(tg_view(ctx, a, 1, (int64_t[]){5}, (size_t[]){SIZE_MAX / 4 + 1}, 0) == NULL);
+    CHECK_ERR(tg_ctx_check(ctx), TG_ERR_INVALID_ARG, "view");
+    tg_ctx_free(ctx);
+}
+
 static void test_reshape(void) {
     tg_ctx *ctx = tg_ctx_new();
     tg_tensor *a = tg_set_name(tg_new_3d(ctx, TG_F32, 6, 4, 2), "x");
@@ -189,5 +206,6 @@ static void test_null_sources_are_silent(void) {
     tg_ctx_free(ctx);
 }
 
-TEST_MAIN(T(test_ctx_pointers_stable), T(test_sizes), T(test_view_2d_and_data), T(test_reshape),
+TEST_MAIN(T(test_ctx_pointers_stable), T(test_sizes), T(test_view_2d_and_data),
+          T(test_view_stride_overflow_refused), T(test_reshape),
           T(test_permute_transpose), T(test_rel_shift), T(test_null_sources_are_silent))
