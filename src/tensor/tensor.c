@@ -343,9 +343,19 @@ tg_tensor *tg_reshape(tg_ctx *ctx, tg_tensor *a, int n_dims, const int64_t *ne) 
     }
     int64_t fne[TG_MAX_DIMS] = {1, 1, 1, 1};
     int64_t n = 1;
+    bool overflow = false;
     for (int i = 0; i < n_dims; i++) {
         fne[i] = ne[i];
-        n *= ne[i];
+        /* a huge new shape must not overflow (undefined) on its way to the
+         * element-count check below */
+        overflow = overflow || __builtin_mul_overflow(n, ne[i], &n);
+    }
+    if (overflow) {
+        tg_ctx_errorf(ctx, "reshape: %s: the new shape [%lld,%lld,%lld,%lld] has too many "
+                           "elements",
+                      tg_tensor_desc(a, da, sizeof da), (long long)fne[0], (long long)fne[1],
+                      (long long)fne[2], (long long)fne[3]);
+        return NULL;
     }
     if (!tg_is_contiguous(a)) {
         tg_ctx_errorf(ctx, "reshape: %s is not contiguous (use tg_cont first)",

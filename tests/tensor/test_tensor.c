@@ -134,6 +134,14 @@ static void test_reshape(void) {
     CHECK(tg_reshape_2d(ctx, t, 24, 1) == NULL);
     CHECK_ERR(tg_ctx_check(ctx), TG_ERR_INVALID_ARG, "not contiguous");
     tg_ctx_free(ctx);
+
+    /* a new shape whose element count overflows int64 (2^32 * 2^32 wraps to
+     * 0, the count of an empty source) is refused without signed overflow */
+    ctx = tg_ctx_new();
+    a = tg_set_name(tg_new_2d(ctx, TG_F32, 0, 4), "empty");
+    CHECK(tg_reshape_2d(ctx, a, (int64_t)1 << 32, (int64_t)1 << 32) == NULL);
+    CHECK_ERR(tg_ctx_check(ctx), TG_ERR_INVALID_ARG, "reshape: 'empty'");
+    tg_ctx_free(ctx);
 }
 
 static void test_permute_transpose(void) {
