@@ -301,6 +301,11 @@ static void cli_usage_errors_exit_2(void) {
     CHECK(run_cli(a) == 2 && err_has("--language") && err_has("'xx'"));
     CHECK(run_cli("--model " TINY " --language EN " TINY "/audio/a.wav") == 2 &&
           err_has("--language"));
+    /* a dump file that cannot be written is found before the run, not after */
+    snprintf(a, sizeof a, "%s--dump-tensors /no/such/dir/d.safetensors " TINY "/audio/a.wav", m);
+    CHECK(run_cli(a) == 2 && err_has("--dump-tensors") && err_has("/no/such/dir"));
+    snprintf(a, sizeof a, "%s--dump-tensors /tmp " TINY "/audio/a.wav", m);
+    CHECK(run_cli(a) == 2 && err_has("--dump-tensors") && err_has("directory"));
     /* runtime errors: exit 1 with the reason */
     snprintf(a, sizeof a, "%s" TINY "/README.md", m);
     CHECK(run_cli(a) == 1 && err_has("README.md"));

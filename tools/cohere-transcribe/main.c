@@ -5,7 +5,8 @@
  *
  * Prints each file's transcript on stdout (prefixed by the file name when
  * there are several). Usage errors (unknown flags, bad values, missing
- * files) print a message naming the flag or file and exit with status 2
+ * files, an unknown --language, a --dump-tensors path that cannot be
+ * written) print a message naming the flag or file and exit with status 2
  * before anything is loaded; a file that fails to transcribe is reported and
  * the others still run (exit status 1). --dump-tensors writes the debug
  * hook's tensors of every clip to one safetensors file, stacked along a
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base.h"
@@ -156,6 +158,31 @@ static tg_status write_dump(const dumper *d, const char *path, int pad_id) {
 
 /* ------------------------------------------------------------------- main */
 
+/* True when path can be created or overwritten: its directory exists and is
+ * writable, and path is not a directory or a read-only file. Says why not. */
+static bool dump_path_ok(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    const char *why = NULL;
+    struct stat sb;
+    if (!path[0] || (slash && !slash[1]))
+        why = "not a file name";
+    else if (access(dir, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    else if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        why = "is a directory";
+    else if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+        why = strerror(errno);
+    if (why) fprintf(stderr, PROG ": --dump-tensors %s: %s\n", path, why);
+    return why == NULL;
+}
+
 static int parse_int(const char *flag, const char *v, int lo, int hi, int *out) {
     char *end;
     errno = 0;
@@ -264,6 +291,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, PROG ": --model %s: %s\n", o.model_dir, strerror(errno));
         goto usage_error;
     }
+    /* the dump is written after every file ran: a path that cannot be
+     * written must not cost the whole run */
+    if (dump_path && !dump_path_ok(dump_path)) goto usage_error;
 
     dumper dump = {0};
     if (dump_path) {
