@@ -100,6 +100,17 @@ static void test_bad_row_id_is_an_error(void) {
     CHECK_ERR(tg_backend_graph_compute(be, g2), TG_ERR_INVALID_ARG, "id -1 out of range");
     memcpy(ids->data, good, sizeof good);
     CHECK_OK(tg_backend_graph_compute(be, g2));
+    /* None of these tensors has a name (the model's get_rows nodes have
+     * none): the message names them by id, never as ''. */
+    char node[32], table[48];
+    snprintf(node, sizeof node, "node #%d (get_rows)", (int)r->id);
+    snprintf(table, sizeof table, "out of range [0, 4) of #%d", (int)tab->id);
+    memcpy(ids->data, bad, sizeof bad);
+    tg_status st = tg_backend_graph_compute(be, g);
+    CHECK(st && strstr(tg_status_message(st), "''") == NULL);
+    CHECK_MSG(st && strstr(tg_status_message(st), node), "%s", tg_status_message(st));
+    CHECK_MSG(st && strstr(tg_status_message(st), table), "%s", tg_status_message(st));
+    tg_status_free(st);
     tg_buffer_free(buf);
     tg_backend_free(be);
     tg_ctx_free(ctx);

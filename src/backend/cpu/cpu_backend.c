@@ -194,6 +194,7 @@ static bool cpu_supports_op(tg_backend *b, const tg_tensor *n) {
 /* ---------------------------------------------------------------- compute */
 
 static tg_status compute_node(cpu_backend *be, tg_tensor *n) {
+    char ln[CPU_LABEL_SIZE];
     switch (n->op) {
     case TG_OP_GET_ROWS: return cpu_op_get_rows(be, n);
     case TG_OP_SET_ROWS: return cpu_op_set_rows(be, n);
@@ -220,34 +221,37 @@ static tg_status compute_node(cpu_backend *be, tg_tensor *n) {
     case TG_OP_SUM_ROWS:
     case TG_OP_MEAN: return cpu_op_sum_rows(be, n);
     default:
-        return tg_status_new(TG_ERR_UNSUPPORTED, "cpu backend: op %s (node '%s') not supported",
-                             tg_op_name(n->op), n->name);
+        return tg_status_new(TG_ERR_UNSUPPORTED, "cpu backend: op %s (node %s) not supported",
+                             tg_op_name(n->op), cpu_label(n, ln));
     }
 }
 
 static tg_status cpu_graph_compute(tg_backend *b, tg_graph *g) {
     cpu_backend *be = cpu_of(b);
+    char ln[CPU_LABEL_SIZE], ls[CPU_LABEL_SIZE];
     for (int i = 0; i < g->n_nodes; i++) {
         tg_tensor *n = g->nodes[i];
         if (tg_op_is_view(n->op) || tg_nelements(n) == 0) continue;
         if (tg_backend_should_abort(b))
             return tg_status_new(TG_ERR_ABORTED, "cpu backend: compute aborted before node %d of %d "
-                                 "('%s', %s)", i, g->n_nodes, n->name, tg_op_name(n->op));
+                                 "(%s, %s)", i, g->n_nodes, cpu_label(n, ln), tg_op_name(n->op));
         if (!n->data)
-            return tg_status_new(TG_ERR_INVALID_ARG, "cpu backend: node '%s' (%s) is not allocated",
-                                 n->name, tg_op_name(n->op));
+            return tg_status_new(TG_ERR_INVALID_ARG, "cpu backend: node %s (%s) is not allocated",
+                                 cpu_label(n, ln), tg_op_name(n->op));
         for (int s = 0; s < TG_MAX_SRC; s++) {
             if (n->src[s] && !n->src[s]->data && tg_nelements(n->src[s]) > 0)
                 return tg_status_new(TG_ERR_INVALID_ARG,
-                                     "cpu backend: source %d ('%s') of node '%s' (%s) is not "
-                                     "allocated", s, n->src[s]->name, n->name, tg_op_name(n->op));
+                                     "cpu backend: source %d (%s) of node %s (%s) is not "
+                                     "allocated", s, cpu_label(n->src[s], ls), cpu_label(n, ln),
+                                     tg_op_name(n->op));
         }
         if (!cpu_supports_op(b, n))
             return tg_status_new(TG_ERR_UNSUPPORTED,
-                                 "cpu backend: op %s with these types (node '%s', %s) is not "
-                                 "supported", tg_op_name(n->op), n->name, tg_type_name(n->type));
+                                 "cpu backend: op %s with these types (node %s, %s) is not "
+                                 "supported", tg_op_name(n->op), cpu_label(n, ln),
+                                 tg_type_name(n->type));
         tg_status st = compute_node(be, n);
-        if (st) return tg_status_wrap(st, "node '%s' (%s)", n->name, tg_op_name(n->op));
+        if (st) return tg_status_wrap(st, "node %s (%s)", cpu_label(n, ln), tg_op_name(n->op));
     }
     return NULL;
 }

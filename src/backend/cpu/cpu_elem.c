@@ -92,10 +92,11 @@ tg_status cpu_op_get_rows(cpu_backend *be, tg_tensor *node) {
     elem_task t = {.node = node};
     run(be, get_rows_task, &t);
     long long bad = atomic_load(&t.bad);
+    char la[CPU_LABEL_SIZE];
     if (bad)
-        return tg_status_new(TG_ERR_INVALID_ARG, "get_rows: id %lld out of range [0, %lld) of '%s'",
+        return tg_status_new(TG_ERR_INVALID_ARG, "get_rows: id %lld out of range [0, %lld) of %s",
                              bad - ((long long)1 << 40), (long long)node->src[0]->ne[1],
-                             node->src[0]->name);
+                             cpu_label(node->src[0], la));
     return NULL;
 }
 
@@ -141,9 +142,11 @@ tg_status cpu_op_set_rows(cpu_backend *be, tg_tensor *node) {
     elem_task t = {.node = node};
     run(be, set_rows_task, &t);
     long long bad = atomic_load(&t.bad);
+    char ld[CPU_LABEL_SIZE];
     if (bad)
-        return tg_status_new(TG_ERR_INVALID_ARG, "set_rows: id %lld out of range [0, %lld) of '%s'",
-                             bad - ((long long)1 << 40), (long long)node->ne[1], node->name);
+        return tg_status_new(TG_ERR_INVALID_ARG, "set_rows: id %lld out of range [0, %lld) of %s",
+                             bad - ((long long)1 << 40), (long long)node->ne[1],
+                             cpu_label(node->view_src ? node->view_src : node, ld));
     return NULL;
 }
 

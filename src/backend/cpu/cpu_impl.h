@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backend_impl.h"
 #include "base.h"
@@ -149,6 +150,15 @@ static inline float cpu_load_f32(tg_type t, const void *p) {
     case TG_I64: return (float)*(const int64_t *)p;
     default: return 0.0f;
     }
+}
+
+/* t for messages: its name in quotes, or "#id" when it has none (most
+ * intermediate nodes), so an error never names a tensor as ''. */
+#define CPU_LABEL_SIZE (TG_MAX_NAME + 16)
+static inline const char *cpu_label(const tg_tensor *t, char buf[CPU_LABEL_SIZE]) {
+    if (t->name[0]) snprintf(buf, CPU_LABEL_SIZE, "'%s'", t->name);
+    else snprintf(buf, CPU_LABEL_SIZE, "#%d", (int)t->id);
+    return buf;
 }
 
 /* Ops (one function each). node is allocated; its sources too. */
