@@ -374,7 +374,9 @@ tg_status tg_ctx_alloc_tensors(tg_ctx *ctx, tg_backend *backend, tg_buffer **out
  * offset and size are in bytes of t's (contiguous) storage. */
 tg_status tg_tensor_set(tg_tensor *t, const void *data, size_t offset, size_t size);
 tg_status tg_tensor_get(const tg_tensor *t, void *data, size_t offset, size_t size);
-/* Copies between two allocated tensors of equal size and type on any backends. */
+/* Copies between two allocated tensors of equal size and type on any backends.
+ * Bytes move as they lie, so both must be contiguous, or have the same shape
+ * and strides with dst not a strided view (INVALID_ARG otherwise). */
 tg_status tg_tensor_copy(const tg_tensor *src, tg_tensor *dst);
 
 /* -------------------------------------------------------------- scheduler */

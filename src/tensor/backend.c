@@ -236,6 +236,22 @@ tg_status tg_tensor_copy(const tg_tensor *src, tg_tensor *dst) {
                              tg_tensor_desc(dst, dd, sizeof dd), tg_type_name(dst->type),
                              tg_nbytes(dst));
     if (n == 0) return NULL;
+    /* The copy moves n bytes as they lie, which is element for element only
+     * when both are contiguous or both have the same shape and strides; and
+     * a view with gaps (a window of a larger tensor) would have the bytes
+     * between its rows overwritten. */
+    bool same_layout = tg_same_shape(src, dst) && memcmp(src->nb, dst->nb, sizeof dst->nb) == 0;
+    bool dst_dense = tg_is_contiguous(dst);
+    if (same_layout && dst->view_src && !dst_dense)
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "tensor_copy: destination %s is a strided view: copying its %zu "
+                             "bytes would overwrite the elements between its rows",
+                             tg_tensor_desc(dst, dd, sizeof dd), n);
+    if (!same_layout && !(tg_is_contiguous(src) && dst_dense))
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "tensor_copy: %s and %s differ in layout (shape or strides); the "
+                             "copy moves bytes, so both must be contiguous or laid out alike",
+                             tg_tensor_desc(src, ds, sizeof ds), tg_tensor_desc(dst, dd, sizeof dd));
     tg_buffer *sb, *db;
     char *sa, *da;
     tg_status st;

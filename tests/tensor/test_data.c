@@ -109,6 +109,56 @@ static void test_copy_within_and_across(void) {
     tg_backend_free(cpu);
 }
 
+/* tg_tensor_copy moves bytes: a copy between tensors laid out differently
+ * would scramble the elements, and one into a view with gaps (a window of a
+ * larger tensor) would overwrite the elements between its rows. Both are
+ * refused; a copy into a fresh tensor with the source's strides (what the
+ * scheduler does at a backend seam) still works. */
+static void test_copy_refuses_mismatched_layouts(void) {
+    tg_backend *cpu = test_backend_new("cpu", true, true, TEST_OPS_ALL);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *r = tg_set_name(tg_new_2d(ctx, TG_F32, 4, 3), "r");
+    tg_tensor *s = tg_new_2d(ctx, TG_F32, 4, 3);
+    tg_tensor *flat = tg_new_1d(ctx, TG_F32, 6);
+    tg_tensor *same = tg_new_2d(ctx, TG_F32, 2, 2);
+    tg_buffer *buf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(ctx, cpu, &buf));
+    /* the 2 x 2 windows at rows 1..2, columns 1..2: 24-byte spans */
+    tg_tensor *wr = tg_set_name(tg_view_2d(ctx, r, 2, 2, r->nb[1], 20), "window");
+    tg_tensor *ws = tg_view_2d(ctx, s, 2, 2, s->nb[1], 20);
+    float rv[12], sv[12], fv[6] = {0}, got[12];
+    for (int i = 0; i < 12; i++) rv[i] = (float)i, sv[i] = 100.0f + (float)i;
+    CHECK_OK(tg_tensor_set(r, rv, 0, sizeof rv));
+    CHECK_OK(tg_tensor_set(s, sv, 0, sizeof sv));
+    CHECK_OK(tg_tensor_set(flat, fv, 0, sizeof fv));
+    CHECK_ERR(tg_tensor_copy(ws, wr), TG_ERR_INVALID_ARG, "'window'");
+    CHECK_ERR(tg_tensor_copy(flat, wr), TG_ERR_INVALID_ARG, "'window'");
+    CHECK_OK(tg_tensor_get(r, got, 0, sizeof got));
+    CHECK(memcmp(got, rv, sizeof rv) == 0); /* nothing of r was touched */
+    /* same bytes, different element order: refused too */
+    tg_tensor *rt = tg_transpose(ctx, tg_reshape_2d(ctx, flat, 3, 2));
+    tg_tensor *dst = tg_new_2d(ctx, TG_F32, 2, 3);
+    tg_buffer *buf2 = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(ctx, cpu, &buf2));
+    CHECK_ERR(tg_tensor_copy(rt, dst), TG_ERR_INVALID_ARG, "layout");
+    /* a fresh tensor with the window's strides takes the window */
+    memcpy(same->nb, ws->nb, sizeof same->nb);
+    tg_buffer *buf3 = NULL;
+    CHECK_OK(tg_backend_buffer_alloc(cpu, tg_nbytes(same), &buf3));
+    CHECK_OK(tg_tensor_place(same, buf3, 0));
+    CHECK_OK(tg_tensor_copy(ws, same));
+    const float *p = same->data;
+    CHECK(p[0] == 105.0f && p[1] == 106.0f && p[4] == 109.0f && p[5] == 110.0f);
+    /* contiguous to contiguous of another shape is a plain byte copy */
+    tg_tensor *f2 = tg_reshape_2d(ctx, flat, 2, 3);
+    CHECK_OK(tg_tensor_copy(f2, dst));
+    tg_buffer_free(buf);
+    tg_buffer_free(buf2);
+    tg_buffer_free(buf3);
+    tg_ctx_free(ctx);
+    tg_backend_free(cpu);
+}
+
 static void test_from_host_and_compute(void) {
     tg_backend *cpu = test_backend_new("cpu", true, true, TEST_OPS_ALL);
     float host[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -156,4 +206,5 @@ static void test_cuda_new_reports(void) {
 }
 
 TEST_MAIN(T(test_place_and_views), T(test_ctx_alloc_tensors), T(test_copy_within_and_across),
+          T(test_copy_refuses_mismatched_layouts),
           T(test_from_host_and_compute), T(test_cuda_new_reports))
