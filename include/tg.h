@@ -371,7 +371,8 @@ tg_status tg_tensor_place(tg_tensor *t, tg_buffer *buffer, size_t offset);
 tg_status tg_ctx_alloc_tensors(tg_ctx *ctx, tg_backend *backend, tg_buffer **out_buffer);
 
 /* Byte-range copies between host memory and an allocated tensor's storage.
- * offset and size are in bytes of t's (contiguous) storage. */
+ * offset and size are in bytes of t's (contiguous) storage; tg_tensor_set
+ * refuses a view that is not contiguous (INVALID_ARG). */
 tg_status tg_tensor_set(tg_tensor *t, const void *data, size_t offset, size_t size);
 tg_status tg_tensor_get(const tg_tensor *t, void *data, size_t offset, size_t size);
 /* Copies between two allocated tensors of equal size and type on any backends.

@@ -206,6 +206,14 @@ tg_status tg_tensor_set(tg_tensor *t, const void *data, size_t offset, size_t si
     tg_status st = check_range(t, "tensor_set", offset, size);
     if (st) return st;
     if (size == 0) return NULL;
+    if (t->view_src && !tg_is_contiguous(t)) {
+        /* its byte span holds other elements of its source between its own */
+        char d[TG_DESC_SIZE];
+        return tg_status_new(TG_ERR_INVALID_ARG,
+                             "tensor_set: view %s is not contiguous; writing its bytes would "
+                             "overwrite the elements between them (set its source instead)",
+                             tg_tensor_desc(t, d, sizeof d));
+    }
     tg_buffer *buf;
     char *addr;
     if ((st = storage_of(t, "tensor_set", &buf, &addr))) return st;

@@ -159,6 +159,33 @@ static void test_copy_refuses_mismatched_layouts(void) {
     tg_backend_free(cpu);
 }
 
+/* tg_tensor_set writes bytes of t's contiguous storage: into a strided view
+ * (a window of a larger tensor) that would overwrite the elements between
+ * its rows, so it is refused, and the window's source keeps its values. */
+static void test_set_refuses_strided_view(void) {
+    tg_backend *cpu = test_backend_new("cpu", true, true, TEST_OPS_ALL);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *r = tg_new_2d(ctx, TG_F32, 4, 3);
+    tg_buffer *buf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(ctx, cpu, &buf));
+    tg_tensor *w = tg_set_name(tg_view_2d(ctx, r, 2, 2, r->nb[1], 20), "window");
+    float rv[12], zeros[6] = {0}, got[12];
+    for (int i = 0; i < 12; i++) rv[i] = (float)i;
+    CHECK_OK(tg_tensor_set(r, rv, 0, sizeof rv));
+    CHECK_ERR(tg_tensor_set(w, zeros, 0, sizeof zeros), TG_ERR_INVALID_ARG,
+              "view 'window' [2,2] is not contiguous");
+    CHECK_OK(tg_tensor_get(r, got, 0, sizeof got));
+    CHECK(memcmp(got, rv, sizeof rv) == 0);
+    /* a contiguous view (one row) is fine */
+    tg_tensor *row = tg_view_1d(ctx, r, 4, 16);
+    CHECK_OK(tg_tensor_set(row, zeros, 0, 4 * sizeof(float)));
+    CHECK_OK(tg_tensor_get(r, got, 0, sizeof got));
+    CHECK(got[4] == 0.0f && got[7] == 0.0f && got[3] == 3.0f && got[8] == 8.0f);
+    tg_buffer_free(buf);
+    tg_ctx_free(ctx);
+    tg_backend_free(cpu);
+}
+
 static void test_from_host_and_compute(void) {
     tg_backend *cpu = test_backend_new("cpu", true, true, TEST_OPS_ALL);
     float host[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -206,5 +233,5 @@ static void test_cuda_new_reports(void) {
 }
 
 TEST_MAIN(T(test_place_and_views), T(test_ctx_alloc_tensors), T(test_copy_within_and_across),
-          T(test_copy_refuses_mismatched_layouts),
+          T(test_copy_refuses_mismatched_layouts), T(test_set_refuses_strided_view),
           T(test_from_host_and_compute), T(test_cuda_new_reports))
