@@ -3,8 +3,10 @@
  * vocabularies, for decoding ids to text and looking up special tokens by name
  * (internal). Decoding follows the HF decoder graph of spec 5.1: "▁" becomes a
  * space, <0xNN> byte pieces are fused into UTF-8 (invalid sequences become
- * U+FFFD), control tokens decode to nothing, one leading space is stripped
- * only when asked (HF keeps it with skip_special_tokens, see spec 5.2).
+ * U+FFFD), control tokens decode to nothing, and a piece's leading "▁" is
+ * dropped while no text has been output yet, as sentencepiece decodes (there
+ * is no option: HF's decoder instead keeps one leading space after the
+ * prompt's "▁", spec 5.2; the session trims transcripts anyway).
  */
 #ifndef CT_TOKENIZER_H
 #define CT_TOKENIZER_H
