@@ -47,16 +47,19 @@ static bool arena_alloc(arena_model *a, size_t size, size_t *out_offset) {
         }
         return true;
     }
-    /* Nothing fits: extend the arena, starting inside a free block at its end. */
+    /* Nothing fits: extend the arena, starting inside a free block at its end.
+     * False when the arena's end would pass SIZE_MAX (it must not wrap). */
     if (a->n_free > 0) {
         block *last = &a->free[a->n_free - 1];
         if (last->offset + last->size == a->top) {
+            if (size > SIZE_MAX - last->offset) return false;
             *out_offset = last->offset;
             a->top = last->offset + size;
             a->n_free--;
             return true;
         }
     }
+    if (size > SIZE_MAX - a->top) return false;
     *out_offset = a->top;
     a->top += size;
     return true;
@@ -125,8 +128,15 @@ tg_status tg_plan_items(tg_plan_item *items, int n, size_t alignment, size_t *ou
         bool do_alloc = ai < n && (fi >= n_free || order_alloc[ai].key <= order_free[fi].key);
         if (do_alloc) {
             tg_plan_item *it = &items[order_alloc[ai++].idx];
-            size_t size = align_up(it->size ? it->size : 1, alignment);
-            if (!arena_alloc(&a, size, &it->offset)) goto oom;
+            if (it->size > SIZE_MAX - alignment || !arena_alloc(&a, align_up(it->size ? it->size : 1,
+                                                                             alignment),
+                                                                &it->offset)) {
+                st = tg_status_new(TG_ERR_NO_MEMORY,
+                                   "plan: planning %d tensors: the arena would pass SIZE_MAX "
+                                   "bytes (placing one of %zu bytes)",
+                                   n, it->size);
+                goto done;
+            }
         } else {
             tg_plan_item *it = &items[order_free[fi++].idx];
             if (!arena_free(&a, it->offset, align_up(it->size ? it->size : 1, alignment)))

@@ -33,6 +33,20 @@ static void test_items_hand_computed(void) {
     CHECK_MSG(peak == 176, "peak %zu", peak);
 }
 
+/* Blocks alive together whose sizes add up past SIZE_MAX cannot share one
+ * arena: the planner says so rather than wrap the arena's end around to a
+ * small peak (every later offset would point outside the arena). Sizes near
+ * SIZE_MAX also must not wrap when rounded to the alignment. */
+static void test_items_size_overflow_is_an_error(void) {
+    size_t big = (size_t)1 << 62;
+    tg_plan_item it[5];
+    for (int i = 0; i < 5; i++) it[i] = (tg_plan_item){big, 1, TG_PLAN_KEEP, 0};
+    size_t peak = 0;
+    CHECK_ERR(tg_plan_items(it, 5, 64, &peak), TG_ERR_NO_MEMORY, "plan");
+    tg_plan_item one = {SIZE_MAX - 8, 1, 1, 0};
+    CHECK_ERR(tg_plan_items(&one, 1, 64, &peak), TG_ERR_NO_MEMORY, "plan");
+}
+
 static void test_items_coalescing(void) {
     /* a, b, c adjacent; freed a, c, then b: one hole of 30 takes e */
     tg_plan_item it[5] = {
@@ -228,6 +242,7 @@ static void test_items_random_never_overlap(void) {
 }
 
 TEST_MAIN(T(test_items_hand_computed), T(test_items_random_never_overlap), T(test_items_coalescing),
+          T(test_items_size_overflow_is_an_error),
           T(test_items_best_fit_and_growth), T(test_chain_reuses_memory),
           T(test_value_read_late_stays_alive), T(test_views_keep_sources_alive),
           T(test_outputs_inputs_and_weights))
