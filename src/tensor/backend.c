@@ -148,7 +148,16 @@ tg_status tg_ctx_alloc_tensors(tg_ctx *ctx, tg_backend *backend, tg_buffer **out
     for (int i = 0; i < ctx->n_tensors; i++) {
         tg_tensor *t = tg_ctx_tensor(ctx, i);
         if (t->data || t->view_src) continue;
-        total = align_up(total, align) + tg_nbytes(t);
+        /* the sum must not wrap to a small buffer the tensors lie outside */
+        size_t n = tg_nbytes(t);
+        if (total > SIZE_MAX - (align - 1) || n > SIZE_MAX - align_up(total, align)) {
+            char d[TG_DESC_SIZE];
+            return tg_status_new(TG_ERR_NO_MEMORY,
+                                 "ctx_alloc_tensors: the tensors up to %s need more than "
+                                 "SIZE_MAX bytes",
+                                 tg_tensor_desc(t, d, sizeof d));
+        }
+        total = align_up(total, align) + n;
     }
     tg_buffer *buf = NULL;
     tg_status st = tg_backend_buffer_alloc(backend, total ? total : align, &buf);

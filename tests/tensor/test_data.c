@@ -73,6 +73,21 @@ static void test_ctx_alloc_tensors(void) {
     tg_backend_free(be);
 }
 
+/* Tensors whose sizes add up past SIZE_MAX (each one allowed: 2^56 i64
+ * elements, 2^59 bytes) must not wrap the buffer size around to a small
+ * allocation with every tensor placed far outside it. */
+static void test_ctx_alloc_size_overflow_is_an_error(void) {
+    tg_backend *be = test_backend_new("cpu", true, true, TEST_OPS_ALL);
+    tg_ctx *ctx = tg_ctx_new();
+    for (int i = 0; i < 32; i++) CHECK(tg_new_1d(ctx, TG_I64, (int64_t)1 << 56) != NULL);
+    tg_buffer *buf = NULL;
+    CHECK_ERR(tg_ctx_alloc_tensors(ctx, be, &buf), TG_ERR_NO_MEMORY, "more than SIZE_MAX bytes");
+    CHECK(buf == NULL && tg_ctx_tensor(ctx, 0)->data == NULL);
+    tg_buffer_free(buf);
+    tg_ctx_free(ctx);
+    tg_backend_free(be);
+}
+
 static void test_copy_within_and_across(void) {
     tg_backend *dev = test_backend_new("dev", false, false, TEST_OPS_ALL);
     tg_backend *dev2 = test_backend_new("dev2", false, false, TEST_OPS_ALL);
@@ -233,5 +248,6 @@ static void test_cuda_new_reports(void) {
 }
 
 TEST_MAIN(T(test_place_and_views), T(test_ctx_alloc_tensors), T(test_copy_within_and_across),
-          T(test_copy_refuses_mismatched_layouts), T(test_set_refuses_strided_view),
+          T(test_ctx_alloc_size_overflow_is_an_error), T(test_copy_refuses_mismatched_layouts),
+          T(test_set_refuses_strided_view),
           T(test_from_host_and_compute), T(test_cuda_new_reports))
