@@ -173,6 +173,12 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     if (ct_tokenizer_size(s->tok) != s->model->vocab)
         TG_WARN("%s: the tokenizer has %d pieces but the model %d", s->model_dir,
                 ct_tokenizer_size(s->tok), s->model->vocab);
+    if (s->model->cfg.sample_rate != SAMPLE_RATE) {
+        st = tg_status_new(TG_ERR_UNSUPPORTED, "%s: config.json asks for %d Hz audio; the "
+                           "frontend makes %d Hz features only (spec 4)", s->model_dir,
+                           s->model->cfg.sample_rate, SAMPLE_RATE);
+        goto fail;
+    }
     if ((st = ct_mel_init(&s->mel))) goto fail;
     s->mel_ready = true;
     if (s->mel.n_mels != s->model->n_mels) {

@@ -10,7 +10,9 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "asr/greedy.h"
 #include "audio/audio.h"
@@ -87,4 +89,48 @@ static void session_takes_any_max_new_tokens(void) {
     ct_session_close(s);
 }
 
-TEST_MAIN(T(greedy_stops_at_the_last_position), T(session_takes_any_max_new_tokens))
+/* A checkpoint whose config asks for another sample rate than the
+ * frontend's fixed 16 kHz (spec 4) is refused, not fed 16 kHz features. */
+static void other_sample_rate_is_refused(void) {
+    char dir[] = "/tmp/ct-rate-XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(0);
+        return;
+    }
+    char *text = NULL, path[512], src[512];
+    size_t size = 0;
+    CHECK_OK(tg_file_read(TINY "/hub/config.json", &text, &size));
+    if (!text) return;
+    /* 16000 appears as "sample_rate" at the top and in "preprocessor" */
+    for (char *p = strstr(text, "16000"); p; p = strstr(p, "16000")) memcpy(p, "08000", 5);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(text, 1, size, f) == size);
+    if (f) fclose(f);
+    tg_free(text);
+    const char *links[3] = {"model.safetensors", "tokenizer.model", "generation_config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof src, "%s/hub/%s", TINY, links[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, links[i]);
+        CHECK(symlink(src, path) == 0);
+    }
+    ct_options o;
+    ct_options_init(&o);
+    o.model_dir = dir;
+    o.backend = CT_BACKEND_CPU;
+    o.n_threads = 1;
+    ct_session *s = NULL;
+    CHECK_ERR(ct_session_open(&o, &s), TG_ERR_UNSUPPORTED, "8000");
+    CHECK(s == NULL);
+    ct_session_close(s);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, links[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+TEST_MAIN(T(greedy_stops_at_the_last_position), T(session_takes_any_max_new_tokens),
+          T(other_sample_rate_is_refused))
