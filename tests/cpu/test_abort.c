@@ -140,6 +140,44 @@ static void test_unsupported_types_refused(void) {
     tg_ctx_free(ctx);
 }
 
+/* Stride and padding of 2^30 are legal (the constructors compute in int64)
+ * and give a small output: positions -2^30, 0 and 2^30 of the input, of
+ * which only the middle one touches data. The backend's own shape check
+ * must agree (2 * p in int overflowed and refused the node). */
+static void test_huge_stride_and_padding_convolutions(void) {
+    const int big = 1 << 30;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *k1 = tg_new_2d(ctx, TG_F32, 3, 4), *x1 = tg_new_2d(ctx, TG_F32, 4, 5);
+    tg_tensor *y1 = tg_conv_1d_dw(ctx, k1, x1, big, big);
+    tg_tensor *k2 = tg_new_4d(ctx, TG_F32, 2, 1, 1, 1), *x2 = tg_new_4d(ctx, TG_F32, 3, 1, 1, 1);
+    tg_tensor *y2 = tg_conv_2d(ctx, k2, x2, big, 1, big, 0);
+    CHECK_OK(tg_ctx_check(ctx));
+    CHECK(y1 && y1->ne[1] == 3 && y2 && y2->ne[0] == 3);
+    tg_graph *g1 = tg_graph_new(ctx), *g2 = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g1, y1));
+    CHECK_OK(tg_graph_build(g2, y2));
+    tg_backend *be = NULL;
+    CHECK_OK(tg_backend_cpu_new(1, &be));
+    tg_buffer *buf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(ctx, be, &buf));
+    cpu_test_fill(ctx, 5, -1.0f, 1.0f);
+    CHECK_OK(tg_backend_graph_compute(be, g1));
+    CHECK_OK(tg_backend_graph_compute(be, g2));
+    const float *k1v = k1->data, *x1v = x1->data, *y1v = y1->data;
+    for (int c = 0; c < 4; c++) {
+        float want = 0.0f;
+        for (int j = 0; j < 3; j++) want += k1v[c * 3 + j] * x1v[j * 4 + c];
+        CHECK(y1v[c] == 0.0f && y1v[8 + c] == 0.0f);
+        CHECK_MSG(fabsf(y1v[4 + c] - want) <= 1e-6f, "channel %d: %g, want %g", c, y1v[4 + c], want);
+    }
+    const float *k2v = k2->data, *x2v = x2->data, *y2v = y2->data;
+    CHECK(y2v[0] == 0.0f && y2v[2] == 0.0f);
+    CHECK(fabsf(y2v[1] - (k2v[0] * x2v[0] + k2v[1] * x2v[1])) <= 1e-6f);
+    tg_buffer_free(buf);
+    tg_backend_free(be);
+    tg_ctx_free(ctx);
+}
+
 static void test_buffers(void) {
     tg_backend *be = NULL;
     CHECK_OK(tg_backend_cpu_new(1, &be));
@@ -167,4 +205,5 @@ static void test_buffers(void) {
 }
 
 TEST_MAIN(T(test_abort_stops_and_backend_stays_usable), T(test_bad_row_id_is_an_error),
-          T(test_unsupported_types_refused), T(test_buffers))
+          T(test_unsupported_types_refused), T(test_huge_stride_and_padding_convolutions),
+          T(test_buffers))

@@ -17,8 +17,9 @@
 
 #include "cpu_impl.h"
 
+/* In int64 as the constructors compute it: 2 * p overflows int for p >= 2^30. */
 static inline int64_t out_size(int64_t in, int64_t k, int s, int p) {
-    return (in + 2 * p - k) / s + 1;
+    return (in + 2 * (int64_t)p - k) / s + 1;
 }
 
 /* ---------------------------------------------------------------- conv_2d */
@@ -145,7 +146,7 @@ static void conv_2d_dw_fn(void *arg, int ith, int nth) {
                 /* phase q, element j is padded position i = j*s0 + q, input
                  * ix = i - p0: valid for j in [jlo, jhi) */
                 float *d = dst + q * plen;
-                int64_t jlo = p0 - q > 0 ? (p0 - q + s0 - 1) / s0 : 0;
+                int64_t jlo = p0 - q > 0 ? ((int64_t)p0 - q + s0 - 1) / s0 : 0;
                 int64_t jhi = W + p0 - q > 0 ? (W + p0 - q + s0 - 1) / s0 : 0;
                 if (jhi > (Wp - q + s0 - 1) / s0) jhi = (Wp - q + s0 - 1) / s0;
                 if (jlo > jhi) jlo = jhi;
