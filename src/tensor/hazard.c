@@ -42,10 +42,10 @@ static bool conflicts(const range *run, int n_run, const range *r) {
     return false;
 }
 
-int tg_hazard_runs(tg_tensor *const *nodes, int n, const bool *exclusive, int max_run, int *out_run) {
+int tg_hazard_runs(tg_tensor *const *nodes, int n, const uint8_t *cls, int max_run, int *out_run) {
     range *run = NULL;
     int n_run = 0, cap = 0, run_id = -1, run_len = 0;
-    bool run_exclusive = false;
+    bool run_exclusive = false, run_alone = false;
     for (int i = 0; i < n; i++) {
         const tg_tensor *t = nodes[i];
         if (tg_op_is_view(t->op)) {
@@ -57,14 +57,16 @@ int tg_hazard_runs(tg_tensor *const *nodes, int n, const bool *exclusive, int ma
         if (span(t, &mine[n_mine])) mine[n_mine++].write = true;
         for (int s = 0; s < TG_MAX_SRC; s++)
             if (span(t->src[s], &mine[n_mine])) mine[n_mine++].write = false;
-        bool excl = exclusive && exclusive[i];
-        bool barrier = run_id < 0 || (max_run > 0 && run_len >= max_run) || (excl && run_exclusive);
+        bool excl = cls && cls[i] != TG_HAZARD_FREE, alone = cls && cls[i] == TG_HAZARD_ALONE;
+        bool barrier = run_id < 0 || (max_run > 0 && run_len >= max_run) || (excl && run_exclusive) || run_alone ||
+                       (alone && run_len > 0);
         for (int k = 0; k < n_mine && !barrier; k++) barrier = conflicts(run, n_run, &mine[k]);
         if (barrier) {
             run_id++;
             n_run = 0;
             run_len = 0;
             run_exclusive = false;
+            run_alone = false;
         }
         if (!tg_grow((void **)&run, &cap, n_run + n_mine, sizeof *run)) {
             tg_free(run);
@@ -73,6 +75,7 @@ int tg_hazard_runs(tg_tensor *const *nodes, int n, const bool *exclusive, int ma
         for (int k = 0; k < n_mine; k++) run[n_run++] = mine[k];
         run_len++;
         run_exclusive = run_exclusive || excl;
+        run_alone = run_alone || alone;
         out_run[i] = run_id;
     }
     tg_free(run);

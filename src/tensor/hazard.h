@@ -14,16 +14,24 @@
 #define TG_HAZARD_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "tg.h"
 
+/* What a node needs beyond its memory ranges (tg_hazard_runs' `cls`). */
+enum {
+    TG_HAZARD_FREE = 0,   /* nothing: shares a run with any node it does not conflict with */
+    TG_HAZARD_SHARED = 1, /* uses a resource all such nodes share (a scratch area): one per run */
+    TG_HAZARD_ALONE = 2,  /* fills the device by itself (a large matrix product): a run of its own */
+};
+
 /* Assigns every node of nodes[0..n) to a run (out_run[i], runs numbered from
  * 0 in order; nodes that compute nothing, views and leaves, get -1). Nodes in
- * one run touch no memory another node of the run writes. exclusive (may be
- * NULL) marks nodes that use a resource shared by all nodes (a scratch area):
- * at most one such node per run. max_run caps a run's length (<= 0: no cap).
- * Returns the number of runs, or -1 when out of memory. */
-int tg_hazard_runs(tg_tensor *const *nodes, int n, const bool *exclusive, int max_run, int *out_run);
+ * one run touch no memory another node of the run writes. cls (may be NULL:
+ * all TG_HAZARD_FREE) classes each node as above; TG_HAZARD_ALONE implies
+ * the SHARED rule too. max_run caps a run's length (<= 0: no cap). Returns
+ * the number of runs, or -1 when out of memory. */
+int tg_hazard_runs(tg_tensor *const *nodes, int n, const uint8_t *cls, int max_run, int *out_run);
 
 /* True when the byte ranges that a and b span in memory overlap (both must
  * have data; views count their own span, not their source's). */

@@ -75,9 +75,16 @@ static void test_views_exclusive_and_cap(void) {
     CHECK(run[0] == -1 && run[1] == 0 && run[5] == 0);
     CHECK(tg_hazard_runs(nodes, 6, NULL, 2, run) == 3); /* runs of at most 2 */
     CHECK(run[1] == 0 && run[2] == 0 && run[3] == 1 && run[5] == 2);
-    bool excl[6] = {false, true, false, true, false, false};
+    uint8_t excl[6] = {0, TG_HAZARD_SHARED, 0, TG_HAZARD_SHARED, 0, 0};
     CHECK(tg_hazard_runs(nodes, 6, excl, 0, run) == 2);
     CHECK(run[1] == 0 && run[2] == 0 && run[3] == 1 && run[4] == 1);
+    /* A node that runs alone ends the run before it and the one it opens. */
+    uint8_t alone[6] = {0, 0, 0, TG_HAZARD_ALONE, 0, 0};
+    CHECK(tg_hazard_runs(nodes, 6, alone, 0, run) == 3);
+    CHECK(run[1] == 0 && run[2] == 0 && run[3] == 1 && run[4] == 2 && run[5] == 2);
+    uint8_t first[6] = {0, TG_HAZARD_ALONE, TG_HAZARD_ALONE, 0, 0, 0};
+    CHECK(tg_hazard_runs(nodes, 6, first, 0, run) == 3);
+    CHECK(run[1] == 0 && run[2] == 1 && run[3] == 2 && run[5] == 2);
     tg_ctx_free(ctx);
 }
 

@@ -9,9 +9,10 @@
  * into a CUDA graph the second time it is seen and replayed from then on; when
  * only addresses changed, it is re-captured and the executable graph updated
  * in place, and a topology that changes its addresses at every call goes
- * back to direct launches, which then cost less. Inside a capture, runs of
- * independent nodes (src/tensor/hazard.c) are spread over several streams,
- * which the capture turns into parallel branches of the graph.
+ * back to direct launches, which then cost less. Runs of independent nodes
+ * (src/tensor/hazard.c) are spread over several streams, forked and joined
+ * by events: inside a capture they become parallel branches of the graph,
+ * in direct launches they overlap on the GPU the same way.
  *
  * A device error (a failed launch, a faulting kernel) marks the context
  * failed with the error text; later computes fail fast with it until the
@@ -361,39 +362,40 @@ static tg_status cuda_buffer_from_host(tg_backend *b, void *ptr, size_t size, tg
 
 /* ---------------------------------------------------------- graph cache */
 
-typedef struct node_sig {
-    int32_t op, type, flags, n_src;
-    int64_t ne[4];
-    uint64_t nb[4];
-    int32_t params[TG_MAX_OP_PARAMS];
-    int64_t src_ne[TG_MAX_SRC][4];
-    uint64_t src_nb[TG_MAX_SRC][4];
-    int32_t src_type[TG_MAX_SRC];
-} node_sig;
-
+/* Two hashes of a graph: `topo` covers what a CUDA-graph update keeps
+ * (ops, types, shapes, strides, params, which sources), `full` adds every
+ * address, so an equal `full` means the captured graph replays as is. Runs
+ * on every compute, so it hashes a compact word record per node (no unused
+ * sources, nothing to clear first). */
 static void graph_hash(const tg_cuda_ctx *c, tg_graph *g, uint64_t *topo, uint64_t *full) {
     uint64_t ht = 0x9e3779b97f4a7c15ull ^ (uint64_t)g->n_nodes, hf = ht;
     for (int i = 0; i < g->n_nodes; i++) {
         const tg_tensor *n = g->nodes[i];
-        node_sig s;
-        memset(&s, 0, sizeof s);
-        s.op = n->op;
-        s.type = n->type;
-        s.flags = (int32_t)(n->flags & TG_FLAG_OUTPUT);
-        memcpy(s.ne, n->ne, sizeof s.ne);
-        for (int k = 0; k < 4; k++) s.nb[k] = n->nb[k];
-        memcpy(s.params, n->op_params, sizeof s.params);
-        for (int k = 0; k < TG_MAX_SRC; k++) {
-            const tg_tensor *t = n->src[k];
-            if (!t) continue;
-            s.n_src |= 1 << k;
-            memcpy(s.src_ne[k], t->ne, sizeof s.src_ne[k]);
-            for (int j = 0; j < 4; j++) s.src_nb[k][j] = t->nb[j];
-            s.src_type[k] = t->type;
+        _Static_assert(sizeof n->op_params == TG_MAX_OP_PARAMS * 4 && TG_MAX_OP_PARAMS % 2 == 0, "params");
+        uint64_t w[1 + 8 + TG_MAX_OP_PARAMS / 2 + TG_MAX_SRC * 9];
+        int k = 0;
+        w[k++] = (uint64_t)n->op | (uint64_t)n->type << 16 | (uint64_t)(n->flags & TG_FLAG_OUTPUT) << 32;
+        for (int d = 0; d < 4; d++) {
+            w[k++] = (uint64_t)n->ne[d];
+            w[k++] = (uint64_t)n->nb[d];
+        }
+        memcpy(&w[k], n->op_params, sizeof n->op_params);
+        k += TG_MAX_OP_PARAMS / 2; /* int32 params, two to a word */
+        for (int s = 0; s < TG_MAX_SRC; s++) {
+            const tg_tensor *t = n->src[s];
+            if (!t) {
+                w[k++] = 0;
+                continue;
+            }
+            w[k++] = 1 | (uint64_t)t->type << 8;
+            for (int d = 0; d < 4; d++) {
+                w[k++] = (uint64_t)t->ne[d];
+                w[k++] = (uint64_t)t->nb[d];
+            }
             hf = tg_hash_combine(hf, (uint64_t)(uintptr_t)t->data);
         }
         hf = tg_hash_combine(hf, (uint64_t)(uintptr_t)n->data);
-        ht = tg_hash_combine(ht, tg_hash64(&s, sizeof s, 17));
+        ht = tg_hash_combine(ht, tg_hash64(w, (size_t)k * sizeof w[0], 17));
     }
     *topo = ht;
     *full = tg_hash_combine(tg_hash_combine(hf, ht), (uint64_t)c->scratch);
@@ -425,7 +427,7 @@ typedef struct plan {
     tg_type *emit; /* the type each node stores (emit fusion), F32 = as is */
     int *uses;     /* readers of each node inside this graph */
     int *run;      /* concurrency run of each node, -1 for views */
-    bool *excl;
+    uint8_t *cls;  /* hazard class of each node (TG_HAZARD_*) */
     int n_runs;
 } plan;
 
@@ -433,7 +435,7 @@ static void plan_free(plan *p) {
     tg_free(p->emit);
     tg_free(p->uses);
     tg_free(p->run);
-    tg_free(p->excl);
+    tg_free(p->cls);
 }
 
 /* The emit fusion: a node whose only readers are matrix products taking it
@@ -475,14 +477,25 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     }
 }
 
+/* Matrix products share the conversion scratch (one per run); one with at
+ * least a tile of 128 x 128 outputs per SM fills the GPU by itself, and a
+ * node beside it only takes SMs from its waves (measured: a layer norm
+ * running beside a 1280 -> 5120 product of 3504 rows made the pair 9%
+ * slower than in turn), so it runs alone. */
+static uint8_t hazard_class(const tg_cuda_ctx *c, const tg_tensor *t) {
+    if (t->op != TG_OP_MUL_MAT) return TG_HAZARD_FREE;
+    int64_t tiles = ((t->ne[0] + 127) / 128) * ((t->ne[1] + 127) / 128) * t->ne[2] * t->ne[3];
+    return tiles >= c->dev->props.sm_count ? TG_HAZARD_ALONE : TG_HAZARD_SHARED;
+}
+
 static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     int n = g->n_nodes;
     memset(p, 0, sizeof *p);
     p->uses = tg_calloc((size_t)n + 1, sizeof *p->uses);
     p->run = tg_calloc((size_t)n + 1, sizeof *p->run);
-    p->excl = tg_calloc((size_t)n + 1, sizeof *p->excl);
+    p->cls = tg_calloc((size_t)n + 1, sizeof *p->cls);
     p->emit = tg_calloc((size_t)n + 1, sizeof *p->emit);
-    if (!p->uses || !p->run || !p->excl || !p->emit) {
+    if (!p->uses || !p->run || !p->cls || !p->emit) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
     }
@@ -493,7 +506,7 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     if (!direct) goto oom;
     for (int i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
-        p->excl[i] = t->op == TG_OP_MUL_MAT;
+        p->cls[i] = hazard_class(c, t);
         for (int k = 0; k <= TG_MAX_SRC; k++) {
             const tg_tensor *s = k < TG_MAX_SRC ? t->src[k] : t->view_src;
             int j = tg_ptrmap_get(&idx, s);
@@ -528,7 +541,7 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     tg_free(direct);
     tg_ptrmap_clear(&idx);
     plan_emit(c, g, p);
-    p->n_runs = tg_hazard_runs(g->nodes, n, p->excl, CUDA_N_STREAMS * 4, p->run);
+    p->n_runs = tg_hazard_runs(g->nodes, n, p->cls, CUDA_N_STREAMS * 4, p->run);
     if (p->n_runs < 0) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: hazard runs", c->name);
@@ -584,8 +597,22 @@ static void dump_node(FILE *f, tg_cuda_ctx *c, int i, const tg_tensor *t, int le
     fputc('\n', f);
 }
 
+/* Makes the main stream wait for the auxiliary streams' work so far. */
+static tg_status join_streams(tg_cuda_ctx *c) {
+    const tg_cu_api *cu = c->dev->cu;
+    for (int k = 0; k < CUDA_N_STREAMS - 1; k++) {
+        CUresult r = cu->cuEventRecord(c->join_ev[k], c->aux[k]);
+        if (r == CUDA_SUCCESS) r = cu->cuStreamWaitEvent(c->stream, c->join_ev[k], 0);
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "joining streams");
+    }
+    return NULL;
+}
+
 /* Enqueues the nodes. With `streams`, runs of independent nodes are spread
- * over the auxiliary streams (used inside captures). */
+ * over the auxiliary streams, forked from and joined back into the main
+ * stream by events (inside captures these become the CUDA graph's edges).
+ * Whatever happens, everything enqueued is ordered before the main stream's
+ * later work when this returns. */
 static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, prof *pf, FILE *dump,
                                   int *out_done);
 
@@ -615,17 +642,14 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
         /* Segments of 32 nodes: the abort callback is asked between them. */
         if (!c->capturing && i > 0 && (i % 32) == 0 && tg_backend_should_abort(b)) {
             *out_done = i;
+            if (forked && (st = join_streams(c))) return st;
             return tg_status_new(TG_ERR_ABORTED, "%s: aborted by the caller after %d of %d nodes", c->name, i, n);
         }
         int len = tg_cuda_fuse_len(c, g->nodes, n, i, p->uses);
         CUstream s = c->stream;
         if (streams && p->run[i] != cur_run) {
             if (forked) {
-                for (int k = 0; k < CUDA_N_STREAMS - 1; k++) {
-                    CUresult r = cu->cuEventRecord(c->join_ev[k], c->aux[k]);
-                    if (r == CUDA_SUCCESS) r = cu->cuStreamWaitEvent(c->stream, c->join_ev[k], 0);
-                    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "joining streams");
-                }
+                if ((st = join_streams(c))) return st;
                 forked = false;
             }
             cur_run = p->run[i];
@@ -653,19 +677,14 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
         RANGE_POP();
         if (st) {
             *out_done = i;
+            if (forked && !c->error) tg_status_free(join_streams(c));
             return tg_status_wrap(st, "%s: node %d '%s' (%s)", c->name, i, t->name, tg_op_name(t->op));
         }
         if (pf->ev) cu->cuEventRecord(pf->ev[2 * i + 1], s);
         if (dump) dump_node(dump, c, i, t, len, p->run[i], -1.0f);
         i += len;
     }
-    if (forked) {
-        for (int k = 0; k < CUDA_N_STREAMS - 1; k++) {
-            CUresult r = cu->cuEventRecord(c->join_ev[k], c->aux[k]);
-            if (r == CUDA_SUCCESS) r = cu->cuStreamWaitEvent(c->stream, c->join_ev[k], 0);
-            if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "joining streams");
-        }
-    }
+    if (forked && (st = join_streams(c))) return st;
     *out_done = n;
     return NULL;
 }
@@ -839,7 +858,7 @@ static tg_status graph_compute(tg_backend *b, tg_graph *g) {
     if (!done) {
         int n_done;
         c->n_direct++;
-        st = encode_all(c, g, &p, false, &pf, dump, &n_done);
+        st = encode_all(c, g, &p, c->use_concurrency, &pf, dump, &n_done);
         if (st) {
             /* Leave nothing of this compute running: the context stays usable. */
             tg_status ws = c->error ? NULL : stream_wait(c, c->stream);
