@@ -53,21 +53,31 @@ extern "C" __global__ void ew_binary(tg_t d, tg_t a, tg_t b, i64 n) {
     }
 }
 
+__device__ __forceinline__ void ew_binary4(void *d, const float4 *a, const float4 *b, i64 i, i64 ia, i64 ib) {
+    float4 x = a[ia], y = b[ib], r;
+    r.x = bin(x.x, y.x);
+    r.y = bin(x.y, y.y);
+    r.z = bin(x.z, y.z);
+    r.w = bin(x.w, y.w);
+    tg_store4(d, i, r);
+}
+
 /* d, a, b contiguous F32; a and b repeat with periods na and nb (the whole
- * tensor, or one row for a broadcast bias). n4 counts float4 groups. */
+ * tensor, or one row for a broadcast bias). n4 counts float4 groups. Below
+ * 2^31 groups the index math is 32-bit: a broadcast's modulo then costs a
+ * fraction of the 64-bit one, which matters for the small kernels of a
+ * decoder step, where a node's time is mostly its latency. */
 extern "C" __global__ void ew_binary_c4(void *d, const float4 *a, const float4 *b, i64 n4, i64 na4,
                                         i64 nb4) {
     TG_PDL();
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
-        float4 x = a[na4 == n4 ? i : i % na4];
-        float4 y = b[nb4 == n4 ? i : i % nb4];
-        float4 r;
-        r.x = bin(x.x, y.x);
-        r.y = bin(x.y, y.y);
-        r.z = bin(x.z, y.z);
-        r.w = bin(x.w, y.w);
-        tg_store4(d, i, r);
+    if (n4 <= 0x7fffffff) {
+        unsigned n = (unsigned)n4, na = (unsigned)na4, nb = (unsigned)nb4;
+        for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+            ew_binary4(d, a, b, i, na == n ? i : i % na, nb == n ? i : i % nb);
+        return;
     }
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x)
+        ew_binary4(d, a, b, i, na4 == n4 ? i : i % na4, nb4 == n4 ? i : i % nb4);
 }
 
 extern "C" __global__ void ew_unary(tg_t d, tg_t a, float s, i64 n) {
