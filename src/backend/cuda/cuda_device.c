@@ -446,8 +446,20 @@ static void device_destroy(tg_cuda_device *d) {
     tg_free(d);
 }
 
+/* NVRTC and cuBLASLt are large libraries; mapping and relocating them is
+ * file and loader work that overlaps with the driver creating the context
+ * (mostly waiting on the kernel driver). The loads are pthread_once'd, so
+ * the later calls on the starting thread just read the tables. */
+static void *load_libraries(void *arg) {
+    (void)arg;
+    tg_cuda_load_nvrtc();
+    tg_cuda_load_cublaslt();
+    return NULL;
+}
+
 static tg_status device_create(int ordinal, tg_cuda_device **out) {
     const tg_cu_api *cu;
+    double t0 = now_ms();
     tg_status st = tg_cuda_load_driver(&cu);
     if (st) return st;
     int count = 0;
@@ -459,11 +471,19 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
     pthread_mutex_init(&d->lock, NULL);
     d->ordinal = ordinal;
     d->cu = cu;
-    d->nvrtc = tg_cuda_load_nvrtc();
-    d->lt = tg_cuda_load_cublaslt();
     d->strict_fp = env_set("CT_CUDA_STRICT_FP");
+    double t1 = now_ms();
+    d->start.driver_ms = t1 - t0;
+    pthread_t loader;
+    bool threaded = pthread_create(&loader, NULL, load_libraries, NULL) == 0;
     CUresult r = cu->cuDeviceGet(&d->dev, ordinal);
     if (r == CUDA_SUCCESS) r = cu->cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
+    double t2 = now_ms();
+    d->start.context_ms = t2 - t1;
+    if (threaded) pthread_join(loader, NULL);
+    d->nvrtc = tg_cuda_load_nvrtc();
+    d->lt = tg_cuda_load_cublaslt();
+    d->start.libraries_ms = now_ms() - t2;
     if (r != CUDA_SUCCESS) {
         d->ctx = NULL;
         st = tg_cuda_status(r, "starting the CUDA context");
@@ -500,6 +520,7 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
     tg_kcache_open_default(&d->cache);
 
     /* Capabilities the kernels may use are probed, not assumed. */
+    double t3 = now_ms();
     p->bf16 = p->cc_major >= 8 && !env_set("CT_CUDA_NO_BF16") && probe(d, "probe_bf16_cvt", 0);
     p->tc_level = 0;
     if (!env_set("CT_CUDA_NO_TC")) {
@@ -507,6 +528,8 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
         if (p->cc_major >= 8 && probe(d, "probe_mma_bf16", 1)) p->tc_level = 2;
         if (p->tc_level == 2 && p->cc_major >= 9) p->tc_level = 3;
     }
+    double t4 = now_ms();
+    d->start.probes_ms = t4 - t3;
     if (d->lt) {
         cublasStatus_t ls = d->lt->cublasLtCreate(&d->lt_handle);
         if (ls != CUBLAS_STATUS_SUCCESS) {
@@ -515,6 +538,12 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
             d->lt_handle = NULL;
         }
     }
+    d->start.cublaslt_ms = now_ms() - t4;
+    d->start.total_ms = now_ms() - t0;
+    TG_INFO("cuda%d: started in %.0f ms: driver %.0f, context %.0f, then NVRTC and cuBLASLt loaded %.0f "
+            "(loaded alongside the context), probes %.0f, cuBLASLt handle %.0f", ordinal, d->start.total_ms,
+            d->start.driver_ms, d->start.context_ms, d->start.libraries_ms, d->start.probes_ms,
+            d->start.cublaslt_ms);
     static const char *tc_names[] = {"none", "mma", "bf16 mma", "wgmma"};
     TG_INFO("cuda%d: %s, compute %d.%d, %d SMs, %.1f GiB, L2 %d MiB, shared/block %d KiB (%d KiB opt-in), %s%s, "
             "bf16 %s, tensor cores %s, driver %d, NVRTC %d.%d, cuBLASLt %zu",

@@ -78,6 +78,15 @@ typedef struct tg_cuda_device {
     double compile_ms;             /* NVRTC alone                          */
     double library_ms;             /* getting kernels ready: compile or cache read, module load */
 
+    struct {                       /* where device_create's time went (ms) */
+        double driver_ms;          /* libcuda loaded, cuInit (first device only) */
+        double context_ms;         /* primary context retained */
+        double libraries_ms;       /* waiting for NVRTC and cuBLASLt after that */
+        double probes_ms;          /* cache opened, capability probes */
+        double cublaslt_ms;        /* cublasLtCreate */
+        double total_ms;
+    } start;
+
     cublasLtHandle_t lt_handle;
     bool failed;                   /* a context on it hit a device error */
 } tg_cuda_device;
@@ -247,6 +256,10 @@ void tg_cuda_ops_free(tg_cuda_ctx *c);
 
 /* Launch helper: grid-stride grid size for n items. */
 unsigned tg_cuda_grid(const tg_cuda_ctx *c, int64_t n, unsigned block);
+/* Fills cfg (and at, which cfg points to) for cuLaunchKernelEx of a 1-D
+ * block on stream s, with programmatic dependent launch when pdl. */
+void tg_cuda_launch_config(CUlaunchConfig *cfg, CUlaunchAttribute *at, unsigned gx, unsigned gy, unsigned gz,
+                           unsigned bx, unsigned smem, CUstream s, bool pdl);
 
 /* Test hooks (tests/cuda): make the next compute fail: kind 1 with a launch
  * the driver rejects, kind 2 with a kernel that faults; read compile/cache
