@@ -8,15 +8,12 @@
 #include "cuda_common.h"
 
 #ifdef TG_HAVE_CUDA
-#include "backend/cuda/cuda_internal.h"
 
 static double run_ms(bool mma, int64_t D, int64_t Tq, int64_t Tk, int64_t H, int64_t B) {
     if (!mma) setenv("CT_CUDA_ATTN_MMA", "0", 1);
     tg_backend *b = bench_cuda_or_skip("cuda_attention");
     unsetenv("CT_CUDA_ATTN_MMA");
     if (!b) return -1;
-    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    const tg_cu_api *cu = c->dev->cu;
     tg_ctx *ctx = tg_ctx_new();
     tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
     tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, Tq, H, 1);
@@ -25,22 +22,7 @@ static double run_ms(bool mma, int64_t D, int64_t Tq, int64_t Tk, int64_t H, int
     tg_buffer *buf = NULL;
     BENCH_TRY(tg_ctx_alloc_tensors(ctx, b, &buf));
     for (int i = 0; i < tg_graph_n_leafs(g); i++) BENCH_TRY(bench_fill(tg_graph_leaf(g, i), (uint64_t)i + 1));
-    for (int i = 0; i < 3; i++) BENCH_TRY(tg_backend_graph_compute(b, g));
-    CUevent e0, e1;
-    cu->cuEventCreate(&e0, 0);
-    cu->cuEventCreate(&e1, 0);
-    float best = 1e30f;
-    for (int t = 0; t < 5; t++) {
-        cu->cuEventRecord(e0, c->stream);
-        BENCH_TRY(tg_backend_graph_compute(b, g));
-        cu->cuEventRecord(e1, c->stream);
-        cu->cuEventSynchronize(e1);
-        float f;
-        cu->cuEventElapsedTime(&f, e0, e1);
-        if (f < best) best = f;
-    }
-    cu->cuEventDestroy(e0);
-    cu->cuEventDestroy(e1);
+    double best = bench_graph_best_ms(b, g, 3, 5);
     tg_buffer_free(buf);
     tg_ctx_free(ctx);
     tg_backend_free(b);

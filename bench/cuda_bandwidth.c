@@ -10,7 +10,6 @@
 #include "cuda_common.h"
 
 #ifdef TG_HAVE_CUDA
-#include "backend/cuda/cuda_internal.h"
 
 #define CHAIN 8
 #define ROW 1280
@@ -18,26 +17,15 @@
 
 typedef enum { B_ADD, B_MUL_BCAST, B_SCALE, B_SILU, B_NORM, B_SOFTMAX } bop;
 
-static double time_graph(tg_backend *b, tg_graph *g) {
-    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    const tg_cu_api *cu = c->dev->cu;
-    CUevent e0, e1;
-    cu->cuEventCreate(&e0, 0);
-    cu->cuEventCreate(&e1, 0);
-    for (int i = 0; i < 2; i++) BENCH_TRY(tg_backend_graph_compute(b, g));
-    float best = 1e30f;
-    for (int t = 0; t < 5; t++) {
-        cu->cuEventRecord(e0, c->stream);
-        BENCH_TRY(tg_backend_graph_compute(b, g));
-        cu->cuEventRecord(e1, c->stream);
-        cu->cuEventSynchronize(e1);
-        float f;
-        cu->cuEventElapsedTime(&f, e0, e1);
-        if (f < best) best = f;
-    }
-    cu->cuEventDestroy(e0);
-    cu->cuEventDestroy(e1);
-    return best;
+typedef struct copy_arg {
+    const tg_cu_api *cu;
+    CUdeviceptr dst, src;
+    size_t bytes;
+} copy_arg;
+
+static void copy_chain(void *arg, CUstream s) {
+    copy_arg *a = arg;
+    for (int i = 0; i < CHAIN; i++) a->cu->cuMemcpyDtoDAsync(a->dst, a->src, a->bytes, s);
 }
 
 int main(void) {
@@ -51,19 +39,8 @@ int main(void) {
     CUdeviceptr src, dst;
     if (cu->cuMemAlloc(&src, bytes) || cu->cuMemAlloc(&dst, bytes)) return 1;
     cu->cuMemsetD8Async(src, 0x3c, bytes, c->stream);
-    CUevent e0, e1;
-    cu->cuEventCreate(&e0, 0);
-    cu->cuEventCreate(&e1, 0);
-    float best = 1e30f;
-    for (int t = 0; t < 6; t++) {
-        cu->cuEventRecord(e0, c->stream);
-        for (int i = 0; i < CHAIN; i++) cu->cuMemcpyDtoDAsync(dst, src, bytes, c->stream);
-        cu->cuEventRecord(e1, c->stream);
-        cu->cuEventSynchronize(e1);
-        float f;
-        cu->cuEventElapsedTime(&f, e0, e1);
-        if (t > 0 && f < best) best = f;
-    }
+    copy_arg ca = {cu, dst, src, bytes};
+    double best = bench_gpu_best_ms(b, 1, 5, copy_chain, &ca);
     double copy_gbs = 2.0 * bytes * CHAIN / (best * 1e-3) / 1e9;
     printf("device-to-device copy: %.0f GB/s (read + write)\n", copy_gbs);
     cu->cuMemFree(src);
@@ -97,14 +74,12 @@ int main(void) {
         BENCH_TRY(bench_fill(row, 3));
         BENCH_TRY(bench_fill(bias, 4));
         BENCH_TRY(bench_fill(mask, 5));
-        double ms = time_graph(b, g);
+        double ms = bench_graph_best_ms(b, g, 2, 5);
         double gbs = per_node_bytes * CHAIN / (ms * 1e-3) / 1e9;
         bench_result(names[op], gbs, "GB/s", copy_gbs, gbs / copy_gbs, ">=0.70");
         tg_buffer_free(buf);
         tg_ctx_free(ctx);
     }
-    cu->cuEventDestroy(e0);
-    cu->cuEventDestroy(e1);
     tg_backend_free(b);
     return 0;
 }

@@ -75,4 +75,53 @@ static inline void bench_result(const char *name, double value, const char *unit
         }                                                                        \
     } while (0)
 
+
+#ifdef TG_HAVE_CUDA
+#include "backend/cuda/cuda_internal.h"
+
+/* One timed step: enqueues (or runs) work on stream s. */
+typedef void (*bench_step_fn)(void *arg, CUstream s);
+
+/* The shortest GPU time, in ms, of `trials` runs of step on the backend's
+ * stream, each between two events, after `warm` untimed runs. */
+static inline double bench_gpu_best_ms(tg_backend *b, int warm, int trials, bench_step_fn step, void *arg) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    const tg_cu_api *cu = c->dev->cu;
+    CUevent e0, e1;
+    if (cu->cuEventCreate(&e0, 0) || cu->cuEventCreate(&e1, 0)) BENCH_TRY(tg_status_new(TG_ERR_DEVICE, "events"));
+    for (int i = 0; i < warm; i++) step(arg, c->stream);
+    float best = 1e30f;
+    for (int t = 0; t < trials; t++) {
+        cu->cuEventRecord(e0, c->stream);
+        step(arg, c->stream);
+        cu->cuEventRecord(e1, c->stream);
+        cu->cuEventSynchronize(e1);
+        float f = 0;
+        cu->cuEventElapsedTime(&f, e0, e1);
+        if (f < best) best = f;
+    }
+    cu->cuEventDestroy(e0);
+    cu->cuEventDestroy(e1);
+    return best;
+}
+
+/* A step that computes a graph (arg: a bench_graph_arg). */
+typedef struct bench_graph_arg {
+    tg_backend *b;
+    tg_graph *g;
+} bench_graph_arg;
+
+static inline void bench_step_graph(void *arg, CUstream s) {
+    (void)s;
+    bench_graph_arg *a = arg;
+    BENCH_TRY(tg_backend_graph_compute(a->b, a->g));
+}
+
+/* bench_gpu_best_ms of a graph compute. */
+static inline double bench_graph_best_ms(tg_backend *b, tg_graph *g, int warm, int trials) {
+    bench_graph_arg a = {b, g};
+    return bench_gpu_best_ms(b, warm, trials, bench_step_graph, &a);
+}
+#endif
+
 #endif

@@ -5,6 +5,10 @@
 # end of the output carries it).
 #
 # Usage (repository root): scripts/gpu-check.sh [build-dir]
+# GPU_CHECK_STAGES picks stages (default: all of "tests conformance fixtures
+# bench memcheck"), GPU_CHECK_BENCHES the benchmarks (default: all five),
+# GPU_CHECK_PRECOMPILE=OFF builds without the nvcc fatbins (faster; the
+# kernels then come from NVRTC), for short exploratory runs.
 # Logs go to /tmp/gpu-check-logs, and as one archive to $OUT when it is set
 # (the device tool's output folder, which takes few files).
 # Build dependencies missing on the machine (cJSON, OpenBLAS, soxr, pkg-config)
@@ -21,6 +25,9 @@ JOBS=$(nproc 2>/dev/null || echo 4)
 START=$(date +%s)
 BUDGET=${GPU_CHECK_BUDGET:-900}
 cap() { local l=$(( BUDGET - ($(date +%s) - START) )); [ "$l" -lt "$1" ] && echo $(( l > 5 ? l : 5 )) || echo "$1"; }
+STAGES=${GPU_CHECK_STAGES:-tests conformance fixtures bench memcheck}
+BENCHES=${GPU_CHECK_BENCHES:-cuda_matmul cuda_bandwidth cuda_graph cuda_start cuda_attention}
+stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 declare -a ROWS
 row() { ROWS+=("$(printf '%-44s %s' "$1" "$2")"); }
 
@@ -52,10 +59,11 @@ fi
 
 # --- build ------------------------------------------------------------------------
 T0=$(date +%s)
-if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=ON > "$LOG/cmake.log" 2>&1; then
+if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=${GPU_CHECK_PRECOMPILE:-ON} > "$LOG/cmake.log" 2>&1; then
   tail -30 "$LOG/cmake.log"; echo "gpu-check: cmake failed"; exit 1
 fi
-TARGETS="test-cuda-backend test-cuda-compile test-cuda-cache test-cuda-hazard bench-cuda_matmul bench-cuda_bandwidth bench-cuda_graph bench-cuda_start bench-cuda_attention"
+TARGETS="test-cuda-backend test-cuda-compile test-cuda-cache test-cuda-hazard"
+for bch in $BENCHES; do TARGETS="$TARGETS bench-$bch"; done
 if ! cmake --build "$BUILD" -j"$JOBS" --target $TARGETS > "$LOG/build.log" 2>&1; then
   grep -E "error|Error" "$LOG/build.log" | head -30; echo "gpu-check: build failed"; exit 1
 fi
@@ -75,6 +83,7 @@ rm -rf "$CT_CUDA_CACHE_DIR"
 
 # --- tests ------------------------------------------------------------------------
 for t in cuda-compile cuda-cache cuda-hazard cuda-backend; do
+  stage tests || break
   T0=$(date +%s)
   timeout "$(cap 200)" "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1
   rc=$?
@@ -84,15 +93,17 @@ for t in cuda-compile cuda-cache cuda-hazard cuda-backend; do
 done
 grep -E "NMSE|graphs:|cold start|cc [0-9]" "$LOG/test-cuda-backend.log" | head -20
 
+if stage conformance; then
 T0=$(date +%s)
 timeout "$(cap 240)" "./$BUILD/test-ops" --backend cuda > "$LOG/test-ops-cuda.log" 2>&1
 rc=$?
 row "conformance (test-ops --backend cuda)" "rc=$rc: $(tail -1 "$LOG/test-ops-cuda.log") ($(( $(date +%s) - T0 )) s)"
 grep -iE "fail|nmse.*>|error" "$LOG/test-ops-cuda.log" | head -25
+fi
 
 # The model end to end on the GPU: the transformers fixtures under the GPU
 # tolerances (tests/model/test_fixtures.c).
-if [ "$HAVE_FIXTURES" = 1 ]; then
+if [ "$HAVE_FIXTURES" = 1 ] && stage fixtures; then
   T0=$(date +%s)
   CT_TEST_BACKEND=cuda timeout "$(cap 240)" "./$BUILD/test-model-fixtures" > "$LOG/test-model-fixtures-cuda.log" 2>&1
   rc=$?
@@ -101,13 +112,16 @@ if [ "$HAVE_FIXTURES" = 1 ]; then
 fi
 
 # --- benchmarks ---------------------------------------------------------------------
-for bch in cuda_matmul cuda_bandwidth cuda_graph cuda_start cuda_attention; do
+for bch in $BENCHES; do
+  stage bench || break
   timeout "$(cap 120)" "./$BUILD/bench-$bch" > "$LOG/bench-$bch.log" 2>&1
-  echo "== bench-$bch (rc=$?)"; grep -vE "^RESULT" "$LOG/bench-$bch.log" | tail -3
+  echo "== bench-$bch (rc=$?)"; grep -vE "^RESULT" "$LOG/bench-$bch.log" | tail -${GPU_CHECK_BENCH_LINES:-3}
 done
 
 # --- memcheck -----------------------------------------------------------------------
-if command -v compute-sanitizer >/dev/null; then
+if ! stage memcheck; then
+  :
+elif command -v compute-sanitizer >/dev/null; then
   T0=$(date +%s)
   timeout "$(cap 300)" compute-sanitizer --tool memcheck --error-exitcode 99 "./$BUILD/test-ops" --backend cuda \
       > "$LOG/memcheck.log" 2>&1

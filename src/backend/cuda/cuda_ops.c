@@ -54,6 +54,20 @@ unsigned tg_cuda_grid(const tg_cuda_ctx *c, int64_t n, unsigned block) {
     return g < 1 ? 1 : (unsigned)g;
 }
 
+void tg_cuda_launch_config(CUlaunchConfig *cfg, CUlaunchAttribute *at, unsigned gx, unsigned gy, unsigned gz,
+                           unsigned bx, unsigned smem, CUstream s, bool pdl) {
+    memset(at, 0, sizeof *at);
+    at->id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    at->value.programmaticStreamSerializationAllowed = 1;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->gridDimX = gx, cfg->gridDimY = gy, cfg->gridDimZ = gz;
+    cfg->blockDimX = bx, cfg->blockDimY = 1, cfg->blockDimZ = 1;
+    cfg->sharedMemBytes = smem;
+    cfg->hStream = s;
+    cfg->attrs = at;
+    cfg->numAttrs = pdl ? 1 : 0;
+}
+
 static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines,
                         const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned smem, void **args) {
@@ -76,17 +90,8 @@ static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const ch
         /* The kernel may start launching while the one before it still runs;
          * it waits in TG_PDL() for that one's results (kernels/common.cuh). */
         CUlaunchAttribute at;
-        memset(&at, 0, sizeof at);
-        at.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        at.value.programmaticStreamSerializationAllowed = 1;
         CUlaunchConfig cfg;
-        memset(&cfg, 0, sizeof cfg);
-        cfg.gridDimX = gx, cfg.gridDimY = gy, cfg.gridDimZ = gz;
-        cfg.blockDimX = bx, cfg.blockDimY = 1, cfg.blockDimZ = 1;
-        cfg.sharedMemBytes = smem;
-        cfg.hStream = s;
-        cfg.attrs = &at;
-        cfg.numAttrs = 1;
+        tg_cuda_launch_config(&cfg, &at, gx, gy, gz, bx, smem, s, true);
         r = cu->cuLaunchKernelEx(&cfg, fn, args, NULL);
         if (r == CUDA_ERROR_NOT_SUPPORTED) {
             TG_INFO("%s: programmatic dependent launch refused (%s); launching plainly", c->name,

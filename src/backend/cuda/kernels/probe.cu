@@ -37,3 +37,14 @@ extern "C" __global__ void spin(long long cycles) {
     while (clock64() - t0 < cycles) {
     }
 }
+
+/* The graph-replay benchmark's floors (bench/cuda_graph.c): a chain of
+ * nop, captured into a CUDA graph, is the cost of dependent launches alone;
+ * a chain of chain_step adds the least real work a dependent node can do
+ * (read what the node before wrote, write it back changed). */
+extern "C" __global__ void nop(void) { TG_PDL(); }
+
+extern "C" __global__ void chain_step(float *p) {
+    TG_PDL();
+    p[threadIdx.x] += 1.0f;
+}
