@@ -65,7 +65,7 @@ tg_tensor *build_attention(case_env *e, const case_params *p) {
     }
     if (p->i[6] == MASK_REL) mask = rel_shift_of(e, Tq, H, B);
     else if (p->i[6] != MASK_NONE) mask = env_input(e, TG_F32, mne, L_CONT, (fill_spec){FILL_MASK, -1, 1});
-    float scale = (float)(1.0 / sqrt((double)D));
+    float scale = p->f[0] != 0.0f ? p->f[0] : (float)(1.0 / sqrt((double)D));
     tg_tensor *out = tg_attention(env_ctx(e), q, k, v, mask, scale);
     env_expect_f32(e, out, 0, scale);
     if (out && p->i[7]) {
@@ -87,6 +87,7 @@ typedef struct sm {
 typedef struct at {
     int D, Dv, Tq, Tk, H, B, mask, prec;
     layout l;
+    float scale; /* 0: 1/sqrt(D) */
 } at;
 
 void cases_attention(case_list *l) {
@@ -134,21 +135,30 @@ void cases_attention(case_list *l) {
     }
 
     static const at ats[] = {
-        {16, 16, 7, 7, 2, 1, MASK_FULL, 0, L_CONT},
-        {64, 64, 33, 33, 2, 1, MASK_SHARED, 0, L_T12},
-        {64, 32, 5, 9, 2, 1, MASK_NONE, 0, L_CONT},
-        {128, 128, 1, 65, 4, 2, MASK_PER_SEQ, 0, L_CONT},   /* decoder step */
-        {128, 128, 127, 127, 1, 1, MASK_NONE, 0, L_T12},
-        {160, 160, 33, 65, 2, 1, MASK_FULL, 0, L_T12},      /* encoder head dim */
-        {256, 256, 7, 33, 2, 2, MASK_PER_HEAD, 0, L_CONT},
-        {64, 64, 3, 1, 1, 1, MASK_NONE, 0, L_CONT},         /* a single key */
-        {64, 64, 7, 7, 2, 1, MASK_REL, 0, L_CONT},
-        {160, 160, 33, 33, 2, 1, MASK_REL, 0, L_T12},
-        {64, 64, 33, 33, 2, 1, MASK_FULL, 1, L_CONT},       /* TG_PREC_F32 */
-        {160, 160, 9, 17, 1, 2, MASK_PER_SEQ, 1, L_T12},
-        {160, 160, 200, 200, 2, 1, MASK_SHARED, 0, L_T12}, /* an encoder chunk */
-        {64, 64, 1, 1, 1, 1, MASK_NONE, 0, L_CONT},
-        {128, 128, 1, 448, 8, 2, MASK_PER_SEQ, 0, L_CONT}, /* step over a full cache */
+        {16, 16, 7, 7, 2, 1, MASK_FULL, 0, L_CONT, 0},
+        {64, 64, 33, 33, 2, 1, MASK_SHARED, 0, L_T12, 0},
+        {64, 32, 5, 9, 2, 1, MASK_NONE, 0, L_CONT, 0},
+        {128, 128, 1, 65, 4, 2, MASK_PER_SEQ, 0, L_CONT, 0},   /* decoder step */
+        {128, 128, 127, 127, 1, 1, MASK_NONE, 0, L_T12, 0},
+        {160, 160, 33, 65, 2, 1, MASK_FULL, 0, L_T12, 0},      /* encoder head dim */
+        {256, 256, 7, 33, 2, 2, MASK_PER_HEAD, 0, L_CONT, 0},
+        {64, 64, 3, 1, 1, 1, MASK_NONE, 0, L_CONT, 0},         /* a single key */
+        {64, 64, 7, 7, 2, 1, MASK_REL, 0, L_CONT, 0},
+        {160, 160, 33, 33, 2, 1, MASK_REL, 0, L_T12, 0},
+        {64, 64, 33, 33, 2, 1, MASK_FULL, 1, L_CONT, 0},       /* TG_PREC_F32 */
+        {160, 160, 9, 17, 1, 2, MASK_PER_SEQ, 1, L_T12, 0},
+        {160, 160, 200, 200, 2, 1, MASK_SHARED, 0, L_T12, 0}, /* an encoder chunk */
+        {64, 64, 1, 1, 1, 1, MASK_NONE, 0, L_CONT, 0},
+        {128, 128, 1, 448, 8, 2, MASK_PER_SEQ, 0, L_CONT, 0}, /* step over a full cache */
+        /* More than one block of 64 queries: the CUDA kernel packs K and V
+         * first (keys padded to 64, cp.async staging). */
+        {160, 160, 130, 70, 2, 2, MASK_PER_HEAD, 0, L_T12, 0},
+        {128, 128, 65, 1, 2, 1, MASK_FULL, 0, L_CONT, 0},
+        {160, 160, 100, 100, 2, 1, MASK_REL, 0, L_CONT, 0},
+        /* A negative scale: the mask cannot ride in the products' initial
+         * value (it would be divided by the scale and flip sign). */
+        {64, 64, 80, 40, 2, 1, MASK_FULL, 0, L_CONT, -0.125f},
+        {64, 64, 20, 40, 2, 1, MASK_FULL, 0, L_CONT, -0.125f},
     };
     static const tg_type kv[] = {TG_F32, TG_F16};
     for (size_t t = 0; t < 2; t++)
@@ -159,9 +169,11 @@ void cases_attention(case_list *l) {
             memcpy(p.i, v, sizeof v);
             p.type[1] = kv[t];
             p.layout[0] = a->l;
+            p.f[0] = a->scale;
             cases_add(l, TG_OP_ATTENTION, a->prec ? LIM_MATMUL_F32 : LIM_MATMUL, build_attention, &p,
-                      "attention k/v %s D=%d Dv=%d Tq=%d Tk=%d H=%d B=%d mask=%s%s%s",
+                      "attention k/v %s D=%d Dv=%d Tq=%d Tk=%d H=%d B=%d mask=%s%s%s%s",
                       tg_type_name(kv[t]), a->D, a->Dv, a->Tq, a->Tk, a->H, a->B,
-                      mask_names[a->mask], layout_name(a->l), a->prec ? " prec=f32" : "");
+                      mask_names[a->mask], layout_name(a->l), a->prec ? " prec=f32" : "",
+                      a->scale < 0 ? " scale<0" : "");
         }
 }

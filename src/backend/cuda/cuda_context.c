@@ -477,13 +477,14 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     }
 }
 
-/* Matrix products share the conversion scratch (one per run); one with at
+/* Nodes that use the scratch (matrix products converting an operand,
+ * attention packing K and V) share it: one per run. A product with at
  * least a tile of 128 x 128 outputs per SM fills the GPU by itself, and a
  * node beside it only takes SMs from its waves (measured: a layer norm
  * running beside a 1280 -> 5120 product of 3504 rows made the pair 9%
  * slower than in turn), so it runs alone. */
 static uint8_t hazard_class(const tg_cuda_ctx *c, const tg_tensor *t) {
-    if (t->op != TG_OP_MUL_MAT) return TG_HAZARD_FREE;
+    if (t->op != TG_OP_MUL_MAT) return tg_cuda_op_scratch(c, t) > 0 ? TG_HAZARD_SHARED : TG_HAZARD_FREE;
     int64_t tiles = ((t->ne[0] + 127) / 128) * ((t->ne[1] + 127) / 128) * t->ne[2] * t->ne[3];
     return tiles >= c->dev->props.sm_count ? TG_HAZARD_ALONE : TG_HAZARD_SHARED;
 }

@@ -216,8 +216,33 @@ static size_t mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
     return n;
 }
 
+/* Attention on the tensor cores (attention_mma.cu), with its K and V packed
+ * into the scratch first; the rest takes the F32 kernel. */
+static bool attn_use_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *q = n->src[0], *v = n->src[2];
+    int64_t D = q->ne[0], Dv = v->ne[0];
+    return c->use_attn_mma && c->dev->props.tc_level >= 2 && tg_node_prec(n) == TG_PREC_DEFAULT && D % 16 == 0 &&
+           D <= 160 && Dv % 16 == 0 && Dv <= 160 && q->ne[2] * q->ne[3] <= 65535 && n->src[1]->ne[1] <= (1 << 24);
+}
+
+static int64_t attn_keys_padded(const tg_tensor *n) { return (n->src[1]->ne[1] + 63) / 64 * 64; }
+
+/* Packing K and V first pays when several blocks of 64 queries would
+ * convert the same keys. */
+static bool attn_packs(const tg_cuda_ctx *c, const tg_tensor *n) {
+    return attn_use_mma(c, n) && n->src[0]->ne[1] > 64 && n->src[1]->ne[1] > 0;
+}
+
+static size_t attn_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
+    if (!attn_packs(c, n)) return 0;
+    const tg_tensor *q = n->src[0], *v = n->src[2];
+    size_t heads = (size_t)(q->ne[2] * q->ne[3]), tkp = (size_t)attn_keys_padded(n);
+    return align256(heads * tkp * (size_t)q->ne[0] * 2) + align256(heads * tkp * (size_t)v->ne[0] * 2);
+}
+
 size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
     if (node->op == TG_OP_MUL_MAT) return mm_scratch(c, node);
+    if (node->op == TG_OP_ATTENTION) return attn_scratch(c, node);
     return 0;
 }
 
@@ -637,15 +662,33 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
     cu_tensor o = desc(n), dq = desc(q), dk = desc(k), dv = desc(v), dm = desc(m);
     int has_mask = m != NULL;
-    if (c->use_attn_mma && c->dev->props.tc_level >= 2 && tg_node_prec(n) == TG_PREC_DEFAULT && D % 16 == 0 &&
-        D <= 160 && Dv % 16 == 0 && Dv <= 160) {
-        /* Tensor cores: bf16 operands, f32 accumulation (attention_mma.cu). */
+    if (attn_use_mma(c, n)) {
+        /* Tensor cores: bf16 operands, f32 accumulation (attention_mma.cu);
+         * beyond one block of queries per head, K and V are packed into the
+         * scratch first. */
         char mdefs[48];
         snprintf(mdefs, sizeof mdefs, "-DTG_AD=%d -DTG_ADV=%d", (int)D, (int)Dv);
         unsigned msmem = (unsigned)((64 * (D + 8) + Dv * (64 + 8)) * 2);
-        void *margs[] = {&o, &dq, &dk, &dv, &dm, &has_mask, &scale};
-        return launch(c, s, "attention_mma.cu", mdefs, "attention_mma", (unsigned)((Tq + 63) / 64), (unsigned)H,
-                      (unsigned)B, 128, msmem, margs);
+        if (!attn_packs(c, n)) {
+            void *margs[] = {&o, &dq, &dk, &dv, &dm, &has_mask, &scale};
+            return launch(c, s, "attention_mma.cu", mdefs, "attention_mma", (unsigned)((Tq + 63) / 64),
+                          (unsigned)H, (unsigned)B, 128, msmem, margs);
+        }
+        int Tkp = (int)attn_keys_padded(n);
+        size_t heads = (size_t)(H * B);
+        uint64_t kp = c->scratch, vt = c->scratch + align256(heads * (size_t)Tkp * (size_t)D * 2);
+        tg_status st;
+        unsigned kx = tg_cuda_grid(c, (int64_t)Tkp * D / 2 * (int64_t)heads, 256) / (unsigned)heads;
+        void *pk[] = {&kp, &dk, &Tkp};
+        if ((st = launch(c, s, "attention_mma.cu", mdefs, "attn_pack_k", kx ? kx : 1, (unsigned)heads, 1, 256, 0, pk)))
+            return st;
+        void *pv[] = {&vt, &dv, &Tkp};
+        if ((st = launch(c, s, "attention_mma.cu", mdefs, "attn_pack_vt", (unsigned)(Tkp / 32),
+                         (unsigned)((Dv + 31) / 32), (unsigned)heads, 256, 0, pv)))
+            return st;
+        void *margs[] = {&o, &dq, &dk, &dv, &kp, &vt, &Tkp, &dm, &has_mask, &scale};
+        return launch(c, s, "attention_mma.cu", mdefs, "attention_mma_packed", (unsigned)((Tq + 63) / 64),
+                      (unsigned)H, (unsigned)B, 128, msmem, margs);
     }
     char defs[32];
     /* At least 2: with a single accumulator per lane, NVRTC 13.0's front end

@@ -3,8 +3,16 @@
  * f32 accumulation), flash-attention order: a warp owns 16 queries, a block
  * 64; keys come in tiles of 64 staged in shared memory as bf16 (K as rows,
  * V transposed, both padded so the fragment loads hit 32 distinct banks).
- * Scores are scaled, biased by the mask and soft-maxed online in f32; the
- * probabilities go back into the tensor cores as bf16 for P·V.
+ * Scores are scaled, biased by the mask and soft-maxed online in f32 (in
+ * base 2); the probabilities go back into the tensor cores as bf16 for P·V.
+ *
+ * K and V are packed first, once per head, by attn_pack_k and attn_pack_vt
+ * into the backend's scratch: bf16, K as [B][H][Tkp][D] and V transposed as
+ * [B][H][Dv][Tkp], Tkp the key count rounded up to the tile with zeros. The
+ * main kernel then stages a tile with 16-byte copies and no bounds checks;
+ * converting K and V from their strided F32 source inside it instead made
+ * every block of queries convert its head's keys again, and that staging,
+ * not the products, was most of its time.
  *
  * Specialised by the head sizes (TG_AD for q/k, TG_ADV for v; multiples of
  * 16 up to 160, the model's 128 and 160), so every fragment index is a
@@ -37,19 +45,136 @@ __device__ __forceinline__ void mma_bf16(float *c, const unsigned *a, unsigned b
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, tg_t k, tg_t v, tg_t mask,
-                                                                int has_mask, float scale) {
+#define AM_LOG2E 1.4426950408889634f
+
+/* K (any strides, F32 or F16) to bf16 [B][H][Tkp][D], zero rows past Tk.
+ * Grid: (x, H*B); two elements a thread, 32-bit index math within a head. */
+extern "C" __global__ void attn_pack_k(unsigned *dst, tg_t k, int Tkp) {
     TG_PDL();
+    const int D2 = (int)(k.ne[0] / 2), Tk = (int)k.ne[1];
+    const int bh = blockIdx.y, h = bh % (int)k.ne[2], b = bh / (int)k.ne[2];
+    unsigned *out = dst + (i64)bh * Tkp * D2;
+    const char *base = k.p + h * k.nb[2] + b * k.nb[3];
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < Tkp * D2; i += gridDim.x * blockDim.x) {
+        int j = i / D2, d = 2 * (i % D2);
+        unsigned w = 0;
+        if (j < Tk) {
+            const char *p = base + j * k.nb[1] + d * k.nb[0];
+            w = pack_bf16(tg_ld(p, k.type), tg_ld(p + k.nb[0], k.type));
+        }
+        out[i] = w;
+    }
+}
+
+/* V (any strides, F32 or F16) to bf16 transposed, [B][H][Dv][Tkp], zero
+ * columns past Tk, through a 32x32 tile in shared memory so both the reads
+ * (along d) and the writes (along keys) are coalesced. Grid: (Tkp/32,
+ * ceil(Dv/32), H*B), block 32x8 as 256 threads. */
+extern "C" __global__ void attn_pack_vt(unsigned short *dst, tg_t v, int Tkp) {
+    TG_PDL();
+    __shared__ float tile[32][33];
+    const int Dv = (int)v.ne[0], Tk = (int)v.ne[1];
+    const int bh = blockIdx.z, h = bh % (int)v.ne[2], b = bh / (int)v.ne[2];
+    const int j0 = blockIdx.x * 32, d0 = blockIdx.y * 32, tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const char *base = v.p + h * v.nb[2] + b * v.nb[3];
+    for (int r = ty; r < 32; r += 8) {
+        int j = j0 + r, d = d0 + tx;
+        tile[r][tx] = (j < Tk && d < Dv) ? tg_ld(base + j * v.nb[1] + d * v.nb[0], v.type) : 0.0f;
+    }
+    __syncthreads();
+    unsigned short *out = dst + (i64)bh * Dv * Tkp;
+    for (int r = ty; r < 32; r += 8) {
+        int d = d0 + r, j = j0 + tx;
+        if (d < Dv) out[(i64)d * Tkp + j] = tg_f2bf(tile[tx][r]);
+    }
+}
+
 #if TG_CC >= 80
-    extern __shared__ unsigned short smem16[];
+/* 16 bytes global -> shared without passing through registers (sm_80). */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    unsigned a;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+#endif
+
+/* The packed tiles of K rows k0.. and V^T columns k0.., issued as cp.async
+ * groups (one each). */
+__device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *kg, int k0) {
+#if TG_CC >= 80
+#pragma unroll 4
+    for (int e = threadIdx.x; e < AM_BK * (TG_AD / 8); e += blockDim.x) {
+        int j = e / (TG_AD / 8), c8 = e % (TG_AD / 8);
+        cp_async16(Ks + j * AM_KS + c8 * 8, kg + (i64)k0 * (TG_AD / 8) + e);
+    }
+    cp_async_commit();
+#endif
+}
+
+__device__ __forceinline__ void stage_v_async(unsigned short *Vt, const unsigned short *vg, int Tkp, int k0) {
+#if TG_CC >= 80
+#pragma unroll 4
+    for (int e = threadIdx.x; e < TG_ADV * (AM_BK / 8); e += blockDim.x) {
+        int d = e / (AM_BK / 8), c8 = e % (AM_BK / 8);
+        cp_async16(Vt + d * AM_VS + c8 * 8, vg + (i64)d * Tkp + k0 + c8 * 8);
+    }
+    cp_async_commit();
+#endif
+}
+
+/* The tiles from the strided F32/F16 sources, converted on the way (one
+ * block of queries per head: nothing is converted twice). */
+__device__ __forceinline__ void stage_kv_convert(unsigned short *Ks, unsigned short *Vt, const tg_t &k,
+                                                 const tg_t &v, int h, int b, i64 k0) {
+    const i64 Tk = k.ne[1];
+    for (int e = threadIdx.x; e < AM_BK * (TG_AD / 2); e += blockDim.x) {
+        int j = e / (TG_AD / 2), dp = e % (TG_AD / 2);
+        i64 kj = k0 + j;
+        unsigned w = 0;
+        if (kj < Tk) {
+            const char *p = k.p + tg_off(k, 2 * dp, kj, h, b);
+            w = pack_bf16(tg_ld(p, k.type), tg_ld(p + k.nb[0], k.type));
+        }
+        *(unsigned *)(Ks + j * AM_KS + 2 * dp) = w;
+    }
+    for (int e = threadIdx.x; e < AM_BK * TG_ADV; e += blockDim.x) {
+        int j = e / TG_ADV, d = e % TG_ADV;
+        i64 kj = k0 + j;
+        float x = kj < Tk ? tg_ld(v.p + tg_off(v, d, kj, h, b), v.type) : 0.0f;
+        Vt[d * AM_VS + j] = tg_f2bf(x);
+    }
+}
+
+/* The kernel body. PACKED: K and V^T come packed (kp, vtp), staged with
+ * cp.async so that the next K tile loads during P·V and the V tile during
+ * Q·Kᵀ and the softmax; else they come from k and v, converted while
+ * staged. */
+template <bool PACKED>
+__device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, const tg_t &k, const tg_t &v,
+                                               const unsigned short *kp, const unsigned short *vtp, int Tkp,
+                                               const tg_t &mask, int has_mask, float scale) {
+#if TG_CC >= 80
+    extern __shared__ __align__(16) unsigned short smem16[];
     unsigned short *Ks = smem16;                 /* [AM_BK][AM_KS]  */
     unsigned short *Vt = smem16 + AM_BK * AM_KS; /* [TG_ADV][AM_VS] */
-    const i64 Tq = q.ne[1], Tk = k.ne[1];
-    const int h = blockIdx.y, b = blockIdx.z;
+    const i64 Tq = q.ne[1];
+    const int Tk = (int)k.ne[1];
+    const int h = blockIdx.y, b = blockIdx.z, bh = b * (int)q.ne[2] + h;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const i64 r0 = (i64)blockIdx.x * 64 + warp * 16 + g; /* this thread's rows: r0 and r0 + 8 */
     const i64 r1 = r0 + 8;
+    const float sl2 = scale * AM_LOG2E;
+    const uint4 *kg = (const uint4 *)(kp + (i64)bh * Tkp * TG_AD);
+    const unsigned short *vg = vtp + (i64)bh * TG_ADV * Tkp;
+    if (PACKED) {
+        stage_k_async(Ks, kg, 0);
+        stage_v_async(Vt, vg, Tkp, 0);
+    }
 
     /* Q fragments (A operand), straight from global memory. */
     unsigned qa[TG_AD / 16][4];
@@ -68,37 +193,45 @@ extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, 
             qa[kc][part] = pack_bf16(x0, x1);
         }
     }
+    /* This thread's two mask rows (a dim of extent 1 broadcasts). With a
+     * positive scale the mask enters as the products' initial value,
+     * mask / scale, so its loads are issued ahead of the tensor-core work:
+     * (q·k + mask / scale) * scale = q·k * scale + mask. */
+    const char *mr0 = NULL, *mr1 = NULL;
+    i64 mstep = 0;
+    const bool mask_in_acc = has_mask && scale > 0.0f && scale < TG_INF;
+    const float inv_scale = mask_in_acc ? 1.0f / scale : 0.0f;
+    if (has_mask) {
+        mr0 = mask.p + tg_off_bc(mask, 0, r0 < Tq ? r0 : 0, h, b);
+        mr1 = mask.p + tg_off_bc(mask, 0, r1 < Tq ? r1 : 0, h, b);
+        mstep = mask.ne[0] == 1 ? 0 : mask.nb[0];
+    }
 
     float acc[TG_ADV / 8][4];
 #pragma unroll
     for (int nc = 0; nc < TG_ADV / 8; nc++) acc[nc][0] = acc[nc][1] = acc[nc][2] = acc[nc][3] = 0.0f;
     float m0 = -TG_INF, m1 = -TG_INF, l0 = 0.0f, l1 = 0.0f;
 
-    for (i64 k0 = 0; k0 < Tk; k0 += AM_BK) {
-        __syncthreads();
-        for (int e = threadIdx.x; e < AM_BK * (TG_AD / 2); e += blockDim.x) {
-            int j = e / (TG_AD / 2), dp = e % (TG_AD / 2);
-            i64 kj = k0 + j;
-            unsigned w = 0;
-            if (kj < Tk) {
-                const char *p = k.p + tg_off(k, 2 * dp, kj, h, b);
-                w = pack_bf16(tg_ld(p, k.type), tg_ld(p + k.nb[0], k.type));
-            }
-            *(unsigned *)(Ks + j * AM_KS + 2 * dp) = w;
-        }
-        for (int e = threadIdx.x; e < AM_BK * TG_ADV; e += blockDim.x) {
-            int j = e / TG_ADV, d = e % TG_ADV;
-            i64 kj = k0 + j;
-            float x = kj < Tk ? tg_ld(v.p + tg_off(v, d, kj, h, b), v.type) : 0.0f;
-            Vt[d * AM_VS + j] = tg_f2bf(x);
+    for (int k0 = 0; k0 < Tk; k0 += AM_BK) {
+        const bool more = k0 + AM_BK < Tk;
+        if (PACKED) {
+            cp_async_wait<1>(); /* K(k0) in; V(k0) may still be on its way */
+        } else {
+            __syncthreads();
+            stage_kv_convert(Ks, Vt, k, v, h, b, k0);
         }
         __syncthreads();
 
-        /* S = Q·Kᵀ for 64 keys: 8 chunks of 8. */
+        /* S = Q·Kᵀ (+ mask / scale) for 64 keys: 8 chunks of 8. */
         float s[AM_BK / 8][4];
 #pragma unroll
         for (int nc = 0; nc < AM_BK / 8; nc++) {
-            s[nc][0] = s[nc][1] = s[nc][2] = s[nc][3] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int kj = k0 + nc * 8 + t * 2 + (e & 1);
+                s[nc][e] = mask_in_acc && kj < Tk ? inv_scale * tg_ld(((e & 2) ? mr1 : mr0) + kj * mstep, mask.type)
+                                                  : 0.0f;
+            }
             const unsigned short *kr = Ks + (nc * 8 + g) * AM_KS + t * 2;
 #pragma unroll
             for (int kc = 0; kc < TG_AD / 16; kc++) {
@@ -107,17 +240,23 @@ extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, 
                 mma_bf16(s[nc], qa[kc], b0, b1);
             }
         }
-        /* Scale, mask, and the running max per row. */
+        if (PACKED) {
+            __syncthreads(); /* every warp is done with K(k0) */
+            if (more) stage_k_async(Ks, kg, k0 + AM_BK);
+        }
+        /* Scale (and mask, when not in the products), in base 2, and the
+         * running max per row. */
         float mt0 = -TG_INF, mt1 = -TG_INF;
 #pragma unroll
         for (int nc = 0; nc < AM_BK / 8; nc++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                i64 kj = k0 + nc * 8 + t * 2 + (e & 1);
+                int kj = k0 + nc * 8 + t * 2 + (e & 1);
                 i64 row = (e & 2) ? r1 : r0;
-                float x = s[nc][e] * scale;
+                float x = s[nc][e] * sl2;
                 if (kj >= Tk || row >= Tq) x = -TG_INF;
-                else if (has_mask) x += tg_ld(mask.p + tg_off_bc(mask, kj, row, h, b), mask.type);
+                else if (has_mask && !mask_in_acc)
+                    x += AM_LOG2E * tg_ld(((e & 2) ? mr1 : mr0) + kj * mstep, mask.type);
                 s[nc][e] = x;
                 if (e & 2) mt1 = fmaxf(mt1, x);
                 else mt0 = fmaxf(mt0, x);
@@ -128,8 +267,8 @@ extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, 
         mt1 = fmaxf(mt1, __shfl_xor_sync(0xffffffffu, mt1, 1));
         mt1 = fmaxf(mt1, __shfl_xor_sync(0xffffffffu, mt1, 2));
         float mn0 = fmaxf(m0, mt0), mn1 = fmaxf(m1, mt1);
-        float c0 = (m0 == -TG_INF) ? (mn0 == -TG_INF ? 1.0f : 0.0f) : expf(m0 - mn0);
-        float c1 = (m1 == -TG_INF) ? (mn1 == -TG_INF ? 1.0f : 0.0f) : expf(m1 - mn1);
+        float c0 = (m0 == -TG_INF) ? (mn0 == -TG_INF ? 1.0f : 0.0f) : exp2f(m0 - mn0);
+        float c1 = (m1 == -TG_INF) ? (mn1 == -TG_INF ? 1.0f : 0.0f) : exp2f(m1 - mn1);
         m0 = mn0;
         m1 = mn1;
         float ps0 = 0.0f, ps1 = 0.0f;
@@ -138,7 +277,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, 
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 float mm = (e & 2) ? mn1 : mn0;
-                float p = (s[nc][e] == -TG_INF || mm == -TG_INF) ? 0.0f : expf(s[nc][e] - mm);
+                float p = (s[nc][e] == -TG_INF || mm == -TG_INF) ? 0.0f : exp2f(s[nc][e] - mm);
                 s[nc][e] = p;
                 if (e & 2) ps1 += p;
                 else ps0 += p;
@@ -152,6 +291,11 @@ extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, 
             acc[nc][1] *= c0;
             acc[nc][2] *= c1;
             acc[nc][3] *= c1;
+        }
+        if (PACKED) {
+            if (more) cp_async_wait<1>(); /* V(k0) in; K(k0 + 64) may still be on its way */
+            else cp_async_wait<0>();
+            __syncthreads();
         }
         /* O += P·V: P from the score fragments, V^T rows from shared memory. */
 #pragma unroll
@@ -168,6 +312,10 @@ extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, 
                 unsigned b1 = *(const unsigned *)(vr + 8);
                 mma_bf16(acc[nc], pa, b0, b1);
             }
+        }
+        if (PACKED && more) {
+            __syncthreads(); /* every warp is done with V(k0) */
+            stage_v_async(Vt, vg, Tkp, k0 + AM_BK);
         }
     }
 
@@ -189,4 +337,20 @@ extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, 
         }
     }
 #endif
+}
+
+/* K and V converted while staged: for one block of queries per head. */
+extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, tg_t k, tg_t v, tg_t mask,
+                                                                int has_mask, float scale) {
+    TG_PDL();
+    attention_body<false>(o, q, k, v, NULL, NULL, 0, mask, has_mask, scale);
+}
+
+/* K and V packed by attn_pack_k / attn_pack_vt (k and v give the shapes). */
+extern "C" __global__ void __launch_bounds__(128) attention_mma_packed(tg_t o, tg_t q, tg_t k, tg_t v,
+                                                                       const unsigned short *kp,
+                                                                       const unsigned short *vtp, int Tkp,
+                                                                       tg_t mask, int has_mask, float scale) {
+    TG_PDL();
+    attention_body<true>(o, q, k, v, kp, vtp, Tkp, mask, has_mask, scale);
 }
