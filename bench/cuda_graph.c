@@ -5,14 +5,15 @@
  * blocking compute (host work, launch, GPU, sync), with and without
  * programmatic dependent launch (sm_90). Target: <= 1 us per node replayed.
  *
- * The floor, measured in the same run: a CUDA graph of 200 dependent empty
- * kernels (probe.cu's nop), captured and launched with the driver API alone
- * and waited for the same way, with and without programmatic dependent
- * launch. Nothing that runs 200 dependent kernels from a CUDA graph can beat
- * it, so the replay's distance from it is the runtime's own cost.
+ * The floors, measured in the same run: CUDA graphs of 200 dependent empty
+ * kernels (probe.cu's nop) and of 200 minimal dependent ones (chain_step:
+ * read what the one before wrote, write it back), captured and launched with
+ * the driver API alone and waited for the same way. Nothing that runs 200
+ * dependent kernels from a CUDA graph can beat them. Our own captured graph,
+ * launched by the driver alone, splits the rest into the runtime's host work
+ * per compute and our kernels' own time.
  */
 #include "cuda_common.h"
-
 
 #define NODES_HALF 100
 #define ITERS 200

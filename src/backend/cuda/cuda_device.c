@@ -540,8 +540,8 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
     }
     d->start.cublaslt_ms = now_ms() - t4;
     d->start.total_ms = now_ms() - t0;
-    TG_INFO("cuda%d: started in %.0f ms: driver %.0f, context %.0f, then NVRTC and cuBLASLt loaded %.0f "
-            "(loaded alongside the context), probes %.0f, cuBLASLt handle %.0f", ordinal, d->start.total_ms,
+    TG_INFO("cuda%d: started in %.0f ms: driver %.0f, context %.0f, waiting for NVRTC and cuBLASLt %.0f "
+            "(they load alongside the context), probes %.0f, cuBLASLt handle %.0f", ordinal, d->start.total_ms,
             d->start.driver_ms, d->start.context_ms, d->start.libraries_ms, d->start.probes_ms,
             d->start.cublaslt_ms);
     static const char *tc_names[] = {"none", "mma", "bf16 mma", "wgmma"};

@@ -216,8 +216,8 @@ static size_t mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
     return n;
 }
 
-/* Attention on the tensor cores (attention_mma.cu), with its K and V packed
- * into the scratch first; the rest takes the F32 kernel. */
+/* Attention on the tensor cores (attention_mma.cu); the rest (F32 precision,
+ * other head sizes) takes the F32 kernel (attention.cu). */
 static bool attn_use_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *q = n->src[0], *v = n->src[2];
     int64_t D = q->ne[0], Dv = v->ne[0];
