@@ -55,12 +55,19 @@ extern "C" __global__ void attn_pack_k(unsigned *dst, tg_t k, int Tkp) {
     const int bh = blockIdx.y, h = bh % (int)k.ne[2], b = bh / (int)k.ne[2];
     unsigned *out = dst + (i64)bh * Tkp * D2;
     const char *base = k.p + h * k.nb[2] + b * k.nb[3];
+    /* Rows of contiguous F32 pairs (the usual case) load as float2. */
+    const bool f2 = k.type == TG_T_F32 && k.nb[0] == 4 && (k.nb[1] & 7) == 0 && ((unsigned long long)base & 7) == 0;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < Tkp * D2; i += gridDim.x * blockDim.x) {
         int j = i / D2, d = 2 * (i % D2);
         unsigned w = 0;
         if (j < Tk) {
             const char *p = base + j * k.nb[1] + d * k.nb[0];
-            w = pack_bf16(tg_ld(p, k.type), tg_ld(p + k.nb[0], k.type));
+            if (f2) {
+                float2 x = *(const float2 *)p;
+                w = pack_bf16(x.x, x.y);
+            } else {
+                w = pack_bf16(tg_ld(p, k.type), tg_ld(p + k.nb[0], k.type));
+            }
         }
         out[i] = w;
     }
@@ -187,8 +194,8 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
             float x0 = 0.0f, x1 = 0.0f;
             if (row < Tq) {
                 const char *p = q.p + tg_off(q, col, row, h, b);
-                x0 = tg_ld(p, q.type);
-                x1 = tg_ld(p + q.nb[0], q.type);
+                x0 = *(const float *)p; /* q and the mask are F32 (the op's contract) */
+                x1 = *(const float *)(p + q.nb[0]);
             }
             qa[kc][part] = pack_bf16(x0, x1);
         }
@@ -206,6 +213,11 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
         mr1 = mask.p + tg_off_bc(mask, 0, r1 < Tq ? r1 : 0, h, b);
         mstep = mask.ne[0] == 1 ? 0 : mask.nb[0];
     }
+    /* Mask rows of contiguous, 8-byte aligned floats: a thread's two keys
+     * per chunk come in one load. The same for every thread of the block. */
+    const bool mask_pairs = mask_in_acc && mstep == 4 && ((unsigned long long)mask.p & 7) == 0 &&
+                            (mask.ne[1] == 1 || (mask.nb[1] & 7) == 0) && (mask.ne[2] == 1 || (mask.nb[2] & 7) == 0) &&
+                            (mask.ne[3] == 1 || (mask.nb[3] & 7) == 0);
 
     float acc[TG_ADV / 8][4];
 #pragma unroll
@@ -226,11 +238,17 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
         float s[AM_BK / 8][4];
 #pragma unroll
         for (int nc = 0; nc < AM_BK / 8; nc++) {
+            int kj = k0 + nc * 8 + t * 2;
+            if (mask_pairs && kj + 1 < Tk) {
+                float2 a = *(const float2 *)(mr0 + kj * 4), c = *(const float2 *)(mr1 + kj * 4);
+                s[nc][0] = inv_scale * a.x, s[nc][1] = inv_scale * a.y;
+                s[nc][2] = inv_scale * c.x, s[nc][3] = inv_scale * c.y;
+            } else {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int kj = k0 + nc * 8 + t * 2 + (e & 1);
-                s[nc][e] = mask_in_acc && kj < Tk ? inv_scale * tg_ld(((e & 2) ? mr1 : mr0) + kj * mstep, mask.type)
-                                                  : 0.0f;
+                for (int e = 0; e < 4; e++)
+                    s[nc][e] = mask_in_acc && kj + (e & 1) < Tk
+                                   ? inv_scale * *(const float *)(((e & 2) ? mr1 : mr0) + (kj + (e & 1)) * mstep)
+                                   : 0.0f;
             }
             const unsigned short *kr = Ks + (nc * 8 + g) * AM_KS + t * 2;
 #pragma unroll
@@ -256,7 +274,7 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
                 float x = s[nc][e] * sl2;
                 if (kj >= Tk || row >= Tq) x = -TG_INF;
                 else if (has_mask && !mask_in_acc)
-                    x += AM_LOG2E * tg_ld(((e & 2) ? mr1 : mr0) + kj * mstep, mask.type);
+                    x += AM_LOG2E * *(const float *)(((e & 2) ? mr1 : mr0) + kj * mstep);
                 s[nc][e] = x;
                 if (e & 2) mt1 = fmaxf(mt1, x);
                 else mt0 = fmaxf(mt0, x);
