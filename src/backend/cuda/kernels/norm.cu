@@ -13,6 +13,26 @@
 
 #define TG_NORM_VEC 8
 
+/* The vectorised kernels' last step: element group i of a row, normalised,
+ * the affine applied, stored at group `at` of d. */
+__device__ __forceinline__ void norm_store4(void *d, i64 at, float4 x, float mean, float rstd, const float4 *w,
+                                            const float4 *b, int i) {
+    float4 y;
+    y.x = (x.x - mean) * rstd;
+    y.y = (x.y - mean) * rstd;
+    y.z = (x.z - mean) * rstd;
+    y.w = (x.w - mean) * rstd;
+    if (w) {
+        float4 g = w[i];
+        y.x *= g.x; y.y *= g.y; y.z *= g.z; y.w *= g.w;
+    }
+    if (b) {
+        float4 c = b[i];
+        y.x += c.x; y.y += c.y; y.z += c.z; y.w += c.w;
+    }
+    tg_store4(d, at, y);
+}
+
 extern "C" __global__ void layer_norm(tg_t d, tg_t a, const float *w, const float *b, float eps) {
     TG_PDL();
     __shared__ float sh[32];
@@ -68,22 +88,7 @@ extern "C" __global__ void layer_norm_c4(void *d, const float4 *a, const float4 
 #pragma unroll
     for (int k = 0; k < TG_NORM_VEC; k++) {
         int i = threadIdx.x + k * blockDim.x;
-        if (i < n4) {
-            float4 y;
-            y.x = (x[k].x - mean) * rstd;
-            y.y = (x[k].y - mean) * rstd;
-            y.z = (x[k].z - mean) * rstd;
-            y.w = (x[k].w - mean) * rstd;
-            if (w) {
-                float4 g = w[i];
-                y.x *= g.x; y.y *= g.y; y.z *= g.z; y.w *= g.w;
-            }
-            if (b) {
-                float4 c = b[i];
-                y.x += c.x; y.y += c.y; y.z += c.z; y.w += c.w;
-            }
-            tg_store4(d, dst + i, y);
-        }
+        if (i < n4) norm_store4(d, dst + i, x[k], mean, rstd, w, b, i);
     }
 }
 
@@ -121,21 +126,6 @@ extern "C" __global__ void layer_norm_w4(void *d, const float4 *a, const float4 
 #pragma unroll
     for (int k = 0; k < TG_NORM_WV; k++) {
         int i = lane + 32 * k;
-        if (i < n4) {
-            float4 y;
-            y.x = (x[k].x - mean) * rstd;
-            y.y = (x[k].y - mean) * rstd;
-            y.z = (x[k].z - mean) * rstd;
-            y.w = (x[k].w - mean) * rstd;
-            if (w) {
-                float4 g = w[i];
-                y.x *= g.x; y.y *= g.y; y.z *= g.z; y.w *= g.w;
-            }
-            if (b) {
-                float4 c = b[i];
-                y.x += c.x; y.y += c.y; y.z += c.z; y.w += c.w;
-            }
-            tg_store4(d, dst + i, y);
-        }
+        if (i < n4) norm_store4(d, dst + i, x[k], mean, rstd, w, b, i);
     }
 }
