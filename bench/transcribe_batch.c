@@ -93,9 +93,14 @@ int main(int argc, char **argv) {
     int first = 1, rc = 0;
     char list[256];
     snprintf(list, sizeof list, "%s", batches);
-    for (char *tok = strtok(list, ","); tok && !rc; tok = strtok(NULL, ",")) {
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
         int B = atoi(tok);
-        if (B <= 0 || B > 4096) return usage();
+        if (B <= 0 || B > 4096) {
+            fprintf(stderr, "bench-transcribe_batch: bad batch size %s\n", tok);
+            rc = 2;
+            break;
+        }
         ct_options o;
         ct_options_init(&o);
         o.model_dir = model;
