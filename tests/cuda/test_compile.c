@@ -47,7 +47,7 @@ static void build(const tg_nvrtc_api *nv, const char *file, const char *defines,
 static void test_every_file_compiles_for_sm90(void) {
     const tg_nvrtc_api *nv = nvrtc_or_skip();
     if (!nv) return;
-    static const char *plain[] = {"norm.cu", "softmax.cu", "conv.cu", "rows.cu", "copy.cu", "reduce.cu", "probe.cu"};
+    static const char *plain[] = {"norm.cu", "softmax.cu", "conv.cu", "rows.cu", "copy.cu", "reduce.cu", "probe.cu", "attention_split.cu"};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) build(nv, plain[i], "", 90);
     /* Every specialisation with CT_CUDA_TEST_FULL=1 (scripts/gpu-check.sh);
      * a sample otherwise, to spare shared build machines. */

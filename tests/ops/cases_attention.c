@@ -159,6 +159,16 @@ void cases_attention(case_list *l) {
          * value (it would be divided by the scale and flip sign). */
         {64, 64, 80, 40, 2, 1, MASK_FULL, 0, L_CONT, -0.125f},
         {64, 64, 20, 40, 2, 1, MASK_FULL, 0, L_CONT, -0.125f},
+        /* Few queries over many keys: the CUDA kernel splits the keys into
+         * chunks of 32 and combines them (attention_split.cu): a partial
+         * last chunk, the most queries it takes (8), Dv != D with strided
+         * heads, exactly two chunks at D = 256 with a negative scale, and
+         * F32 precision over a step's cache. */
+        {128, 128, 1, 438, 8, 3, MASK_PER_SEQ, 0, L_CONT, 0},
+        {64, 96, 8, 100, 2, 2, MASK_FULL, 0, L_T12, 0},
+        {256, 256, 2, 64, 1, 1, MASK_NONE, 0, L_CONT, -0.125f},
+        {128, 128, 1, 266, 8, 2, MASK_SHARED, 1, L_CONT, 0},
+        {160, 160, 5, 333, 2, 1, MASK_PER_HEAD, 0, L_T12, 0},
     };
     static const tg_type kv[] = {TG_F32, TG_F16};
     for (size_t t = 0; t < 2; t++)

@@ -58,7 +58,7 @@ if(TG_CUDA_PRECOMPILE AND TG_NVCC)
   endforeach()
   list(APPEND _variants "attention_mma.cu|-DTG_AD=128 -DTG_ADV=128" "attention_mma.cu|-DTG_AD=160 -DTG_ADV=160")
   list(APPEND _variants "norm.cu|" "norm.cu|-DTG_OUT16=1" "softmax.cu|" "conv.cu|" "rows.cu|" "copy.cu|"
-       "reduce.cu|" "probe.cu|")
+       "reduce.cu|" "probe.cu|" "attention_split.cu|")
   set(_kdir ${CMAKE_SOURCE_DIR}/src/backend/cuda/kernels)
   set(_entries "")
   set(_files "")

@@ -233,7 +233,25 @@ static bool attn_packs(const tg_cuda_ctx *c, const tg_tensor *n) {
     return attn_use_mma(c, n) && n->src[0]->ne[1] > 64 && n->src[1]->ne[1] > 0;
 }
 
+/* A few queries over many keys (the decoder's step) split over the keys
+ * (attention_split.cu): chunks of 32 keys, partials in the scratch. F32
+ * arithmetic, so any precision request is met. */
+enum { ATS_TQ = 8, ATS_CHUNK = 32 };
+
+static bool attn_splits(const tg_tensor *n) {
+    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    return q->ne[1] <= ATS_TQ && k->ne[1] >= 2 * ATS_CHUNK && q->ne[0] <= 256 && v->ne[0] <= 256 &&
+           q->ne[2] <= 65535 && q->ne[3] <= 65535 && (k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK <= 65535;
+}
+
+static size_t attn_split_scratch(const tg_tensor *n) {
+    const tg_tensor *q = n->src[0];
+    size_t n_split = (size_t)((n->src[1]->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK);
+    return align256(n_split * (size_t)(q->ne[1] * q->ne[2] * q->ne[3]) * (size_t)(n->src[2]->ne[0] + 2) * 4);
+}
+
 static size_t attn_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
+    if (attn_splits(n)) return attn_split_scratch(n);
     if (!attn_packs(c, n)) return 0;
     const tg_tensor *q = n->src[0], *v = n->src[2];
     size_t heads = (size_t)(q->ne[2] * q->ne[3]), tkp = (size_t)attn_keys_padded(n);
@@ -662,6 +680,17 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
     cu_tensor o = desc(n), dq = desc(q), dk = desc(k), dv = desc(v), dm = desc(m);
     int has_mask = m != NULL;
+    if (attn_splits(n)) {
+        int n_split = (int)((k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK), tq = (int)Tq, h = (int)H;
+        uint64_t part = c->scratch;
+        void *sargs[] = {&part, &dq, &dk, &dv, &dm, &has_mask, &scale};
+        tg_status st = launch(c, s, "attention_split.cu", "", "attn_split", (unsigned)n_split, (unsigned)H,
+                              (unsigned)B, 128, 0, sargs);
+        if (st) return st;
+        void *cargs[] = {&o, &part, &n_split, &tq, &h};
+        return launch(c, s, "attention_split.cu", "", "attn_split_combine", (unsigned)Tq, (unsigned)H, (unsigned)B,
+                      128, 0, cargs);
+    }
     if (attn_use_mma(c, n)) {
         /* Tensor cores: bf16 operands, f32 accumulation (attention_mma.cu);
          * beyond one block of queries per head, K and V are packed into the
