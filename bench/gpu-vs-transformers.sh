@@ -17,7 +17,8 @@
 # Environment: CT_REF_DIR (where bench_transformers.py is: ../shared/reference,
 # else .ref/, carried), CT_FULL_MODEL (checkpoint folder, default
 # /tmp/ct-full-random; reused when present), PEER=0 (ours only), PROFILE=1
-# (adds a CT_CUDA_PROFILE=2 run at PROFILE_BATCHES, default 1,64, to the log).
+# (adds a CT_CUDA_PROFILE=2 run at PROFILE_BATCHES, default 1,64, to the log),
+# GPU_CHECK_PRECOMPILE=OFF (no nvcc fatbins: a faster build; NVRTC compiles).
 # Logs and JSON go to /tmp/gpu-vs-transformers and, as one archive, to $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -39,7 +40,7 @@ REF=${CT_REF_DIR:-../shared/reference}
 . scripts/gpu-env.sh
 
 echo "== build"
-if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=ON &&
+if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=${GPU_CHECK_PRECOMPILE:-ON} &&
        cmake --build "$BUILD" -j"$(nproc)" --target bench-transcribe_batch; } > "$LOG/build.log" 2>&1; then
   grep -E "error|Error" "$LOG/build.log" | head -20; echo "gpu-vs-transformers: build failed"; exit 1
 fi
