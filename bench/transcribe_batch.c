@@ -16,7 +16,8 @@
  * (make_full_random.py --pin-token: greedy emits one token every step and
  * never end-of-text) and by ct_options.ignore_eos when the library has it;
  * the program checks that every clip produced exactly --tokens tokens and
- * says so when not, so a step count is never guessed.
+ * says so when not, so a step count is never guessed. Peak memory and the
+ * host submit share come from the backend's own counters (tg_backend_stats).
  *
  * Not here: the peer (bench_transformers.py), building the checkpoint.
  */
@@ -125,14 +126,21 @@ int main(int argc, char **argv) {
             clips[i] = pcm + (size_t)i * n;
             lens[i] = n;
         }
-        double tot[MAX_RUNS], fe[MAX_RUNS], en[MAX_RUNS], de[MAX_RUNS];
+        double tot[MAX_RUNS], fe[MAX_RUNS], en[MAX_RUNS], de[MAX_RUNS], sub[MAX_RUNS];
+        size_t peak = 0;
         int min_tok = 1 << 30, max_tok = 0;
         for (int r = -2; !st && r < runs; r++) {
+            ct_session_reset_stats(s);
             double a = now_ms();
             st = ct_transcribe_batch(s, clips, lens, B, res);
             double wall = now_ms() - a;
             if (st) break;
+            tg_backend_stats bs;
+            ct_session_stats(s, &bs);
+            if (bs.mem_peak > peak) peak = bs.mem_peak;
             if (r >= 0) {
+                /* the host's share of the backend's compute time */
+                sub[r] = bs.compute_us > 0 ? bs.submit_us / bs.compute_us : 0;
                 tot[r] = wall;
                 fe[r] = res[0]->timings.frontend_ms;
                 en[r] = res[0]->timings.encoder_ms;
@@ -160,9 +168,10 @@ int main(int argc, char **argv) {
             snprintf(line, sizeof line,
                      "{\"batch\": %d, \"backend\": \"%s\", \"open_ms\": %.1f, \"total_ms\": %.2f, "
                      "\"frontend_ms\": %.2f, \"encoder_ms\": %.2f, \"decoder_ms\": %.2f, \"step_ms\": %.4f, "
-                     "\"tokens_min\": %d, \"tokens_max\": %d, \"rtfx\": %.1f, \"runs\": %d}",
+                     "\"tokens_min\": %d, \"tokens_max\": %d, \"rtfx\": %.1f, \"peak_gib\": %.3f, "
+                     "\"host_submit_share\": %.3f, \"runs\": %d}",
                      B, ct_session_backend(s), open_ms, total, f, e, d, d / steps, min_tok, max_tok,
-                     B * seconds / (total / 1e3), runs);
+                     B * seconds / (total / 1e3), peak / 1073741824.0, median(sub, runs), runs);
             printf("%s\n", line);
             fflush(stdout);
             if (jf) fprintf(jf, "%s%s", first ? "" : ",\n", line);

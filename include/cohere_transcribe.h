@@ -97,6 +97,11 @@ int ct_session_pad_id(const ct_session *s);
  * es it pt nl pl el ar ja zh vi ko); otherwise TG_ERR_INVALID_ARG naming the
  * code. Needs no session, so a front end can check before loading. */
 ct_status ct_language_check(const char *code);
+/* What the session's main backend (the GPU when it runs there) has used:
+ * memory now and at peak, compute and submit times (tg_backend_stats). */
+void ct_session_stats(const ct_session *s, tg_backend_stats *out);
+/* Starts the backend's peak and times again (tg_backend_reset_stats). */
+void ct_session_reset_stats(ct_session *s);
 /* Changes language / punctuation for later calls. */
 ct_status ct_session_set_language(ct_session *s, const char *language, bool punctuation);
 

@@ -350,6 +350,22 @@ void tg_backend_set_abort(tg_backend *backend, tg_abort_fn fn, void *user);
 tg_status tg_backend_graph_compute(tg_backend *backend, tg_graph *g);
 tg_status tg_backend_synchronize(tg_backend *backend);
 
+/* What a backend has used so far: memory of the buffers the runtime made on
+ * it (tg_backend_buffer_alloc; wrapped host memory is not counted) plus its
+ * own working memory (a GPU backend's scratch, workspace and staging), now
+ * and at most at once; and the time of its graph computes: wall time from
+ * the call to the finished result, and the host's part of it, submitting
+ * work (for a GPU backend: planning and launches, or a graph launch). */
+typedef struct tg_backend_stats {
+    size_t mem_in_use, mem_peak;   /* bytes */
+    double compute_us, submit_us;  /* summed over computes */
+    int64_t n_computes;
+} tg_backend_stats;
+/* Fills *out (zeros for NULL backend). */
+void tg_backend_get_stats(const tg_backend *backend, tg_backend_stats *out);
+/* Starts the peak again from what is in use now, and the times from zero. */
+void tg_backend_reset_stats(tg_backend *backend);
+
 /* A new buffer of at least size bytes; free with tg_buffer_free. */
 tg_status tg_backend_buffer_alloc(tg_backend *backend, size_t size, tg_buffer **out_buffer);
 /* Wraps host memory that outlives the buffer (an mmap'd checkpoint, say); the

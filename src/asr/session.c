@@ -86,6 +86,14 @@ void ct_session_set_progress(ct_session *s, ct_progress_fn fn, void *user) {
 
 int ct_session_pad_id(const ct_session *s) { return s ? s->pad_id : -1; }
 
+void ct_session_stats(const ct_session *s, tg_backend_stats *out) {
+    tg_backend_get_stats(s ? s->backends[0] : NULL, out);
+}
+
+void ct_session_reset_stats(ct_session *s) {
+    if (s) tg_backend_reset_stats(s->backends[0]);
+}
+
 ct_status ct_session_set_language(ct_session *s, const char *language, bool punctuation) {
     if (!s || !language)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_session_set_language: NULL argument");

@@ -13,6 +13,7 @@
  * (sched.c).
  */
 #include <string.h>
+#include <time.h>
 
 #include "base.h"
 #include "tensor_internal.h"
@@ -64,7 +65,13 @@ tg_status tg_backend_graph_compute(tg_backend *backend, tg_graph *g) {
                                  tg_op_name(n->op));
         }
     }
-    return backend->iface->graph_compute(backend, g);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tg_status st = backend->iface->graph_compute(backend, g);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    backend->stats.compute_us += (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+    backend->stats.n_computes++;
+    return st;
 }
 
 tg_status tg_backend_synchronize(tg_backend *backend) {
@@ -85,8 +92,29 @@ tg_status tg_backend_buffer_alloc(tg_backend *backend, size_t size, tg_buffer **
         return tg_status_new(TG_ERR_INVALID_ARG, "buffer_alloc: NULL backend or output");
     *out_buffer = NULL;
     tg_status st = backend->iface->buffer_alloc(backend, size, out_buffer);
+    if (!st) tg_backend_note_memory(backend, (int64_t)(*out_buffer)->size);
     return tg_status_wrap(st, "%s: allocating a buffer of %zu bytes", tg_backend_name(backend),
                           size);
+}
+
+void tg_backend_note_memory(tg_backend *b, int64_t delta) {
+    if (!b) return;
+    tg_backend_stats *s = &b->stats;
+    s->mem_in_use = delta < 0 && (size_t)-delta > s->mem_in_use ? 0 : s->mem_in_use + (size_t)delta;
+    if (s->mem_in_use > s->mem_peak) s->mem_peak = s->mem_in_use;
+}
+
+void tg_backend_get_stats(const tg_backend *backend, tg_backend_stats *out) {
+    if (!out) return;
+    if (backend) *out = backend->stats;
+    else memset(out, 0, sizeof *out);
+}
+
+void tg_backend_reset_stats(tg_backend *backend) {
+    if (!backend) return;
+    size_t in_use = backend->stats.mem_in_use;
+    memset(&backend->stats, 0, sizeof backend->stats);
+    backend->stats.mem_in_use = backend->stats.mem_peak = in_use;
 }
 
 tg_status tg_backend_buffer_from_host(tg_backend *backend, void *ptr, size_t size,
@@ -101,7 +129,10 @@ tg_status tg_backend_buffer_from_host(tg_backend *backend, void *ptr, size_t siz
 }
 
 void tg_buffer_free(tg_buffer *buffer) {
-    if (buffer && buffer->iface && buffer->iface->free) buffer->iface->free(buffer);
+    if (!buffer) return;
+    /* buffers the runtime allocated were counted; wrapped host memory not */
+    if (buffer->backend && !buffer->external) tg_backend_note_memory(buffer->backend, -(int64_t)buffer->size);
+    if (buffer->iface && buffer->iface->free) buffer->iface->free(buffer);
 }
 
 size_t tg_buffer_size(const tg_buffer *buffer) { return buffer ? buffer->size : 0; }

@@ -70,9 +70,15 @@ struct tg_backend {
     void *impl;
     tg_abort_fn abort_fn;
     void *abort_user;
+    tg_backend_stats stats; /* buffers counted by the runtime; see the helpers below */
 };
 
 /* Helpers for backends. */
+/* Memory the backend allocated for itself (delta > 0) or gave back (< 0). */
+void tg_backend_note_memory(tg_backend *b, int64_t delta);
+/* Host time spent submitting one compute (counted once per compute). */
+static inline void tg_backend_note_submit(tg_backend *b, double us) { b->stats.submit_us += us; }
+
 /* True when the abort callback asks to stop. */
 static inline bool tg_backend_should_abort(const tg_backend *b) {
     return b->abort_fn && b->abort_fn(b->abort_user);
