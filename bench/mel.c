@@ -10,7 +10,12 @@
  * with the CPU time of the process beside the wall time (on a shared machine
  * wall time also measures how much CPU we were given).
  *
- * Usage: bench-mel [reps]. Not a test: it checks nothing but that every
+ * Then ct_mel_compute_batch on a batch of 35 s clips (64 by default, the
+ * batch the problem was seen at) with 1 and with N threads of the project's
+ * pool, in clips per second (median of a few runs).
+ *
+ * Usage: bench-mel [reps] [threads] [batch]; threads 0 or absent means one
+ * per core. Not a test: it checks nothing but that every
  * compute succeeds.
  */
 #include <math.h>
@@ -86,6 +91,49 @@ int main(int argc, char **argv) {
     printf("  median %.3f ms, min %.3f ms, CPU %.3f ms/clip\n", 1e3 * wall[reps / 2],
            1e3 * wall[0], 1e3 * cpu / reps);
 
+    int n_threads = argc > 2 ? atoi(argv[2]) : 0;
+    if (n_threads <= 0) n_threads = tg_cpu_count();
+    int batch = argc > 3 ? atoi(argv[3]) : 64;
+    if (batch < 1) batch = 1;
+    const float **clips = tg_malloc((size_t)batch * sizeof *clips);
+    size_t *lens = tg_malloc((size_t)batch * sizeof *lens);
+    float **feats = tg_malloc((size_t)batch * sizeof *feats);
+    int *frames = tg_malloc((size_t)batch * sizeof *frames);
+    int *valid = tg_malloc((size_t)batch * sizeof *valid);
+    if (!clips || !lens || !feats || !frames || !valid) {
+        fprintf(stderr, "bench-mel: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < batch; i++) {
+        clips[i] = clip;   /* the same clip: the cost depends on the length only */
+        lens[i] = CLIP_SAMPLES;
+    }
+    int counts[2] = {1, n_threads};
+    for (int c = 0; c < (n_threads > 1 ? 2 : 1); c++) {
+        tg_threadpool *pool = NULL;
+        st = tg_threadpool_new(counts[c], &pool);
+        if (st) return fail(st, "tg_threadpool_new");
+        enum { BATCH_REPS = 5 };
+        double bw[BATCH_REPS];
+        for (int r = -1; r < BATCH_REPS; r++) {
+            double t0 = now_s(CLOCK_MONOTONIC);
+            st = ct_mel_compute_batch(&mel, clips, lens, batch, pool, feats, frames, valid);
+            double t1 = now_s(CLOCK_MONOTONIC);
+            if (st) return fail(st, "ct_mel_compute_batch");
+            for (int i = 0; i < batch; i++) tg_free(feats[i]);
+            if (r >= 0) bw[r] = t1 - t0;
+        }
+        qsort(bw, BATCH_REPS, sizeof *bw, cmp_double);
+        printf("batch of %d x 35 s, %d thread%s: median %.1f ms, %.1f clips/s (%.2f ms/clip)\n",
+               batch, counts[c], counts[c] > 1 ? "s" : "", 1e3 * bw[BATCH_REPS / 2],
+               batch / bw[BATCH_REPS / 2], 1e3 * bw[BATCH_REPS / 2] / batch);
+        tg_threadpool_free(pool);
+    }
+    tg_free(clips);
+    tg_free(lens);
+    tg_free(feats);
+    tg_free(frames);
+    tg_free(valid);
     tg_free(wall);
     tg_free(clip);
     ct_mel_free(&mel);

@@ -31,11 +31,14 @@
  * Deliberately not here: dither. transformers adds 1e-5·randn from torch's CPU
  * generator by default; it cannot be reproduced in C and only perturbs the
  * features at the noise floor, so this frontend is the reference with
- * dither = 0 (spec 4). Also not here: batching (a padded batch row equals the
- * single clip's features followed by zero frames, so callers pad) and any
- * other sample rate (resample first, resample.c).
+ * dither = 0 (spec 4). ct_mel_compute_batch runs whole clips in parallel
+ * (one clip per task, taken from a shared counter so uneven lengths balance)
+ * and does not pad: a padded batch row equals the single clip's features
+ * followed by zero frames, so callers pad. Not here either: any other
+ * sample rate (resample first, resample.c).
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -330,5 +333,66 @@ fail:
     tg_free(logmel);
     tg_free(scratch);
     tg_free(feat);
+    return st;
+}
+
+typedef struct batch_job {
+    const ct_mel *mel;
+    const float *const *clips;
+    const size_t *lens;
+    int n;
+    atomic_int next;        /* the next clip to take */
+    float **feats;          /* [n] results, ours until success */
+    int *frames, *valid;
+    tg_status *status;      /* [n] each clip's error, NULL if none */
+} batch_job;
+
+static void batch_task(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    batch_job *j = arg;
+    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;)
+        j->status[i] = ct_mel_compute(j->mel, j->clips[i], j->lens[i], &j->feats[i],
+                                      &j->frames[i], &j->valid[i]);
+}
+
+tg_status ct_mel_compute_batch(const ct_mel *mel, const float *const *clips, const size_t *lens,
+                               int n, struct tg_threadpool *pool, float **out_feats,
+                               int *out_frames, int *out_valid) {
+    tg_status st = NULL;
+    if (n < 1) return tg_status_new(TG_ERR_INVALID_ARG, "mel batch of %d clips (need at least 1)", n);
+    for (int i = 0; i < n; i++)
+        if (!clips[i]) return tg_status_new(TG_ERR_INVALID_ARG, "mel batch: clip %d is NULL", i);
+    batch_job j = {.mel = mel, .clips = clips, .lens = lens, .n = n};
+    atomic_init(&j.next, 0);
+    j.feats = tg_calloc((size_t)n, sizeof *j.feats);
+    j.frames = tg_calloc((size_t)n, sizeof *j.frames);
+    j.valid = tg_calloc((size_t)n, sizeof *j.valid);
+    j.status = tg_calloc((size_t)n, sizeof *j.status);
+    if (!j.feats || !j.frames || !j.valid || !j.status) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "mel batch of %d clips: out of memory", n);
+        goto done;
+    }
+    if (pool)
+        tg_threadpool_run(pool, batch_task, &j);
+    else
+        batch_task(&j, 0, 1);
+    for (int i = 0; i < n; i++)
+        if (j.status[i] && !st) {
+            st = tg_status_wrap(j.status[i], "mel batch: clip %d", i);
+            j.status[i] = NULL;
+        }
+    if (!st) {
+        memcpy(out_feats, j.feats, (size_t)n * sizeof *out_feats);
+        memcpy(out_frames, j.frames, (size_t)n * sizeof *out_frames);
+        memcpy(out_valid, j.valid, (size_t)n * sizeof *out_valid);
+    }
+done:
+    for (int i = 0; st && j.feats && i < n; i++) tg_free(j.feats[i]);
+    for (int i = 0; j.status && i < n; i++) tg_status_free(j.status[i]);
+    tg_free(j.feats);
+    tg_free(j.frames);
+    tg_free(j.valid);
+    tg_free(j.status);
     return st;
 }
