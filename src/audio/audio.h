@@ -63,6 +63,19 @@ tg_status ct_mel_init(ct_mel *mel);
 void ct_mel_free(ct_mel *mel);
 tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
                          float **out_features, int *out_frames, int *out_valid);
+/* ct_mel_compute for n clips at once, one clip per task on `pool` (borrowed;
+ * NULL runs them one after another on the calling thread). clips[i] (lens[i]
+ * samples) are borrowed. out_feats, out_frames and out_valid are the
+ * caller's arrays of n; on success out_feats[i] is a new [out_frames[i]][128]
+ * array, exactly what ct_mel_compute gives for clip i (free each with
+ * tg_free). On failure (n < 1, a NULL clip, or any clip's own error; the
+ * message names the first failing clip's index) nothing is allocated and the
+ * three arrays are untouched. mel is only read, so one ct_mel may serve
+ * several batches at once; the pool's region must not be in use. */
+struct tg_threadpool;
+tg_status ct_mel_compute_batch(const ct_mel *mel, const float *const *clips, const size_t *lens,
+                               int n, struct tg_threadpool *pool, float **out_feats,
+                               int *out_frames, int *out_valid);
 
 /* Energy-based split of spec 5.4 (the model's values: max_clip_s 35,
  * overlap_s 5; the quiet window is 1600 samples): returns chunk boundaries

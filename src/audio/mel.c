@@ -18,14 +18,28 @@
  * multiplied in double and rounded again), which reproduces the fixture's
  * `mel_filters` to a few 1e-9.
  *
+ * Speed (about 45 ms per 35 s clip before this shape): frames go through the
+ * FFT CT_FFT_LANES at a time, interleaved, so that the FFT, the power, the
+ * sparse filter sums (each filter only over its [band_lo, band_hi)) and the
+ * log are loops over lanes of constant length that the compiler vectorises;
+ * the log is our own branch-free one (log_inplace) because libm's is a call
+ * per value; the normalisation walks logmel frame by frame. Each lane's
+ * arithmetic is what the frame-by-frame code did, in the same order, except
+ * the FFT's butterflies and the log's last ulps: the features agree with the
+ * previous code to float32 rounding.
+ *
  * Deliberately not here: dither. transformers adds 1e-5·randn from torch's CPU
  * generator by default; it cannot be reproduced in C and only perturbs the
  * features at the noise floor, so this frontend is the reference with
- * dither = 0 (spec 4). Also not here: batching (a padded batch row equals the
- * single clip's features followed by zero frames, so callers pad) and any
- * other sample rate (resample first, resample.c).
+ * dither = 0 (spec 4). ct_mel_compute_batch runs whole clips in parallel
+ * (one clip per task, taken from a shared counter so uneven lengths balance)
+ * and does not pad: a padded batch row equals the single clip's features
+ * followed by zero frames, so callers pad. Not here either: any other
+ * sample rate (resample first, resample.c).
  */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "audio.h"
@@ -152,13 +166,47 @@ fail:
     return tg_status_wrap(st, "initialising the mel frontend");
 }
 
+/* log(x) for x positive and normal (here x >= 2^-24), written so that the
+ * loop over an array vectorises: no libm call, no branch, integer work only
+ * in 64-bit add/and/or/shift. x = 2^k·z with z in [√½, √2); log z =
+ * 2·atanh(s), s = (z−1)/(z+1), |s| <= 0.1716, summed to s^17 (truncation
+ * below 1e-15 relative); k·ln 2 in two parts. Agrees with libm's log to a
+ * few ulps of double, far below what the float32 output can show. */
+static void log_inplace(double *restrict x, int n) {
+    const uint64_t off = 0x3fe6a09e667f3bcdull;     /* bits of √½ */
+    const uint64_t bias = 1ull << 62, emask = 0xfffull << 52;
+    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
+    for (int i = 0; i < n; i++) {
+        union { double d; uint64_t u; } xv, zv, kv;
+        xv.d = x[i];
+        uint64_t t = xv.u - off + bias;             /* (k + 1024) in the exponent field */
+        zv.u = xv.u - (t & emask) + bias;           /* z = x·2^-k */
+        kv.u = 0x4330000000000000ull | (t >> 52);   /* 2^52 + k + 1024 */
+        double kd = kv.d - (4503599627370496.0 + 1024.0);
+        double f = zv.d - 1.0, sv = f / (2.0 + f), s2 = sv * sv;
+        double p = 1.0 / 17;
+        p = p * s2 + 1.0 / 15;
+        p = p * s2 + 1.0 / 13;
+        p = p * s2 + 1.0 / 11;
+        p = p * s2 + 1.0 / 9;
+        p = p * s2 + 1.0 / 7;
+        p = p * s2 + 1.0 / 5;
+        p = p * s2 + 1.0 / 3;
+        x[i] = kd * ln2_hi + (kd * ln2_lo + 2.0 * sv * (1.0 + s2 * p));
+    }
+}
+
 tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
                          float **out_features, int *out_frames, int *out_valid) {
+    enum { L = CT_FFT_LANES };
     tg_status st = NULL;
-    float *pre = NULL, *feat = NULL;
-    double *logmel = NULL, *frame = NULL;
-    const int n_mels = mel->n_mels, n_fft = mel->n_fft, hop = mel->hop, win = mel->win;
-    const int n_bins = n_fft / 2 + 1, pad = n_fft / 2, win_off = (n_fft - win) / 2;
+    float *pad = NULL, *feat = NULL;
+    double *logmel = NULL, *scratch = NULL;
+    /* the sizes are ct_mel_init's constants, not mel's fields, so that the
+     * loops below have trip counts the compiler knows (at -O2 it vectorises
+     * only loops that need no remainder) */
+    enum { n_mels = MEL_N_MELS, n_fft = MEL_N_FFT, hop = MEL_HOP, win = MEL_WIN };
+    enum { n_bins = n_fft / 2 + 1, half = n_fft / 2, win_off = (n_fft - win) / 2 };
 
     if (n == 0) return tg_status_new(TG_ERR_INVALID_ARG, "empty audio (0 samples)");
     /* the unbiased variance divides by (valid frames - 1) */
@@ -176,77 +224,175 @@ tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
 
     const int n_valid = (int)(n / (size_t)hop);
     const int n_frames = n_valid + 1;
-    pre = tg_malloc(n * sizeof *pre);
+    /* the pre-emphasised signal with the STFT's n_fft/2 zeros on each side,
+     * so that every frame reads n_fft samples without bounds checks */
+    pad = tg_calloc(n + (size_t)n_fft, sizeof *pad);
     logmel = tg_malloc((size_t)n_frames * n_mels * sizeof *logmel);
-    frame = tg_malloc((size_t)(n_fft + n_fft + 2 * n_bins) * sizeof *frame);
+    /* per block of L frames: the windowed frames [n_fft][L], the FFT's work
+     * [n_fft][L], the spectrum's real and imaginary parts (the real part
+     * becomes the power) [n_bins][L] each, the mel sums [n_mels][L] */
+    size_t n_scratch = ((size_t)2 * n_fft + 2 * (size_t)n_bins + (size_t)n_mels) * L;
+    scratch = tg_calloc(n_scratch, sizeof *scratch);
     feat = tg_malloc((size_t)n_frames * n_mels * sizeof *feat);
-    if (!pre || !logmel || !frame || !feat) {
+    if (!pad || !logmel || !scratch || !feat) {
         st = tg_status_new(TG_ERR_NO_MEMORY, "mel features of %zu samples: out of memory", n);
         goto fail;
     }
+    double *frames = scratch, *work = frames + (size_t)n_fft * L;
+    double *restrict spec_re = work + (size_t)n_fft * L, *restrict spec_im = spec_re + (size_t)n_bins * L;
+    double *melv = spec_im + (size_t)n_bins * L;
 
     /* pre-emphasis in float32, as torch computes x[t] - 0.97·x[t-1] */
+    float *pre = pad + half;
     pre[0] = samples[0];
     for (size_t i = 1; i < n; i++) {
         float p = MEL_PREEMPH * samples[i - 1];
         pre[i] = samples[i] - p;
     }
 
-    double *work = frame + n_fft, *spec = work + n_fft;
-    for (int t = 0; t < n_frames; t++) {
-        /* frame t covers padded samples [t·hop, t·hop + n_fft), i.e. signal
-         * samples from t·hop − pad; only the 400 windowed ones are nonzero */
-        long base = (long)t * hop - pad;
-        memset(frame, 0, (size_t)n_fft * sizeof *frame);
-        for (int k = win_off; k < win_off + win; k++) {
-            long i = base + k;
-            if (i >= 0 && i < (long)n) frame[k] = (double)pre[i] * mel->window[k - win_off];
+    for (int t0 = 0; t0 < n_frames; t0 += L) {
+        /* frame t covers padded samples [t·hop, t·hop + n_fft); only the
+         * win samples under the window are nonzero (the rest of `frames`
+         * stays zero from the calloc). Lanes past the last frame repeat
+         * it and are dropped. */
+        const float *src[L];
+        for (int l = 0; l < L; l++) {
+            int t = t0 + l < n_frames ? t0 + l : n_frames - 1;
+            src[l] = pad + (size_t)t * hop;
         }
-        ct_fft_real_forward(mel->fft, frame, spec, work);
+        for (int k = win_off; k < win_off + win; k++) {
+            double w = mel->window[k - win_off];
+            for (int l = 0; l < L; l++) frames[(size_t)k * L + l] = (double)src[l][k] * w;
+        }
+        ct_fft_real_forward_lanes(mel->fft, frames, spec_re, spec_im, work);
         /* power = |X|² (torch forms sqrt(re²+im²) then squares it) */
-        double *power = frame;   /* the frame is consumed: reuse it */
-        for (int k = 0; k < n_bins; k++)
-            power[k] = spec[2 * k] * spec[2 * k] + spec[2 * k + 1] * spec[2 * k + 1];
-        double *out = logmel + (size_t)t * n_mels;
+        double *power = spec_re;
+        for (int i = 0; i < n_bins * L; i++)
+            power[i] = spec_re[i] * spec_re[i] + spec_im[i] * spec_im[i];
+        /* the filters are sparse: each sums only its [band_lo, band_hi) */
         for (int b = 0; b < n_mels; b++) {
             const float *row = mel->filters + (size_t)b * n_bins;
-            double s = 0.0;
-            for (int k = mel->band_lo[b]; k < mel->band_hi[b]; k++) s += (double)row[k] * power[k];
-            out[b] = log(s + MEL_LOG_GUARD);
+            double acc[L] = {0};
+            for (int k = mel->band_lo[b]; k < mel->band_hi[b]; k++) {
+                double w = row[k];
+                for (int l = 0; l < L; l++) acc[l] += w * power[(size_t)k * L + l];
+            }
+            for (int l = 0; l < L; l++) melv[(size_t)b * L + l] = acc[l] + MEL_LOG_GUARD;
+        }
+        log_inplace(melv, n_mels * L);
+        int n_lanes = n_frames - t0 < L ? n_frames - t0 : L;
+        for (int l = 0; l < n_lanes; l++) {
+            double *out = logmel + (size_t)(t0 + l) * n_mels;
+            for (int b = 0; b < n_mels; b++) out[b] = melv[(size_t)b * L + l];
         }
     }
 
-    /* per-feature normalisation over the valid frames (spec 4) */
+    /* per-feature normalisation over the valid frames (spec 4), frame by
+     * frame so that every pass reads logmel in order; each bin's sums run
+     * over t in order, as a bin-by-bin loop would. The mean is taken about
+     * the first value, so a constant bin (digital silence: log of the
+     * guard) has mean and deviations exactly 0 and normalises to exact
+     * zeros rather than to rounding noise / 1e-5. */
+    double *shift = melv, *mean = melv + n_mels, *denom = melv + 2 * n_mels;
+    double *sum = melv + 3 * n_mels, *ss = melv + 4 * n_mels;   /* 5·n_mels <= n_mels·L */
     for (int b = 0; b < n_mels; b++) {
-        /* the mean is taken about the first value, so a constant bin (digital
-         * silence: log of the guard) has mean and deviations exactly 0 and
-         * normalises to exact zeros rather than to rounding noise / 1e-5 */
-        double shift = logmel[b], sum = 0.0;
-        for (int t = 0; t < n_valid; t++) sum += logmel[(size_t)t * n_mels + b] - shift;
-        double mean = shift + sum / n_valid;
-        double ss = 0.0;
-        for (int t = 0; t < n_valid; t++) {
-            double d = logmel[(size_t)t * n_mels + b] - mean;
-            ss += d * d;
+        shift[b] = logmel[b];
+        sum[b] = 0.0;
+        ss[b] = 0.0;
+    }
+    for (int t = 0; t < n_valid; t++) {
+        const double *row = logmel + (size_t)t * n_mels;
+        for (int b = 0; b < n_mels; b++) sum[b] += row[b] - shift[b];
+    }
+    for (int b = 0; b < n_mels; b++) mean[b] = shift[b] + sum[b] / n_valid;
+    for (int t = 0; t < n_valid; t++) {
+        const double *row = logmel + (size_t)t * n_mels;
+        for (int b = 0; b < n_mels; b++) {
+            double d = row[b] - mean[b];
+            ss[b] += d * d;
         }
-        double denom = sqrt(ss / (n_valid - 1)) + MEL_NORM_EPS;
-        for (int t = 0; t < n_valid; t++)
-            feat[(size_t)t * n_mels + b] = (float)((logmel[(size_t)t * n_mels + b] - mean) / denom);
+    }
+    for (int b = 0; b < n_mels; b++) denom[b] = sqrt(ss[b] / (n_valid - 1)) + MEL_NORM_EPS;
+    for (int t = 0; t < n_valid; t++) {
+        const double *row = logmel + (size_t)t * n_mels;
+        float *o = feat + (size_t)t * n_mels;
+        for (int b = 0; b < n_mels; b++) o[b] = (float)((row[b] - mean[b]) / denom[b]);
     }
     for (int t = n_valid; t < n_frames; t++)
         memset(feat + (size_t)t * n_mels, 0, (size_t)n_mels * sizeof *feat);
 
-    tg_free(pre);
+    tg_free(pad);
     tg_free(logmel);
-    tg_free(frame);
+    tg_free(scratch);
     *out_features = feat;
     *out_frames = n_frames;
     *out_valid = n_valid;
     return NULL;
 fail:
-    tg_free(pre);
+    tg_free(pad);
     tg_free(logmel);
-    tg_free(frame);
+    tg_free(scratch);
     tg_free(feat);
+    return st;
+}
+
+typedef struct batch_job {
+    const ct_mel *mel;
+    const float *const *clips;
+    const size_t *lens;
+    int n;
+    atomic_int next;        /* the next clip to take */
+    float **feats;          /* [n] results, ours until success */
+    int *frames, *valid;
+    tg_status *status;      /* [n] each clip's error, NULL if none */
+} batch_job;
+
+static void batch_task(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    batch_job *j = arg;
+    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;)
+        j->status[i] = ct_mel_compute(j->mel, j->clips[i], j->lens[i], &j->feats[i],
+                                      &j->frames[i], &j->valid[i]);
+}
+
+tg_status ct_mel_compute_batch(const ct_mel *mel, const float *const *clips, const size_t *lens,
+                               int n, struct tg_threadpool *pool, float **out_feats,
+                               int *out_frames, int *out_valid) {
+    tg_status st = NULL;
+    if (n < 1) return tg_status_new(TG_ERR_INVALID_ARG, "mel batch of %d clips (need at least 1)", n);
+    for (int i = 0; i < n; i++)
+        if (!clips[i]) return tg_status_new(TG_ERR_INVALID_ARG, "mel batch: clip %d is NULL", i);
+    batch_job j = {.mel = mel, .clips = clips, .lens = lens, .n = n};
+    atomic_init(&j.next, 0);
+    j.feats = tg_calloc((size_t)n, sizeof *j.feats);
+    j.frames = tg_calloc((size_t)n, sizeof *j.frames);
+    j.valid = tg_calloc((size_t)n, sizeof *j.valid);
+    j.status = tg_calloc((size_t)n, sizeof *j.status);
+    if (!j.feats || !j.frames || !j.valid || !j.status) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "mel batch of %d clips: out of memory", n);
+        goto done;
+    }
+    if (pool)
+        tg_threadpool_run(pool, batch_task, &j);
+    else
+        batch_task(&j, 0, 1);
+    for (int i = 0; i < n; i++)
+        if (j.status[i] && !st) {
+            st = tg_status_wrap(j.status[i], "mel batch: clip %d", i);
+            j.status[i] = NULL;
+        }
+    if (!st) {
+        memcpy(out_feats, j.feats, (size_t)n * sizeof *out_feats);
+        memcpy(out_frames, j.frames, (size_t)n * sizeof *out_frames);
+        memcpy(out_valid, j.valid, (size_t)n * sizeof *out_valid);
+    }
+done:
+    for (int i = 0; st && j.feats && i < n; i++) tg_free(j.feats[i]);
+    for (int i = 0; j.status && i < n; i++) tg_status_free(j.status[i]);
+    tg_free(j.feats);
+    tg_free(j.frames);
+    tg_free(j.valid);
+    tg_free(j.status);
     return st;
 }

@@ -19,27 +19,32 @@ static st_set *open_reference(void) {
     return set;
 }
 
+/* Every lane of the batched transform against a direct DFT of its own input
+ * (the lanes get different signals, so a mixed-up lane shows). */
 static void test_fft_matches_direct_dft(void) {
+    enum { L = CT_FFT_LANES };
     ct_fft f;
     CHECK_OK(ct_fft_init(&f, 512));
-    double in[512], out[2 * 257], work[512];
+    static double in[512 * L], out_re[257 * L], out_im[257 * L], work[512 * L];
     uint32_t s = 12345;
-    for (int i = 0; i < 512; i++) {
+    for (int i = 0; i < 512 * L; i++) {
         s = s * 1664525u + 1013904223u;
         in[i] = (double)(s >> 8) / (1 << 24) - 0.5;
     }
-    ct_fft_real_forward(&f, in, out, work);
+    ct_fft_real_forward_lanes(&f, in, out_re, out_im, work);
     double max_err = 0.0;
-    for (int k = 0; k <= 256; k++) {
-        long double re = 0, im = 0;
-        for (int t = 0; t < 512; t++) {
-            long double a = -2.0L * 3.14159265358979323846264338327950288L * k * t / 512;
-            re += in[t] * cosl(a);
-            im += in[t] * sinl(a);
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k <= 256; k++) {
+            long double re = 0, im = 0;
+            for (int t = 0; t < 512; t++) {
+                long double a = -2.0L * 3.14159265358979323846264338327950288L * k * t / 512;
+                re += in[t * L + l] * cosl(a);
+                im += in[t * L + l] * sinl(a);
+            }
+            double e = fmax(fabs(out_re[k * L + l] - (double)re),
+                            fabs(out_im[k * L + l] - (double)im));
+            if (e > max_err) max_err = e;
         }
-        double e = fmax(fabs(out[2 * k] - (double)re), fabs(out[2 * k + 1] - (double)im));
-        if (e > max_err) max_err = e;
-    }
     /* a 512-point transform of values in [-0.5, 0.5): sums of magnitude ~10;
      * double rounding leaves errors near 1e-14 */
     CHECK_MSG(max_err < 1e-12, "FFT vs direct DFT: max error %g", max_err);
@@ -326,7 +331,97 @@ static void test_out_of_memory_is_reported(void) {
     ct_mel_free(&mel);
 }
 
+/* The batch on a pool gives, clip for clip, exactly the bits of separate
+ * ct_mel_compute calls (each clip is one task; nothing is shared), for clips
+ * of uneven lengths, more of them than threads, with and without a pool. */
+static void test_batch_equals_single_calls(void) {
+    enum { N = 7 };
+    ct_mel mel;
+    CHECK_OK(ct_mel_init(&mel));
+    tg_threadpool *pool = NULL;
+    CHECK_OK(tg_threadpool_new(3, &pool));
+    static float x[40000];
+    uint32_t s = 5;
+    for (int i = 0; i < 40000; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)(0.4 * sin(i * 0.013)) + 0.1f * ((float)(s >> 8) / (float)(1 << 24) - 0.5f);
+    }
+    const size_t lens[N] = {320, 40000, 1601, 16000, 479, 33333, 8000};
+    const float *clips[N];
+    for (int i = 0; i < N; i++) clips[i] = x + (40000 - lens[i]) / 2;
+    for (int use_pool = 0; use_pool < 2; use_pool++) {
+        float *feats[N] = {0};
+        int frames[N] = {0}, valid[N] = {0};
+        CHECK_OK(ct_mel_compute_batch(&mel, clips, lens, N, use_pool ? pool : NULL, feats, frames,
+                                      valid));
+        for (int i = 0; i < N; i++) {
+            float *one = NULL;
+            int f1 = 0, v1 = 0;
+            CHECK_OK(ct_mel_compute(&mel, clips[i], lens[i], &one, &f1, &v1));
+            CHECK(frames[i] == f1 && valid[i] == v1);
+            if (one && feats[i] && frames[i] == f1)
+                CHECK_MSG(memcmp(one, feats[i], (size_t)f1 * 128 * sizeof *one) == 0,
+                          "clip %d (%zu samples): batch and single features differ", i, lens[i]);
+            tg_free(one);
+            tg_free(feats[i]);
+        }
+    }
+    tg_threadpool_free(pool);
+    ct_mel_free(&mel);
+}
+
+/* Bad batches are refused naming the clip, and leave the outputs alone. */
+static void test_batch_bad_inputs_name_the_clip(void) {
+    ct_mel mel;
+    CHECK_OK(ct_mel_init(&mel));
+    tg_threadpool *pool = NULL;
+    CHECK_OK(tg_threadpool_new(2, &pool));
+    static float x[4000];
+    static float sentinel;
+    const float *clips[3] = {x, x, x};
+    size_t lens[3] = {4000, 4000, 100};
+    float *feats[3] = {&sentinel, &sentinel, &sentinel};
+    int frames[3] = {-7, -7, -7}, valid[3] = {-7, -7, -7};
+    CHECK_ERR(ct_mel_compute_batch(&mel, clips, lens, 0, pool, feats, frames, valid),
+              TG_ERR_INVALID_ARG, "batch of 0 clips");
+    CHECK_ERR(ct_mel_compute_batch(&mel, clips, lens, 3, pool, feats, frames, valid),
+              TG_ERR_INVALID_ARG, "clip 2: audio too short: 100 samples");
+    clips[1] = NULL;
+    CHECK_ERR(ct_mel_compute_batch(&mel, clips, lens, 3, pool, feats, frames, valid),
+              TG_ERR_INVALID_ARG, "clip 1 is NULL");
+    clips[1] = x;
+    lens[2] = 4000;
+    x[3000] = NAN;
+    CHECK_ERR(ct_mel_compute_batch(&mel, clips, lens, 3, NULL, feats, frames, valid),
+              TG_ERR_INVALID_ARG, "clip 0: audio sample 3000 is NaN");
+    x[3000] = 0.0f;
+    for (int i = 0; i < 3; i++)
+        CHECK(feats[i] == &sentinel && frames[i] == -7 && valid[i] == -7);
+    /* out of memory anywhere (the batch's arrays or a clip's) is reported,
+     * frees everything and leaves the outputs alone */
+    int ok = 0;
+    for (long k = 0; k < 40 && !ok; k++) {
+        tg_alloc_fail_after(k);
+        tg_status st = ct_mel_compute_batch(&mel, clips, lens, 3, NULL, feats, frames, valid);
+        tg_alloc_fail_after(-1);
+        if (!st) {
+            ok = 1;
+            for (int i = 0; i < 3; i++) {
+                CHECK(feats[i] != &sentinel && frames[i] == 26 && valid[i] == 25);
+                tg_free(feats[i]);
+            }
+        } else {
+            CHECK_ERR(st, TG_ERR_NO_MEMORY, "out of memory");
+            for (int i = 0; i < 3; i++) CHECK(feats[i] == &sentinel && frames[i] == -7);
+        }
+    }
+    CHECK(ok);
+    tg_threadpool_free(pool);
+    ct_mel_free(&mel);
+}
+
 TEST_MAIN(T(test_fft_matches_direct_dft), T(test_filters_match_librosa), T(test_features_a),
           T(test_features_b_and_padded_batch_row), T(test_bad_inputs_are_refused),
           T(test_shortest_and_silent_audio), T(test_matches_direct_formula),
-          T(test_out_of_memory_is_reported))
+          T(test_out_of_memory_is_reported), T(test_batch_equals_single_calls),
+          T(test_batch_bad_inputs_name_the_clip))
