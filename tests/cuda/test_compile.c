@@ -80,6 +80,7 @@ static void test_files_compile_for_older_archs(void) {
         build(nv, "elementwise.cu", "-DTG_OP=6", ccs[k]);
         build(nv, "norm.cu", "", ccs[k]);
         build(nv, "probe.cu", "", ccs[k]);
+        build(nv, "conv.cu", "", ccs[k]); /* conv_2d_c1_3x3's args struct, checked at sm_80..89 too */
     }
 }
 

@@ -6,12 +6,16 @@
  * and a pointwise 1x1 conv; the conformer's conv module is a depthwise 1-D conv
  * of kernel 9, pad 4, over channels-innermost [C, T], at C = 1280 too. Around
  * them: odd sizes, asymmetric strides and pads, inputs smaller than the
- * kernel, batches, and a strided input.
+ * kernel, batches, and a strided input. conv_2d's GPU paths each get cases,
+ * including shapes next to them that must take the direct kernel: 1x1
+ * stride-1 unpadded convs over contiguous pixels (a cuBLASLt product), and
+ * one-input-channel 3x3 convs (conv_2d_c1_3x3).
  * Limit: LIM_ELEM. Every conv here takes F32 kernels and inputs and has no
  * precision request, so a backend must compute it in f32 as it would an
  * elementwise op: the sums are at most 9*16 products long, whose f32 rounding
  * gives an NMSE near 1e-13, far inside the limit; tf32 or bf16 shortcuts
- * (~1e-7 .. 1e-5) are meant to fail here.
+ * (~1e-7 .. 1e-5) are meant to fail here; the 256-channel 1x1 case sums 256
+ * products, still ~1e-13 in f32.
  */
 #include <stdio.h>
 
@@ -53,6 +57,28 @@ void cases_conv(case_list *l) {
         {TG_OP_CONV_2D, {3, 3, 1, 2}, {1, 1, 1, 1}, L_CONT, 1, 1, 1, 1},
         {TG_OP_CONV_2D, {3, 3, 2, 4}, {8, 7, 2, 1}, L_ROWPAD, 2, 2, 1, 1},
         {TG_OP_CONV_2D, {3, 3, 8, 8}, {33, 17, 8, 1}, L_CONT, 2, 2, 1, 1},
+        /* 1x1, stride 1, no padding, pixels contiguous: the GPU's product path */
+        {TG_OP_CONV_2D, {1, 1, 7, 5}, {5, 3, 7, 3}, L_CONT, 1, 1, 0, 0},
+        {TG_OP_CONV_2D, {1, 1, 33, 17}, {13, 11, 33, 2}, L_CONT, 1, 1, 0, 0},
+        {TG_OP_CONV_2D, {1, 1, 256, 256}, {16, 11, 256, 2}, L_CONT, 1, 1, 0, 0}, /* subsampling 3, 5 */
+        {TG_OP_CONV_2D, {1, 1, 1, 3}, {9, 7, 1, 1}, L_CONT, 1, 1, 0, 0},
+        {TG_OP_CONV_2D, {1, 1, 5, 1}, {1, 1, 5, 4}, L_CONT, 1, 1, 0, 0},
+        /* 1x1 that the product path leaves to the direct kernel: padded or
+         * transposed pixel rows, a stride, a padding */
+        {TG_OP_CONV_2D, {1, 1, 6, 4}, {10, 5, 6, 2}, L_ROWPAD, 1, 1, 0, 0},
+        {TG_OP_CONV_2D, {1, 1, 6, 4}, {10, 5, 6, 1}, L_T12, 1, 1, 0, 0},
+        {TG_OP_CONV_2D, {1, 1, 8, 8}, {17, 9, 8, 1}, L_CONT, 2, 1, 0, 0},
+        {TG_OP_CONV_2D, {1, 1, 4, 4}, {6, 5, 4, 1}, L_CONT, 1, 1, 1, 1},
+        /* one input channel, 3x3: the GPU's conv_2d_c1_3x3 (channel tiles of
+         * 32: full, partial, one), any stride and padding, strided input */
+        {TG_OP_CONV_2D, {3, 3, 1, 256}, {128, 40, 1, 1}, L_CONT, 2, 2, 1, 1}, /* subsampling 1 */
+        {TG_OP_CONV_2D, {3, 3, 1, 37}, {31, 20, 1, 2}, L_CONT, 2, 2, 1, 1},
+        {TG_OP_CONV_2D, {3, 3, 1, 5}, {9, 8, 1, 3}, L_CONT, 1, 1, 0, 0},
+        {TG_OP_CONV_2D, {3, 3, 1, 33}, {2, 3, 1, 1}, L_CONT, 2, 2, 1, 1},
+        {TG_OP_CONV_2D, {3, 3, 1, 8}, {15, 9, 1, 1}, L_ROWPAD, 2, 1, 0, 1},
+        {TG_OP_CONV_2D, {3, 3, 1, 4}, {12, 7, 1, 1}, L_CONT, 3, 2, 2, 0},
+        /* one input channel, not 3x3: the direct kernel */
+        {TG_OP_CONV_2D, {5, 5, 1, 6}, {20, 12, 1, 1}, L_CONT, 2, 2, 2, 2},
         {TG_OP_CONV_2D_DW, {3, 3, 1, 16}, {64, 25, 16, 1}, L_CONT, 2, 2, 1, 1}, /* subsampling 2 */
         {TG_OP_CONV_2D_DW, {3, 3, 1, 3}, {7, 5, 3, 2}, L_CONT, 1, 1, 1, 1},
         {TG_OP_CONV_2D_DW, {5, 3, 1, 4}, {9, 9, 4, 1}, L_CONT, 2, 1, 0, 1},

@@ -76,7 +76,7 @@ if(TG_CUDA_PRECOMPILE AND TG_NVCC)
     add_custom_command(OUTPUT ${_fb}
       COMMAND ${TG_NVCC} -fatbin -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
               -DTG_HAS_BF16_CVT=1 ${_dargs} -o ${_fb} ${_kdir}/${_mod}
-      DEPENDS ${_kdir}/${_mod} ${_kdir}/common.cuh
+      DEPENDS ${_kdir}/${_mod} ${_kdir}/common.cuh ${_kdir}/conv_args.cuh
       COMMENT "nvcc ${_mod} ${_defs}" VERBATIM)
     list(APPEND _files ${_fb})
     list(APPEND _entries "${_mod}|${_defs}|${_fb}")

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "kernels/conv_args.cuh"
 #include "op_params.h"
 
 /* The device-side tg_t (kernels/common.cuh): the same 80 bytes. */
@@ -742,6 +743,201 @@ static tg_status encode_flat(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, con
     return launch(c, s, module, "", name, tg_cuda_grid(c, count, 256), 1, 1, 256, 0, args);
 }
 
+/* ------------------------------------------------------------ conv_2d
+ *
+ * Three paths, by shape (the subsampling of spec 2.1 has one of each kind;
+ * floors per 35 s clip, NOTES.md: conv0 writes 115 MB, 28 us at the copy;
+ * the 1x1 convs are 3.67 and 0.92 GFLOP, 55 and 14 us at the f32 peak):
+ * - 1x1, stride 1, no padding, pixels contiguous: a cuBLASLt product per
+ *   batch entry, out[pix, co] = sum_ci x[pix, ci] K[ci, co] with x read in
+ *   place (pix rows, ci columns, ld = x.nb[2]) and K as Cin x Cout (ld =
+ *   K.nb[3]); F32 operands, f32 compute, no TF32: conv_2d carries no
+ *   precision request and its conformance limit is the elementwise one
+ *   (tests/ops/cases_conv.c), so it must stay an f32 sum.
+ * - one input channel, 3x3, F32: conv_2d_c1_3x3 (kernels/conv.cu).
+ * - anything else: the direct kernel conv_2d, one thread per output. */
+
+/* Marks the 1x1 conv's plans in c->plans (key.pad_, zero in every mul_mat
+ * key): they are made with TRANSA = N, which mm_plan's are not. */
+#define CONV_PLAN_TAG 0x1c01
+
+static bool f32_words(const tg_tensor *t) {
+    return t->type == TG_F32 && ((uintptr_t)t->data & 3) == 0 && t->nb[0] % 4 == 0 && t->nb[1] % 4 == 0 &&
+           t->nb[2] % 4 == 0 && t->nb[3] % 4 == 0;
+}
+
+static bool conv_1x1_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *k = n->src[0], *x = n->src[1];
+    int64_t P = x->ne[0] * x->ne[1];
+    return c->dev->lt != NULL && k->ne[0] == 1 && k->ne[1] == 1 && tg_param_i32(n, 0) == 1 &&
+           tg_param_i32(n, 1) == 1 && tg_param_i32(n, 2) == 0 && tg_param_i32(n, 3) == 0 && f32_words(k) &&
+           f32_words(x) && f32_words(n) && k->nb[2] == 4 && k->nb[3] / 4 >= (size_t)k->ne[2] && x->nb[0] == 4 &&
+           x->nb[1] == 4 * (size_t)x->ne[0] && x->nb[2] / 4 >= (size_t)P && n->nb[0] == 4 &&
+           n->nb[1] == 4 * (size_t)n->ne[0] && n->nb[2] / 4 >= (size_t)P && x->ne[3] <= INT32_MAX;
+}
+
+/* The plan of a 1x1 conv's product, D (m x n) = A (m x k) B (k x n), all
+ * column-major F32, batched by strides sa, sb, sd; kept in c->plans with the
+ * products' plans (freed by tg_cuda_ops_free). It repeats mm_plan's steps
+ * with TRANSA = N and no epilogue rather than changing mm_plan, which is
+ * being moved to its own file; once there, a transpose field in the key lets
+ * the two share one function. */
+static tg_status conv_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
+    for (int i = 0; i < c->n_plans; i++)
+        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
+            *out = &c->plans[i];
+            return NULL;
+        }
+    const tg_cublaslt_api *lt = c->dev->lt;
+    cuda_mm_plan p;
+    memset(&p, 0, sizeof p);
+    p.key = *k;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasStatus_t s;
+    tg_status st = NULL;
+    const char *what = "create";
+    if ((s = lt->cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) goto lt_err;
+    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    what = "set attributes";
+    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta))) goto lt_err;
+    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) goto lt_err;
+    what = "layouts";
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, CUDA_R_32F, (uint64_t)k->m, (uint64_t)k->k, k->lda))) goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_32F, (uint64_t)k->k, (uint64_t)k->n, k->ldb))) goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->m, (uint64_t)k->n, k->ldd))) goto lt_err;
+    if (k->batch > 1) {
+        int32_t bc = (int32_t)k->batch;
+        cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
+        int64_t strides[3] = {k->sa, k->sb, k->sd};
+        for (int i = 0; i < 3; i++) {
+            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc)))
+                goto lt_err;
+            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &strides[i], sizeof strides[i])))
+                goto lt_err;
+        }
+    }
+    what = "preference";
+    if ((s = lt->cublasLtMatmulPreferenceCreate(&pref))) goto lt_err;
+    /* No workspace: c->lt_ws is shared by the products, which the hazard
+     * classes keep one per run (cuda_context.c), but a conv_2d node is not
+     * classed with them and may run beside a product on another stream. */
+    uint64_t ws = 0;
+    uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
+    if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
+        goto lt_err;
+    const cublasLtMatmulPreferenceAttributes_t aa[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, aa[i], &al[i], sizeof al[i]))) goto lt_err;
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    what = "heuristic";
+    s = lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &res, &n_res);
+    if (s || n_res == 0) {
+        st = tg_status_new(TG_ERR_UNSUPPORTED,
+                           "cuBLASLt has no F32 algorithm for a %lldx%lldx%lld product (batch %lld, status %d)",
+                           (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch, (int)s);
+        goto fail;
+    }
+    p.algo = res.algo;
+    p.ws = res.workspaceSize;
+    lt->cublasLtMatmulPreferenceDestroy(pref);
+    pref = NULL;
+    if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "conv_2d plans");
+        goto fail;
+    }
+    c->plans[c->n_plans] = p;
+    *out = &c->plans[c->n_plans++];
+    return NULL;
+lt_err:
+    st = lt_fail(s, what);
+fail:
+    if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
+    if (p.la) lt->cublasLtMatrixLayoutDestroy(p.la);
+    if (p.lb) lt->cublasLtMatrixLayoutDestroy(p.lb);
+    if (p.ld) lt->cublasLtMatrixLayoutDestroy(p.ld);
+    if (p.op) lt->cublasLtMatmulDescDestroy(p.op);
+    return st;
+}
+
+/* out[w, h, co, b] = sum_ci K[0, 0, ci, co] x[w, h, ci, b] (conv_1x1_ok holds). */
+static tg_status encode_conv_1x1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    const tg_tensor *kr = n->src[0], *x = n->src[1];
+    int64_t P = x->ne[0] * x->ne[1], Cin = kr->ne[2], Cout = kr->ne[3], B = x->ne[3];
+    CUdeviceptr A = (CUdeviceptr)(uintptr_t)x->data, Bm = (CUdeviceptr)(uintptr_t)kr->data;
+    CUdeviceptr D = (CUdeviceptr)(uintptr_t)n->data;
+    cuda_mm_key k;
+    memset(&k, 0, sizeof k);
+    k.atype = k.btype = (int32_t)CUDA_R_32F;
+    k.compute = (int32_t)CUBLAS_COMPUTE_32F;
+    k.m = P, k.n = Cout, k.k = Cin;
+    k.lda = (int64_t)(x->nb[2] / 4), k.ldb = (int64_t)(kr->nb[3] / 4), k.ldd = (int64_t)(n->nb[2] / 4);
+    k.batch = B;
+    k.sa = (int64_t)(x->nb[3] / 4), k.sb = 0, k.sd = (int64_t)(n->nb[3] / 4);
+    k.align_a = (int32_t)min_u32(align_of(A), min_u32(align_of(x->nb[2]), B > 1 ? align_of(x->nb[3]) : 256));
+    k.align_b = (int32_t)min_u32(align_of(Bm), align_of(kr->nb[3]));
+    k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of(n->nb[2]), B > 1 ? align_of(n->nb[3]) : 256));
+    k.pad_ = CONV_PLAN_TAG;
+    cuda_mm_plan *p = NULL;
+    tg_status st = conv_plan(c, &k, &p);
+    if (st) return tg_status_wrap(st, "conv_2d '%s' (1x1)", n->name);
+    float alpha = 1.0f, beta = 0.0f;
+    c->last_kernel = "cublasLtMatmul (conv_2d 1x1)";
+    c->last_grid[0] = (unsigned)P;
+    c->last_grid[1] = (unsigned)Cout;
+    c->last_grid[2] = (unsigned)B;
+    c->last_block = (unsigned)Cin;
+    const tg_cublaslt_api *lt = c->dev->lt;
+    cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
+                                           (const void *)(uintptr_t)Bm, p->lb, &beta, (void *)(uintptr_t)D, p->ld,
+                                           (void *)(uintptr_t)D, p->ld, &p->algo, NULL, 0, s);
+    if (ls)
+        return tg_status_wrap(lt_fail(ls, "matmul"), "conv_2d '%s' (1x1, %lldx%lldx%lld, batch %lld)", n->name,
+                              (long long)P, (long long)Cout, (long long)Cin, (long long)B);
+    return NULL;
+}
+
+static struct tg_t conv_desc(const tg_tensor *t) {
+    _Static_assert(sizeof(struct tg_t) == sizeof(cu_tensor), "conv_args.cuh's struct tg_t is cu_tensor");
+    cu_tensor d = desc(t);
+    struct tg_t r;
+    memcpy(&r, &d, sizeof r);
+    return r;
+}
+
+static bool conv_c1_ok(const tg_tensor *n) {
+    const tg_tensor *k = n->src[0], *x = n->src[1];
+    return k->ne[0] == 3 && k->ne[1] == 3 && k->ne[2] == 1 && f32_words(k) && f32_words(x) && f32_words(n) &&
+           (n->ne[2] + CONV_C1_TILE - 1) / CONV_C1_TILE <= 65535 && n->ne[3] <= 65535 &&
+           (n->ne[0] * n->ne[1] + 255) / 256 <= INT32_MAX;
+}
+
+static tg_status encode_conv_c1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    struct conv_c1_args a;
+    memset(&a, 0, sizeof a);
+    a.o = conv_desc(n);
+    a.k = conv_desc(n->src[0]);
+    a.x = conv_desc(n->src[1]);
+    a.s0 = tg_param_i32(n, 0), a.s1 = tg_param_i32(n, 1), a.p0 = tg_param_i32(n, 2), a.p1 = tg_param_i32(n, 3);
+    void *args[] = {&a};
+    return launch(c, s, "conv.cu", "", "conv_2d_c1_3x3", (unsigned)((n->ne[0] * n->ne[1] + 255) / 256),
+                  (unsigned)((n->ne[2] + CONV_C1_TILE - 1) / CONV_C1_TILE), (unsigned)n->ne[3], 256, 0, args);
+}
+
+static tg_status encode_conv_2d(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    if (tg_nelements(n) == 0) return NULL;
+    if (conv_1x1_ok(c, n)) return encode_conv_1x1(c, s, n);
+    if (conv_c1_ok(n)) return encode_conv_c1(c, s, n);
+    cu_tensor dd = desc(n), da = desc(n->src[0]), db = desc(n->src[1]);
+    int p[4];
+    for (int k = 0; k < 4; k++) p[k] = tg_param_i32(n, k);
+    void *front[] = {&dd, &da, &db, &p[0], &p[1], &p[2], &p[3]};
+    return encode_flat(c, s, n, "conv.cu", "conv_2d", NULL, 0, tg_nelements(n), front, 7);
+}
+
 static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     const tg_tensor *a = n->src[0];
     int64_t ne = tg_nelements(a);
@@ -850,13 +1046,12 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         void *front[] = {&dd, &da, lo};
         return encode_flat(c, s, n, "copy.cu", "pad", NULL, 0, tg_nelements(n), front, 3);
     }
-    case TG_OP_CONV_2D:
+    case TG_OP_CONV_2D: return encode_conv_2d(c, s, n);
     case TG_OP_CONV_2D_DW: {
         int p[4];
         for (int k = 0; k < 4; k++) p[k] = tg_param_i32(n, k);
         void *front[] = {&dd, &da, &db, &p[0], &p[1], &p[2], &p[3]};
-        return encode_flat(c, s, n, "conv.cu", n->op == TG_OP_CONV_2D ? "conv_2d" : "conv_2d_dw", NULL, 0,
-                           tg_nelements(n), front, 7);
+        return encode_flat(c, s, n, "conv.cu", "conv_2d_dw", NULL, 0, tg_nelements(n), front, 7);
     }
     case TG_OP_CONV_1D_DW: {
         int st = tg_param_i32(n, 0), pd = tg_param_i32(n, 1);

@@ -8,9 +8,14 @@
  * in the conformer's depthwise conv, where the memory traffic, not the
  * arithmetic, decides the time.
  *
+ * The subsampling's first conv (one input channel, 3x3) has its own kernel,
+ * conv_2d_c1_3x3, which reads each input window once for a tile of output
+ * channels; the 1x1 convs run as cuBLASLt products (cuda_ops.c), no kernel.
+ *
  * Not here: im2col or implicit-GEMM tensor-core convolution.
  */
 #include "common.cuh"
+#include "conv_args.cuh"
 
 /* kernel [KW, KH, Cin, Cout], input [W, H, Cin, N], out [OW, OH, Cout, N] */
 extern "C" __global__ void conv_2d(tg_t o, tg_t kr, tg_t in, int s0, int s1, int p0, int p1, i64 n) {
@@ -32,6 +37,52 @@ extern "C" __global__ void conv_2d(tg_t o, tg_t kr, tg_t in, int s0, int s1, int
             }
         }
         tg_st(o.p + tg_off(o, ox, oy, co, b), o.type, s);
+    }
+}
+
+/* One input channel, 3x3 (the subsampling's first conv; cuda_ops.c takes it
+ * when every tensor is F32). Grid (ceil(OW*OH / 256), ceil(Cout /
+ * CONV_C1_TILE), N), 256 threads: a thread takes one output pixel (adjacent
+ * threads adjacent pixels, so each channel's store is coalesced where the
+ * result's pixels are contiguous), loads its 3x3 window once and writes that
+ * pixel for the block's CONV_C1_TILE channels, whose weights sit in shared
+ * memory (every thread of a warp reads the same word: a broadcast).
+ * The floor (NOTES.md) is the result's write: Cout floats per pixel against
+ * 9 input reads shared by all channels. Taps in the padding multiply a zero,
+ * as the CPU's im2col does. */
+extern "C" __global__ void __launch_bounds__(256) conv_2d_c1_3x3(const conv_c1_args a) {
+    __shared__ float w[CONV_C1_TILE * 9];
+    TG_PDL();
+    const i64 cout = a.o.ne[2], co0 = (i64)blockIdx.y * CONV_C1_TILE;
+    const int nc = (int)(cout - co0 < CONV_C1_TILE ? cout - co0 : CONV_C1_TILE);
+    for (int i = threadIdx.x; i < nc * 9; i += blockDim.x) {
+        int c = i / 9, t = i % 9; /* t = ky * 3 + kx */
+        w[i] = *(const float *)(a.k.p + tg_off(a.k, t % 3, t / 3, 0, co0 + c));
+    }
+    __syncthreads();
+    const i64 OW = a.o.ne[0], OH = a.o.ne[1], b = blockIdx.z;
+    const i64 pix = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (pix >= OW * OH) return;
+    const i64 ox = pix % OW, oy = pix / OW;
+    float x[9];
+#pragma unroll
+    for (int ky = 0; ky < 3; ky++) {
+        const i64 iy = oy * a.s1 - a.p1 + ky;
+#pragma unroll
+        for (int kx = 0; kx < 3; kx++) {
+            const i64 ix = ox * a.s0 - a.p0 + kx;
+            const bool in = iy >= 0 && iy < a.x.ne[1] && ix >= 0 && ix < a.x.ne[0];
+            x[ky * 3 + kx] = in ? *(const float *)(a.x.p + tg_off(a.x, ix, iy, 0, b)) : 0.0f;
+        }
+    }
+    char *dst = a.o.p + tg_off(a.o, ox, oy, co0, b);
+#pragma unroll 4
+    for (int c = 0; c < nc; c++) {
+        const float *wc = w + c * 9;
+        float s = 0.0f;
+#pragma unroll
+        for (int t = 0; t < 9; t++) s += wc[t] * x[t];
+        *(float *)(dst + c * a.o.nb[2]) = s;
     }
 }
 
