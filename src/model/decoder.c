@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "layers.h"
 #include "model.h"
 
 /* One of the two decoding graphs. */
@@ -50,36 +51,10 @@ struct ct_dec_state {
     int32_t *ihost;               /* scratch for ids                   */
 };
 
-static tg_tensor *linear(const ct_dec_state *s, tg_ctx *ctx, tg_tensor *w, tg_tensor *b,
-                         tg_tensor *x) {
-    tg_tensor *y = tg_mul_mat(ctx, w, x);
-    if (y && s->opts.f32) tg_set_prec(y, TG_PREC_F32);
-    return b ? tg_add(ctx, y, b) : y;
-}
-
-/* [hd*H, T, B] -> [hd, T, H, B], contiguous. */
-static tg_tensor *split_heads(tg_ctx *ctx, tg_tensor *x, int hd, int H) {
-    tg_tensor *t = tg_reshape_4d(ctx, x, hd, H, x ? x->ne[1] : 1, x ? x->ne[2] : 1);
-    return tg_cont(ctx, tg_permute(ctx, t, 0, 2, 1, 3));
-}
-
-static tg_tensor *attend(const ct_dec_state *s, tg_ctx *ctx, tg_tensor *q, tg_tensor *k,
+/* Cross- or self-attention for query rows q [hd, Tq, H, B]: [dd, Tq, B]. */
+static tg_tensor *attend(const ct_dec_state *s, const ct_nn *nn, tg_tensor *q, tg_tensor *k,
                          tg_tensor *v, tg_tensor *mask) {
-    const ct_model *m = s->m;
-    tg_tensor *a = tg_attention(ctx, q, k, v, mask, 1.0f / sqrtf((float)m->dec_head_dim));
-    if (a && s->opts.f32) tg_set_prec(a, TG_PREC_F32);
-    /* [hd, H, Tq, B] -> [dd, Tq, B] */
-    return tg_reshape_3d(ctx, a, m->dd, q ? q->ne[1] : 1, q ? q->ne[3] : 1);
-}
-
-static tg_tensor *new_input(tg_ctx *ctx, tg_type type, int64_t ne0, int64_t ne1, int64_t ne2,
-                            int64_t ne3, const char *name) {
-    tg_tensor *t = tg_new_4d(ctx, type, ne0, ne1, ne2, ne3);
-    if (t) {
-        t->flags |= TG_FLAG_INPUT;
-        tg_set_name(t, "%s", name);
-    }
-    return t;
+    return ct_nn_attention(nn, q, k, v, mask, 1.0f / sqrtf((float)s->m->dec_head_dim));
 }
 
 /* spec 3.1-3.3 for n_q query positions per row. */
@@ -88,12 +63,13 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     int B = s->B, H = m->dec_heads, hd = m->dec_head_dim;
     tg_ctx *ctx = dg->ctx = tg_ctx_new();
     if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    const ct_nn nnv = {ctx, s->opts.f32}, *nn = &nnv;
     dg->n_q = n_q;
-    dg->tok = new_input(ctx, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
-    dg->pos = new_input(ctx, TG_I32, (int64_t)n_q * B, 1, 1, 1, "positions");
-    dg->wids = new_input(ctx, TG_I32, n_q, H, B, 1, "cache_rows");
-    dg->self_mask = new_input(ctx, TG_F32, s->max_len, n_q, 1, 1, "self_mask");
-    dg->cross_mask = new_input(ctx, TG_F32, s->n_enc, n_q, 1, B, "cross_mask");
+    dg->tok = ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
+    dg->pos = ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "positions");
+    dg->wids = ct_nn_input(nn, TG_I32, n_q, H, B, 1, "cache_rows");
+    dg->self_mask = ct_nn_input(nn, TG_F32, s->max_len, n_q, 1, 1, "self_mask");
+    dg->cross_mask = ct_nn_input(nn, TG_F32, s->n_enc, n_q, 1, B, "cross_mask");
     tg_status st = tg_ctx_check(ctx);
     if (st) return st;
 
@@ -101,30 +77,32 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     tg_tensor *x = tg_add(ctx, tg_get_rows(ctx, m->tok_emb, dg->tok),
                           tg_get_rows(ctx, m->pos_emb, dg->pos));
     x = tg_reshape_3d(ctx, x, m->dd, n_q, B);
-    x = tg_layer_norm(ctx, x, m->emb_norm_w, m->emb_norm_b, 1e-5f);
+    x = ct_nn_norm(nn, x, m->emb_norm_w, m->emb_norm_b);
+    /* spec 3.2: pre-LN layers */
     for (int i = 0; i < m->n_dec_layers && x; i++) {
         const ct_dec_layer *l = &m->dec[i];
         /* causal self-attention over the cache */
-        tg_tensor *h = tg_layer_norm(ctx, x, l->ln1_w, l->ln1_b, 1e-5f);
-        tg_tensor *q = split_heads(ctx, linear(s, ctx, l->sa_wq, l->sa_bq, h), hd, H);
-        tg_tensor *k = split_heads(ctx, linear(s, ctx, l->sa_wk, l->sa_bk, h), hd, H);
-        tg_tensor *v = split_heads(ctx, linear(s, ctx, l->sa_wv, l->sa_bv, h), hd, H);
+        tg_tensor *h = ct_nn_norm(nn, x, l->ln1_w, l->ln1_b);
+        tg_tensor *q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wq, l->sa_bq, h), hd, H);
+        tg_tensor *k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wk, l->sa_bk, h), hd, H);
+        tg_tensor *v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wv, l->sa_bv, h), hd, H);
         tg_tensor *kc = tg_set_rows(ctx, s->self_k[i], k, dg->wids);
         tg_tensor *vc = tg_set_rows(ctx, s->self_v[i], v, dg->wids);
-        tg_tensor *a = attend(s, ctx, q, kc, vc, dg->self_mask);
-        x = tg_add(ctx, x, linear(s, ctx, l->sa_wo, l->sa_bo, a));
+        tg_tensor *a = attend(s, nn, q, kc, vc, dg->self_mask);
+        x = tg_add(ctx, x, ct_nn_linear(nn, l->sa_wo, l->sa_bo, a));
         /* cross-attention on the clip's K/V */
-        h = tg_layer_norm(ctx, x, l->ln2_w, l->ln2_b, 1e-5f);
-        q = split_heads(ctx, linear(s, ctx, l->ca_wq, l->ca_bq, h), hd, H);
-        a = attend(s, ctx, q, s->cross_k[i], s->cross_v[i], dg->cross_mask);
-        x = tg_add(ctx, x, linear(s, ctx, l->ca_wo, l->ca_bo, a));
+        h = ct_nn_norm(nn, x, l->ln2_w, l->ln2_b);
+        q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->ca_wq, l->ca_bq, h), hd, H);
+        a = attend(s, nn, q, s->cross_k[i], s->cross_v[i], dg->cross_mask);
+        x = tg_add(ctx, x, ct_nn_linear(nn, l->ca_wo, l->ca_bo, a));
         /* relu MLP */
-        h = tg_layer_norm(ctx, x, l->ln3_w, l->ln3_b, 1e-5f);
-        h = tg_relu(ctx, linear(s, ctx, l->fc1_w, l->fc1_b, h));
-        x = tg_add(ctx, x, linear(s, ctx, l->fc2_w, l->fc2_b, h));
+        h = ct_nn_norm(nn, x, l->ln3_w, l->ln3_b);
+        h = tg_relu(ctx, ct_nn_linear(nn, l->fc1_w, l->fc1_b, h));
+        x = tg_add(ctx, x, ct_nn_linear(nn, l->fc2_w, l->fc2_b, h));
     }
-    x = tg_layer_norm(ctx, x, m->final_norm_w, m->final_norm_b, 1e-5f);
-    tg_tensor *logits = linear(s, ctx, m->head_w, m->head_b, x); /* [V, n_q, B] */
+    /* spec 3.3 */
+    x = ct_nn_norm(nn, x, m->final_norm_w, m->final_norm_b);
+    tg_tensor *logits = ct_nn_linear(nn, m->head_w, m->head_b, x); /* [V, n_q, B] */
     dg->ids = tg_argmax(ctx, logits);                            /* [n_q, B]    */
     if ((st = tg_ctx_check(ctx))) return tg_status_wrap(st, "building the decoder graph");
     tg_set_name(logits, "logits");
@@ -147,15 +125,16 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
     tg_status st = NULL;
     tg_ctx *ctx = tg_ctx_new();
     if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
-    tg_tensor *e = new_input(ctx, TG_F32, m->d, s->n_enc, s->B, 1, "encoder_out");
+    const ct_nn nnv = {ctx, s->opts.f32}, *nn = &nnv;
+    tg_tensor *e = ct_nn_input(nn, TG_F32, m->d, s->n_enc, s->B, 1, "encoder_out");
     tg_tensor *e3 = tg_reshape_3d(ctx, e, m->d, s->n_enc, s->B);
-    tg_tensor *p = linear(s, ctx, m->proj_w, m->proj_b, e3);
+    tg_tensor *p = ct_nn_linear(nn, m->proj_w, m->proj_b, e3);
     tg_graph *g = tg_graph_new(ctx);
     if (!g) st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     for (int i = 0; !st && i < m->n_dec_layers; i++) {
         const ct_dec_layer *l = &m->dec[i];
-        tg_tensor *k = split_heads(ctx, linear(s, ctx, l->ca_wk, l->ca_bk, p), hd, H);
-        tg_tensor *v = split_heads(ctx, linear(s, ctx, l->ca_wv, l->ca_bv, p), hd, H);
+        tg_tensor *k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->ca_wk, l->ca_bk, p), hd, H);
+        tg_tensor *v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->ca_wv, l->ca_bv, p), hd, H);
         st = tg_graph_build(g, tg_cpy(ctx, k, s->cross_k[i]));
         if (!st) st = tg_graph_build(g, tg_cpy(ctx, v, s->cross_v[i]));
     }

@@ -26,103 +26,75 @@
 #include <string.h>
 
 #include "base.h"
+#include "layers.h"
 #include "model.h"
 
 typedef struct builder {
-    tg_ctx *ctx;
+    ct_nn nn; /* the graph's context and precision request */
     const ct_model *m;
-    bool f32;
 } builder;
-
-static tg_tensor *input(builder *b, tg_type type, int64_t ne0, int64_t ne1, int64_t ne2,
-                        int64_t ne3, const char *name) {
-    tg_tensor *t = tg_new_4d(b->ctx, type, ne0, ne1, ne2, ne3);
-    if (t) {
-        t->flags |= TG_FLAG_INPUT;
-        tg_set_name(t, "%s", name);
-    }
-    return t;
-}
-
-/* y = W x + bias (bias may be NULL). */
-static tg_tensor *linear(builder *b, tg_tensor *w, tg_tensor *bias, tg_tensor *x) {
-    tg_tensor *y = tg_mul_mat(b->ctx, w, x);
-    if (y && b->f32) tg_set_prec(y, TG_PREC_F32);
-    return bias ? tg_add(b->ctx, y, bias) : y;
-}
-
-static tg_tensor *norm(builder *b, tg_tensor *x, tg_tensor *w, tg_tensor *bias) {
-    return tg_layer_norm(b->ctx, x, w, bias, 1e-5f);
-}
-
-/* [hd*H, T, B] -> [hd, T, H, B], contiguous. */
-static tg_tensor *split_heads(builder *b, tg_tensor *x, int hd, int H) {
-    tg_tensor *t = tg_reshape_4d(b->ctx, x, hd, H, x ? x->ne[1] : 1, x ? x->ne[2] : 1);
-    return tg_cont(b->ctx, tg_permute(b->ctx, t, 0, 2, 1, 3));
-}
 
 /* A conv bias [C] broadcast over [W, H, C, N]. */
 static tg_tensor *conv_bias(builder *b, tg_tensor *x, tg_tensor *bias) {
-    return tg_add(b->ctx, x, tg_reshape_4d(b->ctx, bias, 1, 1, bias->ne[0], 1));
+    return tg_add(b->nn.ctx, x, tg_reshape_4d(b->nn.ctx, bias, 1, 1, bias->ne[0], 1));
 }
 
 /* FF(h) = W2 silu(W1 h + b1) + b2 */
 static tg_tensor *feed_forward(builder *b, tg_tensor *x, tg_tensor *nw, tg_tensor *nb,
                                tg_tensor *w1, tg_tensor *b1, tg_tensor *w2, tg_tensor *b2) {
-    tg_tensor *h = norm(b, x, nw, nb);
-    h = tg_silu(b->ctx, linear(b, w1, b1, h));
-    return linear(b, w2, b2, h);
+    const ct_nn *nn = &b->nn;
+    tg_tensor *h = ct_nn_norm(nn, x, nw, nb);
+    h = tg_silu(nn->ctx, ct_nn_linear(nn, w1, b1, h));
+    return ct_nn_linear(nn, w2, b2, h);
 }
 
-/* spec 2.4 */
+/* spec 2.4: AC = (q + u)·k from the attention itself; BD = (q + v)·r,
+ * rel-shifted, scaled and masked, goes in as the attention's additive mask. */
 static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
                                 tg_tensor *pos, tg_tensor *key_mask) {
-    const ct_model *m = b->m;
-    tg_ctx *ctx = b->ctx;
-    int H = m->heads, hd = m->head_dim;
-    int64_t T = x->ne[1], B = x->ne[2];
-    tg_tensor *h = norm(b, x, l->att_norm_w, l->att_norm_b);
+    const ct_nn *nn = &b->nn;
+    tg_ctx *ctx = nn->ctx;
+    int H = b->m->heads, hd = b->m->head_dim;
+    tg_tensor *h = ct_nn_norm(nn, x, l->att_norm_w, l->att_norm_b);
 
-    tg_tensor *q = tg_reshape_4d(ctx, linear(b, l->wq, l->bq, h), hd, H, T, B);
-    tg_tensor *qu = tg_add(ctx, q, tg_reshape_4d(ctx, l->pos_u, hd, H, 1, 1));
-    tg_tensor *qv = tg_add(ctx, q, tg_reshape_4d(ctx, l->pos_v, hd, H, 1, 1));
-    qu = tg_cont(ctx, tg_permute(ctx, qu, 0, 2, 1, 3)); /* [hd, T, H, B] */
-    qv = tg_cont(ctx, tg_permute(ctx, qv, 0, 2, 1, 3));
-    tg_tensor *k = split_heads(b, linear(b, l->wk, l->bk, h), hd, H);
-    tg_tensor *v = split_heads(b, linear(b, l->wv, l->bv, h), hd, H);
+    /* q + u and q + v: the biases [hd, H] are [d] vectors over every frame */
+    tg_tensor *q = ct_nn_linear(nn, l->wq, l->bq, h);
+    tg_tensor *u = tg_reshape_2d(ctx, l->pos_u, (int64_t)hd * H, 1);
+    tg_tensor *vb = tg_reshape_2d(ctx, l->pos_v, (int64_t)hd * H, 1);
+    tg_tensor *qu = ct_nn_split_heads(nn, tg_add(ctx, q, u), hd, H);
+    tg_tensor *qv = ct_nn_split_heads(nn, tg_add(ctx, q, vb), hd, H);
+    tg_tensor *k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->wk, l->bk, h), hd, H);
+    tg_tensor *v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->wv, l->bv, h), hd, H);
 
     /* r = Wpos P: [d, 2T-1] -> [hd, 2T-1, H, 1] */
-    tg_tensor *r = linear(b, l->wpos, NULL, pos);
-    r = tg_reshape_4d(ctx, r, hd, H, 2 * T - 1, 1);
-    r = tg_cont(ctx, tg_permute(ctx, r, 0, 2, 1, 3));
+    tg_tensor *r = ct_nn_split_heads(nn, ct_nn_linear(nn, l->wpos, NULL, pos), hd, H);
     /* BDraw [2T-1, T, H, B]; rel_shift gives BD[j, i] = BDraw[T-1-i+j, i] */
-    tg_tensor *bd_raw = tg_mul_mat(ctx, r, qv);
-    if (bd_raw && b->f32) tg_set_prec(bd_raw, TG_PREC_F32);
+    tg_tensor *bd_raw = ct_nn_matmul(nn, r, qv);
     float scale = 1.0f / sqrtf((float)hd);
     tg_tensor *bd = tg_cont(ctx, tg_rel_shift(ctx, bd_raw));
     tg_tensor *mask = tg_add(ctx, tg_scale(ctx, bd, scale), key_mask);
 
-    tg_tensor *att = tg_attention(ctx, qu, k, v, mask, scale); /* [hd, H, T, B] */
-    if (att && b->f32) tg_set_prec(att, TG_PREC_F32);
-    att = tg_reshape_3d(ctx, att, (int64_t)hd * H, T, B);
-    return linear(b, l->wo, l->bo, att);
+    tg_tensor *att = ct_nn_attention(nn, qu, k, v, mask, scale); /* [d, T, B] */
+    return ct_nn_linear(nn, l->wo, l->bo, att);
 }
 
-/* spec 2.5 */
+/* spec 2.5 (BatchNorm folded into the depthwise conv at load) */
 static tg_tensor *conv_module(builder *b, const ct_enc_layer *l, tg_tensor *x,
                               tg_tensor *time_mask) {
-    tg_ctx *ctx = b->ctx;
-    tg_tensor *h = norm(b, x, l->conv_norm_w, l->conv_norm_b);
-    h = tg_glu(ctx, linear(b, l->pw1_w, l->pw1_b, h));
+    const ct_nn *nn = &b->nn;
+    tg_ctx *ctx = nn->ctx;
+    tg_tensor *h = ct_nn_norm(nn, x, l->conv_norm_w, l->conv_norm_b);
+    h = tg_glu(ctx, ct_nn_linear(nn, l->pw1_w, l->pw1_b, h));
     h = tg_mul(ctx, h, time_mask);
     h = tg_conv_1d_dw(ctx, l->dw_w, h, 1, (b->m->conv_kernel - 1) / 2);
     h = tg_silu(ctx, tg_add(ctx, h, l->dw_b));
-    return linear(b, l->pw2_w, l->pw2_b, h);
+    return ct_nn_linear(nn, l->pw2_w, l->pw2_b, h);
 }
 
+/* spec 2.3: the macaron block */
 static tg_tensor *block(builder *b, const ct_enc_layer *l, tg_tensor *x, tg_tensor *pos,
                         tg_tensor *key_mask, tg_tensor *time_mask) {
-    tg_ctx *ctx = b->ctx;
+    tg_ctx *ctx = b->nn.ctx;
     tg_tensor *f = feed_forward(b, x, l->ff1_norm_w, l->ff1_norm_b, l->ff1_w1, l->ff1_b1,
                                 l->ff1_w2, l->ff1_b2);
     x = tg_add(ctx, x, tg_scale(ctx, f, 0.5f));
@@ -133,7 +105,7 @@ static tg_tensor *block(builder *b, const ct_enc_layer *l, tg_tensor *x, tg_tens
     f = feed_forward(b, x, l->ff2_norm_w, l->ff2_norm_b, l->ff2_w1, l->ff2_b1, l->ff2_w2,
                      l->ff2_b2);
     x = tg_add(ctx, x, tg_scale(ctx, f, 0.5f));
-    return norm(b, x, l->out_norm_w, l->out_norm_b);
+    return ct_nn_norm(&b->nn, x, l->out_norm_w, l->out_norm_b);
 }
 
 /* spec 2.2: rows r = 0..2T-2 hold position p = T-1-r; interleaved sin/cos. */
@@ -198,14 +170,15 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
         out->valid[b] = l3[b];
     }
 
-    builder bl = {ctx, m, o.f32};
+    builder bl = {{ctx, o.f32}, m};
     builder *bd = &bl;
-    tg_tensor *feat = input(bd, TG_F32, m->n_mels, T0, 1, B, "features");
-    tg_tensor *m1 = input(bd, TG_F32, 1, T1, 1, B, "mask1");
-    tg_tensor *m2 = input(bd, TG_F32, 1, T2, 1, B, "mask2");
-    tg_tensor *m3 = input(bd, TG_F32, 1, T3, 1, B, "mask3");
-    tg_tensor *kmask = input(bd, TG_F32, T3, 1, 1, B, "key_mask");
-    tg_tensor *pos = input(bd, TG_F32, d, 2 * T3 - 1, 1, 1, "rel_pos");
+    const ct_nn *nn = &bl.nn;
+    tg_tensor *feat = ct_nn_input(nn, TG_F32, m->n_mels, T0, 1, B, "features");
+    tg_tensor *m1 = ct_nn_input(nn, TG_F32, 1, T1, 1, B, "mask1");
+    tg_tensor *m2 = ct_nn_input(nn, TG_F32, 1, T2, 1, B, "mask2");
+    tg_tensor *m3 = ct_nn_input(nn, TG_F32, 1, T3, 1, B, "mask3");
+    tg_tensor *kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
+    tg_tensor *pos = ct_nn_input(nn, TG_F32, d, 2 * T3 - 1, 1, 1, "rel_pos");
     if ((st = tg_ctx_check(ctx))) goto fail;
     tg_tensor *pos2 = tg_reshape_2d(ctx, pos, d, 2 * T3 - 1);
     tg_tensor *tmask = tg_reshape_3d(ctx, m3, 1, T3, B);
@@ -224,7 +197,7 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     /* [F, T3, C, B] -> [F, C, T3, B] -> [C*F, T3, B] (index c*F + f) */
     x = tg_cont(ctx, tg_permute(ctx, x, 0, 2, 1, 3));
     x = tg_reshape_3d(ctx, x, (int64_t)m->sub_freq * m->sub_channels, T3, B);
-    x = linear(bd, m->sub_out_w, m->sub_out_b, x);
+    x = ct_nn_linear(nn, m->sub_out_w, m->sub_out_b, x);
     if ((st = tg_ctx_check(ctx))) goto fail;
 
     tg_tensor **hidden = NULL;
