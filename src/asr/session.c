@@ -234,7 +234,7 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
     int M = m->n_mels;
     float **feats = tg_calloc((size_t)n, sizeof(float *));
     int *frames = tg_calloc((size_t)n * 2, sizeof(int));
-    float *batch = NULL;
+    float *batch = NULL, *host = NULL;
     ct_enc_result enc = {0};
     ct_greedy_result gr = {0};
     tg_status st = NULL;
@@ -270,15 +270,23 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
     if ((st = ct_encoder_run(m, s->sched, batch, n, T, valid, &eo, &enc))) goto done;
     double t2 = now_ms();
     tm->encoder_ms += t2 - t1;
+    if (s->opts.dump) {
+        host = tg_malloc((size_t)enc.n_frames * enc.d * sizeof(float));
+        if (!host) {
+            st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+            goto done;
+        }
+    }
     for (int i = 0; s->opts.dump && i < n; i++) {
         int64_t shape[2] = {ct_enc_len(frames[i]), enc.d};
-        size_t off = (size_t)i * enc.n_frames * enc.d;
         char name[32];
-        for (int h = 0; h < enc.n_hidden; h++) {
+        for (int h = 0; h <= enc.n_hidden; h++) {
+            const tg_tensor *t = h < enc.n_hidden ? enc.hidden[h] : enc.out;
+            if ((st = ct_enc_get_rows(&enc, t, i, (int)shape[0], host))) goto done;
             snprintf(name, sizeof name, "encoder_hidden.%d", h);
-            dump(s, s->dump_index + i, name, TG_F32, 2, shape, enc.hidden[h] + off);
+            dump(s, s->dump_index + i, h < enc.n_hidden ? name : "encoder_out", TG_F32, 2, shape,
+                 host);
         }
-        dump(s, s->dump_index + i, "encoder_out", TG_F32, 2, shape, enc.out + off);
     }
 
     ct_greedy_opts go = {.max_new_tokens = s->opts.max_new_tokens,
@@ -319,6 +327,7 @@ done:
     tg_free(feats);
     tg_free(frames);
     tg_free(batch);
+    tg_free(host);
     ct_enc_result_free(&enc);
     ct_greedy_result_free(&gr);
     return st;

@@ -1,9 +1,10 @@
 /*
  * decoder.c: the Transformer decoder of spec 3 with a fixed-shape KV cache.
  *
- * Per batch of clips: the encoder output is projected to the decoder width
- * and each layer's cross-attention K/V are computed once (spec 3.4) into
- * tensors that live for the batch. The self-attention cache is allocated
+ * Per batch of clips: the encoder output, read where the encoder left it
+ * (a leaf in its own backend buffer, never a host round trip), is projected
+ * to the decoder width and each layer's cross-attention K/V are computed
+ * once (spec 3.4) into tensors that live for the batch. The self-attention cache is allocated
  * once at its maximum length, [head_dim, max_len, heads, B] per layer, so
  * attention reads it without a copy. Two graphs are built once per batch:
  * the prefill (the whole prompt) and the step (one token per row). A step
@@ -126,9 +127,8 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
     tg_ctx *ctx = tg_ctx_new();
     if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     const ct_nn nnv = {ctx, s->opts.f32}, *nn = &nnv;
-    tg_tensor *e = ct_nn_input(nn, TG_F32, m->d, s->n_enc, s->B, 1, "encoder_out");
-    tg_tensor *e3 = tg_reshape_3d(ctx, e, m->d, s->n_enc, s->B);
-    tg_tensor *p = ct_nn_linear(nn, m->proj_w, m->proj_b, e3);
+    /* the encoder's output is read where it lies, as a leaf */
+    tg_tensor *p = ct_nn_linear(nn, m->proj_w, m->proj_b, enc->out);
     tg_graph *g = tg_graph_new(ctx);
     if (!g) st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     for (int i = 0; !st && i < m->n_dec_layers; i++) {
@@ -139,8 +139,6 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
         if (!st) st = tg_graph_build(g, tg_cpy(ctx, v, s->cross_v[i]));
     }
     if (!st) st = tg_sched_alloc(s->sched, g);
-    if (!st)
-        st = tg_tensor_set(e, enc->out, 0, (size_t)m->d * s->n_enc * s->B * sizeof(float));
     if (!st) st = tg_sched_compute(s->sched, g);
     tg_ctx_free(ctx);
     s->allocated = NULL;

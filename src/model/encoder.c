@@ -130,10 +130,65 @@ static void fill_mask(float *dst, int T, int B, const int *len) {
 void ct_enc_result_free(ct_enc_result *r) {
     if (!r) return;
     tg_free(r->valid);
-    tg_free(r->out);
-    for (int i = 0; i < r->n_hidden; i++) tg_free(r->hidden[i]);
     tg_free(r->hidden);
+    tg_buffer_free(r->buf);
+    tg_ctx_free(r->ctx);
     memset(r, 0, sizeof *r);
+}
+
+tg_status ct_enc_get_rows(const ct_enc_result *r, const tg_tensor *t, int row, int n_frames,
+                          float *dst) {
+    if (!r || !t || !dst || row < 0 || row >= r->n_batch || n_frames < 0 ||
+        n_frames > r->n_frames)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_enc_get_rows: bad arguments");
+    size_t frame = (size_t)r->d * sizeof(float);
+    return tg_tensor_get(t, dst, (size_t)row * r->n_frames * frame, (size_t)n_frames * frame);
+}
+
+/* The result's tensors, [d, T, B] F32 each, in one buffer of the model's
+ * backend of their own: the scheduler's arena is replanned by the next
+ * graph, this buffer is not. */
+static tg_status alloc_result(const ct_model *m, int B, int T, bool keep_hidden,
+                              ct_enc_result *out) {
+    out->n_batch = B;
+    out->n_frames = T;
+    out->d = m->d;
+    out->n_hidden = keep_hidden ? m->n_enc_layers + 1 : 0;
+    out->ctx = tg_ctx_new();
+    if (keep_hidden) out->hidden = tg_calloc((size_t)out->n_hidden, sizeof(tg_tensor *));
+    if (!out->ctx || (keep_hidden && !out->hidden))
+        return tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
+    out->out = tg_set_name(tg_new_3d(out->ctx, TG_F32, m->d, T, B), "encoder_out");
+    for (int i = 0; i < out->n_hidden; i++)
+        out->hidden[i] =
+            tg_set_name(tg_new_3d(out->ctx, TG_F32, m->d, T, B), "encoder_hidden.%d", i);
+    tg_status st = tg_ctx_check(out->ctx);
+    if (!st) st = tg_ctx_alloc_tensors(out->ctx, m->backend, &out->buf);
+    return tg_status_wrap(st, "encoder: the output's buffer");
+}
+
+/* spec 2.1: [mel, T0, 1, B] features to [d, T3, B]; m1..m3 zero the frames
+ * past each row's length after every conv. */
+static tg_tensor *subsampling(builder *b, tg_tensor *feat, tg_tensor *m1, tg_tensor *m2,
+                              tg_tensor *m3) {
+    const ct_model *m = b->m;
+    tg_ctx *ctx = b->nn.ctx;
+    tg_tensor *x = tg_conv_2d(ctx, m->sub_w[0], feat, 2, 2, 1, 1);
+    x = tg_relu(ctx, tg_mul(ctx, conv_bias(b, x, m->sub_b[0]), m1));
+    x = tg_conv_2d_dw(ctx, m->sub_w[1], x, 2, 2, 1, 1);
+    x = tg_mul(ctx, conv_bias(b, x, m->sub_b[1]), m2);
+    x = tg_conv_2d(ctx, m->sub_w[2], x, 1, 1, 0, 0);
+    x = tg_relu(ctx, tg_mul(ctx, conv_bias(b, x, m->sub_b[2]), m2));
+    x = tg_conv_2d_dw(ctx, m->sub_w[3], x, 2, 2, 1, 1);
+    x = tg_mul(ctx, conv_bias(b, x, m->sub_b[3]), m3);
+    x = tg_conv_2d(ctx, m->sub_w[4], x, 1, 1, 0, 0);
+    x = tg_relu(ctx, tg_mul(ctx, conv_bias(b, x, m->sub_b[4]), m3));
+    if (!x) return NULL;
+    /* [F, T3, C, B] -> [F, C, T3, B] -> [C*F, T3, B] (index c*F + f) */
+    int64_t T3 = x->ne[1], B = x->ne[3];
+    x = tg_cont(ctx, tg_permute(ctx, x, 0, 2, 1, 3));
+    x = tg_reshape_3d(ctx, x, (int64_t)m->sub_freq * m->sub_channels, T3, B);
+    return ct_nn_linear(&b->nn, m->sub_out_w, m->sub_out_b, x);
 }
 
 tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *features,
@@ -169,9 +224,9 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
         l3[b] = ct_sub_len(l2[b]);
         out->valid[b] = l3[b];
     }
+    if ((st = alloc_result(m, B, T3, o.keep_hidden, out))) goto fail;
 
     builder bl = {{ctx, o.f32}, m};
-    builder *bd = &bl;
     const ct_nn *nn = &bl.nn;
     tg_tensor *feat = ct_nn_input(nn, TG_F32, m->n_mels, T0, 1, B, "features");
     tg_tensor *m1 = ct_nn_input(nn, TG_F32, 1, T1, 1, B, "mask1");
@@ -179,52 +234,26 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     tg_tensor *m3 = ct_nn_input(nn, TG_F32, 1, T3, 1, B, "mask3");
     tg_tensor *kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
     tg_tensor *pos = ct_nn_input(nn, TG_F32, d, 2 * T3 - 1, 1, 1, "rel_pos");
+    tg_graph *g = tg_graph_new(ctx);
     if ((st = tg_ctx_check(ctx))) goto fail;
+    if (!g) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
+        goto fail;
+    }
     tg_tensor *pos2 = tg_reshape_2d(ctx, pos, d, 2 * T3 - 1);
     tg_tensor *tmask = tg_reshape_3d(ctx, m3, 1, T3, B);
 
-    /* spec 2.1: subsampling */
-    tg_tensor *x = tg_conv_2d(ctx, m->sub_w[0], feat, 2, 2, 1, 1);
-    x = tg_relu(ctx, tg_mul(ctx, conv_bias(bd, x, m->sub_b[0]), m1));
-    x = tg_conv_2d_dw(ctx, m->sub_w[1], x, 2, 2, 1, 1);
-    x = tg_mul(ctx, conv_bias(bd, x, m->sub_b[1]), m2);
-    x = tg_conv_2d(ctx, m->sub_w[2], x, 1, 1, 0, 0);
-    x = tg_relu(ctx, tg_mul(ctx, conv_bias(bd, x, m->sub_b[2]), m2));
-    x = tg_conv_2d_dw(ctx, m->sub_w[3], x, 2, 2, 1, 1);
-    x = tg_mul(ctx, conv_bias(bd, x, m->sub_b[3]), m3);
-    x = tg_conv_2d(ctx, m->sub_w[4], x, 1, 1, 0, 0);
-    x = tg_relu(ctx, tg_mul(ctx, conv_bias(bd, x, m->sub_b[4]), m3));
-    /* [F, T3, C, B] -> [F, C, T3, B] -> [C*F, T3, B] (index c*F + f) */
-    x = tg_cont(ctx, tg_permute(ctx, x, 0, 2, 1, 3));
-    x = tg_reshape_3d(ctx, x, (int64_t)m->sub_freq * m->sub_channels, T3, B);
-    x = ct_nn_linear(nn, m->sub_out_w, m->sub_out_b, x);
-    if ((st = tg_ctx_check(ctx))) goto fail;
-
-    tg_tensor **hidden = NULL;
-    if (o.keep_hidden) {
-        out->n_hidden = m->n_enc_layers + 1;
-        out->hidden = tg_calloc((size_t)out->n_hidden, sizeof(float *));
-        hidden = tg_calloc((size_t)out->n_hidden, sizeof(tg_tensor *));
-        if (!out->hidden || !hidden) {
-            tg_free(hidden);
-            st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-            goto fail;
-        }
-        hidden[0] = x;
+    /* the graph ends in copies into the result's own buffer; the hidden
+     * states are copied out only when asked for */
+    tg_tensor *x = subsampling(&bl, feat, m1, m2, m3);
+    if (out->n_hidden) st = tg_graph_build(g, tg_cpy(ctx, x, out->hidden[0]));
+    for (int i = 0; !st && i < m->n_enc_layers; i++) {
+        x = block(&bl, &m->enc[i], x, pos2, kmask, tmask);
+        if (out->n_hidden) st = tg_graph_build(g, tg_cpy(ctx, x, out->hidden[i + 1]));
     }
-    for (int i = 0; i < m->n_enc_layers && x; i++) {
-        x = block(bd, &m->enc[i], x, pos2, kmask, tmask);
-        if (hidden) hidden[i + 1] = x;
-    }
-    if (x) tg_set_name(x, "encoder_out");
-
-    tg_graph *g = tg_graph_new(ctx);
-    if (!g) st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-    if (!st) st = tg_graph_build(g, x);
-    for (int i = 0; hidden && !st && i < out->n_hidden; i++) st = tg_graph_build(g, hidden[i]);
+    if (!st) st = tg_graph_build(g, tg_cpy(ctx, x, out->out));
     if (!st) st = tg_sched_alloc(sched, g);
     if (st) {
-        tg_free(hidden);
         st = tg_status_wrap(st, "building the encoder graph");
         goto fail;
     }
@@ -235,7 +264,6 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     if (n_host < (size_t)T1 * B) n_host = (size_t)T1 * B;
     host = tg_malloc(n_host * sizeof(float));
     if (!host) {
-        tg_free(hidden);
         st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
         goto fail;
     }
@@ -253,28 +281,9 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     if (!st) st = tg_tensor_set(pos, host, 0, n_pos * sizeof(float));
     if (!st) st = tg_sched_compute(sched, g);
     if (st) {
-        tg_free(hidden);
         st = tg_status_wrap(st, "running the encoder");
         goto fail;
     }
-
-    /* outputs: [d, T3, B] is [B][T3][d] on the host */
-    size_t n_out = (size_t)B * T3 * d;
-    out->n_batch = B;
-    out->n_frames = T3;
-    out->d = d;
-    out->out = tg_malloc(n_out * sizeof(float));
-    if (!out->out) st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-    if (!st) st = tg_tensor_get(x, out->out, 0, n_out * sizeof(float));
-    for (int i = 0; hidden && !st && i < out->n_hidden; i++) {
-        out->hidden[i] = tg_malloc(n_out * sizeof(float));
-        if (!out->hidden[i])
-            st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-        else
-            st = tg_tensor_get(hidden[i], out->hidden[i], 0, n_out * sizeof(float));
-    }
-    tg_free(hidden);
-    if (st) goto fail;
     tg_free(host);
     tg_free(l1);
     tg_ctx_free(ctx);

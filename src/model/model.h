@@ -9,9 +9,9 @@
  * and run them through a scheduler; nothing here names a backend.
  *
  * Data crosses the host boundary only at these seams: log-mel features in,
- * encoder output out (host floats, so the decoder, the debug dumps and the
- * session need no shared device state), token ids in, argmax ids out (logits
- * only when a caller asks for them).
+ * token ids in, argmax ids out. The encoder output stays in backend memory
+ * and the decoder reads it there; it, the hidden states and the logits come
+ * to the host only when a caller asks for them (tests, debug dumps).
  *
  * Not here: audio, tokenizer, prompt building, greedy loop, chunking (src/asr).
  */
@@ -125,19 +125,32 @@ typedef struct ct_enc_opts {
     bool keep_hidden;  /* also return every layer's input/output (debug, tests)   */
 } ct_enc_opts;
 
-/* The encoder's result for a padded batch, on the host. */
+/* The encoder's result for a padded batch. It stays where it was computed:
+ * the tensors live in a buffer of the model's backend of their own (device
+ * memory on a GPU), which later graphs read as leaves (the decoder's cross
+ * K/V) and which survives the scheduler replanning its arena. Read them on
+ * the host only through tg_tensor_get (ct_enc_get_rows); never through
+ * ->data. */
 typedef struct ct_enc_result {
     int n_batch;
     int n_frames;      /* encoder frames of the tensor (T')                   */
     int d;
-    int *valid;        /* [n_batch] valid encoder frames per row              */
-    float *out;        /* [n_batch][n_frames][d]: encoder output (before proj) */
-    int n_hidden;      /* n_enc_layers + 1 when keep_hidden, else 0            */
-    float **hidden;    /* [n_hidden] of [n_batch][n_frames][d]: hidden[0] is
-                          the subsampling output, hidden[i] layer i's output   */
+    int *valid;        /* [n_batch] valid encoder frames per row (host): frame
+                          t of row b is real iff t < valid[b], the mask      */
+    tg_tensor *out;    /* F32 [d, n_frames, n_batch]: output (before proj)   */
+    int n_hidden;      /* n_enc_layers + 1 when keep_hidden, else 0           */
+    tg_tensor **hidden;/* [n_hidden] of F32 [d, n_frames, n_batch]: hidden[0]
+                          is the subsampling output, hidden[i] layer i's      */
+    tg_ctx *ctx;       /* owns out and hidden                                 */
+    tg_buffer *buf;    /* their storage, on the model's backend               */
 } ct_enc_result;
 
 void ct_enc_result_free(ct_enc_result *r);
+
+/* Copies frames [0, n_frames) of batch row `row` of t (r->out or one of
+ * r->hidden) to dst, [n_frames][d] floats, from wherever t lives. */
+tg_status ct_enc_get_rows(const ct_enc_result *r, const tg_tensor *t, int row, int n_frames,
+                          float *dst);
 
 /* Runs spec 2 on a padded batch: features [n_batch][n_frames][n_mels]
  * (frame-major, padded frames zero), valid mel frames per row in
@@ -159,7 +172,8 @@ typedef struct ct_dec_opts {
     bool want_logits;  /* keep logits for the caller (prefill: every position)  */
 } ct_dec_opts;
 
-/* Computes the cross K/V of enc (borrowed; only its out/valid are read) and
+/* Computes the cross K/V of enc (borrowed; its out tensor is read in place,
+ * as a leaf, and its valid lengths are copied; enc may be freed after) and
  * allocates the caches for sequences of up to max_len tokens (<= the model's
  * max_positions). The prompt length is fixed at n_prompt. Free with
  * ct_decoder_free. */

@@ -125,6 +125,19 @@ static double rel_l2(const float *a, const float *ref, int B, int valid_of_b[], 
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* rel_l2 of an encoder result's tensor, read back from wherever it lives
+ * (device memory on the GPU run). */
+static double rel_l2_enc(const ct_enc_result *enc, const tg_tensor *t, const float *ref, int B,
+                         int valid_of_b[], int Tr) {
+    float *host = tg_malloc(tg_nbytes(t));
+    if (!host) return INFINITY;
+    tg_status st = tg_tensor_get(t, host, 0, tg_nbytes(t));
+    double err = st ? INFINITY : rel_l2(host, ref, B, valid_of_b, enc->n_frames, Tr, enc->d);
+    CHECK_OK(st);
+    tg_free(host);
+    return err;
+}
+
 static int read_clip(const char *name, ct_audio *a) {
     char path[512];
     snprintf(path, sizeof path, "%s/audio/%s.wav", TINY, name);
@@ -192,14 +205,13 @@ static void check_batch(env *e, const char *prefix, const float *const *clips, c
             snprintf(name, sizeof name, "encoder_hidden.%d", i);
             const st_tensor *rh = ref_tensor(e, prefix, name);
             if (!rh) continue;
-            double err = rel_l2(enc.hidden[i], (const float *)(const void *)rh->data, B, evalid,
-                                enc.n_frames, Tr, m->d);
+            double err = rel_l2_enc(&enc, enc.hidden[i], (const float *)(const void *)rh->data,
+                                    B, evalid, Tr);
             printf("  %s %-5s %-17s rel L2 %.3g\n", label, prefix, name, err);
             CHECK_MSG(err <= REL_TOL, "%s %s: %g", prefix, name, err);
         }
     }
-    double err = rel_l2(enc.out, (const float *)(const void *)ro->data, B, evalid, enc.n_frames,
-                        Tr, m->d);
+    double err = rel_l2_enc(&enc, enc.out, (const float *)(const void *)ro->data, B, evalid, Tr);
     printf("  %s %-5s encoder_out       rel L2 %.3g\n", label, prefix, err);
     CHECK_MSG(err <= REL_TOL, "%s encoder_out: %g", prefix, err);
 
