@@ -12,7 +12,9 @@
  * tensor) and attends over the whole cache with a mask given as data, so
  * every step runs the same graph with the same shapes: the plan (and on a
  * GPU the captured launch sequence) is made once. Argmax runs where the
- * logits are; only ids come back unless the caller asks for logits.
+ * logits are; only ids come back unless the caller asks for logits. A
+ * token's score, when asked for, is its softmax probability, picked from
+ * the logits on the device as well, so it costs B floats a step.
  *
  * Rows of a batch stay in their slots; the caller feeds finished rows a pad
  * token and ignores what they produce.
@@ -34,6 +36,7 @@ typedef struct dec_graph {
     tg_tensor *tok, *pos, *wids;  /* I32 inputs                         */
     tg_tensor *self_mask, *cross_mask;
     tg_tensor *ids, *logits;      /* outputs (logits only when wanted)  */
+    tg_tensor *scores;            /* softmax at the argmax, when wanted */
 } dec_graph;
 
 struct ct_dec_state {
@@ -111,6 +114,14 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     dg->g = tg_graph_new(ctx);
     if (!dg->g) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     st = tg_graph_build(dg->g, dg->ids);
+    if (!st && s->opts.want_scores) {
+        /* the chosen token's probability, picked on the device: softmax
+         * rows seen as [1, V, n_q*B] images, one row each at its argmax */
+        int64_t n = (int64_t)n_q * B;
+        tg_tensor *p = tg_reshape_4d(ctx, tg_soft_max(ctx, logits, NULL, 1.0f), 1, m->vocab, n, 1);
+        dg->scores = tg_get_rows(ctx, p, tg_reshape_3d(ctx, dg->ids, 1, n, 1));
+        st = tg_graph_build(dg->g, dg->scores);
+    }
     if (!st && s->opts.want_logits) {
         dg->logits = logits;
         st = tg_graph_build(dg->g, logits);
@@ -260,26 +271,36 @@ static tg_status run(ct_dec_state *s, dec_graph *dg, const int32_t *ids, int pos
     return tg_sched_compute(s->sched, dg->g);
 }
 
+/* Copies the graph's outputs back: out_next[b] = ids[b][n_q - 1], and the
+ * score and logits of every position when asked for and made. */
+static tg_status get_outputs(ct_dec_state *s, dec_graph *dg, int32_t *out_next,
+                             float *out_scores, float *out_logits) {
+    int B = s->B, n_q = dg->n_q;
+    size_t n = (size_t)B * n_q;
+    tg_status st = NULL;
+    int32_t *ids = n_q > 1 ? tg_malloc(n * sizeof(int32_t)) : out_next;
+    if (!ids) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    st = tg_tensor_get(dg->ids, ids, 0, n * sizeof(int32_t));
+    for (int b = 0; !st && n_q > 1 && b < B; b++) out_next[b] = ids[b * n_q + n_q - 1];
+    if (ids != out_next) tg_free(ids);
+    if (!st && out_scores && dg->scores)
+        st = tg_tensor_get(dg->scores, out_scores, 0, n * sizeof(float));
+    if (!st && out_logits && dg->logits)
+        st = tg_tensor_get(dg->logits, out_logits, 0, n * s->m->vocab * sizeof(float));
+    return st;
+}
+
 tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *out_next,
-                             float *out_logits) {
+                             float *out_scores, float *out_logits) {
     if (!s || !prompt || !out_next)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_prefill: NULL argument");
-    int B = s->B, P = s->n_prompt;
     tg_status st = run(s, &s->prefill, prompt, 0);
-    int32_t *ids = tg_malloc((size_t)B * P * sizeof(int32_t));
-    if (!st && !ids) st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
-    if (!st) st = tg_tensor_get(s->prefill.ids, ids, 0, (size_t)B * P * sizeof(int32_t));
-    if (!st)
-        for (int b = 0; b < B; b++) out_next[b] = ids[b * P + P - 1];
-    if (!st && out_logits && s->prefill.logits)
-        st = tg_tensor_get(s->prefill.logits, out_logits, 0,
-                           (size_t)B * P * s->m->vocab * sizeof(float));
-    tg_free(ids);
+    if (!st) st = get_outputs(s, &s->prefill, out_next, out_scores, out_logits);
     return tg_status_wrap(st, "decoding the prompt");
 }
 
 tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
-                          float *out_logits) {
+                          float *out_scores, float *out_logits) {
     if (!s || !ids || !out_next)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_step: NULL argument");
     if (pos < s->n_prompt || pos >= s->max_len)
@@ -287,9 +308,6 @@ tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t 
                              "decoder step at position %d: outside [%d, %d) of the cache", pos,
                              s->n_prompt, s->max_len);
     tg_status st = run(s, &s->step, ids, pos);
-    if (!st) st = tg_tensor_get(s->step.ids, out_next, 0, (size_t)s->B * sizeof(int32_t));
-    if (!st && out_logits && s->step.logits)
-        st = tg_tensor_get(s->step.logits, out_logits, 0,
-                           (size_t)s->B * s->m->vocab * sizeof(float));
+    if (!st) st = get_outputs(s, &s->step, out_next, out_scores, out_logits);
     return tg_status_wrap(st, "decoder step at position %d", pos);
 }

@@ -170,6 +170,7 @@ typedef struct ct_dec_state ct_dec_state;
 typedef struct ct_dec_opts {
     bool f32;          /* TG_PREC_F32 on matrix products and attention          */
     bool want_logits;  /* keep logits for the caller (prefill: every position)  */
+    bool want_scores;  /* also compute each argmax's softmax probability        */
 } ct_dec_opts;
 
 /* Computes the cross K/V of enc (borrowed; its out tensor is read in place,
@@ -184,14 +185,16 @@ void ct_decoder_free(ct_dec_state *s);
 
 /* Runs the prompt (ids [n_batch][n_prompt]) at positions 0..n_prompt-1.
  * out_next[b] gets the argmax at the last prompt position. When the state
- * was made with want_logits, out_logits (may be NULL) receives
- * [n_batch][n_prompt][vocab]. */
+ * was made with want_scores / want_logits, out_scores receives
+ * [n_batch][n_prompt] probabilities of each position's argmax and
+ * out_logits [n_batch][n_prompt][vocab]; either may be NULL. */
 tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *out_next,
-                             float *out_logits);
+                             float *out_scores, float *out_logits);
 /* One step: ids[b] is fed at position pos (the same for every row, since all
- * rows share one prompt length); out_next[b] gets the argmax. out_logits
- * (want_logits only; may be NULL) receives [n_batch][vocab]. */
+ * rows share one prompt length); out_next[b] gets the argmax, out_scores[b]
+ * its probability (want_scores), out_logits [n_batch][vocab] (want_logits);
+ * either may be NULL. */
 tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
-                          float *out_logits);
+                          float *out_scores, float *out_logits);
 
 #endif
