@@ -85,7 +85,10 @@ tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const si
 
 /* Stage 2, spec 2: the encoder on fb (borrowed). *out holds the output in
  * backend memory (and every layer's hidden state when keep_intermediates);
- * the caller owns it: free with ct_enc_result_free. */
+ * the caller owns it: free with ct_enc_result_free. *out must be zeroed or
+ * hold an earlier result, whose buffer is reused when the shapes match, so
+ * that a repeated batch shape writes the same addresses (a GPU backend
+ * then replays the encoder's captured graph as is). */
 tg_status ct_pipe_encode(const ct_pipe *p, const ct_feature_batch *fb, ct_enc_result *out);
 
 /* Stage 3, spec 3 and 5.3: greedy decoding of every row of enc (borrowed,

@@ -49,6 +49,9 @@ struct ct_session {
     int eos_id, pad_id;
     int dump_index;
     char backend_name[96];
+    /* the last batch's encoder output, in backend memory; kept so that the
+     * next batch of the same shape writes the same addresses (pipeline.h) */
+    ct_enc_result enc;
 };
 
 static double now_ms(void) {
@@ -130,6 +133,7 @@ static tg_status open_backends(ct_session *s) {
 
 void ct_session_close(ct_session *s) {
     if (!s) return;
+    ct_enc_result_free(&s->enc);
     ct_model_free(s->model);
     tg_sched_free(s->sched);
     for (int i = 0; i < s->n_backends; i++) tg_backend_free(s->backends[i]);
@@ -236,7 +240,7 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
                        .keep_intermediates = s->opts.dump != NULL};
     const ct_pipe_observer obs = {s->opts.dump, s->opts.dump_user, s->dump_index};
     ct_feature_batch fb = {0};
-    ct_enc_result enc = {0};
+    ct_enc_result *enc = &s->enc;
     ct_greedy_result dec = {0};
     tg_status st = NULL;
 
@@ -247,15 +251,15 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
     if ((st = ct_pipe_observe_features(&obs, &fb))) goto done;
 
     t1 = now_ms();
-    if ((st = ct_pipe_encode(&p, &fb, &enc))) goto done;
+    if ((st = ct_pipe_encode(&p, &fb, enc))) goto done;
     double t2 = now_ms();
     tm->encoder_ms += t2 - t1;
-    if ((st = ct_pipe_observe_encoded(&obs, &fb, &enc))) goto done;
+    if ((st = ct_pipe_observe_encoded(&obs, &fb, enc))) goto done;
 
     t2 = now_ms();
-    st = ct_pipe_decode(&p, &enc, &dec);
+    st = ct_pipe_decode(&p, enc, &dec);
     tm->decoder_ms += now_ms() - t2;
-    ct_enc_result_free(&enc); /* its memory is free for the next batch */
+    if (enc->n_hidden) ct_enc_result_free(enc); /* every layer's states: not kept */
     if (st) goto done;
     if ((st = ct_pipe_observe_decoded(&obs, &p, &dec))) goto done;
 
@@ -263,7 +267,6 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
     s->dump_index += n;
 done:
     ct_feature_batch_free(&fb);
-    ct_enc_result_free(&enc);
     ct_greedy_result_free(&dec);
     return st;
 }

@@ -20,6 +20,11 @@
  * The rel-pos table (spec 2.2) is computed on the host in fp32: device
  * sin/cos differ at sensitive tokens (spec 7.1 item 5).
  *
+ * The output (and, for dumps and tests, every layer's input) is copied by
+ * the graph's last nodes into tensors of a buffer of their own on the
+ * model's backend, so it survives the next graph's use of the scheduler's
+ * arena and the decoder reads it where it is (model.h, ct_enc_result).
+ *
  * Not here: frame bucketing, the decoder's projection (decoder.c applies it).
  */
 #include <math.h>
@@ -147,16 +152,24 @@ tg_status ct_enc_get_rows(const ct_enc_result *r, const tg_tensor *t, int row, i
 
 /* The result's tensors, [d, T, B] F32 each, in one buffer of the model's
  * backend of their own: the scheduler's arena is replanned by the next
- * graph, this buffer is not. */
+ * graph, this buffer is not. An earlier result of the same shapes keeps
+ * its buffer, so a repeated batch shape writes the same addresses and a
+ * GPU backend can replay the encoder's captured graph as is. */
 static tg_status alloc_result(const ct_model *m, int B, int T, bool keep_hidden,
                               ct_enc_result *out) {
+    int n_hidden = keep_hidden ? m->n_enc_layers + 1 : 0;
+    if (out->buf && tg_buffer_backend(out->buf) == m->backend && out->n_batch == B &&
+        out->n_frames == T && out->d == m->d && out->n_hidden == n_hidden)
+        return NULL;
+    ct_enc_result_free(out);
+    out->valid = tg_calloc((size_t)B, sizeof(int));
     out->n_batch = B;
     out->n_frames = T;
     out->d = m->d;
     out->n_hidden = keep_hidden ? m->n_enc_layers + 1 : 0;
     out->ctx = tg_ctx_new();
     if (keep_hidden) out->hidden = tg_calloc((size_t)out->n_hidden, sizeof(tg_tensor *));
-    if (!out->ctx || (keep_hidden && !out->hidden))
+    if (!out->valid || !out->ctx || (keep_hidden && !out->hidden))
         return tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
     out->out = tg_set_name(tg_new_3d(out->ctx, TG_F32, m->d, T, B), "encoder_out");
     for (int i = 0; i < out->n_hidden; i++)
@@ -197,21 +210,12 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     if (!m || !sched || !features || n_batch <= 0 || n_frames <= 0 || !valid_frames || !out)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_encoder_run: bad arguments");
     ct_enc_opts o = opts ? *opts : (ct_enc_opts){0};
-    memset(out, 0, sizeof *out);
     int B = n_batch, T0 = n_frames, d = m->d;
     int T1 = ct_sub_len(T0), T2 = ct_sub_len(T1), T3 = ct_sub_len(T2);
     int *l1 = NULL, *l2 = NULL, *l3 = NULL;
     float *host = NULL;
     tg_status st = NULL;
-    tg_ctx *ctx = tg_ctx_new();
-    l1 = tg_calloc((size_t)B * 3, sizeof(int));
-    out->valid = tg_calloc((size_t)B, sizeof(int));
-    if (!ctx || !l1 || !out->valid) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-        goto fail;
-    }
-    l2 = l1 + B;
-    l3 = l2 + B;
+    tg_ctx *ctx = NULL;
     for (int b = 0; b < B; b++) {
         if (valid_frames[b] <= 0 || valid_frames[b] > T0) {
             st = tg_status_new(TG_ERR_INVALID_ARG,
@@ -219,12 +223,22 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
                                valid_frames[b], T0);
             goto fail;
         }
+    }
+    if ((st = alloc_result(m, B, T3, o.keep_hidden, out))) goto fail;
+    ctx = tg_ctx_new();
+    l1 = tg_calloc((size_t)B * 3, sizeof(int));
+    if (!ctx || !l1) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
+        goto fail;
+    }
+    l2 = l1 + B;
+    l3 = l2 + B;
+    for (int b = 0; b < B; b++) {
         l1[b] = ct_sub_len(valid_frames[b]);
         l2[b] = ct_sub_len(l1[b]);
         l3[b] = ct_sub_len(l2[b]);
         out->valid[b] = l3[b];
     }
-    if ((st = alloc_result(m, B, T3, o.keep_hidden, out))) goto fail;
 
     builder bl = {{ctx, o.f32}, m};
     const ct_nn *nn = &bl.nn;

@@ -155,7 +155,10 @@ tg_status ct_enc_get_rows(const ct_enc_result *r, const tg_tensor *t, int row, i
 /* Runs spec 2 on a padded batch: features [n_batch][n_frames][n_mels]
  * (frame-major, padded frames zero), valid mel frames per row in
  * valid_frames. Frames at and after a row's valid length are masked as HF
- * masks them (spec 2.6). Fills *out (free with ct_enc_result_free). */
+ * masks them (spec 2.6). *out must be zeroed or hold an earlier result,
+ * whose buffer is reused when the shapes match (so a repeated batch shape
+ * writes the same addresses); it is the caller's, freed with
+ * ct_enc_result_free. On failure *out is freed (and zeroed). */
 tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *features,
                          int n_batch, int n_frames, const int *valid_frames,
                          const ct_enc_opts *opts, ct_enc_result *out);

@@ -4,7 +4,8 @@
  *
  *  - the encoder's result lives in memory of its own: a second encoder run
  *    (which replans the scheduler's arena) leaves the first result intact,
- *    so decoding it still gives the reference's tokens;
+ *    so decoding it still gives the reference's tokens; encoding the same
+ *    shape into it again reuses its buffer;
  *  - the decoded result says why each row stopped: EOS, or the length
  *    limit; ct_pipe_text drops the EOS only when it ended the row;
  *  - ignore_eos makes exactly max_new_tokens per row, in the pipeline and
@@ -109,6 +110,9 @@ static void encoder_result_survives_later_graphs(void) {
         ct_greedy_result gr = {0};
         if (encode_clip(&e, &e.a, &ea) && encode_clip(&e, &e.b, &eb)) {
             CHECK(ea.buf != NULL && ea.buf != eb.buf);
+            /* the same shape again reuses the buffer (same addresses) */
+            tg_buffer *first = ea.buf;
+            if (encode_clip(&e, &e.a, &ea)) CHECK(ea.buf == first);
             CHECK_OK(ct_pipe_decode(&e.p, &ea, &gr));
         }
         CHECK(gr.tokens && gr.n_cols == P + 24);
