@@ -68,6 +68,9 @@ typedef struct ct_options {
     int frame_bucket;          /* round a batch's mel frames up to a multiple of
                                   this (the extra frames are masked), so clips of
                                   similar length share one encoder plan; 0: off */
+    bool ignore_eos;           /* benchmark only: decode exactly max_new_tokens per
+                                  row, ignoring end-of-text (the text then runs
+                                  past the end of speech); default false */
     int f32;                   /* 1: ask for f32 matrix products and attention
                                   (the reference setting), 0: let the backend
                                   use bf16; default -1: f32 on the CPU only */

@@ -1,8 +1,9 @@
 /*
  * greedy.c: the greedy loop over the decoder (see greedy.h).
  *
- * Only token ids cross from the device each step; logits come back only
- * when a caller asks for them (tests, --dump-tensors). Positions are shared
+ * Only token ids cross from the device each step (and, when asked for, one
+ * probability per row); logits come back only when a caller asks for them
+ * (tests, --dump-tensors). Positions are shared
  * by all rows because every row starts from the same prompt.
  *
  * Not here: repetition penalties or n-gram blocking (no reference path has
@@ -18,9 +19,17 @@ void ct_greedy_result_free(ct_greedy_result *r) {
     if (!r) return;
     tg_free(r->tokens);
     tg_free(r->n_tokens);
+    tg_free(r->finish);
+    tg_free(r->scores);
     tg_free(r->prompt_logits);
     tg_free(r->step_logits);
     memset(r, 0, sizeof *r);
+}
+
+/* Rows were filled at a stride of max_new; close them up to n_new. */
+static void compact(void *rows, int B, size_t row_bytes, size_t stride_bytes) {
+    for (int b = 1; b < B; b++)
+        memmove((char *)rows + b * row_bytes, (char *)rows + b * stride_bytes, row_bytes);
 }
 
 tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_result *enc,
@@ -43,34 +52,43 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
     ct_dec_state *ds = NULL;
     int32_t *feed = NULL, *next = NULL;
     bool *done = NULL;
-    float *step_buf = NULL;
+    float *step_buf = NULL, *score_buf = NULL;
     tg_status st = NULL;
 
     out->n_batch = B;
     out->tokens = tg_malloc((size_t)B * cols * sizeof(int32_t));
     out->n_tokens = tg_calloc((size_t)B, sizeof(int));
+    out->finish = tg_calloc((size_t)B, sizeof(ct_finish));
     feed = tg_malloc((size_t)B * P * sizeof(int32_t));
     next = tg_malloc((size_t)B * sizeof(int32_t));
     done = tg_calloc((size_t)B, sizeof(bool));
-    if (!out->tokens || !out->n_tokens || !feed || !next || !done) goto oom;
+    if (!out->tokens || !out->n_tokens || !out->finish || !feed || !next || !done) goto oom;
     if (opts->keep_logits) {
         out->prompt_logits = tg_malloc((size_t)B * P * V * sizeof(float));
         out->step_logits = tg_malloc((size_t)B * max_new * V * sizeof(float));
         step_buf = tg_malloc((size_t)B * V * sizeof(float));
         if (!out->prompt_logits || !out->step_logits || !step_buf) goto oom;
     }
+    if (opts->keep_scores) {
+        out->scores = tg_calloc((size_t)B * max_new, sizeof(float));
+        score_buf = tg_malloc((size_t)B * P * sizeof(float));
+        if (!out->scores || !score_buf) goto oom;
+    }
 
-    ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = opts->keep_logits};
+    ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = opts->keep_logits,
+                         .want_scores = opts->keep_scores};
     if ((st = ct_decoder_begin(m, sched, enc, P, cols, &dopts, &ds))) goto fail;
     for (int b = 0; b < B; b++) {
         memcpy(feed + (size_t)b * P, prompt, (size_t)P * sizeof(int32_t));
         memcpy(out->tokens + (size_t)b * cols, prompt, (size_t)P * sizeof(int32_t));
     }
-    if ((st = ct_decoder_prefill(ds, feed, next, out->prompt_logits))) goto fail;
+    if ((st = ct_decoder_prefill(ds, feed, next, score_buf, out->prompt_logits))) goto fail;
     if (opts->keep_logits)
         for (int b = 0; b < B; b++)
             memcpy(out->step_logits + (size_t)b * max_new * V,
                    out->prompt_logits + ((size_t)b * P + P - 1) * V, (size_t)V * sizeof(float));
+    if (opts->keep_scores) /* the prompt's last position chose the first token */
+        for (int b = 0; b < B; b++) score_buf[b] = score_buf[(size_t)b * P + P - 1];
 
     int n_new = 0;
     for (;;) {
@@ -80,46 +98,42 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
             out->tokens[(size_t)b * cols + P + n_new] = tok;
             if (!done[b]) {
                 out->n_tokens[b] = P + n_new + 1;
-                if (tok == opts->eos_id) done[b] = true;
+                if (score_buf) out->scores[(size_t)b * max_new + n_new] = score_buf[b];
+                if (tok == opts->eos_id && !opts->ignore_eos) done[b] = true;
             }
             all_done = all_done && done[b];
             feed[b] = tok;
         }
         n_new++;
         if (all_done || n_new >= max_new) break;
-        if ((st = ct_decoder_step(ds, feed, P + n_new - 1, next, step_buf))) goto fail;
+        if ((st = ct_decoder_step(ds, feed, P + n_new - 1, next, score_buf, step_buf))) goto fail;
         if (opts->keep_logits)
             for (int b = 0; b < B; b++)
                 memcpy(out->step_logits + ((size_t)b * max_new + n_new) * V,
                        step_buf + (size_t)b * V, (size_t)V * sizeof(float));
     }
+    for (int b = 0; b < B; b++) out->finish[b] = done[b] ? CT_FINISH_EOS : CT_FINISH_LENGTH;
     out->n_steps = n_new;
     out->n_cols = P + n_new;
     if (n_new < max_new) {
-        /* compact rows to n_cols (the buffer was sized for max_new) */
-        for (int b = 1; b < B; b++)
-            memmove(out->tokens + (size_t)b * out->n_cols, out->tokens + (size_t)b * cols,
-                    (size_t)out->n_cols * sizeof(int32_t));
+        compact(out->tokens, B, (size_t)out->n_cols * sizeof(int32_t), (size_t)cols * sizeof(int32_t));
+        if (opts->keep_scores)
+            compact(out->scores, B, (size_t)n_new * sizeof(float), (size_t)max_new * sizeof(float));
         if (opts->keep_logits)
-            for (int b = 1; b < B; b++)
-                memmove(out->step_logits + (size_t)b * n_new * V,
-                        out->step_logits + (size_t)b * max_new * V,
-                        (size_t)n_new * V * sizeof(float));
+            compact(out->step_logits, B, (size_t)n_new * V * sizeof(float),
+                    (size_t)max_new * V * sizeof(float));
     }
-    ct_decoder_free(ds);
-    tg_free(feed);
-    tg_free(next);
-    tg_free(done);
-    tg_free(step_buf);
-    return NULL;
+    goto release;
 oom:
     st = tg_status_new(TG_ERR_NO_MEMORY, "greedy decoding: out of memory");
 fail:
+    ct_greedy_result_free(out);
+release:
     ct_decoder_free(ds);
     tg_free(feed);
     tg_free(next);
     tg_free(done);
     tg_free(step_buf);
-    ct_greedy_result_free(out);
+    tg_free(score_buf);
     return st;
 }

@@ -5,6 +5,7 @@
  * prompt, take the argmax, feed it back, stop a row at EOS; finished rows
  * keep their slot and are padded with the pad id (masked, not removed);
  * the loop ends when every row is finished or max_new_tokens were made.
+ * The result says per row why it stopped (EOS or the length limit).
  */
 #ifndef CT_GREEDY_H
 #define CT_GREEDY_H
@@ -19,15 +20,29 @@ typedef struct ct_greedy_opts {
     int max_new_tokens; /* > 0; clamped to max_positions - n_prompt */
     int eos_id, pad_id;
     bool f32;           /* TG_PREC_F32 matrix products */
+    bool ignore_eos;    /* benchmark only: no row stops at EOS; every row
+                           makes exactly max_new_tokens (after the clamp)    */
+    bool keep_scores;   /* return each generated token's probability         */
     bool keep_logits;   /* return prompt and step logits (tests, dumps) */
 } ct_greedy_opts;
+
+/* Why a row stopped. */
+typedef enum ct_finish {
+    CT_FINISH_EOS = 0, /* it generated EOS (the last of its n_tokens)        */
+    CT_FINISH_LENGTH,  /* max_new_tokens (or the decoder's last position) ran
+                          out first, or ignore_eos was set                   */
+} ct_finish;
 
 typedef struct ct_greedy_result {
     int n_batch;
     int n_cols;          /* n_prompt + new tokens made (the longest row)   */
     int32_t *tokens;     /* [n_batch][n_cols]: prompt + generated, padded  */
     int *n_tokens;       /* [n_batch]: tokens of the row up to and with EOS */
+    ct_finish *finish;   /* [n_batch]                                      */
     int n_steps;         /* new tokens made = n_cols - n_prompt            */
+    float *scores;       /* keep_scores: [n_batch][n_steps], the softmax
+                            probability of each generated token (computed
+                            on the device; 0 on pad after a row finished)  */
     float *prompt_logits;/* keep_logits: [n_batch][n_prompt][vocab]        */
     float *step_logits;  /* keep_logits: [n_batch][n_steps][vocab]; step 0
                             is the prompt's last position                 */
@@ -35,8 +50,9 @@ typedef struct ct_greedy_result {
 
 void ct_greedy_result_free(ct_greedy_result *r);
 
-/* Decodes every row of enc with the same prompt (ids[n_prompt]). Fills
- * *out; free with ct_greedy_result_free. */
+/* Decodes every row of enc (borrowed: read in place, on its backend) with
+ * the same prompt (ids[n_prompt]). Fills *out, which the caller owns; free
+ * it with ct_greedy_result_free. */
 tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_result *enc,
                            const int32_t *prompt, int n_prompt, const ct_greedy_opts *opts,
                            ct_greedy_result *out);

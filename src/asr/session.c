@@ -3,13 +3,14 @@
  *
  * A session owns the backends, the scheduler, the model, the tokenizer and
  * the mel frontend. A transcription is: split the audio into chunks by
- * energy (spec 5.4), then per batch of chunks: log-mel features, padded to
- * the batch's longest (a padded row equals the clip's own features followed
- * by zero frames), the encoder, greedy decoding with the prompt of spec 5.2,
- * and the tokenizer's text; chunk texts are rejoined by spec 5.4's rules.
+ * energy (spec 5.4), run the chunks in batches through the four stages of
+ * pipeline.h (log-mel features padded to the batch's longest, the encoder,
+ * greedy decoding with the prompt of spec 5.2, the tokenizer's text), and
+ * rejoin the chunk texts by spec 5.4's rules.
  *
- * The debug hook sees each clip's intermediates cut to the clip's own
- * length, so what it reports does not depend on how clips were batched.
+ * The debug hook hears from the pipeline's observer between the stages,
+ * each clip cut to its own length, so what it reports does not depend on
+ * how clips were batched.
  *
  * Not here: other audio formats than WAV (audio/wav.c), subtitles,
  * timestamps, streaming.
@@ -19,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "asr/greedy.h"
+#include "asr/pipeline.h"
 #include "asr/text.h"
 #include "asr/tokenizer.h"
 #include "audio/audio.h"
@@ -48,6 +49,9 @@ struct ct_session {
     int eos_id, pad_id;
     int dump_index;
     char backend_name[96];
+    /* the last batch's encoder output, in backend memory; kept so that the
+     * next batch of the same shape writes the same addresses (pipeline.h) */
+    ct_enc_result enc;
 };
 
 static double now_ms(void) {
@@ -137,6 +141,7 @@ static tg_status open_backends(ct_session *s) {
 
 void ct_session_close(ct_session *s) {
     if (!s) return;
+    ct_enc_result_free(&s->enc);
     ct_model_free(s->model);
     tg_sched_free(s->sched);
     for (int i = 0; i < s->n_backends; i++) tg_backend_free(s->backends[i]);
@@ -223,112 +228,54 @@ void ct_result_free(ct_result *r) {
 
 /* ---------------------------------------------------------------- batches */
 
-static void dump(ct_session *s, int index, const char *name, tg_type type, int n_dims,
-                 const int64_t *shape, const void *data) {
-    if (s->opts.dump) s->opts.dump(s->opts.dump_user, index, name, type, n_dims, shape, data);
-}
-
-/* What one clip of a batch produced. */
-typedef struct clip_out {
-    char *text;
-    int32_t *tokens; /* generated ids after the prompt, without EOS */
-    int n_tokens;
-} clip_out;
-
-/* Runs clips[0..n) as one padded batch. */
-static tg_status run_batch(ct_session *s, const float *const *clips, const size_t *lens, int n,
-                           clip_out *outs, ct_timings *tm) {
-    const ct_model *m = s->model;
-    int M = m->n_mels;
-    float **feats = tg_calloc((size_t)n, sizeof(float *));
-    int *frames = tg_calloc((size_t)n * 2, sizeof(int));
-    float *batch = NULL;
-    ct_enc_result enc = {0};
-    ct_greedy_result gr = {0};
+/* Runs clips[0..n) as one padded batch through the four stages
+ * (pipeline.h); clip i's text goes to outs[slots[i]] (slots NULL: i). The
+ * debug hook hears from the observer between the stages. */
+static tg_status run_batch(ct_session *s, const float *const *clips, const size_t *lens,
+                           const int *slots, int n, ct_clip_text *outs, ct_timings *tm) {
+    const ct_pipe p = {.model = s->model,
+                       .sched = s->sched,
+                       .mel = &s->mel,
+                       .tok = s->tok,
+                       .prompt = s->prompt,
+                       .n_prompt = s->n_prompt,
+                       .eos_id = s->eos_id,
+                       .pad_id = s->pad_id,
+                       .frame_bucket = s->opts.frame_bucket,
+                       .max_new_tokens = s->opts.max_new_tokens,
+                       .f32 = s->f32,
+                       .ignore_eos = s->opts.ignore_eos,
+                       .keep_intermediates = s->opts.dump != NULL};
+    const ct_pipe_observer obs = {s->opts.dump, s->opts.dump_user, s->dump_index};
+    ct_feature_batch fb = {0};
+    ct_enc_result *enc = &s->enc;
+    ct_greedy_result dec = {0};
     tg_status st = NULL;
-    if (!feats || !frames) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
-        goto done;
-    }
-    int *valid = frames + n;
 
     double t0 = now_ms();
-    int T = 0;
-    for (int i = 0; i < n; i++) {
-        st = ct_mel_compute(&s->mel, clips[i], lens[i], &feats[i], &frames[i], &valid[i]);
-        if (st) goto done;
-        if (frames[i] > T) T = frames[i];
-    }
-    int bucket = s->opts.frame_bucket;
-    if (bucket > 0) T = (T + bucket - 1) / bucket * bucket;
-    batch = tg_calloc((size_t)n * T * M, sizeof(float));
-    if (!batch) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
-        goto done;
-    }
-    for (int i = 0; i < n; i++) {
-        memcpy(batch + (size_t)i * T * M, feats[i], (size_t)frames[i] * M * sizeof(float));
-        int64_t shape[2] = {frames[i], M};
-        dump(s, s->dump_index + i, "features", TG_F32, 2, shape, feats[i]);
-    }
+    if ((st = ct_pipe_features(&p, clips, lens, slots, n, &fb))) goto done;
     double t1 = now_ms();
     tm->frontend_ms += t1 - t0;
+    if ((st = ct_pipe_observe_features(&obs, &fb))) goto done;
 
-    ct_enc_opts eo = {.f32 = s->f32, .keep_hidden = s->opts.dump != NULL};
-    if ((st = ct_encoder_run(m, s->sched, batch, n, T, valid, &eo, &enc))) goto done;
+    t1 = now_ms();
+    if ((st = ct_pipe_encode(&p, &fb, enc))) goto done;
     double t2 = now_ms();
     tm->encoder_ms += t2 - t1;
-    for (int i = 0; s->opts.dump && i < n; i++) {
-        int64_t shape[2] = {ct_enc_len(frames[i]), enc.d};
-        size_t off = (size_t)i * enc.n_frames * enc.d;
-        char name[32];
-        for (int h = 0; h < enc.n_hidden; h++) {
-            snprintf(name, sizeof name, "encoder_hidden.%d", h);
-            dump(s, s->dump_index + i, name, TG_F32, 2, shape, enc.hidden[h] + off);
-        }
-        dump(s, s->dump_index + i, "encoder_out", TG_F32, 2, shape, enc.out + off);
-    }
+    if ((st = ct_pipe_observe_encoded(&obs, &fb, enc))) goto done;
 
-    ct_greedy_opts go = {.max_new_tokens = s->opts.max_new_tokens,
-                         .eos_id = s->eos_id,
-                         .pad_id = s->pad_id,
-                         .f32 = s->f32,
-                         .keep_logits = s->opts.dump != NULL};
-    if ((st = ct_greedy_decode(m, s->sched, &enc, s->prompt, s->n_prompt, &go, &gr))) goto done;
+    t2 = now_ms();
+    st = ct_pipe_decode(&p, enc, &dec);
     tm->decoder_ms += now_ms() - t2;
+    if (enc->n_hidden) ct_enc_result_free(enc); /* every layer's states: not kept */
+    if (st) goto done;
+    if ((st = ct_pipe_observe_decoded(&obs, &p, &dec))) goto done;
 
-    for (int i = 0; i < n && !st; i++) {
-        const int32_t *row = gr.tokens + (size_t)i * gr.n_cols;
-        if (s->opts.dump) {
-            int64_t pl[2] = {s->n_prompt, m->vocab}, sl[2] = {gr.n_steps, m->vocab};
-            int64_t gl[1] = {gr.n_cols};
-            dump(s, s->dump_index + i, "prompt_logits", TG_F32, 2, pl,
-                 gr.prompt_logits + (size_t)i * s->n_prompt * m->vocab);
-            dump(s, s->dump_index + i, "step_logits", TG_F32, 2, sl,
-                 gr.step_logits + (size_t)i * gr.n_steps * m->vocab);
-            dump(s, s->dump_index + i, "generated", TG_I32, 1, gl, row);
-        }
-        int n_tok = gr.n_tokens[i];
-        st = ct_tokenizer_decode(s->tok, row, n_tok, &outs[i].text);
-        if (st) break;
-        int n_gen = n_tok - s->n_prompt;
-        if (n_gen > 0 && row[n_tok - 1] == s->eos_id) n_gen--;
-        outs[i].tokens = tg_malloc((size_t)(n_gen > 0 ? n_gen : 1) * sizeof(int32_t));
-        if (!outs[i].tokens) {
-            st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
-            break;
-        }
-        memcpy(outs[i].tokens, row + s->n_prompt, (size_t)(n_gen > 0 ? n_gen : 0) * sizeof(int32_t));
-        outs[i].n_tokens = n_gen > 0 ? n_gen : 0;
-    }
+    if ((st = ct_pipe_text(&p, &dec, fb.clip, outs))) goto done;
     s->dump_index += n;
 done:
-    for (int i = 0; feats && i < n; i++) tg_free(feats[i]);
-    tg_free(feats);
-    tg_free(frames);
-    tg_free(batch);
-    ct_enc_result_free(&enc);
-    ct_greedy_result_free(&gr);
+    ct_feature_batch_free(&fb);
+    ct_greedy_result_free(&dec);
     return st;
 }
 
@@ -336,7 +283,7 @@ done:
 
 /* spec 5.4 (text.h): drop empty chunk texts, strip them, join with " " (or
  * "" for ja and zh); the tokens of every chunk are concatenated. */
-static tg_status join_texts(const ct_session *s, clip_out *outs, int n, ct_result *r) {
+static tg_status join_texts(const ct_session *s, ct_clip_text *outs, int n, ct_result *r) {
     const char *sep = !strcmp(s->language, "ja") || !strcmp(s->language, "zh") ? "" : " ";
     size_t n_tok = 0;
     for (int i = 0; i < n; i++) n_tok += (size_t)outs[i].n_tokens;
@@ -356,11 +303,8 @@ static tg_status join_texts(const ct_session *s, clip_out *outs, int n, ct_resul
     return st;
 }
 
-static void free_outs(clip_out *outs, int n) {
-    for (int i = 0; outs && i < n; i++) {
-        tg_free(outs[i].text);
-        tg_free(outs[i].tokens);
-    }
+static void free_outs(ct_clip_text *outs, int n) {
+    for (int i = 0; outs && i < n; i++) ct_clip_text_free(&outs[i]);
     tg_free(outs);
 }
 
@@ -386,7 +330,7 @@ ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
     if (st) return st;
     size_t (*bounds)[2] = NULL;
     int n_chunks = 0;
-    clip_out *outs = NULL;
+    ct_clip_text *outs = NULL;
     const float **clips = NULL;
     size_t *lens = NULL;
     int *slot = NULL;
@@ -430,18 +374,8 @@ ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
     for (int done = 0; done < n_run;) {
         int bs = s->opts.batch_size;
         if (bs > n_run - done) bs = n_run - done;
-        clip_out *tmp = tg_calloc((size_t)bs, sizeof *tmp);
-        if (!tmp) {
-            st = tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
+        if ((st = run_batch(s, clips + done, lens + done, slot + done, bs, outs, &r->timings)))
             goto fail;
-        }
-        st = run_batch(s, clips + done, lens + done, bs, tmp, &r->timings);
-        if (st) {
-            free_outs(tmp, bs);
-            goto fail;
-        }
-        for (int j = 0; j < bs; j++) outs[slot[done + j]] = tmp[j];
-        tg_free(tmp);
         done += bs;
         if (s->opts.progress) s->opts.progress(s->opts.progress_user, done, n_run);
     }
@@ -500,9 +434,9 @@ ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const si
                                  i, (double)n[i] / SAMPLE_RATE, max_s);
     }
     ct_timings tm = {0};
-    clip_out *outs = tg_calloc((size_t)n_clips, sizeof *outs);
+    ct_clip_text *outs = tg_calloc((size_t)n_clips, sizeof *outs);
     if (!outs) return tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
-    tg_status st = run_batch(s, clips, n, n_clips, outs, &tm);
+    tg_status st = run_batch(s, clips, n, NULL, n_clips, outs, &tm);
     for (int i = 0; !st && i < n_clips; i++) {
         ct_result *r = tg_calloc(1, sizeof *r);
         if (!r) {

@@ -1,9 +1,10 @@
 /*
  * decoder.c: the Transformer decoder of spec 3 with a fixed-shape KV cache.
  *
- * Per batch of clips: the encoder output is projected to the decoder width
- * and each layer's cross-attention K/V are computed once (spec 3.4) into
- * tensors that live for the batch. The self-attention cache is allocated
+ * Per batch of clips: the encoder output, read where the encoder left it
+ * (a leaf in its own backend buffer, never a host round trip), is projected
+ * to the decoder width and each layer's cross-attention K/V are computed
+ * once (spec 3.4) into tensors that live for the batch. The self-attention cache is allocated
  * once at its maximum length, [head_dim, max_len, heads, B] per layer, so
  * attention reads it without a copy. Two graphs are built once per batch:
  * the prefill (the whole prompt) and the step (one token per row). A step
@@ -11,7 +12,9 @@
  * tensor) and attends over the whole cache with a mask given as data, so
  * every step runs the same graph with the same shapes: the plan (and on a
  * GPU the captured launch sequence) is made once. Argmax runs where the
- * logits are; only ids come back unless the caller asks for logits.
+ * logits are; only ids come back unless the caller asks for logits. A
+ * token's score, when asked for, is its softmax probability, picked from
+ * the logits on the device as well, so it costs B floats a step.
  *
  * Rows of a batch stay in their slots; the caller feeds finished rows a pad
  * token and ignores what they produce.
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "layers.h"
 #include "model.h"
 
 /* One of the two decoding graphs. */
@@ -32,6 +36,7 @@ typedef struct dec_graph {
     tg_tensor *tok, *pos, *wids;  /* I32 inputs                         */
     tg_tensor *self_mask, *cross_mask;
     tg_tensor *ids, *logits;      /* outputs (logits only when wanted)  */
+    tg_tensor *scores;            /* softmax at the argmax, when wanted */
 } dec_graph;
 
 struct ct_dec_state {
@@ -50,36 +55,10 @@ struct ct_dec_state {
     int32_t *ihost;               /* scratch for ids                   */
 };
 
-static tg_tensor *linear(const ct_dec_state *s, tg_ctx *ctx, tg_tensor *w, tg_tensor *b,
-                         tg_tensor *x) {
-    tg_tensor *y = tg_mul_mat(ctx, w, x);
-    if (y && s->opts.f32) tg_set_prec(y, TG_PREC_F32);
-    return b ? tg_add(ctx, y, b) : y;
-}
-
-/* [hd*H, T, B] -> [hd, T, H, B], contiguous. */
-static tg_tensor *split_heads(tg_ctx *ctx, tg_tensor *x, int hd, int H) {
-    tg_tensor *t = tg_reshape_4d(ctx, x, hd, H, x ? x->ne[1] : 1, x ? x->ne[2] : 1);
-    return tg_cont(ctx, tg_permute(ctx, t, 0, 2, 1, 3));
-}
-
-static tg_tensor *attend(const ct_dec_state *s, tg_ctx *ctx, tg_tensor *q, tg_tensor *k,
+/* Cross- or self-attention for query rows q [hd, Tq, H, B]: [dd, Tq, B]. */
+static tg_tensor *attend(const ct_dec_state *s, const ct_nn *nn, tg_tensor *q, tg_tensor *k,
                          tg_tensor *v, tg_tensor *mask) {
-    const ct_model *m = s->m;
-    tg_tensor *a = tg_attention(ctx, q, k, v, mask, 1.0f / sqrtf((float)m->dec_head_dim));
-    if (a && s->opts.f32) tg_set_prec(a, TG_PREC_F32);
-    /* [hd, H, Tq, B] -> [dd, Tq, B] */
-    return tg_reshape_3d(ctx, a, m->dd, q ? q->ne[1] : 1, q ? q->ne[3] : 1);
-}
-
-static tg_tensor *new_input(tg_ctx *ctx, tg_type type, int64_t ne0, int64_t ne1, int64_t ne2,
-                            int64_t ne3, const char *name) {
-    tg_tensor *t = tg_new_4d(ctx, type, ne0, ne1, ne2, ne3);
-    if (t) {
-        t->flags |= TG_FLAG_INPUT;
-        tg_set_name(t, "%s", name);
-    }
-    return t;
+    return ct_nn_attention(nn, q, k, v, mask, 1.0f / sqrtf((float)s->m->dec_head_dim));
 }
 
 /* spec 3.1-3.3 for n_q query positions per row. */
@@ -88,12 +67,13 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     int B = s->B, H = m->dec_heads, hd = m->dec_head_dim;
     tg_ctx *ctx = dg->ctx = tg_ctx_new();
     if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    const ct_nn nnv = {ctx, s->opts.f32}, *nn = &nnv;
     dg->n_q = n_q;
-    dg->tok = new_input(ctx, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
-    dg->pos = new_input(ctx, TG_I32, (int64_t)n_q * B, 1, 1, 1, "positions");
-    dg->wids = new_input(ctx, TG_I32, n_q, H, B, 1, "cache_rows");
-    dg->self_mask = new_input(ctx, TG_F32, s->max_len, n_q, 1, 1, "self_mask");
-    dg->cross_mask = new_input(ctx, TG_F32, s->n_enc, n_q, 1, B, "cross_mask");
+    dg->tok = ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
+    dg->pos = ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "positions");
+    dg->wids = ct_nn_input(nn, TG_I32, n_q, H, B, 1, "cache_rows");
+    dg->self_mask = ct_nn_input(nn, TG_F32, s->max_len, n_q, 1, 1, "self_mask");
+    dg->cross_mask = ct_nn_input(nn, TG_F32, s->n_enc, n_q, 1, B, "cross_mask");
     tg_status st = tg_ctx_check(ctx);
     if (st) return st;
 
@@ -101,30 +81,32 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     tg_tensor *x = tg_add(ctx, tg_get_rows(ctx, m->tok_emb, dg->tok),
                           tg_get_rows(ctx, m->pos_emb, dg->pos));
     x = tg_reshape_3d(ctx, x, m->dd, n_q, B);
-    x = tg_layer_norm(ctx, x, m->emb_norm_w, m->emb_norm_b, 1e-5f);
+    x = ct_nn_norm(nn, x, m->emb_norm_w, m->emb_norm_b);
+    /* spec 3.2: pre-LN layers */
     for (int i = 0; i < m->n_dec_layers && x; i++) {
         const ct_dec_layer *l = &m->dec[i];
         /* causal self-attention over the cache */
-        tg_tensor *h = tg_layer_norm(ctx, x, l->ln1_w, l->ln1_b, 1e-5f);
-        tg_tensor *q = split_heads(ctx, linear(s, ctx, l->sa_wq, l->sa_bq, h), hd, H);
-        tg_tensor *k = split_heads(ctx, linear(s, ctx, l->sa_wk, l->sa_bk, h), hd, H);
-        tg_tensor *v = split_heads(ctx, linear(s, ctx, l->sa_wv, l->sa_bv, h), hd, H);
+        tg_tensor *h = ct_nn_norm(nn, x, l->ln1_w, l->ln1_b);
+        tg_tensor *q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wq, l->sa_bq, h), hd, H);
+        tg_tensor *k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wk, l->sa_bk, h), hd, H);
+        tg_tensor *v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wv, l->sa_bv, h), hd, H);
         tg_tensor *kc = tg_set_rows(ctx, s->self_k[i], k, dg->wids);
         tg_tensor *vc = tg_set_rows(ctx, s->self_v[i], v, dg->wids);
-        tg_tensor *a = attend(s, ctx, q, kc, vc, dg->self_mask);
-        x = tg_add(ctx, x, linear(s, ctx, l->sa_wo, l->sa_bo, a));
+        tg_tensor *a = attend(s, nn, q, kc, vc, dg->self_mask);
+        x = tg_add(ctx, x, ct_nn_linear(nn, l->sa_wo, l->sa_bo, a));
         /* cross-attention on the clip's K/V */
-        h = tg_layer_norm(ctx, x, l->ln2_w, l->ln2_b, 1e-5f);
-        q = split_heads(ctx, linear(s, ctx, l->ca_wq, l->ca_bq, h), hd, H);
-        a = attend(s, ctx, q, s->cross_k[i], s->cross_v[i], dg->cross_mask);
-        x = tg_add(ctx, x, linear(s, ctx, l->ca_wo, l->ca_bo, a));
+        h = ct_nn_norm(nn, x, l->ln2_w, l->ln2_b);
+        q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->ca_wq, l->ca_bq, h), hd, H);
+        a = attend(s, nn, q, s->cross_k[i], s->cross_v[i], dg->cross_mask);
+        x = tg_add(ctx, x, ct_nn_linear(nn, l->ca_wo, l->ca_bo, a));
         /* relu MLP */
-        h = tg_layer_norm(ctx, x, l->ln3_w, l->ln3_b, 1e-5f);
-        h = tg_relu(ctx, linear(s, ctx, l->fc1_w, l->fc1_b, h));
-        x = tg_add(ctx, x, linear(s, ctx, l->fc2_w, l->fc2_b, h));
+        h = ct_nn_norm(nn, x, l->ln3_w, l->ln3_b);
+        h = tg_relu(ctx, ct_nn_linear(nn, l->fc1_w, l->fc1_b, h));
+        x = tg_add(ctx, x, ct_nn_linear(nn, l->fc2_w, l->fc2_b, h));
     }
-    x = tg_layer_norm(ctx, x, m->final_norm_w, m->final_norm_b, 1e-5f);
-    tg_tensor *logits = linear(s, ctx, m->head_w, m->head_b, x); /* [V, n_q, B] */
+    /* spec 3.3 */
+    x = ct_nn_norm(nn, x, m->final_norm_w, m->final_norm_b);
+    tg_tensor *logits = ct_nn_linear(nn, m->head_w, m->head_b, x); /* [V, n_q, B] */
     dg->ids = tg_argmax(ctx, logits);                            /* [n_q, B]    */
     if ((st = tg_ctx_check(ctx))) return tg_status_wrap(st, "building the decoder graph");
     tg_set_name(logits, "logits");
@@ -132,6 +114,14 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     dg->g = tg_graph_new(ctx);
     if (!dg->g) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     st = tg_graph_build(dg->g, dg->ids);
+    if (!st && s->opts.want_scores) {
+        /* the chosen token's probability, picked on the device: softmax
+         * rows seen as [1, V, n_q*B] images, one row each at its argmax */
+        int64_t n = (int64_t)n_q * B;
+        tg_tensor *p = tg_reshape_4d(ctx, tg_soft_max(ctx, logits, NULL, 1.0f), 1, m->vocab, n, 1);
+        dg->scores = tg_get_rows(ctx, p, tg_reshape_3d(ctx, dg->ids, 1, n, 1));
+        st = tg_graph_build(dg->g, dg->scores);
+    }
     if (!st && s->opts.want_logits) {
         dg->logits = logits;
         st = tg_graph_build(dg->g, logits);
@@ -147,21 +137,19 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
     tg_status st = NULL;
     tg_ctx *ctx = tg_ctx_new();
     if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
-    tg_tensor *e = new_input(ctx, TG_F32, m->d, s->n_enc, s->B, 1, "encoder_out");
-    tg_tensor *e3 = tg_reshape_3d(ctx, e, m->d, s->n_enc, s->B);
-    tg_tensor *p = linear(s, ctx, m->proj_w, m->proj_b, e3);
+    const ct_nn nnv = {ctx, s->opts.f32}, *nn = &nnv;
+    /* the encoder's output is read where it lies, as a leaf */
+    tg_tensor *p = ct_nn_linear(nn, m->proj_w, m->proj_b, enc->out);
     tg_graph *g = tg_graph_new(ctx);
     if (!g) st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     for (int i = 0; !st && i < m->n_dec_layers; i++) {
         const ct_dec_layer *l = &m->dec[i];
-        tg_tensor *k = split_heads(ctx, linear(s, ctx, l->ca_wk, l->ca_bk, p), hd, H);
-        tg_tensor *v = split_heads(ctx, linear(s, ctx, l->ca_wv, l->ca_bv, p), hd, H);
+        tg_tensor *k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->ca_wk, l->ca_bk, p), hd, H);
+        tg_tensor *v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->ca_wv, l->ca_bv, p), hd, H);
         st = tg_graph_build(g, tg_cpy(ctx, k, s->cross_k[i]));
         if (!st) st = tg_graph_build(g, tg_cpy(ctx, v, s->cross_v[i]));
     }
     if (!st) st = tg_sched_alloc(s->sched, g);
-    if (!st)
-        st = tg_tensor_set(e, enc->out, 0, (size_t)m->d * s->n_enc * s->B * sizeof(float));
     if (!st) st = tg_sched_compute(s->sched, g);
     tg_ctx_free(ctx);
     s->allocated = NULL;
@@ -283,26 +271,36 @@ static tg_status run(ct_dec_state *s, dec_graph *dg, const int32_t *ids, int pos
     return tg_sched_compute(s->sched, dg->g);
 }
 
+/* Copies the graph's outputs back: out_next[b] = ids[b][n_q - 1], and the
+ * score and logits of every position when asked for and made. */
+static tg_status get_outputs(ct_dec_state *s, dec_graph *dg, int32_t *out_next,
+                             float *out_scores, float *out_logits) {
+    int B = s->B, n_q = dg->n_q;
+    size_t n = (size_t)B * n_q;
+    tg_status st = NULL;
+    int32_t *ids = n_q > 1 ? tg_malloc(n * sizeof(int32_t)) : out_next;
+    if (!ids) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    st = tg_tensor_get(dg->ids, ids, 0, n * sizeof(int32_t));
+    for (int b = 0; !st && n_q > 1 && b < B; b++) out_next[b] = ids[b * n_q + n_q - 1];
+    if (ids != out_next) tg_free(ids);
+    if (!st && out_scores && dg->scores)
+        st = tg_tensor_get(dg->scores, out_scores, 0, n * sizeof(float));
+    if (!st && out_logits && dg->logits)
+        st = tg_tensor_get(dg->logits, out_logits, 0, n * s->m->vocab * sizeof(float));
+    return st;
+}
+
 tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *out_next,
-                             float *out_logits) {
+                             float *out_scores, float *out_logits) {
     if (!s || !prompt || !out_next)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_prefill: NULL argument");
-    int B = s->B, P = s->n_prompt;
     tg_status st = run(s, &s->prefill, prompt, 0);
-    int32_t *ids = tg_malloc((size_t)B * P * sizeof(int32_t));
-    if (!st && !ids) st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
-    if (!st) st = tg_tensor_get(s->prefill.ids, ids, 0, (size_t)B * P * sizeof(int32_t));
-    if (!st)
-        for (int b = 0; b < B; b++) out_next[b] = ids[b * P + P - 1];
-    if (!st && out_logits && s->prefill.logits)
-        st = tg_tensor_get(s->prefill.logits, out_logits, 0,
-                           (size_t)B * P * s->m->vocab * sizeof(float));
-    tg_free(ids);
+    if (!st) st = get_outputs(s, &s->prefill, out_next, out_scores, out_logits);
     return tg_status_wrap(st, "decoding the prompt");
 }
 
 tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
-                          float *out_logits) {
+                          float *out_scores, float *out_logits) {
     if (!s || !ids || !out_next)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_step: NULL argument");
     if (pos < s->n_prompt || pos >= s->max_len)
@@ -310,9 +308,6 @@ tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t 
                              "decoder step at position %d: outside [%d, %d) of the cache", pos,
                              s->n_prompt, s->max_len);
     tg_status st = run(s, &s->step, ids, pos);
-    if (!st) st = tg_tensor_get(s->step.ids, out_next, 0, (size_t)s->B * sizeof(int32_t));
-    if (!st && out_logits && s->step.logits)
-        st = tg_tensor_get(s->step.logits, out_logits, 0,
-                           (size_t)s->B * s->m->vocab * sizeof(float));
+    if (!st) st = get_outputs(s, &s->step, out_next, out_scores, out_logits);
     return tg_status_wrap(st, "decoder step at position %d", pos);
 }

@@ -20,109 +20,86 @@
  * The rel-pos table (spec 2.2) is computed on the host in fp32: device
  * sin/cos differ at sensitive tokens (spec 7.1 item 5).
  *
+ * The output (and, for dumps and tests, every layer's input) is copied by
+ * the graph's last nodes into tensors of a buffer of their own on the
+ * model's backend, so it survives the next graph's use of the scheduler's
+ * arena and the decoder reads it where it is (model.h, ct_enc_result).
+ *
  * Not here: frame bucketing, the decoder's projection (decoder.c applies it).
  */
 #include <math.h>
 #include <string.h>
 
 #include "base.h"
+#include "layers.h"
 #include "model.h"
 
 typedef struct builder {
-    tg_ctx *ctx;
+    ct_nn nn; /* the graph's context and precision request */
     const ct_model *m;
-    bool f32;
 } builder;
-
-static tg_tensor *input(builder *b, tg_type type, int64_t ne0, int64_t ne1, int64_t ne2,
-                        int64_t ne3, const char *name) {
-    tg_tensor *t = tg_new_4d(b->ctx, type, ne0, ne1, ne2, ne3);
-    if (t) {
-        t->flags |= TG_FLAG_INPUT;
-        tg_set_name(t, "%s", name);
-    }
-    return t;
-}
-
-/* y = W x + bias (bias may be NULL). */
-static tg_tensor *linear(builder *b, tg_tensor *w, tg_tensor *bias, tg_tensor *x) {
-    tg_tensor *y = tg_mul_mat(b->ctx, w, x);
-    if (y && b->f32) tg_set_prec(y, TG_PREC_F32);
-    return bias ? tg_add(b->ctx, y, bias) : y;
-}
-
-static tg_tensor *norm(builder *b, tg_tensor *x, tg_tensor *w, tg_tensor *bias) {
-    return tg_layer_norm(b->ctx, x, w, bias, 1e-5f);
-}
-
-/* [hd*H, T, B] -> [hd, T, H, B], contiguous. */
-static tg_tensor *split_heads(builder *b, tg_tensor *x, int hd, int H) {
-    tg_tensor *t = tg_reshape_4d(b->ctx, x, hd, H, x ? x->ne[1] : 1, x ? x->ne[2] : 1);
-    return tg_cont(b->ctx, tg_permute(b->ctx, t, 0, 2, 1, 3));
-}
 
 /* A conv bias [C] broadcast over [W, H, C, N]. */
 static tg_tensor *conv_bias(builder *b, tg_tensor *x, tg_tensor *bias) {
-    return tg_add(b->ctx, x, tg_reshape_4d(b->ctx, bias, 1, 1, bias->ne[0], 1));
+    return tg_add(b->nn.ctx, x, tg_reshape_4d(b->nn.ctx, bias, 1, 1, bias->ne[0], 1));
 }
 
 /* FF(h) = W2 silu(W1 h + b1) + b2 */
 static tg_tensor *feed_forward(builder *b, tg_tensor *x, tg_tensor *nw, tg_tensor *nb,
                                tg_tensor *w1, tg_tensor *b1, tg_tensor *w2, tg_tensor *b2) {
-    tg_tensor *h = norm(b, x, nw, nb);
-    h = tg_silu(b->ctx, linear(b, w1, b1, h));
-    return linear(b, w2, b2, h);
+    const ct_nn *nn = &b->nn;
+    tg_tensor *h = ct_nn_norm(nn, x, nw, nb);
+    h = tg_silu(nn->ctx, ct_nn_linear(nn, w1, b1, h));
+    return ct_nn_linear(nn, w2, b2, h);
 }
 
-/* spec 2.4 */
+/* spec 2.4: AC = (q + u)·k from the attention itself; BD = (q + v)·r,
+ * rel-shifted, scaled and masked, goes in as the attention's additive mask. */
 static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
                                 tg_tensor *pos, tg_tensor *key_mask) {
-    const ct_model *m = b->m;
-    tg_ctx *ctx = b->ctx;
-    int H = m->heads, hd = m->head_dim;
-    int64_t T = x->ne[1], B = x->ne[2];
-    tg_tensor *h = norm(b, x, l->att_norm_w, l->att_norm_b);
+    const ct_nn *nn = &b->nn;
+    tg_ctx *ctx = nn->ctx;
+    int H = b->m->heads, hd = b->m->head_dim;
+    tg_tensor *h = ct_nn_norm(nn, x, l->att_norm_w, l->att_norm_b);
 
-    tg_tensor *q = tg_reshape_4d(ctx, linear(b, l->wq, l->bq, h), hd, H, T, B);
-    tg_tensor *qu = tg_add(ctx, q, tg_reshape_4d(ctx, l->pos_u, hd, H, 1, 1));
-    tg_tensor *qv = tg_add(ctx, q, tg_reshape_4d(ctx, l->pos_v, hd, H, 1, 1));
-    qu = tg_cont(ctx, tg_permute(ctx, qu, 0, 2, 1, 3)); /* [hd, T, H, B] */
-    qv = tg_cont(ctx, tg_permute(ctx, qv, 0, 2, 1, 3));
-    tg_tensor *k = split_heads(b, linear(b, l->wk, l->bk, h), hd, H);
-    tg_tensor *v = split_heads(b, linear(b, l->wv, l->bv, h), hd, H);
+    /* q + u and q + v: the biases [hd, H] are [d] vectors over every frame */
+    tg_tensor *q = ct_nn_linear(nn, l->wq, l->bq, h);
+    tg_tensor *u = tg_reshape_2d(ctx, l->pos_u, (int64_t)hd * H, 1);
+    tg_tensor *vb = tg_reshape_2d(ctx, l->pos_v, (int64_t)hd * H, 1);
+    tg_tensor *qu = ct_nn_split_heads(nn, tg_add(ctx, q, u), hd, H);
+    tg_tensor *qv = ct_nn_split_heads(nn, tg_add(ctx, q, vb), hd, H);
+    tg_tensor *k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->wk, l->bk, h), hd, H);
+    tg_tensor *v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->wv, l->bv, h), hd, H);
 
     /* r = Wpos P: [d, 2T-1] -> [hd, 2T-1, H, 1] */
-    tg_tensor *r = linear(b, l->wpos, NULL, pos);
-    r = tg_reshape_4d(ctx, r, hd, H, 2 * T - 1, 1);
-    r = tg_cont(ctx, tg_permute(ctx, r, 0, 2, 1, 3));
+    tg_tensor *r = ct_nn_split_heads(nn, ct_nn_linear(nn, l->wpos, NULL, pos), hd, H);
     /* BDraw [2T-1, T, H, B]; rel_shift gives BD[j, i] = BDraw[T-1-i+j, i] */
-    tg_tensor *bd_raw = tg_mul_mat(ctx, r, qv);
-    if (bd_raw && b->f32) tg_set_prec(bd_raw, TG_PREC_F32);
+    tg_tensor *bd_raw = ct_nn_matmul(nn, r, qv);
     float scale = 1.0f / sqrtf((float)hd);
     tg_tensor *bd = tg_cont(ctx, tg_rel_shift(ctx, bd_raw));
     tg_tensor *mask = tg_add(ctx, tg_scale(ctx, bd, scale), key_mask);
 
-    tg_tensor *att = tg_attention(ctx, qu, k, v, mask, scale); /* [hd, H, T, B] */
-    if (att && b->f32) tg_set_prec(att, TG_PREC_F32);
-    att = tg_reshape_3d(ctx, att, (int64_t)hd * H, T, B);
-    return linear(b, l->wo, l->bo, att);
+    tg_tensor *att = ct_nn_attention(nn, qu, k, v, mask, scale); /* [d, T, B] */
+    return ct_nn_linear(nn, l->wo, l->bo, att);
 }
 
-/* spec 2.5 */
+/* spec 2.5 (BatchNorm folded into the depthwise conv at load) */
 static tg_tensor *conv_module(builder *b, const ct_enc_layer *l, tg_tensor *x,
                               tg_tensor *time_mask) {
-    tg_ctx *ctx = b->ctx;
-    tg_tensor *h = norm(b, x, l->conv_norm_w, l->conv_norm_b);
-    h = tg_glu(ctx, linear(b, l->pw1_w, l->pw1_b, h));
+    const ct_nn *nn = &b->nn;
+    tg_ctx *ctx = nn->ctx;
+    tg_tensor *h = ct_nn_norm(nn, x, l->conv_norm_w, l->conv_norm_b);
+    h = tg_glu(ctx, ct_nn_linear(nn, l->pw1_w, l->pw1_b, h));
     h = tg_mul(ctx, h, time_mask);
     h = tg_conv_1d_dw(ctx, l->dw_w, h, 1, (b->m->conv_kernel - 1) / 2);
     h = tg_silu(ctx, tg_add(ctx, h, l->dw_b));
-    return linear(b, l->pw2_w, l->pw2_b, h);
+    return ct_nn_linear(nn, l->pw2_w, l->pw2_b, h);
 }
 
+/* spec 2.3: the macaron block */
 static tg_tensor *block(builder *b, const ct_enc_layer *l, tg_tensor *x, tg_tensor *pos,
                         tg_tensor *key_mask, tg_tensor *time_mask) {
-    tg_ctx *ctx = b->ctx;
+    tg_ctx *ctx = b->nn.ctx;
     tg_tensor *f = feed_forward(b, x, l->ff1_norm_w, l->ff1_norm_b, l->ff1_w1, l->ff1_b1,
                                 l->ff1_w2, l->ff1_b2);
     x = tg_add(ctx, x, tg_scale(ctx, f, 0.5f));
@@ -133,7 +110,7 @@ static tg_tensor *block(builder *b, const ct_enc_layer *l, tg_tensor *x, tg_tens
     f = feed_forward(b, x, l->ff2_norm_w, l->ff2_norm_b, l->ff2_w1, l->ff2_b1, l->ff2_w2,
                      l->ff2_b2);
     x = tg_add(ctx, x, tg_scale(ctx, f, 0.5f));
-    return norm(b, x, l->out_norm_w, l->out_norm_b);
+    return ct_nn_norm(&b->nn, x, l->out_norm_w, l->out_norm_b);
 }
 
 /* spec 2.2: rows r = 0..2T-2 hold position p = T-1-r; interleaved sin/cos. */
@@ -158,10 +135,73 @@ static void fill_mask(float *dst, int T, int B, const int *len) {
 void ct_enc_result_free(ct_enc_result *r) {
     if (!r) return;
     tg_free(r->valid);
-    tg_free(r->out);
-    for (int i = 0; i < r->n_hidden; i++) tg_free(r->hidden[i]);
     tg_free(r->hidden);
+    tg_buffer_free(r->buf);
+    tg_ctx_free(r->ctx);
     memset(r, 0, sizeof *r);
+}
+
+tg_status ct_enc_get_rows(const ct_enc_result *r, const tg_tensor *t, int row, int n_frames,
+                          float *dst) {
+    if (!r || !t || !dst || row < 0 || row >= r->n_batch || n_frames < 0 ||
+        n_frames > r->n_frames)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_enc_get_rows: bad arguments");
+    size_t frame = (size_t)r->d * sizeof(float);
+    return tg_tensor_get(t, dst, (size_t)row * r->n_frames * frame, (size_t)n_frames * frame);
+}
+
+/* The result's tensors, [d, T, B] F32 each, in one buffer of the model's
+ * backend of their own: the scheduler's arena is replanned by the next
+ * graph, this buffer is not. An earlier result of the same shapes keeps
+ * its buffer, so a repeated batch shape writes the same addresses and a
+ * GPU backend can replay the encoder's captured graph as is. */
+static tg_status alloc_result(const ct_model *m, int B, int T, bool keep_hidden,
+                              ct_enc_result *out) {
+    int n_hidden = keep_hidden ? m->n_enc_layers + 1 : 0;
+    if (out->buf && tg_buffer_backend(out->buf) == m->backend && out->n_batch == B &&
+        out->n_frames == T && out->d == m->d && out->n_hidden == n_hidden)
+        return NULL;
+    ct_enc_result_free(out);
+    out->valid = tg_calloc((size_t)B, sizeof(int));
+    out->n_batch = B;
+    out->n_frames = T;
+    out->d = m->d;
+    out->n_hidden = keep_hidden ? m->n_enc_layers + 1 : 0;
+    out->ctx = tg_ctx_new();
+    if (keep_hidden) out->hidden = tg_calloc((size_t)out->n_hidden, sizeof(tg_tensor *));
+    if (!out->valid || !out->ctx || (keep_hidden && !out->hidden))
+        return tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
+    out->out = tg_set_name(tg_new_3d(out->ctx, TG_F32, m->d, T, B), "encoder_out");
+    for (int i = 0; i < out->n_hidden; i++)
+        out->hidden[i] =
+            tg_set_name(tg_new_3d(out->ctx, TG_F32, m->d, T, B), "encoder_hidden.%d", i);
+    tg_status st = tg_ctx_check(out->ctx);
+    if (!st) st = tg_ctx_alloc_tensors(out->ctx, m->backend, &out->buf);
+    return tg_status_wrap(st, "encoder: the output's buffer");
+}
+
+/* spec 2.1: [mel, T0, 1, B] features to [d, T3, B]; m1..m3 zero the frames
+ * past each row's length after every conv. */
+static tg_tensor *subsampling(builder *b, tg_tensor *feat, tg_tensor *m1, tg_tensor *m2,
+                              tg_tensor *m3) {
+    const ct_model *m = b->m;
+    tg_ctx *ctx = b->nn.ctx;
+    tg_tensor *x = tg_conv_2d(ctx, m->sub_w[0], feat, 2, 2, 1, 1);
+    x = tg_relu(ctx, tg_mul(ctx, conv_bias(b, x, m->sub_b[0]), m1));
+    x = tg_conv_2d_dw(ctx, m->sub_w[1], x, 2, 2, 1, 1);
+    x = tg_mul(ctx, conv_bias(b, x, m->sub_b[1]), m2);
+    x = tg_conv_2d(ctx, m->sub_w[2], x, 1, 1, 0, 0);
+    x = tg_relu(ctx, tg_mul(ctx, conv_bias(b, x, m->sub_b[2]), m2));
+    x = tg_conv_2d_dw(ctx, m->sub_w[3], x, 2, 2, 1, 1);
+    x = tg_mul(ctx, conv_bias(b, x, m->sub_b[3]), m3);
+    x = tg_conv_2d(ctx, m->sub_w[4], x, 1, 1, 0, 0);
+    x = tg_relu(ctx, tg_mul(ctx, conv_bias(b, x, m->sub_b[4]), m3));
+    if (!x) return NULL;
+    /* [F, T3, C, B] -> [F, C, T3, B] -> [C*F, T3, B] (index c*F + f) */
+    int64_t T3 = x->ne[1], B = x->ne[3];
+    x = tg_cont(ctx, tg_permute(ctx, x, 0, 2, 1, 3));
+    x = tg_reshape_3d(ctx, x, (int64_t)m->sub_freq * m->sub_channels, T3, B);
+    return ct_nn_linear(&b->nn, m->sub_out_w, m->sub_out_b, x);
 }
 
 tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *features,
@@ -170,21 +210,12 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     if (!m || !sched || !features || n_batch <= 0 || n_frames <= 0 || !valid_frames || !out)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_encoder_run: bad arguments");
     ct_enc_opts o = opts ? *opts : (ct_enc_opts){0};
-    memset(out, 0, sizeof *out);
     int B = n_batch, T0 = n_frames, d = m->d;
     int T1 = ct_sub_len(T0), T2 = ct_sub_len(T1), T3 = ct_sub_len(T2);
     int *l1 = NULL, *l2 = NULL, *l3 = NULL;
     float *host = NULL;
     tg_status st = NULL;
-    tg_ctx *ctx = tg_ctx_new();
-    l1 = tg_calloc((size_t)B * 3, sizeof(int));
-    out->valid = tg_calloc((size_t)B, sizeof(int));
-    if (!ctx || !l1 || !out->valid) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-        goto fail;
-    }
-    l2 = l1 + B;
-    l3 = l2 + B;
+    tg_ctx *ctx = NULL;
     for (int b = 0; b < B; b++) {
         if (valid_frames[b] <= 0 || valid_frames[b] > T0) {
             st = tg_status_new(TG_ERR_INVALID_ARG,
@@ -192,66 +223,51 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
                                valid_frames[b], T0);
             goto fail;
         }
+    }
+    if ((st = alloc_result(m, B, T3, o.keep_hidden, out))) goto fail;
+    ctx = tg_ctx_new();
+    l1 = tg_calloc((size_t)B * 3, sizeof(int));
+    if (!ctx || !l1) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
+        goto fail;
+    }
+    l2 = l1 + B;
+    l3 = l2 + B;
+    for (int b = 0; b < B; b++) {
         l1[b] = ct_sub_len(valid_frames[b]);
         l2[b] = ct_sub_len(l1[b]);
         l3[b] = ct_sub_len(l2[b]);
         out->valid[b] = l3[b];
     }
 
-    builder bl = {ctx, m, o.f32};
-    builder *bd = &bl;
-    tg_tensor *feat = input(bd, TG_F32, m->n_mels, T0, 1, B, "features");
-    tg_tensor *m1 = input(bd, TG_F32, 1, T1, 1, B, "mask1");
-    tg_tensor *m2 = input(bd, TG_F32, 1, T2, 1, B, "mask2");
-    tg_tensor *m3 = input(bd, TG_F32, 1, T3, 1, B, "mask3");
-    tg_tensor *kmask = input(bd, TG_F32, T3, 1, 1, B, "key_mask");
-    tg_tensor *pos = input(bd, TG_F32, d, 2 * T3 - 1, 1, 1, "rel_pos");
+    builder bl = {{ctx, o.f32}, m};
+    const ct_nn *nn = &bl.nn;
+    tg_tensor *feat = ct_nn_input(nn, TG_F32, m->n_mels, T0, 1, B, "features");
+    tg_tensor *m1 = ct_nn_input(nn, TG_F32, 1, T1, 1, B, "mask1");
+    tg_tensor *m2 = ct_nn_input(nn, TG_F32, 1, T2, 1, B, "mask2");
+    tg_tensor *m3 = ct_nn_input(nn, TG_F32, 1, T3, 1, B, "mask3");
+    tg_tensor *kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
+    tg_tensor *pos = ct_nn_input(nn, TG_F32, d, 2 * T3 - 1, 1, 1, "rel_pos");
+    tg_graph *g = tg_graph_new(ctx);
     if ((st = tg_ctx_check(ctx))) goto fail;
+    if (!g) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
+        goto fail;
+    }
     tg_tensor *pos2 = tg_reshape_2d(ctx, pos, d, 2 * T3 - 1);
     tg_tensor *tmask = tg_reshape_3d(ctx, m3, 1, T3, B);
 
-    /* spec 2.1: subsampling */
-    tg_tensor *x = tg_conv_2d(ctx, m->sub_w[0], feat, 2, 2, 1, 1);
-    x = tg_relu(ctx, tg_mul(ctx, conv_bias(bd, x, m->sub_b[0]), m1));
-    x = tg_conv_2d_dw(ctx, m->sub_w[1], x, 2, 2, 1, 1);
-    x = tg_mul(ctx, conv_bias(bd, x, m->sub_b[1]), m2);
-    x = tg_conv_2d(ctx, m->sub_w[2], x, 1, 1, 0, 0);
-    x = tg_relu(ctx, tg_mul(ctx, conv_bias(bd, x, m->sub_b[2]), m2));
-    x = tg_conv_2d_dw(ctx, m->sub_w[3], x, 2, 2, 1, 1);
-    x = tg_mul(ctx, conv_bias(bd, x, m->sub_b[3]), m3);
-    x = tg_conv_2d(ctx, m->sub_w[4], x, 1, 1, 0, 0);
-    x = tg_relu(ctx, tg_mul(ctx, conv_bias(bd, x, m->sub_b[4]), m3));
-    /* [F, T3, C, B] -> [F, C, T3, B] -> [C*F, T3, B] (index c*F + f) */
-    x = tg_cont(ctx, tg_permute(ctx, x, 0, 2, 1, 3));
-    x = tg_reshape_3d(ctx, x, (int64_t)m->sub_freq * m->sub_channels, T3, B);
-    x = linear(bd, m->sub_out_w, m->sub_out_b, x);
-    if ((st = tg_ctx_check(ctx))) goto fail;
-
-    tg_tensor **hidden = NULL;
-    if (o.keep_hidden) {
-        out->n_hidden = m->n_enc_layers + 1;
-        out->hidden = tg_calloc((size_t)out->n_hidden, sizeof(float *));
-        hidden = tg_calloc((size_t)out->n_hidden, sizeof(tg_tensor *));
-        if (!out->hidden || !hidden) {
-            tg_free(hidden);
-            st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-            goto fail;
-        }
-        hidden[0] = x;
+    /* the graph ends in copies into the result's own buffer; the hidden
+     * states are copied out only when asked for */
+    tg_tensor *x = subsampling(&bl, feat, m1, m2, m3);
+    if (out->n_hidden) st = tg_graph_build(g, tg_cpy(ctx, x, out->hidden[0]));
+    for (int i = 0; !st && i < m->n_enc_layers; i++) {
+        x = block(&bl, &m->enc[i], x, pos2, kmask, tmask);
+        if (out->n_hidden) st = tg_graph_build(g, tg_cpy(ctx, x, out->hidden[i + 1]));
     }
-    for (int i = 0; i < m->n_enc_layers && x; i++) {
-        x = block(bd, &m->enc[i], x, pos2, kmask, tmask);
-        if (hidden) hidden[i + 1] = x;
-    }
-    if (x) tg_set_name(x, "encoder_out");
-
-    tg_graph *g = tg_graph_new(ctx);
-    if (!g) st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-    if (!st) st = tg_graph_build(g, x);
-    for (int i = 0; hidden && !st && i < out->n_hidden; i++) st = tg_graph_build(g, hidden[i]);
+    if (!st) st = tg_graph_build(g, tg_cpy(ctx, x, out->out));
     if (!st) st = tg_sched_alloc(sched, g);
     if (st) {
-        tg_free(hidden);
         st = tg_status_wrap(st, "building the encoder graph");
         goto fail;
     }
@@ -262,7 +278,6 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     if (n_host < (size_t)T1 * B) n_host = (size_t)T1 * B;
     host = tg_malloc(n_host * sizeof(float));
     if (!host) {
-        tg_free(hidden);
         st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
         goto fail;
     }
@@ -280,28 +295,9 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     if (!st) st = tg_tensor_set(pos, host, 0, n_pos * sizeof(float));
     if (!st) st = tg_sched_compute(sched, g);
     if (st) {
-        tg_free(hidden);
         st = tg_status_wrap(st, "running the encoder");
         goto fail;
     }
-
-    /* outputs: [d, T3, B] is [B][T3][d] on the host */
-    size_t n_out = (size_t)B * T3 * d;
-    out->n_batch = B;
-    out->n_frames = T3;
-    out->d = d;
-    out->out = tg_malloc(n_out * sizeof(float));
-    if (!out->out) st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-    if (!st) st = tg_tensor_get(x, out->out, 0, n_out * sizeof(float));
-    for (int i = 0; hidden && !st && i < out->n_hidden; i++) {
-        out->hidden[i] = tg_malloc(n_out * sizeof(float));
-        if (!out->hidden[i])
-            st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-        else
-            st = tg_tensor_get(hidden[i], out->hidden[i], 0, n_out * sizeof(float));
-    }
-    tg_free(hidden);
-    if (st) goto fail;
     tg_free(host);
     tg_free(l1);
     tg_ctx_free(ctx);

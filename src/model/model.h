@@ -9,9 +9,9 @@
  * and run them through a scheduler; nothing here names a backend.
  *
  * Data crosses the host boundary only at these seams: log-mel features in,
- * encoder output out (host floats, so the decoder, the debug dumps and the
- * session need no shared device state), token ids in, argmax ids out (logits
- * only when a caller asks for them).
+ * token ids in, argmax ids out. The encoder output stays in backend memory
+ * and the decoder reads it there; it, the hidden states and the logits come
+ * to the host only when a caller asks for them (tests, debug dumps).
  *
  * Not here: audio, tokenizer, prompt building, greedy loop, chunking (src/asr).
  */
@@ -125,24 +125,40 @@ typedef struct ct_enc_opts {
     bool keep_hidden;  /* also return every layer's input/output (debug, tests)   */
 } ct_enc_opts;
 
-/* The encoder's result for a padded batch, on the host. */
+/* The encoder's result for a padded batch. It stays where it was computed:
+ * the tensors live in a buffer of the model's backend of their own (device
+ * memory on a GPU), which later graphs read as leaves (the decoder's cross
+ * K/V) and which survives the scheduler replanning its arena. Read them on
+ * the host only through tg_tensor_get (ct_enc_get_rows); never through
+ * ->data. */
 typedef struct ct_enc_result {
     int n_batch;
     int n_frames;      /* encoder frames of the tensor (T')                   */
     int d;
-    int *valid;        /* [n_batch] valid encoder frames per row              */
-    float *out;        /* [n_batch][n_frames][d]: encoder output (before proj) */
-    int n_hidden;      /* n_enc_layers + 1 when keep_hidden, else 0            */
-    float **hidden;    /* [n_hidden] of [n_batch][n_frames][d]: hidden[0] is
-                          the subsampling output, hidden[i] layer i's output   */
+    int *valid;        /* [n_batch] valid encoder frames per row (host): frame
+                          t of row b is real iff t < valid[b], the mask      */
+    tg_tensor *out;    /* F32 [d, n_frames, n_batch]: output (before proj)   */
+    int n_hidden;      /* n_enc_layers + 1 when keep_hidden, else 0           */
+    tg_tensor **hidden;/* [n_hidden] of F32 [d, n_frames, n_batch]: hidden[0]
+                          is the subsampling output, hidden[i] layer i's      */
+    tg_ctx *ctx;       /* owns out and hidden                                 */
+    tg_buffer *buf;    /* their storage, on the model's backend               */
 } ct_enc_result;
 
 void ct_enc_result_free(ct_enc_result *r);
 
+/* Copies frames [0, n_frames) of batch row `row` of t (r->out or one of
+ * r->hidden) to dst, [n_frames][d] floats, from wherever t lives. */
+tg_status ct_enc_get_rows(const ct_enc_result *r, const tg_tensor *t, int row, int n_frames,
+                          float *dst);
+
 /* Runs spec 2 on a padded batch: features [n_batch][n_frames][n_mels]
  * (frame-major, padded frames zero), valid mel frames per row in
  * valid_frames. Frames at and after a row's valid length are masked as HF
- * masks them (spec 2.6). Fills *out (free with ct_enc_result_free). */
+ * masks them (spec 2.6). *out must be zeroed or hold an earlier result,
+ * whose buffer is reused when the shapes match (so a repeated batch shape
+ * writes the same addresses); it is the caller's, freed with
+ * ct_enc_result_free. On failure *out is freed (and zeroed). */
 tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *features,
                          int n_batch, int n_frames, const int *valid_frames,
                          const ct_enc_opts *opts, ct_enc_result *out);
@@ -157,9 +173,11 @@ typedef struct ct_dec_state ct_dec_state;
 typedef struct ct_dec_opts {
     bool f32;          /* TG_PREC_F32 on matrix products and attention          */
     bool want_logits;  /* keep logits for the caller (prefill: every position)  */
+    bool want_scores;  /* also compute each argmax's softmax probability        */
 } ct_dec_opts;
 
-/* Computes the cross K/V of enc (borrowed; only its out/valid are read) and
+/* Computes the cross K/V of enc (borrowed; its out tensor is read in place,
+ * as a leaf, and its valid lengths are copied; enc may be freed after) and
  * allocates the caches for sequences of up to max_len tokens (<= the model's
  * max_positions). The prompt length is fixed at n_prompt. Free with
  * ct_decoder_free. */
@@ -170,14 +188,16 @@ void ct_decoder_free(ct_dec_state *s);
 
 /* Runs the prompt (ids [n_batch][n_prompt]) at positions 0..n_prompt-1.
  * out_next[b] gets the argmax at the last prompt position. When the state
- * was made with want_logits, out_logits (may be NULL) receives
- * [n_batch][n_prompt][vocab]. */
+ * was made with want_scores / want_logits, out_scores receives
+ * [n_batch][n_prompt] probabilities of each position's argmax and
+ * out_logits [n_batch][n_prompt][vocab]; either may be NULL. */
 tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *out_next,
-                             float *out_logits);
+                             float *out_scores, float *out_logits);
 /* One step: ids[b] is fed at position pos (the same for every row, since all
- * rows share one prompt length); out_next[b] gets the argmax. out_logits
- * (want_logits only; may be NULL) receives [n_batch][vocab]. */
+ * rows share one prompt length); out_next[b] gets the argmax, out_scores[b]
+ * its probability (want_scores), out_logits [n_batch][vocab] (want_logits);
+ * either may be NULL. */
 tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
-                          float *out_logits);
+                          float *out_scores, float *out_logits);
 
 #endif

@@ -1,0 +1,178 @@
+/*
+ * pipeline.c: the four stages of pipeline.h and the observer that reports
+ * their outputs to the debug hook.
+ *
+ * The stages hand each other owned values; none keeps state between
+ * batches, so the session can run them in any grouping. The observer cuts
+ * every row to its own length, so what the hook sees does not depend on
+ * how clips were batched; it downloads from the backend only what it
+ * reports.
+ *
+ * Not here: timing, chunking, joining (session.c).
+ */
+#include "pipeline.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base.h"
+
+static tg_status oom(const char *what) {
+    return tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory", what);
+}
+
+/* ------------------------------------------------------------- features */
+
+void ct_feature_batch_free(ct_feature_batch *fb) {
+    if (!fb) return;
+    tg_free(fb->features);
+    tg_free(fb->frames);
+    memset(fb, 0, sizeof *fb);
+}
+
+tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const size_t *lens,
+                           const int *clip_ids, int n, ct_feature_batch *out) {
+    if (!p || !clips || !lens || n <= 0 || !out)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_pipe_features: bad arguments");
+    memset(out, 0, sizeof *out);
+    int M = p->model->n_mels;
+    tg_status st = NULL;
+    float **feats = tg_calloc((size_t)n, sizeof(float *));
+    out->frames = tg_calloc((size_t)n * 3, sizeof(int)); /* frames, valid, clip */
+    if (!feats || !out->frames) {
+        st = oom("features");
+        goto fail;
+    }
+    out->n_rows = n;
+    out->n_mels = M;
+    out->valid = out->frames + n;
+    out->clip = out->frames + 2 * n;
+    int T = 0;
+    for (int i = 0; i < n; i++) {
+        out->clip[i] = clip_ids ? clip_ids[i] : i;
+        st = ct_mel_compute(p->mel, clips[i], lens[i], &feats[i], &out->frames[i], &out->valid[i]);
+        if (st) goto fail;
+        if (out->frames[i] > T) T = out->frames[i];
+    }
+    if (p->frame_bucket > 0) T = (T + p->frame_bucket - 1) / p->frame_bucket * p->frame_bucket;
+    out->n_frames = T;
+    out->features = tg_calloc((size_t)n * T * M, sizeof(float));
+    if (!out->features) {
+        st = oom("features");
+        goto fail;
+    }
+    for (int i = 0; i < n; i++)
+        memcpy(out->features + (size_t)i * T * M, feats[i],
+               (size_t)out->frames[i] * M * sizeof(float));
+    goto release;
+fail:
+    ct_feature_batch_free(out);
+release:
+    for (int i = 0; feats && i < n; i++) tg_free(feats[i]);
+    tg_free(feats);
+    return st;
+}
+
+/* ------------------------------------------------------ encode, decode */
+
+tg_status ct_pipe_encode(const ct_pipe *p, const ct_feature_batch *fb, ct_enc_result *out) {
+    if (!p || !fb || !out) return tg_status_new(TG_ERR_INVALID_ARG, "ct_pipe_encode: NULL argument");
+    ct_enc_opts eo = {.f32 = p->f32, .keep_hidden = p->keep_intermediates};
+    return ct_encoder_run(p->model, p->sched, fb->features, fb->n_rows, fb->n_frames, fb->valid,
+                          &eo, out);
+}
+
+tg_status ct_pipe_decode(const ct_pipe *p, const ct_enc_result *enc, ct_greedy_result *out) {
+    if (!p || !enc || !out) return tg_status_new(TG_ERR_INVALID_ARG, "ct_pipe_decode: NULL argument");
+    ct_greedy_opts go = {.max_new_tokens = p->max_new_tokens,
+                         .eos_id = p->eos_id,
+                         .pad_id = p->pad_id,
+                         .f32 = p->f32,
+                         .ignore_eos = p->ignore_eos,
+                         .keep_scores = p->keep_scores,
+                         .keep_logits = p->keep_intermediates};
+    return ct_greedy_decode(p->model, p->sched, enc, p->prompt, p->n_prompt, &go, out);
+}
+
+/* ----------------------------------------------------------------- text */
+
+void ct_clip_text_free(ct_clip_text *t) {
+    if (!t) return;
+    tg_free(t->text);
+    tg_free(t->tokens);
+    memset(t, 0, sizeof *t);
+}
+
+tg_status ct_pipe_text(const ct_pipe *p, const ct_greedy_result *dec, const int *clip,
+                       ct_clip_text *outs) {
+    if (!p || !dec || !outs) return tg_status_new(TG_ERR_INVALID_ARG, "ct_pipe_text: NULL argument");
+    for (int r = 0; r < dec->n_batch; r++) {
+        ct_clip_text *o = &outs[clip ? clip[r] : r];
+        const int32_t *row = dec->tokens + (size_t)r * dec->n_cols;
+        int n_tok = dec->n_tokens[r];
+        tg_status st = ct_tokenizer_decode(p->tok, row, n_tok, &o->text);
+        if (st) return st;
+        /* the generated ids, without the EOS that ended the row */
+        int n_gen = n_tok - p->n_prompt - (dec->finish[r] == CT_FINISH_EOS);
+        if (n_gen < 0) n_gen = 0;
+        o->tokens = tg_malloc((size_t)(n_gen > 0 ? n_gen : 1) * sizeof(int32_t));
+        if (!o->tokens) return oom("transcribing");
+        memcpy(o->tokens, row + p->n_prompt, (size_t)n_gen * sizeof(int32_t));
+        o->n_tokens = n_gen;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------- observer */
+
+static void report(const ct_pipe_observer *o, int row, const char *name, tg_type type,
+                   int n_dims, const int64_t *shape, const void *data) {
+    o->dump(o->user, o->first_index + row, name, type, n_dims, shape, data);
+}
+
+tg_status ct_pipe_observe_features(const ct_pipe_observer *o, const ct_feature_batch *fb) {
+    if (!o || !o->dump || !fb) return NULL;
+    for (int r = 0; r < fb->n_rows; r++) {
+        int64_t shape[2] = {fb->frames[r], fb->n_mels};
+        report(o, r, "features", TG_F32, 2, shape,
+               fb->features + (size_t)r * fb->n_frames * fb->n_mels);
+    }
+    return NULL;
+}
+
+tg_status ct_pipe_observe_encoded(const ct_pipe_observer *o, const ct_feature_batch *fb,
+                                  const ct_enc_result *enc) {
+    if (!o || !o->dump || !fb || !enc) return NULL;
+    float *host = tg_malloc((size_t)enc->n_frames * enc->d * sizeof(float));
+    if (!host) return oom("reporting the encoder output");
+    tg_status st = NULL;
+    for (int r = 0; !st && r < enc->n_batch; r++) {
+        /* the row's own frames, the extra masked one of spec 2.6 included */
+        int64_t shape[2] = {ct_enc_len(fb->frames[r]), enc->d};
+        for (int h = 0; !st && h <= enc->n_hidden; h++) {
+            const tg_tensor *t = h < enc->n_hidden ? enc->hidden[h] : enc->out;
+            char name[32];
+            snprintf(name, sizeof name, "encoder_hidden.%d", h);
+            st = ct_enc_get_rows(enc, t, r, (int)shape[0], host);
+            if (!st) report(o, r, h < enc->n_hidden ? name : "encoder_out", TG_F32, 2, shape, host);
+        }
+    }
+    tg_free(host);
+    return tg_status_wrap(st, "reporting the encoder output");
+}
+
+tg_status ct_pipe_observe_decoded(const ct_pipe_observer *o, const ct_pipe *p,
+                                  const ct_greedy_result *dec) {
+    if (!o || !o->dump || !p || !dec) return NULL;
+    int P = p->n_prompt, V = p->model->vocab;
+    for (int r = 0; r < dec->n_batch; r++) {
+        int64_t pl[2] = {P, V}, sl[2] = {dec->n_steps, V}, gl[1] = {dec->n_cols};
+        if (dec->prompt_logits)
+            report(o, r, "prompt_logits", TG_F32, 2, pl, dec->prompt_logits + (size_t)r * P * V);
+        if (dec->step_logits)
+            report(o, r, "step_logits", TG_F32, 2, sl,
+                   dec->step_logits + (size_t)r * dec->n_steps * V);
+        report(o, r, "generated", TG_I32, 1, gl, dec->tokens + (size_t)r * dec->n_cols);
+    }
+    return NULL;
+}

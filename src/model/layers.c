@@ -1,0 +1,50 @@
+/*
+ * layers.c: the graph building blocks of layers.h.
+ *
+ * Each is a few op constructors; what they add is one precision rule and
+ * one head layout for both model parts. Heads are split to [hd, T, H, B]
+ * because tg_attention wants each head's rows contiguous, and merged from
+ * its [hd, H, T, B] result by a reshape alone (its heads are adjacent).
+ *
+ * Not here: weights (weights.c), model-specific blocks (encoder.c,
+ * decoder.c), running graphs (the scheduler).
+ */
+#include "layers.h"
+
+tg_tensor *ct_nn_input(const ct_nn *nn, tg_type type, int64_t ne0, int64_t ne1, int64_t ne2,
+                       int64_t ne3, const char *name) {
+    tg_tensor *t = tg_new_4d(nn->ctx, type, ne0, ne1, ne2, ne3);
+    if (t) {
+        t->flags |= TG_FLAG_INPUT;
+        tg_set_name(t, "%s", name);
+    }
+    return t;
+}
+
+tg_tensor *ct_nn_matmul(const ct_nn *nn, tg_tensor *a, tg_tensor *b) {
+    tg_tensor *y = tg_mul_mat(nn->ctx, a, b);
+    if (y && nn->f32) tg_set_prec(y, TG_PREC_F32);
+    return y;
+}
+
+tg_tensor *ct_nn_linear(const ct_nn *nn, tg_tensor *w, tg_tensor *bias, tg_tensor *x) {
+    tg_tensor *y = ct_nn_matmul(nn, w, x);
+    return bias ? tg_add(nn->ctx, y, bias) : y;
+}
+
+tg_tensor *ct_nn_norm(const ct_nn *nn, tg_tensor *x, tg_tensor *w, tg_tensor *bias) {
+    return tg_layer_norm(nn->ctx, x, w, bias, 1e-5f);
+}
+
+tg_tensor *ct_nn_split_heads(const ct_nn *nn, tg_tensor *x, int hd, int H) {
+    tg_tensor *t = tg_reshape_4d(nn->ctx, x, hd, H, x ? x->ne[1] : 1, x ? x->ne[2] : 1);
+    return tg_cont(nn->ctx, tg_permute(nn->ctx, t, 0, 2, 1, 3));
+}
+
+tg_tensor *ct_nn_attention(const ct_nn *nn, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                           tg_tensor *mask, float scale) {
+    tg_tensor *a = tg_attention(nn->ctx, q, k, v, mask, scale); /* [hd, H, Tq, B] */
+    if (a && nn->f32) tg_set_prec(a, TG_PREC_F32);
+    if (!a) return NULL;
+    return tg_reshape_3d(nn->ctx, a, a->ne[0] * a->ne[1], a->ne[2], a->ne[3]);
+}

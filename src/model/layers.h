@@ -1,0 +1,51 @@
+/*
+ * layers.h: the building blocks the encoder and decoder graphs are made of
+ * (internal): graph inputs, linear layers, layer norm, head split/merge and
+ * the attention call.
+ *
+ * Why a shared file: both graph builders need the same few pieces with the
+ * same precision rule (TG_PREC_F32 on every matrix product and attention
+ * when the caller asks for the reference setting), and each defined its own
+ * copy. A ct_nn names the context a graph is built in and that request, so
+ * the rule is applied in one place and the model code reads as the spec's
+ * formulas.
+ *
+ * Like every op constructor, these return NULL on failure with the error
+ * recorded in the context (tg_ctx_check hands it out), and accept NULL
+ * sources. Not here: anything specific to one model part (rel-pos
+ * attention, the conv module, the KV cache): encoder.c and decoder.c.
+ */
+#ifndef CT_LAYERS_H
+#define CT_LAYERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tg.h"
+
+/* A graph under construction: where its tensors go and what precision the
+ * matrix products and attention ask for. */
+typedef struct ct_nn {
+    tg_ctx *ctx;
+    bool f32; /* TG_PREC_F32 on mul_mat and attention */
+} ct_nn;
+
+/* A graph input [ne0, ne1, ne2, ne3] that the caller sets after allocation
+ * (TG_FLAG_INPUT), named `name`. */
+tg_tensor *ct_nn_input(const ct_nn *nn, tg_type type, int64_t ne0, int64_t ne1, int64_t ne2,
+                       int64_t ne3, const char *name);
+/* a · b (tg_mul_mat's orientation) with the precision request applied. */
+tg_tensor *ct_nn_matmul(const ct_nn *nn, tg_tensor *a, tg_tensor *b);
+/* y = W x + bias: W [in, out] as loaded, x [in, ...]; bias may be NULL. */
+tg_tensor *ct_nn_linear(const ct_nn *nn, tg_tensor *w, tg_tensor *bias, tg_tensor *x);
+/* LayerNorm over dim 0 with eps 1e-5 (every norm of spec 2 and 3). */
+tg_tensor *ct_nn_norm(const ct_nn *nn, tg_tensor *x, tg_tensor *w, tg_tensor *bias);
+/* [hd*H, T, B] -> [hd, T, H, B], contiguous (head n is dims [hd*n, hd*n+hd)). */
+tg_tensor *ct_nn_split_heads(const ct_nn *nn, tg_tensor *x, int hd, int H);
+/* softmax(q·kᵀ·scale + mask)·v with the precision request, heads merged:
+ * q [hd, Tq, H, B], k and v [hd, Tk, H, B], mask as tg_attention's; result
+ * [hd*H, Tq, B] (the heads concatenated, ready for the output linear). */
+tg_tensor *ct_nn_attention(const ct_nn *nn, tg_tensor *q, tg_tensor *k, tg_tensor *v,
+                           tg_tensor *mask, float scale);
+
+#endif
