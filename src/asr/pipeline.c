@@ -48,10 +48,10 @@ tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const si
     out->valid = out->frames + n;
     out->clip = out->frames + 2 * n;
     int T = 0;
+    st = ct_mel_compute_batch(p->mel, clips, lens, n, p->pool, feats, out->frames, out->valid);
+    if (st) goto fail;
     for (int i = 0; i < n; i++) {
         out->clip[i] = clip_ids ? clip_ids[i] : i;
-        st = ct_mel_compute(p->mel, clips[i], lens[i], &feats[i], &out->frames[i], &out->valid[i]);
-        if (st) goto fail;
         if (out->frames[i] > T) T = out->frames[i];
     }
     if (p->frame_bucket > 0) T = (T + p->frame_bucket - 1) / p->frame_bucket * p->frame_bucket;

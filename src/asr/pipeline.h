@@ -39,6 +39,7 @@ typedef struct ct_pipe {
     const ct_model *model;
     tg_sched *sched;
     const ct_mel *mel;
+    tg_threadpool *pool;     /* the frontend's clips in parallel; NULL: in turn */
     const ct_tokenizer *tok;
     const int32_t *prompt;   /* [n_prompt], spec 5.2 */
     int n_prompt;

@@ -44,6 +44,7 @@ struct ct_session {
     ct_tokenizer *tok;
     ct_mel mel;
     bool mel_ready;
+    tg_threadpool *pool; /* the frontend's clips of a batch in parallel */
     int32_t prompt[MAX_PROMPT];
     int n_prompt;
     int eos_id, pad_id;
@@ -147,6 +148,7 @@ void ct_session_close(ct_session *s) {
     for (int i = 0; i < s->n_backends; i++) tg_backend_free(s->backends[i]);
     ct_tokenizer_free(s->tok);
     if (s->mel_ready) ct_mel_free(&s->mel);
+    tg_threadpool_free(s->pool);
     tg_free(s->model_dir);
     tg_free(s);
 }
@@ -194,6 +196,11 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     }
     if ((st = ct_mel_init(&s->mel))) goto fail;
     s->mel_ready = true;
+    /* One frontend thread per core (or --threads): a batch's clips are
+     * independent, and on a GPU the frontend is the host's whole share. */
+    if ((opts->n_threads > 1 || (opts->n_threads <= 0 && tg_cpu_count() > 1)) &&
+        (st = tg_threadpool_new(opts->n_threads, &s->pool)))
+        goto fail;
     if (s->mel.n_mels != s->model->n_mels) {
         st = tg_status_new(TG_ERR_UNSUPPORTED, "%s: the model wants %d mel bins; the frontend "
                            "makes %d", s->model_dir, s->model->n_mels, s->mel.n_mels);
@@ -236,6 +243,7 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
     const ct_pipe p = {.model = s->model,
                        .sched = s->sched,
                        .mel = &s->mel,
+                       .pool = s->pool,
                        .tok = s->tok,
                        .prompt = s->prompt,
                        .n_prompt = s->n_prompt,
