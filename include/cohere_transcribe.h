@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "tg.h"
+#include "tg_status.h"
 
 #ifdef __cplusplus
 extern "C" {

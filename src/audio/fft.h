@@ -10,7 +10,7 @@
 #ifndef CT_FFT_H
 #define CT_FFT_H
 
-#include "tg.h"
+#include "tg_status.h"
 
 typedef struct ct_fft {
     int n;          /* real transform size */
