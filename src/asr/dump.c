@@ -12,7 +12,7 @@
 
 #include "base.h"
 #include "cohere_transcribe.h"
-#include "model/safetensors.h"
+#include "safetensors.h"
 
 typedef struct dump_tensor {
     char *name;

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/model.h"
+#include "model.h"
 #include "tg.h"
 
 typedef struct ct_greedy_opts {

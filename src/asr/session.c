@@ -19,13 +19,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "asr/greedy.h"
-#include "asr/text.h"
-#include "asr/tokenizer.h"
-#include "audio/audio.h"
+#include "audio.h"
 #include "base.h"
 #include "cohere_transcribe.h"
-#include "model/model.h"
+#include "greedy.h"
+#include "model.h"
+#include "text.h"
+#include "tokenizer.h"
 
 #define SAMPLE_RATE 16000
 #define MAX_PROMPT 16

@@ -13,7 +13,7 @@
 #include "base.h"
 #include "check.h"
 #include "cohere_transcribe.h"
-#include "model/safetensors.h"
+#include "safetensors.h"
 
 static char dir[64];
 static const char *const files[3] = {"a.safetensors", "b.safetensors", "c.safetensors"};

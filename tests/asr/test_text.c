@@ -6,9 +6,9 @@
  */
 #include <string.h>
 
-#include "asr/text.h"
 #include "base.h"
 #include "check.h"
+#include "text.h"
 
 /* Joins copies of in[0..n) with sep and checks the result. */
 static void check_join(const char *const *in, int n, const char *sep, const char *want) {

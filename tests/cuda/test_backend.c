@@ -23,9 +23,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/cuda/cuda_internal.h"
-#include "backend/cuda/cuda_kernels.h"
 #include "base.h"
+#include "cuda_internal.h"
+#include "cuda_kernels.h"
 
 extern char **environ;
 
