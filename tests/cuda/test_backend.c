@@ -15,6 +15,7 @@
  * Not here: per-op conformance (tests/ops runs every op on every backend).
  */
 #include "check.h"
+#include "tg.h"
 
 #ifdef TG_HAVE_CUDA
 #include <spawn.h>
