@@ -77,7 +77,7 @@ static inline void bench_result(const char *name, double value, const char *unit
 
 
 #ifdef TG_HAVE_CUDA
-#include "backend/cuda/cuda_internal.h"
+#include "cuda_internal.h"
 
 /* One timed step: enqueues (or runs) work on stream s. */
 typedef void (*bench_step_fn)(void *arg, CUstream s);

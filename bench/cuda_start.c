@@ -14,7 +14,7 @@
 #include "cuda_common.h"
 
 #ifdef TG_HAVE_CUDA
-#include "backend/cuda/cuda_internal.h"
+#include "cuda_internal.h"
 #endif
 
 #include <pthread.h>

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "audio/audio.h"
+#include "audio.h"
 #include "base.h"
 
 #define CLIP_SAMPLES (35 * 16000)

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "base.h"
-#include "model/config.h"
+#include "config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

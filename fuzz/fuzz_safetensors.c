@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "base.h"
-#include "model/safetensors.h"
+#include "safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "asr/tokenizer.h"
 #include "base.h"
+#include "tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

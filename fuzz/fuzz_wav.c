@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "audio/audio.h"
+#include "audio.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

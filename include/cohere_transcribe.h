@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "tg.h"
+#include "tg_status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -142,6 +143,29 @@ ct_status ct_transcribe_file(ct_session *s, const char *path, ct_result **out_re
  * and by the tests of padded batches. */
 ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const size_t *n,
                               int n_clips, ct_result **out_results);
+
+/* ----------------------------------------------------------- tensor dumps */
+
+/* A safetensors file of named tensors, for comparing intermediates with
+ * transformers (the CLI's --dump-tensors). Tensors are collected with
+ * ct_dump_file_add and written together by ct_dump_file_commit, through a
+ * temporary file renamed into place: a failed or abandoned dump leaves no
+ * partial file at path. */
+typedef struct ct_dump_file ct_dump_file;
+
+/* Starts a dump that ct_dump_file_commit will write to path (copied; nothing
+ * is created yet). Returns a new dump; free it with ct_dump_file_close. */
+ct_status ct_dump_file_open(const char *path, ct_dump_file **out_file);
+/* Adds a tensor of any tg_type (F32, F16, BF16, I32, I64) with
+ * n_dims (0..8) dimensions in PyTorch order (shape[0] outermost). name, shape
+ * and data are copied, so the caller may free them on return. Tensors are
+ * written in the order they were added; a name given twice fails at commit. */
+ct_status ct_dump_file_add(ct_dump_file *f, const char *name, tg_type type, int n_dims,
+                           const int64_t *shape, const void *data);
+/* Writes every tensor added so far to the path given at open. */
+ct_status ct_dump_file_commit(ct_dump_file *f);
+/* Frees the dump and its copies; accepts NULL. Writes nothing. */
+void ct_dump_file_close(ct_dump_file *f);
 
 #ifdef __cplusplus
 }

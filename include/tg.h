@@ -8,9 +8,9 @@
  * computes. Dimension 0 (ne[0]) is the innermost, contiguous one, so a PyTorch
  * tensor of shape (B, T, C) is ne = {C, T, B, 1} here.
  *
- * Errors: every function that can fail returns a tg_status, NULL on success,
- * otherwise a heap object carrying a code and a message that the caller owns and
- * frees with tg_status_free. Op constructors are the exception that makes graph
+ * Errors: every function that can fail returns a tg_status (tg_status.h), NULL
+ * on success, otherwise a heap object carrying a code and a message that the
+ * caller owns and frees with tg_status_free. Op constructors are the exception that makes graph
  * code readable: they return NULL on a bad argument and record the first error
  * in their context (sticky); tg_ctx_check hands it out. A constructor given a
  * NULL source returns NULL without recording a second error.
@@ -24,47 +24,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tg_status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* ---------------------------------------------------------------- status */
-
-typedef enum tg_code {
-    TG_OK = 0,
-    TG_ERR_INVALID_ARG,  /* a caller passed something malformed            */
-    TG_ERR_NOT_FOUND,    /* a file, tensor or name that does not exist     */
-    TG_ERR_IO,           /* the operating system refused a read or write   */
-    TG_ERR_FORMAT,       /* data on disk is malformed (header, JSON, WAV)  */
-    TG_ERR_NO_MEMORY,    /* host or device allocation failed               */
-    TG_ERR_UNSUPPORTED,  /* valid, but not implemented here / no device    */
-    TG_ERR_DEVICE,       /* a GPU driver or library call failed            */
-    TG_ERR_TIMEOUT,      /* a wait ran past its limit                      */
-    TG_ERR_ABORTED,      /* the caller's abort callback asked to stop      */
-    TG_ERR_INTERNAL,     /* a bug: an invariant did not hold               */
-} tg_code;
-
-/* NULL means success. */
-typedef struct tg_status_rec *tg_status;
-
-/* Returns a new status; the caller owns it (tg_status_free). Never returns NULL
- * for code != TG_OK: when memory is short a static "out of memory" status is
- * returned, which tg_status_free accepts. */
-tg_status tg_status_new(tg_code code, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* Prefixes "<fmt>: " to the message of s and returns s (ownership passes
- * through). NULL in, NULL out, so `return tg_status_wrap(f(), "loading %s", p);`
- * reads naturally. */
-tg_status tg_status_wrap(tg_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* TG_OK for NULL. */
-tg_code tg_status_code(tg_status s);
-/* "ok" for NULL; the string is owned by s. */
-const char *tg_status_message(tg_status s);
-/* Accepts NULL. */
-void tg_status_free(tg_status s);
-/* Name of a code ("invalid argument", ...); static storage. */
-const char *tg_code_name(tg_code code);
 
 /* ----------------------------------------------------------------- types */
 

@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/model.h"
+#include "model.h"
 #include "tg.h"
 
 typedef struct ct_greedy_opts {

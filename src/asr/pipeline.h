@@ -28,11 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "asr/greedy.h"
-#include "asr/tokenizer.h"
-#include "audio/audio.h"
+#include "audio.h"
 #include "cohere_transcribe.h"
-#include "model/model.h"
+#include "greedy.h"
+#include "model.h"
+#include "tokenizer.h"
 
 /* What the stages read: all borrowed (the session owns them). */
 typedef struct ct_pipe {

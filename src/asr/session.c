@@ -20,13 +20,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "asr/pipeline.h"
-#include "asr/text.h"
-#include "asr/tokenizer.h"
-#include "audio/audio.h"
+#include "audio.h"
 #include "base.h"
 #include "cohere_transcribe.h"
-#include "model/model.h"
+#include "greedy.h"
+#include "model.h"
+#include "pipeline.h"
+#include "text.h"
+#include "text.h"
+#include "tokenizer.h"
+#include "tokenizer.h"
 
 #define SAMPLE_RATE 16000
 #define MAX_PROMPT 16

@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "tg.h"
+#include "tg_status.h"
 
 /* Byte length of the whitespace character (str.isspace()) that starts s,
  * s holding n bytes; 0 when s does not start with one. */

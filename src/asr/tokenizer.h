@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tg.h"
+#include "tg_status.h"
 
 typedef struct ct_tokenizer ct_tokenizer;
 

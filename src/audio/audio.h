@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tg.h"
+#include "tg_status.h"
 
 /* Mono float samples, nominally in [-1, 1] (float WAVs may exceed it). */
 typedef struct ct_audio {

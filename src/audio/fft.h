@@ -15,7 +15,7 @@
 #ifndef CT_FFT_H
 #define CT_FFT_H
 
-#include "tg.h"
+#include "tg_status.h"
 
 /* Frames per call: 8 doubles is one AVX-512 register, two AVX2 ones, four
  * SSE2 ones; the scratch of a 512-point call (about 50 KB) stays in L2. */

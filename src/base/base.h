@@ -4,7 +4,8 @@
  * that allocation failures can be injected in tests and every message goes
  * through one logger.
  *
- * The status type itself is public (tg.h); its implementation is status.c.
+ * The status type itself is public (include/tg_status.h, below the tensor
+ * API, so base needs nothing above it); its implementation is status.c.
  */
 #ifndef TG_BASE_H
 #define TG_BASE_H
@@ -14,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tg.h"
+#include "tg_status.h"
 
 /* ---------------------------------------------------------------- logging */
 

@@ -12,8 +12,9 @@
 #define CT_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
-#include "tg.h"
+#include "tg_status.h"
 
 typedef struct ct_config {
     /* encoder */

@@ -14,12 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "asr/greedy.h"
-#include "audio/audio.h"
+#include "audio.h"
 #include "base.h"
 #include "check.h"
 #include "cohere_transcribe.h"
-#include "model/model.h"
+#include "greedy.h"
+#include "model.h"
 
 #define TINY TEST_DATA_DIR "/tiny"
 

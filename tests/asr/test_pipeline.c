@@ -23,10 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "asr/pipeline.h"
 #include "base.h"
 #include "check.h"
-#include "model/safetensors.h"
+#include "pipeline.h"
+#include "safetensors.h"
 
 #define TINY TEST_DATA_DIR "/tiny"
 #define P 10

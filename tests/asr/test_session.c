@@ -16,7 +16,7 @@
 #include "base.h"
 #include "check.h"
 #include "cohere_transcribe.h"
-#include "model/safetensors.h"
+#include "safetensors.h"
 
 #define TINY TEST_DATA_DIR "/tiny"
 #define REL_TOL 1e-3

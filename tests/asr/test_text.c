@@ -6,9 +6,9 @@
  */
 #include <string.h>
 
-#include "asr/text.h"
 #include "base.h"
 #include "check.h"
+#include "text.h"
 
 /* Joins copies of in[0..n) with sep and checks the result. */
 static void check_join(const char *const *in, int n, const char *sep, const char *want) {
@@ -37,7 +37,7 @@ static void join_follows_python_strip(void) {
                         "\xC2\xA0\xE6\x99\xB4\xE3\x82\x8C"};
     check_join(d, 3, "", "\xE4\xBB\x8A\xE6\x97\xA5\xE3\x81\xAF\xE6\x99\xB4\xE3\x82\x8C");
     /* U+2009 (thin space), U+0085 (NEL), U+001F (unit separator) likewise */
-    const char *e[3] = {"a\xE2\x80\x89", "\xC2\x85", "\x1F" "b"};
+    const char *e[3] = {"a\xE2\x80\x89", "\xC2\x85", "\037b"};
     check_join(e, 3, " ", "a b");
     /* nothing at all */
     const char *f[2] = {" ", "\xE3\x80\x80"};

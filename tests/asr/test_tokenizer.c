@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "asr/tokenizer.h"
 #include "base.h"
 #include "check.h"
+#include "tokenizer.h"
 
 #define TINY TEST_DATA_DIR "/tiny"
 #define SP "\xE2\x96\x81" /* U+2581 */

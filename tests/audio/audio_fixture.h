@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "audio/audio.h"
+#include "audio.h"
 #include "base.h"
 #include "check.h"
-#include "model/safetensors.h"
+#include "safetensors.h"
 
 #define FIXTURE_DIR TEST_DATA_DIR "/tiny"
 

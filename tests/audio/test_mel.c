@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "audio_fixture.h"
-#include "audio/fft.h"
+#include "fft.h"
 
 static st_set *open_reference(void) {
     st_set *set = NULL;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tg.h"
+#include "tg_status.h"
 
 extern int check_failures_in_test;
 

@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_impl.h"
 #include "check.h"
+#include "cpu_impl.h"
 #include "tg.h"
 
 /* cpu_test_backend: a CPU backend on the named ISA path ("scalar", "avx2",

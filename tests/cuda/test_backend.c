@@ -15,6 +15,7 @@
  * Not here: per-op conformance (tests/ops runs every op on every backend).
  */
 #include "check.h"
+#include "tg.h"
 
 #ifdef TG_HAVE_CUDA
 #include <spawn.h>
@@ -23,9 +24,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend/cuda/cuda_internal.h"
-#include "backend/cuda/cuda_kernels.h"
 #include "base.h"
+#include "cuda_internal.h"
+#include "cuda_kernels.h"
 
 extern char **environ;
 

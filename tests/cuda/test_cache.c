@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/cuda/cuda_cache.h"
 #include "base.h"
+#include "cuda_cache.h"
 
 static char g_dir[256];
 

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "backend/cuda/cuda_internal.h"
-#include "backend/cuda/cuda_kernels.h"
+#include "cuda_internal.h"
+#include "cuda_kernels.h"
 
 static const tg_nvrtc_api *nvrtc_or_skip(void) {
     const tg_nvrtc_api *nv = tg_cuda_load_nvrtc();

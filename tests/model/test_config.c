@@ -18,7 +18,7 @@
 
 #include "base.h"
 #include "check.h"
-#include "model/config.h"
+#include "config.h"
 
 #define TINY TEST_DATA_DIR "/tiny"
 

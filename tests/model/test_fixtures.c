@@ -26,13 +26,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "asr/greedy.h"
-#include "audio/audio.h"
+#include "audio.h"
 #include "base.h"
 #include "check.h"
 #include "cohere_transcribe.h"
-#include "model/model.h"
-#include "model/safetensors.h"
+#include "greedy.h"
+#include "model.h"
+#include "safetensors.h"
 
 #define TINY TEST_DATA_DIR "/tiny"
 #define FEAT_TOL 1e-4

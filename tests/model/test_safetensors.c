@@ -15,7 +15,7 @@
 
 #include "base.h"
 #include "check.h"
-#include "model/safetensors.h"
+#include "safetensors.h"
 
 #define TINY TEST_DATA_DIR "/tiny"
 

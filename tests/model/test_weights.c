@@ -17,12 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "asr/greedy.h"
-#include "audio/audio.h"
+#include "audio.h"
 #include "base.h"
 #include "check.h"
-#include "model/model.h"
-#include "model/safetensors.h"
+#include "greedy.h"
+#include "model.h"
+#include "safetensors.h"
 
 #define TINY TEST_DATA_DIR "/tiny"
 

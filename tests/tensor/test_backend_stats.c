@@ -7,6 +7,7 @@
  * frees exactly.
  */
 #include "check.h"
+#include "tg.h"
 
 static void test_buffers_are_counted_now_and_at_peak(void) {
     tg_backend *b = NULL;

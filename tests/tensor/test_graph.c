@@ -5,6 +5,7 @@
  * deep graphs without recursion, and the error for a NULL output.
  */
 #include "check.h"
+#include "tg.h"
 
 /* Position of t among g's nodes, or -1. */
 static int node_pos(const tg_graph *g, const tg_tensor *t) {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "tg.h"
 
 static float from_bits(uint32_t u) {
     float f;

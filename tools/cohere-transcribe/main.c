@@ -26,7 +26,6 @@
 
 #include "base.h"
 #include "cohere_transcribe.h"
-#include "model/safetensors.h"
 
 #define PROG "cohere-transcribe"
 
@@ -104,16 +103,15 @@ static void on_dump(void *user, int index, const char *name, tg_type type, int n
 }
 
 /* Stacks each name's entries into [n_clips, dims...], zero-padded (the
- * generated ids padded with pad_id, as HF pads finished rows). */
+ * generated ids padded with pad_id, as HF pads finished rows), and writes
+ * them to path (through a temporary file renamed into place). */
 static tg_status write_dump(const dumper *d, const char *path, int pad_id) {
     if (d->failed) return tg_status_new(TG_ERR_NO_MEMORY, "collecting tensors: out of memory");
-    st_write_entry ent[4];
-    int64_t shapes[4][3];
-    void *bufs[4] = {0};
-    int n_ent = 0, n_clips = 0;
-    tg_status st = NULL;
+    int n_clips = 0;
     for (int i = 0; i < d->n; i++)
         if (d->e[i].index + 1 > n_clips) n_clips = d->e[i].index + 1;
+    ct_dump_file *f = NULL;
+    tg_status st = ct_dump_file_open(path, &f);
     for (int k = 0; k < 4 && !st; k++) {
         int64_t max0 = 0, max1 = 0;
         int n_dims = 0;
@@ -133,7 +131,6 @@ static tg_status write_dump(const dumper *d, const char *path, int pad_id) {
             st = tg_status_new(TG_ERR_NO_MEMORY, "writing %s: out of memory", path);
             break;
         }
-        bufs[n_ent] = buf;
         if (type == TG_I32)
             for (size_t j = 0; j < (size_t)n_clips * row; j++) ((int32_t *)(void *)buf)[j] = pad_id;
         for (int i = 0; i < d->n; i++) {
@@ -144,15 +141,12 @@ static tg_status write_dump(const dumper *d, const char *path, int pad_id) {
                        (const uint8_t *)e->data + (size_t)r * e->shape[1] * es,
                        (size_t)e->shape[1] * es);
         }
-        shapes[n_ent][0] = n_clips;
-        shapes[n_ent][1] = max0;
-        shapes[n_ent][2] = max1;
-        ent[n_ent] = (st_write_entry){dump_names[k], type == TG_I32 ? ST_I32 : ST_F32,
-                                      n_dims + 1, shapes[n_ent], buf};
-        n_ent++;
+        const int64_t shape[3] = {n_clips, max0, max1};
+        st = ct_dump_file_add(f, dump_names[k], type, n_dims + 1, shape, buf);
+        tg_free(buf);
     }
-    if (!st) st = st_write_file(path, ent, n_ent);
-    for (int i = 0; i < 4; i++) tg_free(bufs[i]);
+    if (!st) st = ct_dump_file_commit(f);
+    ct_dump_file_close(f);
     return st;
 }
 
