@@ -1,8 +1,7 @@
 /*
  * cuda_ops.c: one encode function per op: kernel choice, launch shape and
- * arguments; the matrix products through cuBLASLt with a plan (descriptors
- * and the heuristic's algorithm) made once per shape and kept; the op/type
- * support matrix; the matmul + bias (+ relu) fusion.
+ * arguments; the op/type support matrix; the scratch each node needs; the
+ * fusions (matmul + bias (+ relu), emit for the product).
  *
  * Every encode only enqueues work on the given stream, so the same code runs
  * for direct launches and inside a CUDA-graph capture. Temporaries (type
@@ -10,7 +9,8 @@
  * area, sized before encoding starts by tg_cuda_op_scratch, never allocated
  * while encoding.
  *
- * Not here: streams, graphs, errors (cuda_context.c); device code (kernels/).
+ * Not here: streams, graphs, errors (cuda_context.c); the cuBLASLt products
+ * (cuda_matmul.c); device code (kernels/).
  */
 #include <math.h>
 #include <stdio.h>
@@ -165,59 +165,8 @@ bool tg_cuda_supports(const tg_cuda_device *dev, const tg_tensor *n) {
     }
 }
 
-/* -------------------------------------------------------------- matmul */
+/* ------------------------------------------------------------- scratch */
 
-static cudaDataType_t lt_type(tg_type t) {
-    return t == TG_F16 ? CUDA_R_16F : t == TG_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
-
-static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
-
-static uint32_t align_of(uint64_t x) {
-    uint64_t a = x & (~x + 1);
-    return a == 0 || a > 256 ? 256 : (uint32_t)a;
-}
-
-static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
-
-typedef struct mm_setup {
-    tg_type target;      /* the type both operands are fed in */
-    cublasComputeType_t compute;
-    bool conv_a, conv_b;
-} mm_setup;
-
-static bool usable_as(const tg_tensor *t, tg_type target) {
-    size_t es = tg_type_size(target);
-    return t->type == target && t->nb[0] == es && t->nb[1] % es == 0 && t->nb[2] % es == 0 &&
-           t->nb[3] % es == 0 && ((uintptr_t)t->data) % es == 0 && t->nb[1] / es >= (size_t)t->ne[0];
-}
-
-static mm_setup mm_choose(const tg_cuda_ctx *c, const tg_tensor *node) {
-    const tg_tensor *a = node->src[0], *b = node->src[1];
-    mm_setup s;
-    bool prec32 = tg_node_prec(node) == TG_PREC_F32 || c->dev->props.tc_level == 0;
-    if (prec32 || a->type == TG_F32) {
-        s.target = TG_F32;
-        s.compute = prec32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
-    } else {
-        s.target = a->type;
-        s.compute = CUBLAS_COMPUTE_32F;
-    }
-    s.conv_a = !usable_as(a, s.target);
-    s.conv_b = !usable_as(b, s.target);
-    return s;
-}
-
-static size_t mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
-    mm_setup s = mm_choose(c, node);
-    size_t es = tg_type_size(s.target), n = 0;
-    if (s.conv_a) n += align256((size_t)tg_nelements(node->src[0]) * es);
-    if (s.conv_b) n += align256((size_t)tg_nelements(node->src[1]) * es);
-    return n;
-}
-
-/* Attention on the tensor cores (attention_mma.cu); the rest (F32 precision,
- * other head sizes) takes the F32 kernel (attention.cu). */
 static bool attn_use_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *q = n->src[0], *v = n->src[2];
     int64_t D = q->ne[0], Dv = v->ne[0];
@@ -237,122 +186,18 @@ static size_t attn_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
     if (!attn_packs(c, n)) return 0;
     const tg_tensor *q = n->src[0], *v = n->src[2];
     size_t heads = (size_t)(q->ne[2] * q->ne[3]), tkp = (size_t)attn_keys_padded(n);
-    return align256(heads * tkp * (size_t)q->ne[0] * 2) + align256(heads * tkp * (size_t)v->ne[0] * 2);
+    return tg_cuda_align256(heads * tkp * (size_t)q->ne[0] * 2) +
+           tg_cuda_align256(heads * tkp * (size_t)v->ne[0] * 2);
 }
 
 size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
-    if (node->op == TG_OP_MUL_MAT) return mm_scratch(c, node);
+    if (node->op == TG_OP_MUL_MAT) return tg_cuda_mm_scratch(c, node);
     if (node->op == TG_OP_ATTENTION) return attn_scratch(c, node);
     return 0;
 }
 
-static tg_status lt_fail(cublasStatus_t s, const char *what) {
-    return tg_status_new(TG_ERR_DEVICE, "cuBLASLt %s failed (status %d)", what, (int)s);
-}
-
-static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
-    for (int i = 0; i < c->n_plans; i++)
-        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
-            *out = &c->plans[i];
-            return NULL;
-        }
-    const tg_cublaslt_api *lt = c->dev->lt;
-    cuda_mm_plan p;
-    memset(&p, 0, sizeof p);
-    p.key = *k;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasStatus_t s;
-    tg_status st = NULL;
-    const char *what = "create";
-    if ((s = lt->cublasLtMatmulDescCreate(&p.op, (cublasComputeType_t)k->compute, CUDA_R_32F))) goto lt_err;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    what = "set attributes";
-    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta))) goto lt_err;
-    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) goto lt_err;
-    if (k->epilogue) {
-        cublasLtEpilogue_t ep = (cublasLtEpilogue_t)k->epilogue;
-        cudaDataType_t bt = CUDA_R_32F;
-        if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep))) goto lt_err;
-        if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)))
-            goto lt_err;
-    }
-    what = "layouts";
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, (cudaDataType_t)k->atype, (uint64_t)k->k, (uint64_t)k->n, k->lda)))
-        goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, (cudaDataType_t)k->btype, (uint64_t)k->k, (uint64_t)k->m, k->ldb)))
-        goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->n, (uint64_t)k->m, k->ldd))) goto lt_err;
-    if (k->batch > 1) {
-        int32_t bc = (int32_t)k->batch;
-        cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
-        int64_t strides[3] = {k->sa, k->sb, k->sd};
-        for (int i = 0; i < 3; i++) {
-            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc)))
-                goto lt_err;
-            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                          &strides[i], sizeof strides[i])))
-                goto lt_err;
-        }
-    }
-    what = "preference";
-    if ((s = lt->cublasLtMatmulPreferenceCreate(&pref))) goto lt_err;
-    uint64_t ws = c->lt_ws_size;
-    uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
-    if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
-        goto lt_err;
-    const cublasLtMatmulPreferenceAttributes_t aa[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4; i++)
-        if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, aa[i], &al[i], sizeof al[i]))) goto lt_err;
-    cublasLtMatmulHeuristicResult_t res;
-    int n_res = 0;
-    what = "heuristic";
-    s = lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &res, &n_res);
-    if (s || n_res == 0) {
-        st = tg_status_new(TG_ERR_UNSUPPORTED,
-                           "cuBLASLt has no algorithm for a %lldx%lldx%lld product (types %d/%d, batch %lld, status %d)",
-                           (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
-                           (long long)k->batch, (int)s);
-        goto fail;
-    }
-    p.algo = res.algo;
-    p.ws = res.workspaceSize;
-    lt->cublasLtMatmulPreferenceDestroy(pref);
-    pref = NULL;
-    if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "matmul plans");
-        goto fail;
-    }
-    c->plans[c->n_plans] = p;
-    *out = &c->plans[c->n_plans++];
-    return NULL;
-lt_err:
-    st = lt_fail(s, what);
-fail:
-    if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
-    if (p.la) lt->cublasLtMatrixLayoutDestroy(p.la);
-    if (p.lb) lt->cublasLtMatrixLayoutDestroy(p.lb);
-    if (p.ld) lt->cublasLtMatrixLayoutDestroy(p.ld);
-    if (p.op) lt->cublasLtMatmulDescDestroy(p.op);
-    return st;
-}
-
-void tg_cuda_ops_free(tg_cuda_ctx *c) {
-    const tg_cublaslt_api *lt = c->dev->lt;
-    for (int i = 0; i < c->n_plans && lt; i++) {
-        lt->cublasLtMatrixLayoutDestroy(c->plans[i].la);
-        lt->cublasLtMatrixLayoutDestroy(c->plans[i].lb);
-        lt->cublasLtMatrixLayoutDestroy(c->plans[i].ld);
-        lt->cublasLtMatmulDescDestroy(c->plans[i].op);
-    }
-    tg_free(c->plans);
-    c->plans = NULL;
-    c->n_plans = c->cap_plans = 0;
-}
-
 /* Converts (and makes contiguous) t into dst as type dt. */
-static tg_status convert_to(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_type dt, CUdeviceptr dst) {
+tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_type dt, CUdeviceptr dst) {
     int64_t n = tg_nelements(t);
     if (n == 0) return NULL;
     if (tg_is_contiguous(t) && t->type == TG_F32 && (dt == TG_BF16 || dt == TG_F16) && n % 4 == 0 &&
@@ -381,107 +226,6 @@ static tg_status convert_to(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_t
     void *args[] = {&d, &src, &n};
     return launch(c, s, "copy.cu", "", "cpy", tg_cuda_grid(c, n, 256), 1, 1, 256, 0, args);
 }
-
-/* The product of node = mul_mat(a, b), optionally with a bias vector added
- * (and relu applied) by the cuBLASLt epilogue; the result goes to out. */
-static tg_status encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_tensor *bias,
-                                bool relu, const tg_tensor *out, tg_type b_stored) {
-    const tg_tensor *a = node->src[0], *b = node->src[1];
-    const tg_cublaslt_api *lt = c->dev->lt;
-    mm_setup ms = mm_choose(c, node);
-    size_t es = tg_type_size(ms.target);
-    int64_t K = a->ne[0], N = a->ne[1], M = b->ne[1];
-    int64_t A2 = a->ne[2], A3 = a->ne[3], B2 = b->ne[2], B3 = b->ne[3];
-    if (N == 0 || M == 0 || B2 == 0 || B3 == 0) return NULL;
-    tg_status st;
-    CUdeviceptr pa = (CUdeviceptr)(uintptr_t)a->data, pb = (CUdeviceptr)(uintptr_t)b->data;
-    int64_t lda, sa2, sa3, ldb, sb2, sb3;
-    CUdeviceptr next = c->scratch;
-    if (ms.conv_a) {
-        if ((st = convert_to(c, s, a, ms.target, next))) return st;
-        pa = next;
-        next += align256((size_t)tg_nelements(a) * es);
-        lda = K, sa2 = K * N, sa3 = K * N * A2;
-    } else {
-        lda = (int64_t)(a->nb[1] / es), sa2 = (int64_t)(a->nb[2] / es), sa3 = (int64_t)(a->nb[3] / es);
-    }
-    if (b_stored != TG_F32 && b_stored == ms.target) {
-        /* Its producer already stored it in the product's type, contiguous. */
-        ldb = K, sb2 = K * M, sb3 = K * M * B2;
-    } else if (ms.conv_b) {
-        if ((st = convert_to(c, s, b, ms.target, next))) return st;
-        pb = next;
-        ldb = K, sb2 = K * M, sb3 = K * M * B2;
-    } else {
-        ldb = (int64_t)(b->nb[1] / es), sb2 = (int64_t)(b->nb[2] / es), sb3 = (int64_t)(b->nb[3] / es);
-    }
-    CUdeviceptr pd = (CUdeviceptr)(uintptr_t)out->data;
-    int64_t ldd = (int64_t)(out->nb[1] / 4), sd2 = (int64_t)(out->nb[2] / 4), sd3 = (int64_t)(out->nb[3] / 4);
-
-    /* Weights shared by every batch and activations evenly strided: one
-     * product with M*B2*B3 columns. */
-    int64_t m_tot = M, n_b2 = B2, n_b3 = B3;
-    if (A2 == 1 && A3 == 1 && (B2 == 1 || (sb2 == ldb * M && sd2 == ldd * M)) &&
-        (B3 == 1 || (sb3 == sb2 * B2 && sd3 == sd2 * B2))) {
-        m_tot = M * B2 * B3;
-        n_b2 = n_b3 = 1;
-    }
-    int64_t r2 = B2 / A2, r3 = B3 / A3;
-    float alpha = 1.0f, beta = 0.0f;
-    int epilogue = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : 0;
-    for (int64_t i3 = 0; i3 < n_b3; i3++) {
-        /* One call per weight matrix in dim 2, batched over the activations
-         * that share it (all of dim 2 when A2 == B2 or A2 == 1). */
-        int64_t groups = (A2 == n_b2 || A2 == 1) ? 1 : A2;
-        for (int64_t g = 0; g < groups; g++) {
-            int64_t batch = groups == 1 ? n_b2 : r2;
-            int64_t b2_0 = groups == 1 ? 0 : g * r2;
-            int64_t sa = (A2 == 1 || groups > 1) ? 0 : sa2;
-            CUdeviceptr A = pa + (CUdeviceptr)(((i3 / r3) * sa3 + (groups > 1 ? g * sa2 : 0)) * (int64_t)es);
-            CUdeviceptr B = pb + (CUdeviceptr)((i3 * sb3 + b2_0 * sb2) * (int64_t)es);
-            CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
-            cuda_mm_key k;
-            memset(&k, 0, sizeof k);
-            k.atype = (int32_t)lt_type(ms.target);
-            k.btype = k.atype;
-            k.compute = (int32_t)ms.compute;
-            k.epilogue = epilogue;
-            k.m = m_tot, k.n = N, k.k = K, k.lda = lda, k.ldb = ldb, k.ldd = ldd;
-            k.batch = batch;
-            k.sa = sa, k.sb = sb2, k.sd = sd2;
-            k.align_a = (int32_t)min_u32(align_of(A), min_u32(align_of((uint64_t)(lda * (int64_t)es)),
-                                                               batch > 1 && sa ? align_of((uint64_t)(sa * (int64_t)es)) : 256));
-            k.align_b = (int32_t)min_u32(align_of(B), min_u32(align_of((uint64_t)(ldb * (int64_t)es)),
-                                                               batch > 1 ? align_of((uint64_t)(sb2 * (int64_t)es)) : 256));
-            k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * 4)),
-                                                               batch > 1 ? align_of((uint64_t)(sd2 * 4)) : 256));
-            if (bias) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of((uint64_t)(uintptr_t)bias->data));
-            cuda_mm_plan *p = NULL;
-            if ((st = mm_plan(c, &k, &p))) return tg_status_wrap(st, "mul_mat '%s'", node->name);
-            if (bias) {
-                const void *bp = bias->data;
-                cublasStatus_t ls = lt->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
-                if (ls) return lt_fail(ls, "bias pointer");
-            }
-            c->last_kernel = "cublasLtMatmul";
-            c->last_grid[0] = (unsigned)N;
-            c->last_grid[1] = (unsigned)m_tot;
-            c->last_grid[2] = (unsigned)batch;
-            c->last_block = (unsigned)K;
-            cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
-                                                   (const void *)(uintptr_t)B, p->lb, &beta, (void *)(uintptr_t)D, p->ld,
-                                                   (void *)(uintptr_t)D, p->ld, &p->algo, (void *)(uintptr_t)c->lt_ws,
-                                                   p->ws, s);
-            if (ls) {
-                st = lt_fail(ls, "matmul");
-                return tg_status_wrap(st, "mul_mat '%s' (%lldx%lldx%lld)", node->name, (long long)N,
-                                      (long long)m_tot, (long long)K);
-            }
-        }
-    }
-    return NULL;
-}
-
 /* -------------------------------------------------------------- fusion */
 
 static bool is_bias_for(const tg_tensor *bias, const tg_tensor *mm) {
@@ -676,7 +420,7 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
         }
         int Tkp = (int)attn_keys_padded(n);
         size_t heads = (size_t)(H * B);
-        uint64_t kp = c->scratch, vt = c->scratch + align256(heads * (size_t)Tkp * (size_t)D * 2);
+        uint64_t kp = c->scratch, vt = c->scratch + tg_cuda_align256(heads * (size_t)Tkp * (size_t)D * 2);
         tg_status st;
         unsigned kx = tg_cuda_grid(c, (int64_t)Tkp * D / 2 * (int64_t)heads, 256) / (unsigned)heads;
         void *pk[] = {&kp, &dk, &Tkp};
@@ -748,7 +492,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         const tg_tensor *add = nodes[i + 1];
         const tg_tensor *bias = add->src[0] == n ? add->src[1] : add->src[0];
         c->n_fused[len == 3 ? 1 : 0]++;
-        return encode_mul_mat(c, s, n, bias, len == 3, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]));
+        return tg_cuda_encode_mul_mat(c, s, n, bias, len == 3, nodes[i + len - 1],
+                                      stored_type(c, nodes, i, n->src[1]));
     }
     int out16 = 0;
     if (c->emit && c->emit[i] != TG_F32) {
@@ -768,7 +513,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_RELU: return encode_unary(c, s, n, 5, 0.0f, out16);
     case TG_OP_SILU: return encode_unary(c, s, n, 6, 0.0f, out16);
     case TG_OP_SIGMOID: return encode_unary(c, s, n, 7, 0.0f, out16);
-    case TG_OP_MUL_MAT: return encode_mul_mat(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
+    case TG_OP_MUL_MAT: return tg_cuda_encode_mul_mat(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
     case TG_OP_LAYER_NORM:
         if (n->src[1] || n->src[2]) c->n_fused[2]++;
         return encode_layer_norm(c, s, n, out16);
