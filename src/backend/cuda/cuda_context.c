@@ -599,9 +599,9 @@ static tg_status launch_test_fault(tg_cuda_ctx *c) {
     CUfunction fn;
     tg_status st = tg_cuda_kernel(c->dev, "probe.cu", "", "fault", &fn);
     if (st) return st;
-    CUdeviceptr p = c->scratch ? c->scratch : c->lt_ws;
-    void *args[] = {&p};
-    CUresult r = c->dev->cu->cuLaunchKernel(fn, 1, 1, 1, kind == 1 ? 4096 : 1, 1, 1, 0, c->stream, args, NULL);
+    tg_args_fault a = {.out = c->scratch ? c->scratch : c->lt_ws};
+    void *params[] = {&a};
+    CUresult r = c->dev->cu->cuLaunchKernel(fn, 1, 1, 1, kind == 1 ? 4096 : 1, 1, 1, 0, c->stream, params, NULL);
     if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "fault");
     return tg_cuda_ctx_wait(c, c->stream);
 }

@@ -26,6 +26,7 @@
 #include "base.h"
 #include "cuda_cache.h"
 #include "cuda_loader.h"
+#include "kernels/kargs.cuh"
 
 /* ------------------------------------------------------------- device */
 
@@ -224,7 +225,7 @@ typedef struct tg_cuda_ctx {
     int profile;               /* CT_CUDA_PROFILE                            */
     int debug;                 /* CT_CUDA_DEBUG                              */
     char *dump_path;           /* CT_CUDA_DUMP_GRAPH: the next graph goes here */
-    int n_fused[8];            /* fusion counts by kind (cuda_ops.c)          */
+    int n_fused[TG_FUSED_KINDS]; /* fusion counts by kind (cuda_ops.c)        */
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */

@@ -17,20 +17,18 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_variants.h"
 #include "op_params.h"
 
-/* The device-side tg_t (kernels/common.cuh): the same 80 bytes. */
-typedef struct cu_tensor {
-    uint64_t p;
-    int64_t ne[4];
-    int64_t nb[4];
-    int32_t type, pad_;
-} cu_tensor;
+_Static_assert(TG_KT_F32 == TG_F32 && TG_KT_F16 == TG_F16 && TG_KT_BF16 == TG_BF16 && TG_KT_I32 == TG_I32 &&
+                   TG_KT_I64 == TG_I64,
+               "kernels/kargs.cuh's type codes must be tg_type's");
 
-_Static_assert(sizeof(cu_tensor) == 80, "cu_tensor must match tg_t in kernels/common.cuh");
+static uint64_t dptr(const void *p) { return (uint64_t)(uintptr_t)p; }
 
-static cu_tensor desc(const tg_tensor *t) {
-    cu_tensor d;
+/* t as the kernels see it; NULL: a 1x1x1x1 placeholder at address 0. */
+static tg_t desc(const tg_tensor *t) {
+    tg_t d;
     memset(&d, 0, sizeof d);
     if (!t) {
         for (int i = 0; i < 4; i++) d.ne[i] = 1;
@@ -68,9 +66,12 @@ void tg_cuda_launch_config(CUlaunchConfig *cfg, CUlaunchAttribute *at, unsigned 
     cfg->numAttrs = pdl ? 1 : 0;
 }
 
+/* Launches kernel `name` of `module` with its argument struct at args (its
+ * one by-value parameter). Called through LAUNCH, which checks the type. */
 static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines,
                         const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned smem, void **args) {
+                        unsigned smem, void *args) {
+    void *params[] = {args};
     CUfunction fn;
     tg_status st = tg_cuda_kernel(c->dev, module, defines, name, &fn);
     if (st) return st;
@@ -92,19 +93,29 @@ static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const ch
         CUlaunchAttribute at;
         CUlaunchConfig cfg;
         tg_cuda_launch_config(&cfg, &at, gx, gy, gz, bx, smem, s, true);
-        r = cu->cuLaunchKernelEx(&cfg, fn, args, NULL);
+        r = cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
         if (r == CUDA_ERROR_NOT_SUPPORTED) {
             TG_INFO("%s: programmatic dependent launch refused (%s); launching plainly", c->name,
                     tg_cuda_result_text(r));
             c->use_pdl = false;
-            r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+            r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, params, NULL);
         }
     } else {
-        r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+        r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, params, NULL);
     }
     if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, name);
     return NULL;
 }
+
+/* Launches `kernel` (a name, not a string) with args, which must be its
+ * argument struct, tg_args_<kernel> (kernels/kargs.cuh): another type does
+ * not compile. */
+#define LAUNCH(c, s, module, defines, kernel, gx, gy, gz, bx, smem, args) \
+    launch(c, s, module, defines, #kernel, gx, gy, gz, bx, smem, _Generic(&(args), tg_args_##kernel *: &(args)))
+
+/* A grid-stride kernel over args.n items, 256 threads a block. */
+#define LAUNCH_FLAT(c, s, module, kernel, args) \
+    ((args).n == 0 ? NULL : LAUNCH(c, s, module, "", kernel, tg_cuda_grid(c, (args).n, 256), 1, 1, 256, 0, args))
 
 /* ------------------------------------------------------------- support */
 
@@ -196,25 +207,28 @@ size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
     return 0;
 }
 
-/* Converts (and makes contiguous) t into dst as type dt. */
+/* n elements of contiguous src into contiguous dst of type dt. */
+static tg_status encode_cvt(tg_cuda_ctx *c, CUstream s, uint64_t dst, tg_type dt, const tg_tensor *src, int64_t n) {
+    tg_args_cvt_c a = {.d = dst,
+                       .s = dptr(src->data),
+                       .dt = (int32_t)dt,
+                       .dsz = (int32_t)tg_type_size(dt),
+                       .st = (int32_t)src->type,
+                       .ssz = (int32_t)tg_type_size(src->type),
+                       .n = n};
+    return LAUNCH(c, s, "copy.cu", "", cvt_c, tg_cuda_grid(c, n, 256), 1, 1, 256, 0, a);
+}
+
 tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_type dt, CUdeviceptr dst) {
     int64_t n = tg_nelements(t);
     if (n == 0) return NULL;
     if (tg_is_contiguous(t) && t->type == TG_F32 && (dt == TG_BF16 || dt == TG_F16) && n % 4 == 0 &&
         ((uintptr_t)t->data & 15) == 0 && (dst & 7) == 0) {
-        uint64_t sp = (uint64_t)(uintptr_t)t->data, dp = dst;
-        int64_t n4 = n / 4;
-        int to_bf16 = dt == TG_BF16;
-        void *args[] = {&dp, &sp, &n4, &to_bf16};
-        return launch(c, s, "copy.cu", "", "cvt_f32_16_c4", tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, args);
+        tg_args_cvt_f32_16_c4 a = {.d = dst, .s = dptr(t->data), .n4 = n / 4, .to_bf16 = dt == TG_BF16};
+        return LAUNCH(c, s, "copy.cu", "", cvt_f32_16_c4, tg_cuda_grid(c, a.n4, 256), 1, 1, 256, 0, a);
     }
-    if (tg_is_contiguous(t)) {
-        uint64_t sp = (uint64_t)(uintptr_t)t->data, dp = dst;
-        int st = (int)t->type, dty = (int)dt, ssz = (int)tg_type_size(t->type), dsz = (int)tg_type_size(dt);
-        void *args[] = {&dp, &dty, &dsz, &sp, &st, &ssz, &n};
-        return launch(c, s, "copy.cu", "", "cvt_c", tg_cuda_grid(c, n, 256), 1, 1, 256, 0, args);
-    }
-    cu_tensor src = desc(t), d;
+    if (tg_is_contiguous(t)) return encode_cvt(c, s, dst, dt, t, n);
+    tg_t d;
     memset(&d, 0, sizeof d);
     d.p = dst;
     d.type = (int32_t)dt;
@@ -223,8 +237,8 @@ tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_typ
         d.ne[i] = t->ne[i];
         d.nb[i] = i == 0 ? (int64_t)es : d.nb[i - 1] * d.ne[i - 1];
     }
-    void *args[] = {&d, &src, &n};
-    return launch(c, s, "copy.cu", "", "cpy", tg_cuda_grid(c, n, 256), 1, 1, 256, 0, args);
+    tg_args_cpy a = {.d = d, .a = desc(t), .n = n};
+    return LAUNCH(c, s, "copy.cu", "", cpy, tg_cuda_grid(c, n, 256), 1, 1, 256, 0, a);
 }
 /* -------------------------------------------------------------- fusion */
 
@@ -306,17 +320,19 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
     int64_t ne = tg_nelements(n);
     if (ne == 0) return NULL;
     char defs[48];
-    snprintf(defs, sizeof defs, "-DTG_OP=%d -DTG_OUT16=%d", op, out16);
+    snprintf(defs, sizeof defs, TG_DEFS_EW, op, out16);
     int64_t per[2];
     if (binary_vec_ok(n, per)) {
-        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data, pb = (uint64_t)(uintptr_t)b->data;
-        int64_t n4 = ne / 4, na4 = per[0] / 4, nb4 = per[1] / 4;
-        void *args[] = {&d, &pa, &pb, &n4, &na4, &nb4};
-        return launch(c, s, "elementwise.cu", defs, "ew_binary_c4", tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, args);
+        tg_args_ew_binary_c4 v = {.d = dptr(n->data),
+                                  .a = dptr(a->data),
+                                  .b = dptr(b->data),
+                                  .n4 = ne / 4,
+                                  .na4 = per[0] / 4,
+                                  .nb4 = per[1] / 4};
+        return LAUNCH(c, s, "elementwise.cu", defs, ew_binary_c4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
     }
-    cu_tensor dd = desc(n), da = desc(a), db = desc(b);
-    void *args[] = {&dd, &da, &db, &ne};
-    return launch(c, s, "elementwise.cu", defs, "ew_binary", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
+    tg_args_ew_binary g = {.d = desc(n), .a = desc(a), .b = desc(b), .n = ne};
+    return LAUNCH(c, s, "elementwise.cu", defs, ew_binary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);
 }
 
 static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc, int out16) {
@@ -324,16 +340,13 @@ static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, in
     int64_t ne = tg_nelements(n);
     if (ne == 0) return NULL;
     char defs[48];
-    snprintf(defs, sizeof defs, "-DTG_OP=%d -DTG_OUT16=%d", op, out16);
+    snprintf(defs, sizeof defs, TG_DEFS_EW, op, out16);
     if (unary_vec_ok(n)) {
-        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
-        int64_t n4 = ne / 4;
-        void *args[] = {&d, &pa, &sc, &n4};
-        return launch(c, s, "elementwise.cu", defs, "ew_unary_c4", tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, args);
+        tg_args_ew_unary_c4 v = {.d = dptr(n->data), .a = dptr(a->data), .s = sc, .n4 = ne / 4};
+        return LAUNCH(c, s, "elementwise.cu", defs, ew_unary_c4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
     }
-    cu_tensor dd = desc(n), da = desc(a);
-    void *args[] = {&dd, &da, &sc, &ne};
-    return launch(c, s, "elementwise.cu", defs, "ew_unary", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
+    tg_args_ew_unary g = {.d = desc(n), .a = desc(a), .s = sc, .n = ne};
+    return LAUNCH(c, s, "elementwise.cu", defs, ew_unary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);
 }
 
 static unsigned row_block(int64_t ne0) {
@@ -347,41 +360,30 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     float eps = tg_param_f32(n, 0);
     int64_t rows = tg_nrows(a), ne0 = a->ne[0];
     if (rows == 0 || ne0 == 0) return NULL;
-    uint64_t pw = w ? (uint64_t)(uintptr_t)w->data : 0, pb = b ? (uint64_t)(uintptr_t)b->data : 0;
+    uint64_t pw = w ? dptr(w->data) : 0, pb = b ? dptr(b->data) : 0;
     int64_t n4 = ne0 / 4;
-    bool vec = norm_vec_ok(n);
-    const char *defs = out16 == 1 ? "-DTG_OUT16=1" : out16 == 2 ? "-DTG_OUT16=2" : "";
-    if (vec && n4 <= 32 * 16) {
+    char defs[32] = "";
+    if (out16 != TG_EMIT_F32) snprintf(defs, sizeof defs, TG_DEFS_OUT16, out16);
+    if (norm_vec_ok(n)) {
+        tg_args_layer_norm_c4 v = {
+            .d = dptr(n->data), .a = dptr(a->data), .w = pw, .b = pb, .rows = rows, .n4 = (int32_t)n4, .eps = eps};
         /* A warp per row: no block barriers, the row in registers. */
-        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
-        int n4i = (int)n4;
-        void *args[] = {&d, &pa, &pw, &pb, &n4i, &rows, &eps};
-        return launch(c, s, "norm.cu", defs, "layer_norm_w4", (unsigned)((rows + 7) / 8), 1, 1, 256, 0, args);
-    }
-    if (vec) {
+        if (n4 <= 32 * 16)
+            return LAUNCH(c, s, "norm.cu", defs, layer_norm_w4, (unsigned)((rows + 7) / 8), 1, 1, 256, 0, v);
         unsigned block = 32;
         while (block < 256 && block < n4) block += 32;
         while ((int64_t)block * 8 < n4) block += 32;
-        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
-        int n4i = (int)n4;
-        void *args[] = {&d, &pa, &pw, &pb, &n4i, &eps};
-        return launch(c, s, "norm.cu", defs, "layer_norm_c4", (unsigned)rows, 1, 1, block, 0, args);
+        return LAUNCH(c, s, "norm.cu", defs, layer_norm_c4, (unsigned)rows, 1, 1, block, 0, v);
     }
-    cu_tensor dd = desc(n), da = desc(a);
-    void *args[] = {&dd, &da, &pw, &pb, &eps};
-    return launch(c, s, "norm.cu", "", "layer_norm", (unsigned)rows, 1, 1, row_block(ne0), 0, args);
+    tg_args_layer_norm g = {.d = desc(n), .a = desc(a), .w = pw, .b = pb, .eps = eps};
+    return LAUNCH(c, s, "norm.cu", "", layer_norm, (unsigned)rows, 1, 1, row_block(ne0), 0, g);
 }
 
-static tg_status encode_rows_op(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const char *module,
-                                const char *name, void **extra, int n_extra) {
-    const tg_tensor *a = n->src[0];
-    int64_t rows = tg_nrows(a);
-    if (rows == 0) return NULL;
-    cu_tensor dd = desc(n), da = desc(a);
-    void *args[8] = {&dd, &da};
-    for (int i = 0; i < n_extra; i++) args[2 + i] = extra[i];
-    return launch(c, s, module, "", name, (unsigned)rows, 1, 1, row_block(a->ne[0]), 0, args);
-}
+/* A kernel with one block per row of node n's source (row_block threads). */
+#define LAUNCH_ROWS(c, s, module, kernel, n, args)                                                              \
+    (tg_nrows((n)->src[0]) == 0 ? NULL                                                                          \
+                                : LAUNCH(c, s, module, "", kernel, (unsigned)tg_nrows((n)->src[0]), 1, 1,       \
+                                         row_block((n)->src[0]->ne[0]), 0, args))
 
 /* F32 rows contiguous in dim 0 and 16-byte aligned everywhere a warp's
  * float4 loads land, short enough for the registers (softmax.cu's
@@ -404,57 +406,51 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
-    cu_tensor o = desc(n), dq = desc(q), dk = desc(k), dv = desc(v), dm = desc(m);
-    int has_mask = m != NULL;
+    tg_args_attention args = {
+        .o = desc(n), .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m), .has_mask = m != NULL, .scale = scale};
     if (attn_use_mma(c, n)) {
         /* Tensor cores: bf16 operands, f32 accumulation (attention_mma.cu);
          * beyond one block of queries per head, K and V are packed into the
          * scratch first. */
         char mdefs[48];
-        snprintf(mdefs, sizeof mdefs, "-DTG_AD=%d -DTG_ADV=%d", (int)D, (int)Dv);
+        snprintf(mdefs, sizeof mdefs, TG_DEFS_AM, (int)D, (int)Dv);
         unsigned msmem = (unsigned)((64 * (D + 8) + Dv * (64 + 8)) * 2);
-        if (!attn_packs(c, n)) {
-            void *margs[] = {&o, &dq, &dk, &dv, &dm, &has_mask, &scale};
-            return launch(c, s, "attention_mma.cu", mdefs, "attention_mma", (unsigned)((Tq + 63) / 64),
-                          (unsigned)H, (unsigned)B, 128, msmem, margs);
-        }
+        if (!attn_packs(c, n))
+            return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma, (unsigned)((Tq + 63) / 64), (unsigned)H,
+                          (unsigned)B, 128, msmem, args);
         int Tkp = (int)attn_keys_padded(n);
         size_t heads = (size_t)(H * B);
         uint64_t kp = c->scratch, vt = c->scratch + tg_cuda_align256(heads * (size_t)Tkp * (size_t)D * 2);
         tg_status st;
         unsigned kx = tg_cuda_grid(c, (int64_t)Tkp * D / 2 * (int64_t)heads, 256) / (unsigned)heads;
-        void *pk[] = {&kp, &dk, &Tkp};
-        if ((st = launch(c, s, "attention_mma.cu", mdefs, "attn_pack_k", kx ? kx : 1, (unsigned)heads, 1, 256, 0, pk)))
+        tg_args_attn_pack_k pk = {.dst = kp, .t = args.k, .tkp = Tkp};
+        if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_k, kx ? kx : 1, (unsigned)heads, 1, 256, 0, pk)))
             return st;
-        void *pv[] = {&vt, &dv, &Tkp};
-        if ((st = launch(c, s, "attention_mma.cu", mdefs, "attn_pack_vt", (unsigned)(Tkp / 32),
+        tg_args_attn_pack_vt pv = {.dst = vt, .t = args.v, .tkp = Tkp};
+        if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_vt, (unsigned)(Tkp / 32),
                          (unsigned)((Dv + 31) / 32), (unsigned)heads, 256, 0, pv)))
             return st;
-        void *margs[] = {&o, &dq, &dk, &dv, &kp, &vt, &Tkp, &dm, &has_mask, &scale};
-        return launch(c, s, "attention_mma.cu", mdefs, "attention_mma_packed", (unsigned)((Tq + 63) / 64),
-                      (unsigned)H, (unsigned)B, 128, msmem, margs);
+        tg_args_attention_mma_packed pa = {.o = args.o,
+                                           .q = args.q,
+                                           .k = args.k,
+                                           .v = args.v,
+                                           .kp = kp,
+                                           .vtp = vt,
+                                           .mask = args.mask,
+                                           .tkp = Tkp,
+                                           .has_mask = args.has_mask,
+                                           .scale = scale};
+        return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed, (unsigned)((Tq + 63) / 64),
+                      (unsigned)H, (unsigned)B, 128, msmem, pa);
     }
     char defs[32];
     /* At least 2: with a single accumulator per lane, NVRTC 13.0's front end
      * does not finish compiling the kernel. */
     int dvl = (int)((Dv + 31) / 32);
-    snprintf(defs, sizeof defs, "-DTG_DVL=%d", dvl < 2 ? 2 : dvl);
+    snprintf(defs, sizeof defs, TG_DEFS_DVL, dvl < 2 ? 2 : dvl);
     unsigned smem = (unsigned)((32 * (D + 1) + 32 * Dv + 16 * D) * 4);
-    void *args[] = {&o, &dq, &dk, &dv, &dm, &has_mask, &scale};
-    return launch(c, s, "attention.cu", defs, "attention", (unsigned)((Tq + 15) / 16), (unsigned)H, (unsigned)B, 128,
+    return LAUNCH(c, s, "attention.cu", defs, attention, (unsigned)((Tq + 15) / 16), (unsigned)H, (unsigned)B, 128,
                   smem, args);
-}
-
-static tg_status encode_flat(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const char *module,
-                             const char *name, void **args_after_n, int n_after, int64_t count,
-                             void **front, int n_front) {
-    if (count == 0) return NULL;
-    void *args[12];
-    int k = 0;
-    for (int i = 0; i < n_front; i++) args[k++] = front[i];
-    for (int i = 0; i < n_after; i++) args[k++] = args_after_n[i];
-    args[k++] = &count;
-    return launch(c, s, module, "", name, tg_cuda_grid(c, count, 256), 1, 1, 256, 0, args);
 }
 
 static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
@@ -467,15 +463,9 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
                                                    (size_t)ne * tg_type_size(a->type), s);
         return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, "cpy");
     }
-    if (tg_is_contiguous(a) && tg_is_contiguous(n)) {
-        uint64_t dp = (uint64_t)(uintptr_t)n->data, sp = (uint64_t)(uintptr_t)a->data;
-        int dt = (int)n->type, st = (int)a->type, dsz = (int)tg_type_size(n->type), ssz = (int)tg_type_size(a->type);
-        void *args[] = {&dp, &dt, &dsz, &sp, &st, &ssz, &ne};
-        return launch(c, s, "copy.cu", "", "cvt_c", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
-    }
-    cu_tensor dd = desc(n), da = desc(a);
-    void *front[] = {&dd, &da};
-    return encode_flat(c, s, n, "copy.cu", "cpy", NULL, 0, ne, front, 2);
+    if (tg_is_contiguous(a) && tg_is_contiguous(n)) return encode_cvt(c, s, dptr(n->data), n->type, a, ne);
+    tg_args_cpy g = {.d = desc(n), .a = desc(a), .n = ne};
+    return LAUNCH_FLAT(c, s, "copy.cu", cpy, g);
 }
 
 /* The type nodes[i]'s source `src` was stored in (the emit fusion). */
@@ -491,93 +481,97 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     if (len > 1) {
         const tg_tensor *add = nodes[i + 1];
         const tg_tensor *bias = add->src[0] == n ? add->src[1] : add->src[0];
-        c->n_fused[len == 3 ? 1 : 0]++;
+        c->n_fused[len == 3 ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
         return tg_cuda_encode_mul_mat(c, s, n, bias, len == 3, nodes[i + len - 1],
                                       stored_type(c, nodes, i, n->src[1]));
     }
-    int out16 = 0;
+    int out16 = TG_EMIT_F32;
     if (c->emit && c->emit[i] != TG_F32) {
-        out16 = c->emit[i] == TG_BF16 ? 1 : 2;
-        c->n_fused[6]++;
+        out16 = c->emit[i] == TG_BF16 ? TG_EMIT_BF16 : TG_EMIT_F16;
+        c->n_fused[TG_FUSED_EMIT]++;
     }
-    cu_tensor dd = desc(n), da = desc(n->src[0]), db = desc(n->src[1]);
+    tg_t dd = desc(n), da = desc(n->src[0]), db = desc(n->src[1]);
     switch (n->op) {
     case TG_OP_NONE:
     case TG_OP_VIEW:
         return NULL;
-    case TG_OP_ADD: return encode_binary(c, s, n, 0, out16);
-    case TG_OP_SUB: return encode_binary(c, s, n, 1, out16);
-    case TG_OP_MUL: return encode_binary(c, s, n, 2, out16);
-    case TG_OP_DIV: return encode_binary(c, s, n, 3, out16);
-    case TG_OP_SCALE: return encode_unary(c, s, n, 4, tg_param_f32(n, 0), out16);
-    case TG_OP_RELU: return encode_unary(c, s, n, 5, 0.0f, out16);
-    case TG_OP_SILU: return encode_unary(c, s, n, 6, 0.0f, out16);
-    case TG_OP_SIGMOID: return encode_unary(c, s, n, 7, 0.0f, out16);
+    case TG_OP_ADD: return encode_binary(c, s, n, TG_EW_ADD, out16);
+    case TG_OP_SUB: return encode_binary(c, s, n, TG_EW_SUB, out16);
+    case TG_OP_MUL: return encode_binary(c, s, n, TG_EW_MUL, out16);
+    case TG_OP_DIV: return encode_binary(c, s, n, TG_EW_DIV, out16);
+    case TG_OP_SCALE: return encode_unary(c, s, n, TG_EW_SCALE, tg_param_f32(n, 0), out16);
+    case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16);
+    case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16);
+    case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16);
     case TG_OP_MUL_MAT: return tg_cuda_encode_mul_mat(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
     case TG_OP_LAYER_NORM:
-        if (n->src[1] || n->src[2]) c->n_fused[2]++;
+        if (n->src[1] || n->src[2]) c->n_fused[TG_FUSED_NORM_AFFINE]++;
         return encode_layer_norm(c, s, n, out16);
     case TG_OP_SOFT_MAX: {
-        float scale = tg_param_f32(n, 0);
-        int has_mask = n->src[1] != NULL;
-        if (has_mask || scale != 1.0f) c->n_fused[3]++;
-        int64_t rows = tg_nrows(n->src[0]);
-        if (rows > 0 && softmax_vec_ok(n) && (rows + 7) / 8 < (1ll << 31)) {
-            void *args[] = {&dd, &da, &db, &has_mask, &scale, &rows};
-            return launch(c, s, "softmax.cu", "", "soft_max_w4", (unsigned)((rows + 7) / 8), 1, 1, 256, 0, args);
-        }
-        void *extra[] = {&db, &has_mask, &scale};
-        return encode_rows_op(c, s, n, "softmax.cu", "soft_max", extra, 3);
+        tg_args_soft_max a = {.d = dd,
+                              .a = da,
+                              .mask = db,
+                              .rows = tg_nrows(n->src[0]),
+                              .has_mask = n->src[1] != NULL,
+                              .scale = tg_param_f32(n, 0)};
+        if (a.has_mask || a.scale != 1.0f) c->n_fused[TG_FUSED_SOFTMAX]++;
+        if (a.rows > 0 && softmax_vec_ok(n) && (a.rows + 7) / 8 < (1ll << 31))
+            return LAUNCH(c, s, "softmax.cu", "", soft_max_w4, (unsigned)((a.rows + 7) / 8), 1, 1, 256, 0, a);
+        return LAUNCH_ROWS(c, s, "softmax.cu", soft_max, n, a);
     }
     case TG_OP_ATTENTION:
-        c->n_fused[4]++;
+        c->n_fused[TG_FUSED_ATTENTION]++;
         return encode_attention(c, s, n);
     case TG_OP_GLU: {
-        c->n_fused[5]++;
-        void *front[] = {&dd, &da};
-        return encode_flat(c, s, n, "reduce.cu", "glu", NULL, 0, tg_nelements(n), front, 2);
+        c->n_fused[TG_FUSED_GLU]++;
+        tg_args_glu a = {.d = dd, .a = da, .n = tg_nelements(n)};
+        return LAUNCH_FLAT(c, s, "reduce.cu", glu, a);
     }
-    case TG_OP_ARGMAX:
-        return encode_rows_op(c, s, n, "reduce.cu", "argmax", NULL, 0);
+    case TG_OP_ARGMAX: {
+        tg_args_argmax a = {.o = dd, .a = da};
+        return LAUNCH_ROWS(c, s, "reduce.cu", argmax, n, a);
+    }
     case TG_OP_SUM_ROWS:
     case TG_OP_MEAN: {
-        float div = n->op == TG_OP_MEAN ? (float)n->src[0]->ne[0] : 1.0f;
-        void *extra[] = {&div};
-        return encode_rows_op(c, s, n, "reduce.cu", "sum_rows", extra, 1);
+        tg_args_sum_rows a = {.o = dd, .a = da, .div = n->op == TG_OP_MEAN ? (float)n->src[0]->ne[0] : 1.0f};
+        return LAUNCH_ROWS(c, s, "reduce.cu", sum_rows, n, a);
     }
     case TG_OP_GET_ROWS: {
-        void *front[] = {&dd, &da, &db};
-        return encode_flat(c, s, n, "rows.cu", "get_rows", NULL, 0, tg_nelements(n), front, 3);
+        tg_args_get_rows a = {.d = dd, .a = da, .ids = db, .n = tg_nelements(n)};
+        return LAUNCH_FLAT(c, s, "rows.cu", get_rows, a);
     }
     case TG_OP_SET_ROWS: {
-        void *front[] = {&dd, &da, &db};
-        return encode_flat(c, s, n, "rows.cu", "set_rows", NULL, 0, tg_nelements(n->src[0]), front, 3);
+        tg_args_set_rows a = {.d = dd, .a = da, .ids = db, .n = tg_nelements(n->src[0])};
+        return LAUNCH_FLAT(c, s, "rows.cu", set_rows, a);
     }
     case TG_OP_CPY:
         return encode_cpy(c, s, n);
     case TG_OP_CONCAT: {
-        int dim = tg_param_i32(n, 0);
-        void *front[] = {&dd, &da, &db, &dim};
-        return encode_flat(c, s, n, "copy.cu", "concat", NULL, 0, tg_nelements(n), front, 4);
+        tg_args_concat a = {.o = dd, .a = da, .b = db, .dim = tg_param_i32(n, 0), .n = tg_nelements(n)};
+        return LAUNCH_FLAT(c, s, "copy.cu", concat, a);
     }
     case TG_OP_PAD: {
-        int32_t lo[4];
-        for (int k = 0; k < 4; k++) lo[k] = tg_param_i32(n, k);
-        void *front[] = {&dd, &da, lo};
-        return encode_flat(c, s, n, "copy.cu", "pad", NULL, 0, tg_nelements(n), front, 3);
+        tg_args_pad a = {.o = dd, .a = da, .n = tg_nelements(n)};
+        for (int k = 0; k < 4; k++) a.lo[k] = tg_param_i32(n, k);
+        return LAUNCH_FLAT(c, s, "copy.cu", pad, a);
     }
     case TG_OP_CONV_2D:
     case TG_OP_CONV_2D_DW: {
-        int p[4];
-        for (int k = 0; k < 4; k++) p[k] = tg_param_i32(n, k);
-        void *front[] = {&dd, &da, &db, &p[0], &p[1], &p[2], &p[3]};
-        return encode_flat(c, s, n, "conv.cu", n->op == TG_OP_CONV_2D ? "conv_2d" : "conv_2d_dw", NULL, 0,
-                           tg_nelements(n), front, 7);
+        tg_args_conv_2d a = {.o = dd,
+                             .kr = da,
+                             .in = db,
+                             .s0 = tg_param_i32(n, 0),
+                             .s1 = tg_param_i32(n, 1),
+                             .p0 = tg_param_i32(n, 2),
+                             .p1 = tg_param_i32(n, 3),
+                             .n = tg_nelements(n)};
+        if (n->op == TG_OP_CONV_2D) return LAUNCH_FLAT(c, s, "conv.cu", conv_2d, a);
+        return LAUNCH_FLAT(c, s, "conv.cu", conv_2d_dw, a);
     }
     case TG_OP_CONV_1D_DW: {
-        int st = tg_param_i32(n, 0), pd = tg_param_i32(n, 1);
-        void *front[] = {&dd, &da, &db, &st, &pd};
-        return encode_flat(c, s, n, "conv.cu", "conv_1d_dw", NULL, 0, tg_nelements(n), front, 5);
+        tg_args_conv_1d_dw a = {
+            .o = dd, .kr = da, .in = db, .s = tg_param_i32(n, 0), .p = tg_param_i32(n, 1), .n = tg_nelements(n)};
+        return LAUNCH_FLAT(c, s, "conv.cu", conv_1d_dw, a);
     }
     default:
         return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: op %s (node '%s') is not supported", tg_op_name(n->op),

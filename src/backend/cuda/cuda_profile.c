@@ -115,6 +115,7 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c) {
             "%d glu, %d norm/elementwise storing bf16/f16 for a product; %d kernel files compiled, %d from the "
             "cache\n",
             c->name, c->n_computes, c->n_direct, c->n_graph_hits, c->n_graph_captures, c->n_graph_updates,
-            c->n_fused[0], c->n_fused[1], c->n_fused[2], c->n_fused[3], c->n_fused[4], c->n_fused[5],
-            c->n_fused[6], dev->n_compiled, dev->n_cache_hits);
+            c->n_fused[TG_FUSED_MM_BIAS], c->n_fused[TG_FUSED_MM_BIAS_RELU], c->n_fused[TG_FUSED_NORM_AFFINE],
+            c->n_fused[TG_FUSED_SOFTMAX], c->n_fused[TG_FUSED_ATTENTION], c->n_fused[TG_FUSED_GLU],
+            c->n_fused[TG_FUSED_EMIT], dev->n_compiled, dev->n_cache_hits);
 }

@@ -13,8 +13,11 @@
 #include "common.cuh"
 
 /* kernel [KW, KH, Cin, Cout], input [W, H, Cin, N], out [OW, OH, Cout, N] */
-extern "C" __global__ void conv_2d(tg_t o, tg_t kr, tg_t in, int s0, int s1, int p0, int p1, i64 n) {
+extern "C" __global__ void conv_2d(const tg_args_conv_2d args) {
     TG_PDL();
+    const tg_t &o = args.o, &kr = args.kr, &in = args.in;
+    const int s0 = args.s0, s1 = args.s1, p0 = args.p0, p1 = args.p1;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 ox, oy, co, b;
         tg_unravel(o, i, ox, oy, co, b);
@@ -36,8 +39,11 @@ extern "C" __global__ void conv_2d(tg_t o, tg_t kr, tg_t in, int s0, int s1, int
 }
 
 /* kernel [KW, KH, 1, C], input [W, H, C, N], out [OW, OH, C, N] */
-extern "C" __global__ void conv_2d_dw(tg_t o, tg_t kr, tg_t in, int s0, int s1, int p0, int p1, i64 n) {
+extern "C" __global__ void conv_2d_dw(const tg_args_conv_2d_dw args) {
     TG_PDL();
+    const tg_t &o = args.o, &kr = args.kr, &in = args.in;
+    const int s0 = args.s0, s1 = args.s1, p0 = args.p0, p1 = args.p1;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 ox, oy, c, b;
         tg_unravel(o, i, ox, oy, c, b);
@@ -58,8 +64,11 @@ extern "C" __global__ void conv_2d_dw(tg_t o, tg_t kr, tg_t in, int s0, int s1, 
 
 /* kernel [K, C], input [C, T, N], out [C, OT, N]; adjacent threads take
  * adjacent channels, so every load is coalesced. */
-extern "C" __global__ void conv_1d_dw(tg_t o, tg_t kr, tg_t in, int s, int p, i64 n) {
+extern "C" __global__ void conv_1d_dw(const tg_args_conv_1d_dw args) {
     TG_PDL();
+    const tg_t &o = args.o, &kr = args.kr, &in = args.in;
+    const int s = args.s, p = args.p;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 c, ot, b, u;
         tg_unravel(o, i, c, ot, b, u);
