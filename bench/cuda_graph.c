@@ -100,7 +100,8 @@ static double floor_per_node_us(bool pdl, bool work) {
     CUdeviceptr p = 0;
     CU_TRY(cu->cuMemAlloc(&p, 256 * sizeof(float)));
     CU_TRY(cu->cuMemsetD8Async(p, 0, 256 * sizeof(float), c->stream));
-    void *args[] = {&p};
+    tg_args_chain_step a = {.out = p};
+    void *args[] = {&a};
     const int n = 2 * NODES_HALF;
     CU_TRY(cu->cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_RELAXED));
     for (int i = 0; i < n; i++) {

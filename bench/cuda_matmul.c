@@ -88,13 +88,12 @@ static double convert_ms(tg_backend *b, const tg_tensor *x, const tg_tensor *xb)
     const tg_cu_api *cu = c->dev->cu;
     CUfunction fn;
     BENCH_TRY(tg_cuda_kernel(c->dev, "copy.cu", "", "cvt_f32_16_c4", &fn));
-    uint64_t dp = (uint64_t)(uintptr_t)xb->data, sp = (uint64_t)(uintptr_t)x->data;
-    int64_t n4 = tg_nelements(x) / 4;
-    int to_bf16 = 1;
-    void *args[] = {&dp, &sp, &n4, &to_bf16};
+    tg_args_cvt_f32_16_c4 a = {
+        .d = (uint64_t)(uintptr_t)xb->data, .s = (uint64_t)(uintptr_t)x->data, .n4 = tg_nelements(x) / 4, .to_bf16 = 1};
+    void *args[] = {&a};
     CUlaunchAttribute at;
     CUlaunchConfig cfg;
-    tg_cuda_launch_config(&cfg, &at, tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, c->stream, c->use_pdl);
+    tg_cuda_launch_config(&cfg, &at, tg_cuda_grid(c, a.n4, 256), 1, 1, 256, 0, c->stream, c->use_pdl);
     CUgraph graph = NULL;
     exec_arg e = {cu, NULL};
     bool ok = cu->cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_RELAXED) == CUDA_SUCCESS;

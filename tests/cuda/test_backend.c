@@ -384,9 +384,9 @@ static void test_event_synchronize_times_out(void) {
     CHECK_OK(tg_cuda_kernel(c->dev, "probe.cu", "", "spin", &spin));
     tg_cuda_event *e = NULL;
     CHECK_OK(tg_cuda_event_new(c->dev, false, &e));
-    long long cycles = 2000000000ll; /* about a second at 2 GHz */
-    void *args[] = {&cycles};
-    CHECK(c->dev->cu->cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, c->stream, args, NULL) == CUDA_SUCCESS);
+    tg_args_spin a = {.cycles = 2000000000ll}; /* about a second at 2 GHz */
+    void *params[] = {&a};
+    CHECK(c->dev->cu->cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, c->stream, params, NULL) == CUDA_SUCCESS);
     CHECK_OK(tg_cuda_event_record(e, c->stream));
     CHECK_ERR(tg_cuda_event_synchronize(e, 20), TG_ERR_TIMEOUT, "20 ms");
     CHECK_OK(tg_cuda_event_synchronize(e, 30000));

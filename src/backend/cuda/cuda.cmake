@@ -40,26 +40,28 @@ include_directories(SYSTEM ${CUDA_INC})
 # Kernels precompiled by nvcc for sm_80 (which also runs on 8.6 and 8.9) and
 # sm_90, one fatbin per specialisation the ops use, embedded for machines
 # without NVRTC (and, with CT_CUDA_PRECOMPILED=1, as the cache's seed). On
-# whenever nvcc is found, as the seed's precompiled library; it adds about 30
+# whenever nvcc is found, as the seed's precompiled library; it adds 33
 # nvcc runs to the build (the sanitizer build turns it off: it checks host
-# code). Variants missing here are still compiled by NVRTC when present.
+# code). The list is kernels/variants.def; variants missing there are still
+# compiled by NVRTC when present.
 option(TG_CUDA_PRECOMPILE "Embed kernels precompiled by nvcc (sm_80, sm_90)" ON)
 find_program(TG_NVCC nvcc HINTS ${CUDA_INC}/../bin $ENV{CUDA_HOME}/bin)
 set(_img "${CMAKE_BINARY_DIR}/generated/cuda_kernel_images.c")
 if(TG_CUDA_PRECOMPILE AND TG_NVCC)
-  set(_variants "")
-  foreach(op 0 1 2 3 4 5 6 7)
-    foreach(o16 0 1)
-      list(APPEND _variants "elementwise.cu|-DTG_OP=${op} -DTG_OUT16=${o16}")
-    endforeach()
-  endforeach()
-  foreach(dvl 2 3 4 5 6 7 8)
-    list(APPEND _variants "attention.cu|-DTG_DVL=${dvl}")
-  endforeach()
-  list(APPEND _variants "attention_mma.cu|-DTG_AD=128 -DTG_ADV=128" "attention_mma.cu|-DTG_AD=160 -DTG_ADV=160")
-  list(APPEND _variants "norm.cu|" "norm.cu|-DTG_OUT16=1" "softmax.cu|" "conv.cu|" "rows.cu|" "copy.cu|"
-       "reduce.cu|" "probe.cu|" "attention_split.cu|")
+  # The specialisations: kernels/variants.def, the table the host reads too
+  # (cuda_variants.h), one TG_VARIANT("module", "defines") line each.
   set(_kdir ${CMAKE_SOURCE_DIR}/src/backend/cuda/kernels)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_kdir}/variants.def)
+  file(STRINGS ${_kdir}/variants.def _lines REGEX "^TG_VARIANT\\(")
+  set(_variants "")
+  foreach(_line ${_lines})
+    if(NOT _line MATCHES "^TG_VARIANT\\(\"([^\"]+)\", \"([^\"]*)\"\\)$")
+      message(FATAL_ERROR "kernels/variants.def: cannot read '${_line}'")
+    endif()
+    list(APPEND _variants "${CMAKE_MATCH_1}|${CMAKE_MATCH_2}")
+  endforeach()
+  set(_headers ${TG_CUDA_KERNEL_FILES})
+  list(FILTER _headers INCLUDE REGEX "\\.cuh$")
   set(_entries "")
   set(_files "")
   set(_i 0)
@@ -76,7 +78,7 @@ if(TG_CUDA_PRECOMPILE AND TG_NVCC)
     add_custom_command(OUTPUT ${_fb}
       COMMAND ${TG_NVCC} -fatbin -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
               -DTG_HAS_BF16_CVT=1 ${_dargs} -o ${_fb} ${_kdir}/${_mod}
-      DEPENDS ${_kdir}/${_mod} ${_kdir}/common.cuh ${_kdir}/conv_args.cuh
+      DEPENDS ${_kdir}/${_mod} ${_headers}
       COMMENT "nvcc ${_mod} ${_defs}" VERBATIM)
     list(APPEND _files ${_fb})
     list(APPEND _entries "${_mod}|${_defs}|${_fb}")

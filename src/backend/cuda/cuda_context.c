@@ -1,8 +1,8 @@
 /*
- * cuda_context.c: the CUDA backend's table (tg_backend_cuda_new): buffers,
- * graph compute on a stream, CUDA-graph capture and replay, concurrency of
- * independent nodes, the sticky error, abort, host and peer copies, the
- * profile, debug and dump modes.
+ * cuda_context.c: the CUDA backend's table (tg_backend_cuda_new): graph
+ * compute on a stream, CUDA-graph capture and replay, concurrency of
+ * independent nodes, the sticky error, abort, copies between backends and
+ * GPUs.
  *
  * Launches are asynchronous already, so what costs is the host side of each
  * launch. A graph whose topology repeats (every decoder step) is captured
@@ -33,19 +33,15 @@
  * computes and ops for Nsight when it is attached), CT_CUDA_SYNC_TIMEOUT_MS,
  * CT_CUDA_HOST_BUFFERS=1 (buffers in pinned host memory).
  *
- * Residency: the seed keeps Metal residency sets alive with a heartbeat
- * thread. Device memory on a discrete GPU needs nothing of the kind, and host
- * memory the GPU maps is page-locked for as long as its buffer lives, so
- * there is deliberately no such thread here.
- *
- * Not here: kernels and their launch shapes (cuda_ops.c).
+ * Not here: buffers and host copies (cuda_buffer.c), the profile, dump and
+ * debug output (cuda_profile.c), kernels and their launch shapes
+ * (cuda_ops.c), the matrix products (cuda_matmul.c).
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 /* NVTX ranges (header-only NVTX 3: inert unless a profiler injects itself). */
 #if __has_include(<nvtx3/nvToolsExt.h>)
@@ -69,15 +65,14 @@
 #include "ptrmap.h"
 
 static const struct tg_backend_iface cuda_iface;
-static const struct tg_buffer_iface cuda_buffer_iface;
 
-static double now_us(void) {
+double tg_cuda_now_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static int env_int(const char *name, int dflt) {
+int tg_cuda_env_int(const char *name, int dflt) {
     const char *v = getenv(name);
     return v && *v ? atoi(v) : dflt;
 }
@@ -118,14 +113,13 @@ tg_status tg_cuda_ctx_fail(tg_cuda_ctx *c, CUresult r, const char *what) {
                               : "the backend has failed; free and recreate it");
 }
 
-static tg_status sticky(const tg_cuda_ctx *c) {
+tg_status tg_cuda_ctx_sticky(const tg_cuda_ctx *c) {
     if (!c->error) return NULL;
     return tg_status_new(TG_ERR_DEVICE, "%s: the CUDA context failed earlier (%s); free and recreate the backend",
                          c->name, c->error);
 }
 
-/* Waits for everything queued on the stream, at most sync_timeout_ms. */
-static tg_status stream_wait(tg_cuda_ctx *c, CUstream s) {
+tg_status tg_cuda_ctx_wait(tg_cuda_ctx *c, CUstream s) {
     const tg_cu_api *cu = c->dev->cu;
     CUresult r = cu->cuEventRecord(c->fork_ev, s);
     if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuEventRecord");
@@ -137,227 +131,6 @@ static tg_status stream_wait(tg_cuda_ctx *c, CUstream s) {
         return tg_cuda_ctx_fail(c, r, "running the graph");
     }
     return tg_status_wrap(st, "%s", c->name);
-}
-
-/* -------------------------------------------------------------- buffers */
-
-static void buf_free(tg_buffer *buf) {
-    cuda_buffer *cb = buf->impl;
-    tg_cuda_ctx *c = cb->ctx;
-    const tg_cu_api *cu = c->dev->cu;
-    cu->cuCtxSetCurrent(c->dev->ctx);
-    if (!c->error) cu->cuStreamSynchronize(c->stream);
-    switch (cb->kind) {
-    case CUDA_BUF_DEVICE:
-    case CUDA_BUF_COPY: cu->cuMemFree(cb->dptr); break;
-    case CUDA_BUF_PINNED: cu->cuMemFreeHost(cb->host); break;
-    case CUDA_BUF_REGISTERED: cu->cuMemHostUnregister(cb->reg_base); break;
-    }
-    tg_free(cb);
-    tg_free(buf);
-}
-
-#define BIG_COPY ((size_t)32 << 20)
-
-/* Host copies go through the pinned staging buffer, so a set returns once
- * the bytes are staged (the caller may reuse its memory) and the transfer
- * runs in order with the stream's work. */
-static tg_status staged_set(tg_cuda_ctx *c, CUdeviceptr dst, const void *data, size_t size) {
-    const tg_cu_api *cu = c->dev->cu;
-    tg_cuda_event e = {c->dev, c->stage_ev};
-    while (size) {
-        size_t n = size < c->stage_size ? size : c->stage_size;
-        if (c->stage_busy) {
-            tg_status st = tg_cuda_event_synchronize(&e, c->sync_timeout_ms);
-            if (st) return tg_status_wrap(st, "%s: staging a host copy", c->name);
-        }
-        memcpy(c->stage, data, n);
-        CUresult r = cu->cuMemcpyHtoDAsync(dst, c->stage, n, c->stream);
-        if (r == CUDA_SUCCESS) r = cu->cuEventRecord(c->stage_ev, c->stream);
-        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "copying to the device");
-        c->stage_busy = true;
-        dst += n;
-        data = (const char *)data + n;
-        size -= n;
-    }
-    return NULL;
-}
-
-static tg_status staged_get(tg_cuda_ctx *c, CUdeviceptr src, void *data, size_t size) {
-    const tg_cu_api *cu = c->dev->cu;
-    tg_cuda_event e = {c->dev, c->stage_ev};
-    while (size) {
-        size_t n = size < c->stage_size ? size : c->stage_size;
-        CUresult r = cu->cuMemcpyDtoHAsync(c->stage, src, n, c->stream);
-        if (r == CUDA_SUCCESS) r = cu->cuEventRecord(c->stage_ev, c->stream);
-        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "copying from the device");
-        tg_status st = tg_cuda_event_synchronize(&e, c->sync_timeout_ms);
-        if (st) {
-            if (tg_status_code(st) == TG_ERR_DEVICE) {
-                tg_status_free(st);
-                return tg_cuda_ctx_fail(c, cu->cuEventQuery(c->stage_ev), "copying from the device");
-            }
-            return tg_status_wrap(st, "%s: copying from the device", c->name);
-        }
-        c->stage_busy = false;
-        memcpy(data, c->stage, n);
-        src += n;
-        data = (char *)data + n;
-        size -= n;
-    }
-    return NULL;
-}
-
-static tg_status buf_set(tg_buffer *buf, void *addr, const void *data, size_t size) {
-    cuda_buffer *cb = buf->impl;
-    tg_cuda_ctx *c = cb->ctx;
-    tg_status st = sticky(c);
-    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
-    if (cb->host) {
-        if ((st = stream_wait(c, c->stream))) return st;
-        memcpy((char *)cb->host + ((uintptr_t)addr - cb->dptr), data, size);
-        return NULL;
-    }
-    if (size >= BIG_COPY) {
-        /* Weights and other large uploads: the driver's own pipelined copy
-         * from pageable memory beats one staging buffer; ordered after the
-         * stream's queued work by waiting for it first. */
-        if ((st = stream_wait(c, c->stream))) return st;
-        CUresult r = c->dev->cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)addr, data, size);
-        return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, "copying to the device");
-    }
-    return staged_set(c, (CUdeviceptr)(uintptr_t)addr, data, size);
-}
-
-static tg_status buf_get(tg_buffer *buf, const void *addr, void *data, size_t size) {
-    cuda_buffer *cb = buf->impl;
-    tg_cuda_ctx *c = cb->ctx;
-    tg_status st = sticky(c);
-    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
-    if (cb->host) {
-        if ((st = stream_wait(c, c->stream))) return st;
-        memcpy(data, (const char *)cb->host + ((uintptr_t)addr - cb->dptr), size);
-        return NULL;
-    }
-    if (size >= BIG_COPY) {
-        if ((st = stream_wait(c, c->stream))) return st;
-        CUresult r = c->dev->cu->cuMemcpyDtoH(data, (CUdeviceptr)(uintptr_t)addr, size);
-        return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, "copying from the device");
-    }
-    return staged_get(c, (CUdeviceptr)(uintptr_t)addr, data, size);
-}
-
-static tg_status buf_memset(tg_buffer *buf, void *addr, uint8_t value, size_t size) {
-    cuda_buffer *cb = buf->impl;
-    tg_cuda_ctx *c = cb->ctx;
-    tg_status st = sticky(c);
-    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
-    CUresult r = c->dev->cu->cuMemsetD8Async((CUdeviceptr)(uintptr_t)addr, value, size, c->stream);
-    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuMemsetD8Async");
-    if (cb->host) return stream_wait(c, c->stream);
-    return NULL;
-}
-
-static const struct tg_buffer_iface cuda_buffer_iface = {buf_free, buf_set, buf_get, buf_memset};
-
-static tg_status wrap_buffer(tg_cuda_ctx *c, cuda_buffer *cb, size_t size, bool external, tg_buffer **out) {
-    tg_buffer *buf = tg_calloc(1, sizeof *buf);
-    if (!buf) return tg_status_new(TG_ERR_NO_MEMORY, "%s: buffer", c->name);
-    buf->iface = &cuda_buffer_iface;
-    buf->backend = c->backend;
-    buf->base = (void *)(uintptr_t)cb->dptr;
-    buf->size = size;
-    /* Host-readable only where the device address is the host address
-     * (unified addressing), so the runtime's direct host paths stay right. */
-    buf->host = cb->host && (uintptr_t)cb->host == (uintptr_t)cb->dptr;
-    buf->external = external;
-    buf->impl = cb;
-    *out = buf;
-    return NULL;
-}
-
-static tg_status cuda_buffer_alloc(tg_backend *b, size_t size, tg_buffer **out) {
-    tg_cuda_ctx *c = ctx_of(b);
-    const tg_cu_api *cu = c->dev->cu;
-    tg_status st = tg_cuda_device_bind(c->dev);
-    if (st) return st;
-    cuda_buffer *cb = tg_calloc(1, sizeof *cb);
-    if (!cb) return tg_status_new(TG_ERR_NO_MEMORY, "%s: buffer", c->name);
-    cb->ctx = c;
-    size_t asz = size ? size : 256;
-    bool pinned = c->dev->props.integrated || env_int("CT_CUDA_HOST_BUFFERS", 0) != 0;
-    CUresult r;
-    if (pinned) {
-        cb->kind = CUDA_BUF_PINNED;
-        r = cu->cuMemAllocHost(&cb->host, asz);
-        if (r == CUDA_SUCCESS) r = cu->cuMemHostGetDevicePointer(&cb->dptr, cb->host, 0);
-    } else {
-        cb->kind = CUDA_BUF_DEVICE;
-        r = cu->cuMemAlloc(&cb->dptr, asz);
-    }
-    if (r != CUDA_SUCCESS) {
-        if (cb->host) cu->cuMemFreeHost(cb->host);
-        tg_free(cb);
-        size_t fr = 0, tot = 0;
-        cu->cuMemGetInfo(&fr, &tot);
-        return tg_status_new(r == CUDA_ERROR_OUT_OF_MEMORY ? TG_ERR_NO_MEMORY : TG_ERR_DEVICE,
-                             "%s: cannot allocate %.1f MiB of %s memory (%.1f of %.1f GiB free): %s", c->name,
-                             size / 1048576.0, pinned ? "pinned host" : "device", fr / 1073741824.0,
-                             tot / 1073741824.0, tg_cuda_result_text(r));
-    }
-    if ((st = wrap_buffer(c, cb, size, false, out))) {
-        if (pinned) cu->cuMemFreeHost(cb->host);
-        else cu->cuMemFree(cb->dptr);
-        tg_free(cb);
-    }
-    return st;
-}
-
-/* Host memory the caller keeps (an mmap'd checkpoint): page-locked and
- * mapped for the GPU; read-only mappings are registered read-only. Where the
- * driver refuses, the buffer becomes a device copy of the memory. */
-static tg_status cuda_buffer_from_host(tg_backend *b, void *ptr, size_t size, tg_buffer **out) {
-    tg_cuda_ctx *c = ctx_of(b);
-    const tg_cu_api *cu = c->dev->cu;
-    tg_status st = tg_cuda_device_bind(c->dev);
-    if (st) return st;
-    cuda_buffer *cb = tg_calloc(1, sizeof *cb);
-    if (!cb) return tg_status_new(TG_ERR_NO_MEMORY, "%s: buffer", c->name);
-    cb->ctx = c;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = (uintptr_t)ptr & ~(uintptr_t)(page - 1);
-    uintptr_t hi = ((uintptr_t)ptr + (size ? size : 1) + page - 1) & ~(uintptr_t)(page - 1);
-    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-    if (c->dev->props.can_map_host) {
-        r = cu->cuMemHostRegister((void *)lo, hi - lo, CU_MEMHOSTREGISTER_DEVICEMAP);
-        if (r != CUDA_SUCCESS)
-            r = cu->cuMemHostRegister((void *)lo, hi - lo, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY);
-    }
-    CUdeviceptr dbase = 0;
-    if (r == CUDA_SUCCESS) r = cu->cuMemHostGetDevicePointer(&dbase, (void *)lo, 0);
-    if (r == CUDA_SUCCESS) {
-        cb->kind = CUDA_BUF_REGISTERED;
-        cb->reg_base = (void *)lo;
-        cb->host = ptr;
-        cb->dptr = dbase + ((uintptr_t)ptr - lo);
-    } else {
-        TG_INFO("%s: host memory not registered (%s); copying %zu bytes to the device", c->name,
-                tg_cuda_result_text(r), size);
-        cb->kind = CUDA_BUF_COPY;
-        r = cu->cuMemAlloc(&cb->dptr, size ? size : 256);
-        if (r == CUDA_SUCCESS && size) r = cu->cuMemcpyHtoD(cb->dptr, ptr, size);
-        if (r != CUDA_SUCCESS) {
-            if (cb->dptr) cu->cuMemFree(cb->dptr);
-            tg_free(cb);
-            return tg_cuda_status(r, "copying host memory to the device");
-        }
-    }
-    if ((st = wrap_buffer(c, cb, size, true, out))) {
-        if (cb->kind == CUDA_BUF_REGISTERED) cu->cuMemHostUnregister(cb->reg_base);
-        else cu->cuMemFree(cb->dptr);
-        tg_free(cb);
-    }
-    return st;
 }
 
 /* ---------------------------------------------------------- graph cache */
@@ -567,6 +340,7 @@ static tg_status ensure_scratch(tg_cuda_ctx *c, tg_graph *g) {
         CUresult r = cu->cuStreamSynchronize(c->stream);
         if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuStreamSynchronize");
         cu->cuMemFree(c->scratch);
+        tg_backend_note_memory(c->backend, -(int64_t)c->scratch_size);
         c->scratch = 0;
         c->scratch_size = 0;
         graphs_drop(c); /* they hold the old address */
@@ -579,26 +353,10 @@ static tg_status ensure_scratch(tg_cuda_ctx *c, tg_graph *g) {
                              sz / 1048576.0, tg_cuda_result_text(r));
     }
     c->scratch_size = sz;
+    tg_backend_note_memory(c->backend, (int64_t)sz);
     return NULL;
 }
 
-typedef struct prof {
-    CUevent *ev;   /* two per node in per-kernel profile mode */
-    int n;
-} prof;
-
-static void dump_node(FILE *f, tg_cuda_ctx *c, int i, const tg_tensor *t, int len, int run, float ms) {
-    fprintf(f, "%4d %-28.28s %-10s %-4s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "] run %d", i,
-            t->name[0] ? t->name : "-", tg_op_name(t->op), tg_type_name(t->type), t->ne[0], t->ne[1], t->ne[2],
-            t->ne[3], run);
-    if (len > 1) fprintf(f, " fused x%d", len);
-    fprintf(f, " %s grid (%u,%u,%u) block %u smem %u", c->last_kernel ? c->last_kernel : "-", c->last_grid[0],
-            c->last_grid[1], c->last_grid[2], c->last_block, c->last_smem);
-    if (ms >= 0) fprintf(f, " %.3f ms", ms);
-    fputc('\n', f);
-}
-
-/* Makes the main stream wait for the auxiliary streams' work so far. */
 static tg_status join_streams(tg_cuda_ctx *c) {
     const tg_cu_api *cu = c->dev->cu;
     for (int k = 0; k < CUDA_N_STREAMS - 1; k++) {
@@ -614,18 +372,18 @@ static tg_status join_streams(tg_cuda_ctx *c) {
  * stream by events (inside captures these become the CUDA graph's edges).
  * Whatever happens, everything enqueued is ordered before the main stream's
  * later work when this returns. */
-static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, prof *pf, FILE *dump,
+static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, cuda_prof *pf,
                                   int *out_done);
 
-static tg_status encode_all(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, prof *pf, FILE *dump,
+static tg_status encode_all(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, cuda_prof *pf,
                             int *out_done) {
     c->emit = p->emit;
-    tg_status st = encode_all_inner(c, g, p, streams, pf, dump, out_done);
+    tg_status st = encode_all_inner(c, g, p, streams, pf, out_done);
     c->emit = NULL;
     return st;
 }
 
-static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, prof *pf, FILE *dump,
+static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, cuda_prof *pf,
                                   int *out_done) {
     const tg_cu_api *cu = c->dev->cu;
     tg_backend *b = c->backend;
@@ -669,7 +427,7 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
             s = slot == 0 ? c->stream : c->aux[slot - 1];
             slot = (slot + 1) % CUDA_N_STREAMS;
         }
-        if (pf->ev) cu->cuEventRecord(pf->ev[2 * i], s);
+        tg_cuda_prof_node_begin(c, pf, i, s);
         c->last_kernel = NULL;
         memset(c->last_grid, 0, sizeof c->last_grid);
         c->last_block = c->last_smem = 0;
@@ -681,8 +439,7 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
             if (forked && !c->error) tg_status_free(join_streams(c));
             return tg_status_wrap(st, "%s: node %d '%s' (%s)", c->name, i, t->name, tg_op_name(t->op));
         }
-        if (pf->ev) cu->cuEventRecord(pf->ev[2 * i + 1], s);
-        if (dump) dump_node(dump, c, i, t, len, p->run[i], -1.0f);
+        tg_cuda_prof_node_end(c, pf, i, s, t, len, p->run[i]);
         i += len;
     }
     if (forked && (st = join_streams(c))) return st;
@@ -697,9 +454,9 @@ static tg_status capture(tg_cuda_ctx *c, tg_graph *g, const plan *p, CUgraph *ou
     CUresult r = cu->cuStreamBeginCapture(c->stream, CU_STREAM_CAPTURE_MODE_RELAXED);
     if (r != CUDA_SUCCESS) return NULL;
     c->capturing = true;
-    prof none = {0};
+    cuda_prof none = {0};
     int done;
-    tg_status st = encode_all(c, g, p, c->use_concurrency, &none, NULL, &done);
+    tg_status st = encode_all(c, g, p, c->use_concurrency, &none, &done);
     c->capturing = false;
     CUgraph graph = NULL;
     r = cu->cuStreamEndCapture(c->stream, &graph);
@@ -719,18 +476,28 @@ static tg_status capture(tg_cuda_ctx *c, tg_graph *g, const plan *p, CUgraph *ou
     return NULL;
 }
 
-static tg_status run_graph(tg_cuda_ctx *c, tg_graph *g, const plan *p, cuda_graph_entry *e, uint64_t full,
-                           bool *out_done) {
+/* Launches e's executable graph as it stands. */
+static tg_status replay(tg_cuda_ctx *c, cuda_graph_entry *e) {
+    CUresult r = c->dev->cu->cuGraphLaunch(e->exec, c->stream);
+    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuGraphLaunch");
+    e->n_replays++;
+    e->n_updates_in_row = 0;
+    c->n_graph_hits++;
+    return NULL;
+}
+
+/* The topology's second and later sightings: captured into e's executable
+ * graph (instantiated, or updated in place when only addresses changed)
+ * and launched. *out_done false: capture was not possible, launch
+ * directly (e may now be marked to always launch directly). */
+static tg_status encode_captured(tg_cuda_ctx *c, tg_graph *g, const plan *p, cuda_graph_entry *e, uint64_t full,
+                                 bool *out_done) {
     const tg_cu_api *cu = c->dev->cu;
     *out_done = false;
     if (e->exec && e->full == full) {
-        CUresult r = cu->cuGraphLaunch(e->exec, c->stream);
-        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuGraphLaunch");
-        e->n_replays++;
-        e->n_updates_in_row = 0;
-        c->n_graph_hits++;
-        *out_done = true;
-        return NULL;
+        tg_status st = replay(c, e);
+        *out_done = st == NULL;
+        return st;
     }
     CUgraph graph;
     tg_status st = capture(c, g, p, &graph);
@@ -772,7 +539,99 @@ static tg_status run_graph(tg_cuda_ctx *c, tg_graph *g, const plan *p, cuda_grap
     return NULL;
 }
 
-static tg_status graph_compute(tg_backend *b, tg_graph *g);
+/* The graph-cache entry of g's topology, counted as seen, and g's full
+ * hash; NULL where this compute launches directly whatever it is (capture
+ * off, or the profile or the dump wanting every launch). */
+static cuda_graph_entry *graph_lookup(tg_cuda_ctx *c, tg_graph *g, uint64_t *out_full) {
+    *out_full = 0;
+    if (!c->use_graphs || c->profile || c->dump_path) return NULL;
+    uint64_t topo;
+    graph_hash(c, g, &topo, out_full);
+    cuda_graph_entry *e = graph_entry(c, topo);
+    e->last_use = c->n_computes;
+    e->n_seen++;
+    return e;
+}
+
+static bool exact_repeat(const cuda_graph_entry *e, uint64_t full) {
+    return e && e->exec && e->full == full && !e->direct;
+}
+
+/* Every node launched directly; after a failure nothing of this compute is
+ * left running, so the context stays usable. */
+static tg_status encode_direct(tg_cuda_ctx *c, tg_graph *g, const plan *p, cuda_prof *pf) {
+    int n_done;
+    c->n_direct++;
+    tg_status st = encode_all(c, g, p, c->use_concurrency, pf, &n_done);
+    if (st) tg_status_free(c->error ? NULL : tg_cuda_ctx_wait(c, c->stream));
+    return st;
+}
+
+/* Plans g (readers, fusions, concurrency runs) and enqueues it: captured
+ * into a CUDA graph from the topology's second sighting on, else (or when
+ * capture fails) launched directly; then waits for it. t0: when the
+ * compute began, for the profile. */
+static tg_status plan_and_encode(tg_cuda_ctx *c, tg_graph *g, cuda_graph_entry *e, uint64_t full, double t0) {
+    plan p;
+    tg_status st = plan_make(c, g, &p);
+    if (st) return st;
+    cuda_prof pf;
+    tg_cuda_prof_begin(c, g, p.n_runs, &pf);
+    bool done = false;
+    const char *mode = "direct";
+    if (e && !tg_cuda_prof_direct(&pf) && e->n_seen >= 2 && !e->direct) {
+        if ((st = encode_captured(c, g, &p, e, full, &done))) goto out;
+        if (done) mode = "graph";
+    }
+    if (!done && (st = encode_direct(c, g, &p, &pf))) goto out;
+    double t_submit = tg_cuda_now_us() - t0;
+    tg_backend_note_submit(c->backend, t_submit);
+    tg_cuda_prof_stop(c, &pf);
+    if (!(st = tg_cuda_ctx_wait(c, c->stream))) tg_cuda_prof_report(c, g, &pf, mode, t_submit, t0);
+out:
+    tg_cuda_prof_end(c, &pf);
+    plan_free(&p);
+    return st;
+}
+
+/* Test hook (tg_cuda_test_fault_next): 1 = a launch the driver rejects
+ * (invalid block size), 2 = a kernel that writes outside any allocation. */
+static tg_status launch_test_fault(tg_cuda_ctx *c) {
+    int kind = c->force_fault;
+    c->force_fault = 0;
+    CUfunction fn;
+    tg_status st = tg_cuda_kernel(c->dev, "probe.cu", "", "fault", &fn);
+    if (st) return st;
+    tg_args_fault a = {.out = c->scratch ? c->scratch : c->lt_ws};
+    void *params[] = {&a};
+    CUresult r = c->dev->cu->cuLaunchKernel(fn, 1, 1, 1, kind == 1 ? 4096 : 1, 1, 1, 0, c->stream, params, NULL);
+    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "fault");
+    return tg_cuda_ctx_wait(c, c->stream);
+}
+
+/* An exact repeat of a captured graph replays it before anything else is
+ * done on the host (the decoder step's path); anything else is planned and
+ * encoded, captured or direct. */
+static tg_status graph_compute(tg_backend *b, tg_graph *g) {
+    tg_cuda_ctx *c = ctx_of(b);
+    tg_status st = tg_cuda_ctx_sticky(c);
+    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
+    double t0 = tg_cuda_now_us();
+    c->n_computes++;
+    if (c->force_fault) return launch_test_fault(c);
+    if (g->n_nodes == 0) return NULL;
+    if ((st = ensure_scratch(c, g))) return st;
+    if (tg_backend_should_abort(b))
+        return tg_status_new(TG_ERR_ABORTED, "%s: aborted by the caller before the first node", c->name);
+    uint64_t full;
+    cuda_graph_entry *e = graph_lookup(c, g, &full);
+    if (exact_repeat(e, full)) {
+        st = replay(c, e);
+        tg_backend_note_submit(b, tg_cuda_now_us() - t0);
+        return st ? st : tg_cuda_ctx_wait(c, c->stream);
+    }
+    return plan_and_encode(c, g, e, full, t0);
+}
 
 static tg_status cuda_graph_compute(tg_backend *b, tg_graph *g) {
     RANGE_PUSH("tg cuda graph compute");
@@ -781,153 +640,28 @@ static tg_status cuda_graph_compute(tg_backend *b, tg_graph *g) {
     return st;
 }
 
-static tg_status graph_compute(tg_backend *b, tg_graph *g) {
-    tg_cuda_ctx *c = ctx_of(b);
-    const tg_cu_api *cu = c->dev->cu;
-    tg_status st = sticky(c);
-    if (st || (st = tg_cuda_device_bind(c->dev))) return st;
-    double t0 = now_us();
-    c->n_computes++;
-
-    if (c->force_fault) {
-        /* Test hook: 1 = a launch the driver rejects (invalid block size),
-         * 2 = a kernel that writes outside any allocation. */
-        int kind = c->force_fault;
-        c->force_fault = 0;
-        CUfunction fn;
-        if ((st = tg_cuda_kernel(c->dev, "probe.cu", "", "fault", &fn))) return st;
-        CUdeviceptr p = c->scratch ? c->scratch : c->lt_ws;
-        void *args[] = {&p};
-        CUresult r = cu->cuLaunchKernel(fn, 1, 1, 1, kind == 1 ? 4096 : 1, 1, 1, 0, c->stream, args, NULL);
-        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "fault");
-        return stream_wait(c, c->stream);
-    }
-    if (g->n_nodes == 0) return NULL;
-    if ((st = ensure_scratch(c, g))) return st;
-    if (tg_backend_should_abort(b))
-        return tg_status_new(TG_ERR_ABORTED, "%s: aborted by the caller before the first node", c->name);
-
-    /* An exact repeat replays its CUDA graph before anything else is done
-     * on the host: that is the decoder step's path. */
-    uint64_t topo = 0, full = 0;
-    cuda_graph_entry *e = NULL;
-    if (c->use_graphs && !c->profile && !c->dump_path) {
-        graph_hash(c, g, &topo, &full);
-        e = graph_entry(c, topo);
-        e->last_use = c->n_computes;
-        e->n_seen++;
-        if (e->exec && e->full == full && !e->direct) {
-            CUresult r = cu->cuGraphLaunch(e->exec, c->stream);
-            if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuGraphLaunch");
-            e->n_replays++;
-            e->n_updates_in_row = 0;
-            c->n_graph_hits++;
-            return stream_wait(c, c->stream);
-        }
-    }
-    plan p;
-    if ((st = plan_make(c, g, &p))) return st;
-    FILE *dump = NULL;
-    if (c->dump_path) {
-        dump = fopen(c->dump_path, "w");
-        if (!dump) TG_WARN("%s: cannot write the graph dump to %s", c->name, c->dump_path);
-        else fprintf(dump, "# %s: graph of %d nodes, %d concurrency runs\n", c->name, g->n_nodes, p.n_runs);
-        tg_free(c->dump_path);
-        c->dump_path = NULL;
-    }
-    prof pf = {0};
-    bool per_kernel = c->profile >= 2 || (dump && c->profile);
-    CUevent ev0 = NULL, ev1 = NULL;
-    if (c->profile) {
-        cu->cuEventCreate(&ev0, CU_EVENT_DEFAULT);
-        cu->cuEventCreate(&ev1, CU_EVENT_DEFAULT);
-        if (ev0) cu->cuEventRecord(ev0, c->stream);
-        if (per_kernel && (pf.ev = tg_calloc((size_t)g->n_nodes * 2, sizeof *pf.ev))) {
-            pf.n = g->n_nodes * 2;
-            for (int i = 0; i < pf.n; i++) cu->cuEventCreate(&pf.ev[i], CU_EVENT_DEFAULT);
-        }
-    }
-
-    bool done = false;
-    const char *mode = "direct";
-    if (e && !pf.ev && !dump) {
-        if (e->n_seen >= 2 && !e->direct) {
-            if ((st = run_graph(c, g, &p, e, full, &done))) goto out;
-            if (done) mode = "graph";
-        }
-    }
-    if (!done) {
-        int n_done;
-        c->n_direct++;
-        st = encode_all(c, g, &p, c->use_concurrency, &pf, dump, &n_done);
-        if (st) {
-            /* Leave nothing of this compute running: the context stays usable. */
-            tg_status ws = c->error ? NULL : stream_wait(c, c->stream);
-            tg_status_free(ws);
-            goto out;
-        }
-    }
-    double t_submit = now_us() - t0;
-    if (c->profile && ev1) cu->cuEventRecord(ev1, c->stream);
-    st = stream_wait(c, c->stream);
-    if (st) goto out;
-    if (c->profile) {
-        float gpu_ms = 0;
-        if (ev0 && ev1) cu->cuEventElapsedTime(&gpu_ms, ev0, ev1);
-        fprintf(stderr, "[profile] %s: %d nodes (%s): host submit %.1f us, GPU %.3f ms, wall %.3f ms\n", c->name,
-                g->n_nodes, mode, t_submit, gpu_ms, (now_us() - t0) / 1e3);
-        if (pf.ev) {
-            double by_op[TG_OP_COUNT] = {0};
-            int cnt[TG_OP_COUNT] = {0};
-            for (int i = 0; i < g->n_nodes; i++) {
-                float ms = 0;
-                if (tg_op_is_view(g->nodes[i]->op)) continue;
-                if (cu->cuEventElapsedTime(&ms, pf.ev[2 * i], pf.ev[2 * i + 1]) != CUDA_SUCCESS) continue;
-                by_op[g->nodes[i]->op] += ms;
-                cnt[g->nodes[i]->op]++;
-                if (dump) fprintf(dump, "time %4d %-28.28s %.4f ms\n", i, g->nodes[i]->name, ms);
-            }
-            for (int o = 0; o < TG_OP_COUNT; o++)
-                if (cnt[o]) fprintf(stderr, "[profile]   %-12s x%-5d %9.3f ms\n", tg_op_name((tg_op)o), cnt[o], by_op[o]);
-        }
-    }
-out:
-    if (dump) fclose(dump);
-    if (pf.ev) {
-        for (int i = 0; i < pf.n; i++)
-            if (pf.ev[i]) cu->cuEventDestroy(pf.ev[i]);
-        tg_free(pf.ev);
-    }
-    if (ev0) cu->cuEventDestroy(ev0);
-    if (ev1) cu->cuEventDestroy(ev1);
-    plan_free(&p);
-    return st;
-}
-
 static tg_status cuda_synchronize(tg_backend *b) {
     tg_cuda_ctx *c = ctx_of(b);
-    tg_status st = sticky(c);
+    tg_status st = tg_cuda_ctx_sticky(c);
     if (st || (st = tg_cuda_device_bind(c->dev))) return st;
-    return stream_wait(c, c->stream);
+    return tg_cuda_ctx_wait(c, c->stream);
 }
-
-static bool is_cuda_buffer(const tg_buffer *buf) { return buf && buf->iface == &cuda_buffer_iface; }
 
 /* dst lives in this backend; src in another backend's buffer. */
 static tg_status cuda_copy_tensor(tg_backend *b, const tg_tensor *src, tg_tensor *dst) {
     tg_cuda_ctx *c = ctx_of(b);
     const tg_cu_api *cu = c->dev->cu;
     size_t n = tg_nbytes(src);
-    tg_status st = sticky(c);
+    tg_status st = tg_cuda_ctx_sticky(c);
     if (st || (st = tg_cuda_device_bind(c->dev))) return st;
     const tg_tensor *sr = src, *dr = dst;
     while (sr->view_src) sr = sr->view_src;
     while (dr->view_src) dr = dr->view_src;
     tg_buffer *sb = sr->buffer, *db = dr->buffer;
-    if (!is_cuda_buffer(db)) return tg_status_new(TG_ERR_INTERNAL, "%s: copy_tensor into a foreign buffer", c->name);
-    if (is_cuda_buffer(sb)) {
+    if (!tg_cuda_is_buffer(db)) return tg_status_new(TG_ERR_INTERNAL, "%s: copy_tensor into a foreign buffer", c->name);
+    if (tg_cuda_is_buffer(sb)) {
         tg_cuda_ctx *sc = ((cuda_buffer *)sb->impl)->ctx;
-        if ((st = sticky(sc))) return st;
+        if ((st = tg_cuda_ctx_sticky(sc))) return st;
         /* Ordered by events: after the source's queued work, before ours. */
         CUresult r = cu->cuCtxSetCurrent(sc->dev->ctx);
         if (r == CUDA_SUCCESS) r = cu->cuEventRecord(sc->join_ev[0], sc->stream);
@@ -971,17 +705,9 @@ static void ctx_destroy(tg_cuda_ctx *c) {
     const tg_cu_api *cu = dev->cu;
     cu->cuCtxSetCurrent(dev->ctx);
     if (c->stream && !c->error) cu->cuStreamSynchronize(c->stream);
-    if (c->debug)
-        fprintf(stderr,
-                "[debug] %s: %" PRIu64 " computes: %d direct, %d graph replays, %d captures, %d updates; fused: "
-                "%d matmul+bias, %d matmul+bias+relu, %d layer norm+affine, %d softmax+scale/mask, %d attention, "
-                "%d glu, %d norm/elementwise storing bf16/f16 for a product; %d kernel files compiled, %d from the "
-                "cache\n",
-                c->name, c->n_computes, c->n_direct, c->n_graph_hits, c->n_graph_captures, c->n_graph_updates,
-                c->n_fused[0], c->n_fused[1], c->n_fused[2], c->n_fused[3], c->n_fused[4], c->n_fused[5],
-                c->n_fused[6], dev->n_compiled, dev->n_cache_hits);
+    tg_cuda_debug_report(c);
     graphs_drop(c);
-    tg_cuda_ops_free(c);
+    tg_cuda_mm_free(c);
     if (c->scratch) cu->cuMemFree(c->scratch);
     if (c->lt_ws) cu->cuMemFree(c->lt_ws);
     if (c->stage) cu->cuMemFreeHost(c->stage);
@@ -1009,8 +735,8 @@ static const struct tg_backend_iface cuda_iface = {
     .free = cuda_free,
     .is_cpu = false,
     .alignment = cuda_alignment,
-    .buffer_alloc = cuda_buffer_alloc,
-    .buffer_from_host = cuda_buffer_from_host,
+    .buffer_alloc = tg_cuda_buffer_alloc,
+    .buffer_from_host = tg_cuda_buffer_from_host,
     .supports_op = cuda_supports_op,
     .graph_compute = cuda_graph_compute,
     .synchronize = cuda_synchronize,
@@ -1052,16 +778,18 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
         c->lt_ws_size = (size_t)32 << 20;
         if ((r = cu->cuMemAlloc(&c->lt_ws, c->lt_ws_size)) != CUDA_SUCCESS) goto cu_fail;
     }
-    c->use_graphs = env_int("CT_CUDA_GRAPHS", 1) != 0;
-    c->use_concurrency = env_int("CT_CUDA_CONCURRENCY", 1) != 0;
-    c->use_fusion = env_int("CT_CUDA_FUSION", 1) != 0;
-    c->use_pdl = dev->props.cc_major >= 9 && env_int("CT_CUDA_PDL", 1) != 0;
-    c->use_attn_mma = env_int("CT_CUDA_ATTN_MMA", 1) != 0;
-    c->profile = env_int("CT_CUDA_PROFILE", 0);
-    c->debug = env_int("CT_CUDA_DEBUG", 0);
-    c->sync_timeout_ms = env_int("CT_CUDA_SYNC_TIMEOUT_MS", 600000);
+    c->use_graphs = tg_cuda_env_int("CT_CUDA_GRAPHS", 1) != 0;
+    c->use_concurrency = tg_cuda_env_int("CT_CUDA_CONCURRENCY", 1) != 0;
+    c->use_fusion = tg_cuda_env_int("CT_CUDA_FUSION", 1) != 0;
+    c->use_pdl = dev->props.cc_major >= 9 && tg_cuda_env_int("CT_CUDA_PDL", 1) != 0;
+    c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
+    c->profile = tg_cuda_env_int("CT_CUDA_PROFILE", 0);
+    c->debug = tg_cuda_env_int("CT_CUDA_DEBUG", 0);
+    c->sync_timeout_ms = tg_cuda_env_int("CT_CUDA_SYNC_TIMEOUT_MS", 600000);
     const char *dump = getenv("CT_CUDA_DUMP_GRAPH");
     if (dump && *dump) c->dump_path = tg_strdup(dump);
+    /* the workspace counts as the backend's memory (tg_backend_stats) */
+    tg_backend_note_memory(b, (int64_t)c->lt_ws_size);
     *out_backend = b;
     return NULL;
 cu_fail:

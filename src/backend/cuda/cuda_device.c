@@ -23,8 +23,16 @@
 
 #include "cuda_internal.h"
 #include "cuda_kernels.h"
+#include "cuda_variants.h"
 
 #define MAX_DEVICES 64
+
+const tg_cuda_variant tg_cuda_variants[] = {
+#define TG_VARIANT(module, defines) {module, defines},
+#include "kernels/variants.def"
+#undef TG_VARIANT
+};
+const int tg_cuda_n_variants = (int)(sizeof tg_cuda_variants / sizeof tg_cuda_variants[0]);
 
 static pthread_mutex_t g_devices_lock = PTHREAD_MUTEX_INITIALIZER;
 static tg_cuda_device *g_devices[MAX_DEVICES];
@@ -388,10 +396,9 @@ static bool probe(tg_cuda_device *dev, const char *kernel, int expect_kind) {
     CUdeviceptr out = 0;
     bool ok = false;
     if (cu->cuMemAlloc(&out, 16) != CUDA_SUCCESS) return false;
-    float x = 1.0f;
-    void *args_cvt[] = {&out, &x};
-    void *args_mma[] = {&out};
-    CUresult r = cu->cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, expect_kind == 0 ? args_cvt : args_mma, NULL);
+    tg_probe_args a = {.out = out, .x = 1.0f}; /* probe_mma_bf16 reads out only */
+    void *params[] = {&a};
+    CUresult r = cu->cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL);
     if (r == CUDA_SUCCESS) r = cu->cuCtxSynchronize();
     if (r == CUDA_SUCCESS) {
         uint32_t v = 0;

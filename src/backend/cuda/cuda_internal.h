@@ -8,7 +8,9 @@
  * (one per tg_backend) owns a stream, the scratch memory, the matmul plans,
  * the captured CUDA graphs and the sticky error. cuda_device.c implements
  * the device half, cuda_context.c the context half and the backend table,
- * cuda_ops.c one encode function per op.
+ * cuda_buffer.c the buffers, cuda_profile.c the profile and dump,
+ * cuda_ops.c one encode function per op, cuda_matmul.c the cuBLASLt
+ * products.
  *
  * Not here: the public entry point (tg_backend_cuda_new, in tg.h).
  */
@@ -18,11 +20,13 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backend_impl.h"
 #include "base.h"
 #include "cuda_cache.h"
 #include "cuda_loader.h"
+#include "kernels/kargs.cuh"
 
 /* ------------------------------------------------------------- device */
 
@@ -221,7 +225,7 @@ typedef struct tg_cuda_ctx {
     int profile;               /* CT_CUDA_PROFILE                            */
     int debug;                 /* CT_CUDA_DEBUG                              */
     char *dump_path;           /* CT_CUDA_DUMP_GRAPH: the next graph goes here */
-    int n_fused[8];            /* fusion counts by kind (cuda_ops.c)          */
+    int n_fused[TG_FUSED_KINDS]; /* fusion counts by kind (cuda_ops.c)        */
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
@@ -233,6 +237,54 @@ typedef struct tg_cuda_ctx {
 /* Records the first device error of ctx (sticky) and returns a status that
  * carries it. */
 tg_status tg_cuda_ctx_fail(tg_cuda_ctx *c, CUresult r, const char *what);
+/* The sticky error as a new status, NULL while the context is healthy. */
+tg_status tg_cuda_ctx_sticky(const tg_cuda_ctx *c);
+/* Waits for everything queued on stream s, at most sync_timeout_ms. */
+tg_status tg_cuda_ctx_wait(tg_cuda_ctx *c, CUstream s);
+/* An integer environment variable, dflt when unset or empty. */
+int tg_cuda_env_int(const char *name, int dflt);
+/* Monotonic clock, microseconds. */
+double tg_cuda_now_us(void);
+
+/* ------------------------------------------------- buffers (cuda_buffer.c) */
+
+/* The backend table's buffer_alloc and buffer_from_host; the buffers hold
+ * a reference to b's context, not to b. */
+tg_status tg_cuda_buffer_alloc(tg_backend *b, size_t size, tg_buffer **out);
+tg_status tg_cuda_buffer_from_host(tg_backend *b, void *ptr, size_t size, tg_buffer **out);
+/* True when buf is a CUDA buffer (of any context, any device). */
+bool tg_cuda_is_buffer(const tg_buffer *buf);
+
+/* ---------------------------------------- profile and dump (cuda_profile.c) */
+
+/* One compute's profile and dump; all zero when neither is on. */
+typedef struct cuda_prof {
+    FILE *dump;        /* CT_CUDA_DUMP_GRAPH: this compute writes it    */
+    CUevent begin, end; /* around the compute (CT_CUDA_PROFILE)         */
+    CUevent *ev;       /* two per node in per-kernel profile mode       */
+    int n;
+} cuda_prof;
+
+/* Opens the dump (taking c->dump_path: only the next compute dumps) and
+ * makes and starts the events; n_runs is the plan's, for the dump. */
+void tg_cuda_prof_begin(tg_cuda_ctx *c, const tg_graph *g, int n_runs, cuda_prof *out_pf);
+/* True when the profile needs every node launched by itself (no capture). */
+static inline bool tg_cuda_prof_direct(const cuda_prof *pf) { return pf->ev || pf->dump; }
+/* Around node i's launch on stream s (len nodes fused, in concurrency run
+ * `run`): events, and the dump's line. */
+void tg_cuda_prof_node_begin(const tg_cuda_ctx *c, cuda_prof *pf, int i, CUstream s);
+void tg_cuda_prof_node_end(const tg_cuda_ctx *c, cuda_prof *pf, int i, CUstream s, const tg_tensor *t, int len,
+                           int run);
+/* Records the end event once everything is enqueued. */
+void tg_cuda_prof_stop(const tg_cuda_ctx *c, cuda_prof *pf);
+/* Prints the compute's profile once the stream has finished: mode is
+ * "graph" or "direct", t0_us when the compute began. */
+void tg_cuda_prof_report(const tg_cuda_ctx *c, const tg_graph *g, const cuda_prof *pf, const char *mode,
+                         double t_submit_us, double t0_us);
+/* Closes the dump, frees the events; pf is all zero after. */
+void tg_cuda_prof_end(const tg_cuda_ctx *c, cuda_prof *pf);
+/* CT_CUDA_DEBUG: the context's counts, printed when it is freed. */
+void tg_cuda_debug_report(const tg_cuda_ctx *c);
 
 /* ------------------------------------------------------------- ops */
 
@@ -251,8 +303,9 @@ bool tg_cuda_can_emit16(const tg_tensor *node);
  * c->emit, when set, says which nodes store 16-bit results. */
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream stream, tg_tensor *const *nodes, int i,
                             int len);
-/* Frees the matmul plans. */
-void tg_cuda_ops_free(tg_cuda_ctx *c);
+/* Converts (and makes contiguous) t into dst as type dt: the conversion
+ * pass in front of a matrix product. */
+tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_type dt, CUdeviceptr dst);
 
 /* Launch helper: grid-stride grid size for n items. */
 unsigned tg_cuda_grid(const tg_cuda_ctx *c, int64_t n, unsigned block);
@@ -260,6 +313,31 @@ unsigned tg_cuda_grid(const tg_cuda_ctx *c, int64_t n, unsigned block);
  * block on stream s, with programmatic dependent launch when pdl. */
 void tg_cuda_launch_config(CUlaunchConfig *cfg, CUlaunchAttribute *at, unsigned gx, unsigned gy, unsigned gz,
                            unsigned bx, unsigned smem, CUstream s, bool pdl);
+
+/* Offsets into the scratch: every piece starts 256-byte aligned. */
+static inline size_t tg_cuda_align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+/* ------------------------------------------ matrix products (cuda_matmul.c) */
+
+/* Scratch bytes node's operand conversions need. */
+size_t tg_cuda_mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node);
+/* The product of node = mul_mat(a, b), optionally with a bias vector added
+ * (and relu applied) by the cuBLASLt epilogue; the result goes to out.
+ * b_stored: the type b's producer stored it in (the emit fusion), F32 when
+ * as is. */
+tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_tensor *bias,
+                                 bool relu, const tg_tensor *out, tg_type b_stored);
+/* Frees the matmul plans. */
+void tg_cuda_mm_free(tg_cuda_ctx *c);
+/* conv_2d 1x1 (stride 1, no padding, F32, pixels contiguous) as one f32
+ * cuBLASLt product per batch entry (cuda_matmul.c). */
+bool tg_cuda_conv_1x1_ok(const tg_cuda_ctx *c, const tg_tensor *n);
+tg_status tg_cuda_conv_1x1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n);
+/* F32 with 4-byte aligned data and strides. */
+static inline bool tg_cuda_f32_words(const tg_tensor *t) {
+    return t->type == TG_F32 && ((uintptr_t)t->data & 3) == 0 && t->nb[0] % 4 == 0 && t->nb[1] % 4 == 0 &&
+           t->nb[2] % 4 == 0 && t->nb[3] % 4 == 0;
+}
 
 /* Test hooks (tests/cuda): make the next compute fail: kind 1 with a launch
  * the driver rejects, kind 2 with a kernel that faults; read compile/cache

@@ -1,8 +1,7 @@
 /*
  * cuda_ops.c: one encode function per op: kernel choice, launch shape and
- * arguments; the matrix products through cuBLASLt with a plan (descriptors
- * and the heuristic's algorithm) made once per shape and kept; the op/type
- * support matrix; the matmul + bias (+ relu) fusion.
+ * arguments; the op/type support matrix; the scratch each node needs; the
+ * fusions (matmul + bias (+ relu), emit for the product).
  *
  * Every encode only enqueues work on the given stream, so the same code runs
  * for direct launches and inside a CUDA-graph capture. Temporaries (type
@@ -10,28 +9,26 @@
  * area, sized before encoding starts by tg_cuda_op_scratch, never allocated
  * while encoding.
  *
- * Not here: streams, graphs, errors (cuda_context.c); device code (kernels/).
+ * Not here: streams, graphs, errors (cuda_context.c); the cuBLASLt products
+ * (cuda_matmul.c); device code (kernels/).
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cuda_internal.h"
-#include "kernels/conv_args.cuh"
+#include "cuda_variants.h"
 #include "op_params.h"
 
-/* The device-side tg_t (kernels/common.cuh): the same 80 bytes. */
-typedef struct cu_tensor {
-    uint64_t p;
-    int64_t ne[4];
-    int64_t nb[4];
-    int32_t type, pad_;
-} cu_tensor;
+_Static_assert(TG_KT_F32 == TG_F32 && TG_KT_F16 == TG_F16 && TG_KT_BF16 == TG_BF16 && TG_KT_I32 == TG_I32 &&
+                   TG_KT_I64 == TG_I64,
+               "kernels/kargs.cuh's type codes must be tg_type's");
 
-_Static_assert(sizeof(cu_tensor) == 80, "cu_tensor must match tg_t in kernels/common.cuh");
+static uint64_t dptr(const void *p) { return (uint64_t)(uintptr_t)p; }
 
-static cu_tensor desc(const tg_tensor *t) {
-    cu_tensor d;
+/* t as the kernels see it; NULL: a 1x1x1x1 placeholder at address 0. */
+static tg_t desc(const tg_tensor *t) {
+    tg_t d;
     memset(&d, 0, sizeof d);
     if (!t) {
         for (int i = 0; i < 4; i++) d.ne[i] = 1;
@@ -69,9 +66,12 @@ void tg_cuda_launch_config(CUlaunchConfig *cfg, CUlaunchAttribute *at, unsigned 
     cfg->numAttrs = pdl ? 1 : 0;
 }
 
+/* Launches kernel `name` of `module` with its argument struct at args (its
+ * one by-value parameter). Called through LAUNCH, which checks the type. */
 static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines,
                         const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned smem, void **args) {
+                        unsigned smem, void *args) {
+    void *params[] = {args};
     CUfunction fn;
     tg_status st = tg_cuda_kernel(c->dev, module, defines, name, &fn);
     if (st) return st;
@@ -93,19 +93,29 @@ static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const ch
         CUlaunchAttribute at;
         CUlaunchConfig cfg;
         tg_cuda_launch_config(&cfg, &at, gx, gy, gz, bx, smem, s, true);
-        r = cu->cuLaunchKernelEx(&cfg, fn, args, NULL);
+        r = cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
         if (r == CUDA_ERROR_NOT_SUPPORTED) {
             TG_INFO("%s: programmatic dependent launch refused (%s); launching plainly", c->name,
                     tg_cuda_result_text(r));
             c->use_pdl = false;
-            r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+            r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, params, NULL);
         }
     } else {
-        r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+        r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, params, NULL);
     }
     if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, name);
     return NULL;
 }
+
+/* Launches `kernel` (a name, not a string) with args, which must be its
+ * argument struct, tg_args_<kernel> (kernels/kargs.cuh): another type does
+ * not compile. */
+#define LAUNCH(c, s, module, defines, kernel, gx, gy, gz, bx, smem, args) \
+    launch(c, s, module, defines, #kernel, gx, gy, gz, bx, smem, _Generic(&(args), tg_args_##kernel *: &(args)))
+
+/* A grid-stride kernel over args.n items, 256 threads a block. */
+#define LAUNCH_FLAT(c, s, module, kernel, args) \
+    ((args).n == 0 ? NULL : LAUNCH(c, s, module, "", kernel, tg_cuda_grid(c, (args).n, 256), 1, 1, 256, 0, args))
 
 /* ------------------------------------------------------------- support */
 
@@ -166,59 +176,8 @@ bool tg_cuda_supports(const tg_cuda_device *dev, const tg_tensor *n) {
     }
 }
 
-/* -------------------------------------------------------------- matmul */
+/* ------------------------------------------------------------- scratch */
 
-static cudaDataType_t lt_type(tg_type t) {
-    return t == TG_F16 ? CUDA_R_16F : t == TG_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
-
-static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
-
-static uint32_t align_of(uint64_t x) {
-    uint64_t a = x & (~x + 1);
-    return a == 0 || a > 256 ? 256 : (uint32_t)a;
-}
-
-static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
-
-typedef struct mm_setup {
-    tg_type target;      /* the type both operands are fed in */
-    cublasComputeType_t compute;
-    bool conv_a, conv_b;
-} mm_setup;
-
-static bool usable_as(const tg_tensor *t, tg_type target) {
-    size_t es = tg_type_size(target);
-    return t->type == target && t->nb[0] == es && t->nb[1] % es == 0 && t->nb[2] % es == 0 &&
-           t->nb[3] % es == 0 && ((uintptr_t)t->data) % es == 0 && t->nb[1] / es >= (size_t)t->ne[0];
-}
-
-static mm_setup mm_choose(const tg_cuda_ctx *c, const tg_tensor *node) {
-    const tg_tensor *a = node->src[0], *b = node->src[1];
-    mm_setup s;
-    bool prec32 = tg_node_prec(node) == TG_PREC_F32 || c->dev->props.tc_level == 0;
-    if (prec32 || a->type == TG_F32) {
-        s.target = TG_F32;
-        s.compute = prec32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
-    } else {
-        s.target = a->type;
-        s.compute = CUBLAS_COMPUTE_32F;
-    }
-    s.conv_a = !usable_as(a, s.target);
-    s.conv_b = !usable_as(b, s.target);
-    return s;
-}
-
-static size_t mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
-    mm_setup s = mm_choose(c, node);
-    size_t es = tg_type_size(s.target), n = 0;
-    if (s.conv_a) n += align256((size_t)tg_nelements(node->src[0]) * es);
-    if (s.conv_b) n += align256((size_t)tg_nelements(node->src[1]) * es);
-    return n;
-}
-
-/* Attention on the tensor cores (attention_mma.cu); the rest (F32 precision,
- * other head sizes) takes the F32 kernel (attention.cu). */
 static bool attn_use_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *q = n->src[0], *v = n->src[2];
     int64_t D = q->ne[0], Dv = v->ne[0];
@@ -248,7 +207,7 @@ static bool attn_splits(const tg_tensor *n) {
 static size_t attn_split_scratch(const tg_tensor *n) {
     const tg_tensor *q = n->src[0];
     size_t n_split = (size_t)((n->src[1]->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK);
-    return align256(n_split * (size_t)(q->ne[1] * q->ne[2] * q->ne[3]) * (size_t)(n->src[2]->ne[0] + 2) * 4);
+    return tg_cuda_align256(n_split * (size_t)(q->ne[1] * q->ne[2] * q->ne[3]) * (size_t)(n->src[2]->ne[0] + 2) * 4);
 }
 
 static size_t attn_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
@@ -256,139 +215,38 @@ static size_t attn_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
     if (!attn_packs(c, n)) return 0;
     const tg_tensor *q = n->src[0], *v = n->src[2];
     size_t heads = (size_t)(q->ne[2] * q->ne[3]), tkp = (size_t)attn_keys_padded(n);
-    return align256(heads * tkp * (size_t)q->ne[0] * 2) + align256(heads * tkp * (size_t)v->ne[0] * 2);
+    return tg_cuda_align256(heads * tkp * (size_t)q->ne[0] * 2) +
+           tg_cuda_align256(heads * tkp * (size_t)v->ne[0] * 2);
 }
 
 size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
-    if (node->op == TG_OP_MUL_MAT) return mm_scratch(c, node);
+    if (node->op == TG_OP_MUL_MAT) return tg_cuda_mm_scratch(c, node);
     if (node->op == TG_OP_ATTENTION) return attn_scratch(c, node);
     return 0;
 }
 
-static tg_status lt_fail(cublasStatus_t s, const char *what) {
-    return tg_status_new(TG_ERR_DEVICE, "cuBLASLt %s failed (status %d)", what, (int)s);
+/* n elements of contiguous src into contiguous dst of type dt. */
+static tg_status encode_cvt(tg_cuda_ctx *c, CUstream s, uint64_t dst, tg_type dt, const tg_tensor *src, int64_t n) {
+    tg_args_cvt_c a = {.d = dst,
+                       .s = dptr(src->data),
+                       .dt = (int32_t)dt,
+                       .dsz = (int32_t)tg_type_size(dt),
+                       .st = (int32_t)src->type,
+                       .ssz = (int32_t)tg_type_size(src->type),
+                       .n = n};
+    return LAUNCH(c, s, "copy.cu", "", cvt_c, tg_cuda_grid(c, n, 256), 1, 1, 256, 0, a);
 }
 
-static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
-    for (int i = 0; i < c->n_plans; i++)
-        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
-            *out = &c->plans[i];
-            return NULL;
-        }
-    const tg_cublaslt_api *lt = c->dev->lt;
-    cuda_mm_plan p;
-    memset(&p, 0, sizeof p);
-    p.key = *k;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasStatus_t s;
-    tg_status st = NULL;
-    const char *what = "create";
-    if ((s = lt->cublasLtMatmulDescCreate(&p.op, (cublasComputeType_t)k->compute, CUDA_R_32F))) goto lt_err;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    what = "set attributes";
-    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta))) goto lt_err;
-    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) goto lt_err;
-    if (k->epilogue) {
-        cublasLtEpilogue_t ep = (cublasLtEpilogue_t)k->epilogue;
-        cudaDataType_t bt = CUDA_R_32F;
-        if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep))) goto lt_err;
-        if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)))
-            goto lt_err;
-    }
-    what = "layouts";
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, (cudaDataType_t)k->atype, (uint64_t)k->k, (uint64_t)k->n, k->lda)))
-        goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, (cudaDataType_t)k->btype, (uint64_t)k->k, (uint64_t)k->m, k->ldb)))
-        goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->n, (uint64_t)k->m, k->ldd))) goto lt_err;
-    if (k->batch > 1) {
-        int32_t bc = (int32_t)k->batch;
-        cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
-        int64_t strides[3] = {k->sa, k->sb, k->sd};
-        for (int i = 0; i < 3; i++) {
-            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc)))
-                goto lt_err;
-            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                          &strides[i], sizeof strides[i])))
-                goto lt_err;
-        }
-    }
-    what = "preference";
-    if ((s = lt->cublasLtMatmulPreferenceCreate(&pref))) goto lt_err;
-    uint64_t ws = c->lt_ws_size;
-    uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
-    if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
-        goto lt_err;
-    const cublasLtMatmulPreferenceAttributes_t aa[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4; i++)
-        if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, aa[i], &al[i], sizeof al[i]))) goto lt_err;
-    cublasLtMatmulHeuristicResult_t res;
-    int n_res = 0;
-    what = "heuristic";
-    s = lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &res, &n_res);
-    if (s || n_res == 0) {
-        st = tg_status_new(TG_ERR_UNSUPPORTED,
-                           "cuBLASLt has no algorithm for a %lldx%lldx%lld product (types %d/%d, batch %lld, status %d)",
-                           (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
-                           (long long)k->batch, (int)s);
-        goto fail;
-    }
-    p.algo = res.algo;
-    p.ws = res.workspaceSize;
-    lt->cublasLtMatmulPreferenceDestroy(pref);
-    pref = NULL;
-    if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "matmul plans");
-        goto fail;
-    }
-    c->plans[c->n_plans] = p;
-    *out = &c->plans[c->n_plans++];
-    return NULL;
-lt_err:
-    st = lt_fail(s, what);
-fail:
-    if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
-    if (p.la) lt->cublasLtMatrixLayoutDestroy(p.la);
-    if (p.lb) lt->cublasLtMatrixLayoutDestroy(p.lb);
-    if (p.ld) lt->cublasLtMatrixLayoutDestroy(p.ld);
-    if (p.op) lt->cublasLtMatmulDescDestroy(p.op);
-    return st;
-}
-
-void tg_cuda_ops_free(tg_cuda_ctx *c) {
-    const tg_cublaslt_api *lt = c->dev->lt;
-    for (int i = 0; i < c->n_plans && lt; i++) {
-        lt->cublasLtMatrixLayoutDestroy(c->plans[i].la);
-        lt->cublasLtMatrixLayoutDestroy(c->plans[i].lb);
-        lt->cublasLtMatrixLayoutDestroy(c->plans[i].ld);
-        lt->cublasLtMatmulDescDestroy(c->plans[i].op);
-    }
-    tg_free(c->plans);
-    c->plans = NULL;
-    c->n_plans = c->cap_plans = 0;
-}
-
-/* Converts (and makes contiguous) t into dst as type dt. */
-static tg_status convert_to(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_type dt, CUdeviceptr dst) {
+tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_type dt, CUdeviceptr dst) {
     int64_t n = tg_nelements(t);
     if (n == 0) return NULL;
     if (tg_is_contiguous(t) && t->type == TG_F32 && (dt == TG_BF16 || dt == TG_F16) && n % 4 == 0 &&
         ((uintptr_t)t->data & 15) == 0 && (dst & 7) == 0) {
-        uint64_t sp = (uint64_t)(uintptr_t)t->data, dp = dst;
-        int64_t n4 = n / 4;
-        int to_bf16 = dt == TG_BF16;
-        void *args[] = {&dp, &sp, &n4, &to_bf16};
-        return launch(c, s, "copy.cu", "", "cvt_f32_16_c4", tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, args);
+        tg_args_cvt_f32_16_c4 a = {.d = dst, .s = dptr(t->data), .n4 = n / 4, .to_bf16 = dt == TG_BF16};
+        return LAUNCH(c, s, "copy.cu", "", cvt_f32_16_c4, tg_cuda_grid(c, a.n4, 256), 1, 1, 256, 0, a);
     }
-    if (tg_is_contiguous(t)) {
-        uint64_t sp = (uint64_t)(uintptr_t)t->data, dp = dst;
-        int st = (int)t->type, dty = (int)dt, ssz = (int)tg_type_size(t->type), dsz = (int)tg_type_size(dt);
-        void *args[] = {&dp, &dty, &dsz, &sp, &st, &ssz, &n};
-        return launch(c, s, "copy.cu", "", "cvt_c", tg_cuda_grid(c, n, 256), 1, 1, 256, 0, args);
-    }
-    cu_tensor src = desc(t), d;
+    if (tg_is_contiguous(t)) return encode_cvt(c, s, dst, dt, t, n);
+    tg_t d;
     memset(&d, 0, sizeof d);
     d.p = dst;
     d.type = (int32_t)dt;
@@ -397,110 +255,9 @@ static tg_status convert_to(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_t
         d.ne[i] = t->ne[i];
         d.nb[i] = i == 0 ? (int64_t)es : d.nb[i - 1] * d.ne[i - 1];
     }
-    void *args[] = {&d, &src, &n};
-    return launch(c, s, "copy.cu", "", "cpy", tg_cuda_grid(c, n, 256), 1, 1, 256, 0, args);
+    tg_args_cpy a = {.d = d, .a = desc(t), .n = n};
+    return LAUNCH(c, s, "copy.cu", "", cpy, tg_cuda_grid(c, n, 256), 1, 1, 256, 0, a);
 }
-
-/* The product of node = mul_mat(a, b), optionally with a bias vector added
- * (and relu applied) by the cuBLASLt epilogue; the result goes to out. */
-static tg_status encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_tensor *bias,
-                                bool relu, const tg_tensor *out, tg_type b_stored) {
-    const tg_tensor *a = node->src[0], *b = node->src[1];
-    const tg_cublaslt_api *lt = c->dev->lt;
-    mm_setup ms = mm_choose(c, node);
-    size_t es = tg_type_size(ms.target);
-    int64_t K = a->ne[0], N = a->ne[1], M = b->ne[1];
-    int64_t A2 = a->ne[2], A3 = a->ne[3], B2 = b->ne[2], B3 = b->ne[3];
-    if (N == 0 || M == 0 || B2 == 0 || B3 == 0) return NULL;
-    tg_status st;
-    CUdeviceptr pa = (CUdeviceptr)(uintptr_t)a->data, pb = (CUdeviceptr)(uintptr_t)b->data;
-    int64_t lda, sa2, sa3, ldb, sb2, sb3;
-    CUdeviceptr next = c->scratch;
-    if (ms.conv_a) {
-        if ((st = convert_to(c, s, a, ms.target, next))) return st;
-        pa = next;
-        next += align256((size_t)tg_nelements(a) * es);
-        lda = K, sa2 = K * N, sa3 = K * N * A2;
-    } else {
-        lda = (int64_t)(a->nb[1] / es), sa2 = (int64_t)(a->nb[2] / es), sa3 = (int64_t)(a->nb[3] / es);
-    }
-    if (b_stored != TG_F32 && b_stored == ms.target) {
-        /* Its producer already stored it in the product's type, contiguous. */
-        ldb = K, sb2 = K * M, sb3 = K * M * B2;
-    } else if (ms.conv_b) {
-        if ((st = convert_to(c, s, b, ms.target, next))) return st;
-        pb = next;
-        ldb = K, sb2 = K * M, sb3 = K * M * B2;
-    } else {
-        ldb = (int64_t)(b->nb[1] / es), sb2 = (int64_t)(b->nb[2] / es), sb3 = (int64_t)(b->nb[3] / es);
-    }
-    CUdeviceptr pd = (CUdeviceptr)(uintptr_t)out->data;
-    int64_t ldd = (int64_t)(out->nb[1] / 4), sd2 = (int64_t)(out->nb[2] / 4), sd3 = (int64_t)(out->nb[3] / 4);
-
-    /* Weights shared by every batch and activations evenly strided: one
-     * product with M*B2*B3 columns. */
-    int64_t m_tot = M, n_b2 = B2, n_b3 = B3;
-    if (A2 == 1 && A3 == 1 && (B2 == 1 || (sb2 == ldb * M && sd2 == ldd * M)) &&
-        (B3 == 1 || (sb3 == sb2 * B2 && sd3 == sd2 * B2))) {
-        m_tot = M * B2 * B3;
-        n_b2 = n_b3 = 1;
-    }
-    int64_t r2 = B2 / A2, r3 = B3 / A3;
-    float alpha = 1.0f, beta = 0.0f;
-    int epilogue = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : 0;
-    for (int64_t i3 = 0; i3 < n_b3; i3++) {
-        /* One call per weight matrix in dim 2, batched over the activations
-         * that share it (all of dim 2 when A2 == B2 or A2 == 1). */
-        int64_t groups = (A2 == n_b2 || A2 == 1) ? 1 : A2;
-        for (int64_t g = 0; g < groups; g++) {
-            int64_t batch = groups == 1 ? n_b2 : r2;
-            int64_t b2_0 = groups == 1 ? 0 : g * r2;
-            int64_t sa = (A2 == 1 || groups > 1) ? 0 : sa2;
-            CUdeviceptr A = pa + (CUdeviceptr)(((i3 / r3) * sa3 + (groups > 1 ? g * sa2 : 0)) * (int64_t)es);
-            CUdeviceptr B = pb + (CUdeviceptr)((i3 * sb3 + b2_0 * sb2) * (int64_t)es);
-            CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
-            cuda_mm_key k;
-            memset(&k, 0, sizeof k);
-            k.atype = (int32_t)lt_type(ms.target);
-            k.btype = k.atype;
-            k.compute = (int32_t)ms.compute;
-            k.epilogue = epilogue;
-            k.m = m_tot, k.n = N, k.k = K, k.lda = lda, k.ldb = ldb, k.ldd = ldd;
-            k.batch = batch;
-            k.sa = sa, k.sb = sb2, k.sd = sd2;
-            k.align_a = (int32_t)min_u32(align_of(A), min_u32(align_of((uint64_t)(lda * (int64_t)es)),
-                                                               batch > 1 && sa ? align_of((uint64_t)(sa * (int64_t)es)) : 256));
-            k.align_b = (int32_t)min_u32(align_of(B), min_u32(align_of((uint64_t)(ldb * (int64_t)es)),
-                                                               batch > 1 ? align_of((uint64_t)(sb2 * (int64_t)es)) : 256));
-            k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * 4)),
-                                                               batch > 1 ? align_of((uint64_t)(sd2 * 4)) : 256));
-            if (bias) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of((uint64_t)(uintptr_t)bias->data));
-            cuda_mm_plan *p = NULL;
-            if ((st = mm_plan(c, &k, &p))) return tg_status_wrap(st, "mul_mat '%s'", node->name);
-            if (bias) {
-                const void *bp = bias->data;
-                cublasStatus_t ls = lt->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
-                if (ls) return lt_fail(ls, "bias pointer");
-            }
-            c->last_kernel = "cublasLtMatmul";
-            c->last_grid[0] = (unsigned)N;
-            c->last_grid[1] = (unsigned)m_tot;
-            c->last_grid[2] = (unsigned)batch;
-            c->last_block = (unsigned)K;
-            cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
-                                                   (const void *)(uintptr_t)B, p->lb, &beta, (void *)(uintptr_t)D, p->ld,
-                                                   (void *)(uintptr_t)D, p->ld, &p->algo, (void *)(uintptr_t)c->lt_ws,
-                                                   p->ws, s);
-            if (ls) {
-                st = lt_fail(ls, "matmul");
-                return tg_status_wrap(st, "mul_mat '%s' (%lldx%lldx%lld)", node->name, (long long)N,
-                                      (long long)m_tot, (long long)K);
-            }
-        }
-    }
-    return NULL;
-}
-
 /* -------------------------------------------------------------- fusion */
 
 static bool is_bias_for(const tg_tensor *bias, const tg_tensor *mm) {
@@ -581,17 +338,19 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
     int64_t ne = tg_nelements(n);
     if (ne == 0) return NULL;
     char defs[48];
-    snprintf(defs, sizeof defs, "-DTG_OP=%d -DTG_OUT16=%d", op, out16);
+    snprintf(defs, sizeof defs, TG_DEFS_EW, op, out16);
     int64_t per[2];
     if (binary_vec_ok(n, per)) {
-        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data, pb = (uint64_t)(uintptr_t)b->data;
-        int64_t n4 = ne / 4, na4 = per[0] / 4, nb4 = per[1] / 4;
-        void *args[] = {&d, &pa, &pb, &n4, &na4, &nb4};
-        return launch(c, s, "elementwise.cu", defs, "ew_binary_c4", tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, args);
+        tg_args_ew_binary_c4 v = {.d = dptr(n->data),
+                                  .a = dptr(a->data),
+                                  .b = dptr(b->data),
+                                  .n4 = ne / 4,
+                                  .na4 = per[0] / 4,
+                                  .nb4 = per[1] / 4};
+        return LAUNCH(c, s, "elementwise.cu", defs, ew_binary_c4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
     }
-    cu_tensor dd = desc(n), da = desc(a), db = desc(b);
-    void *args[] = {&dd, &da, &db, &ne};
-    return launch(c, s, "elementwise.cu", defs, "ew_binary", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
+    tg_args_ew_binary g = {.d = desc(n), .a = desc(a), .b = desc(b), .n = ne};
+    return LAUNCH(c, s, "elementwise.cu", defs, ew_binary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);
 }
 
 static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc, int out16) {
@@ -599,16 +358,13 @@ static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, in
     int64_t ne = tg_nelements(n);
     if (ne == 0) return NULL;
     char defs[48];
-    snprintf(defs, sizeof defs, "-DTG_OP=%d -DTG_OUT16=%d", op, out16);
+    snprintf(defs, sizeof defs, TG_DEFS_EW, op, out16);
     if (unary_vec_ok(n)) {
-        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
-        int64_t n4 = ne / 4;
-        void *args[] = {&d, &pa, &sc, &n4};
-        return launch(c, s, "elementwise.cu", defs, "ew_unary_c4", tg_cuda_grid(c, n4, 256), 1, 1, 256, 0, args);
+        tg_args_ew_unary_c4 v = {.d = dptr(n->data), .a = dptr(a->data), .s = sc, .n4 = ne / 4};
+        return LAUNCH(c, s, "elementwise.cu", defs, ew_unary_c4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
     }
-    cu_tensor dd = desc(n), da = desc(a);
-    void *args[] = {&dd, &da, &sc, &ne};
-    return launch(c, s, "elementwise.cu", defs, "ew_unary", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
+    tg_args_ew_unary g = {.d = desc(n), .a = desc(a), .s = sc, .n = ne};
+    return LAUNCH(c, s, "elementwise.cu", defs, ew_unary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);
 }
 
 static unsigned row_block(int64_t ne0) {
@@ -622,41 +378,30 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     float eps = tg_param_f32(n, 0);
     int64_t rows = tg_nrows(a), ne0 = a->ne[0];
     if (rows == 0 || ne0 == 0) return NULL;
-    uint64_t pw = w ? (uint64_t)(uintptr_t)w->data : 0, pb = b ? (uint64_t)(uintptr_t)b->data : 0;
+    uint64_t pw = w ? dptr(w->data) : 0, pb = b ? dptr(b->data) : 0;
     int64_t n4 = ne0 / 4;
-    bool vec = norm_vec_ok(n);
-    const char *defs = out16 == 1 ? "-DTG_OUT16=1" : out16 == 2 ? "-DTG_OUT16=2" : "";
-    if (vec && n4 <= 32 * 16) {
+    char defs[32] = "";
+    if (out16 != TG_EMIT_F32) snprintf(defs, sizeof defs, TG_DEFS_OUT16, out16);
+    if (norm_vec_ok(n)) {
+        tg_args_layer_norm_c4 v = {
+            .d = dptr(n->data), .a = dptr(a->data), .w = pw, .b = pb, .rows = rows, .n4 = (int32_t)n4, .eps = eps};
         /* A warp per row: no block barriers, the row in registers. */
-        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
-        int n4i = (int)n4;
-        void *args[] = {&d, &pa, &pw, &pb, &n4i, &rows, &eps};
-        return launch(c, s, "norm.cu", defs, "layer_norm_w4", (unsigned)((rows + 7) / 8), 1, 1, 256, 0, args);
-    }
-    if (vec) {
+        if (n4 <= 32 * 16)
+            return LAUNCH(c, s, "norm.cu", defs, layer_norm_w4, (unsigned)((rows + 7) / 8), 1, 1, 256, 0, v);
         unsigned block = 32;
         while (block < 256 && block < n4) block += 32;
         while ((int64_t)block * 8 < n4) block += 32;
-        uint64_t d = (uint64_t)(uintptr_t)n->data, pa = (uint64_t)(uintptr_t)a->data;
-        int n4i = (int)n4;
-        void *args[] = {&d, &pa, &pw, &pb, &n4i, &eps};
-        return launch(c, s, "norm.cu", defs, "layer_norm_c4", (unsigned)rows, 1, 1, block, 0, args);
+        return LAUNCH(c, s, "norm.cu", defs, layer_norm_c4, (unsigned)rows, 1, 1, block, 0, v);
     }
-    cu_tensor dd = desc(n), da = desc(a);
-    void *args[] = {&dd, &da, &pw, &pb, &eps};
-    return launch(c, s, "norm.cu", "", "layer_norm", (unsigned)rows, 1, 1, row_block(ne0), 0, args);
+    tg_args_layer_norm g = {.d = desc(n), .a = desc(a), .w = pw, .b = pb, .eps = eps};
+    return LAUNCH(c, s, "norm.cu", "", layer_norm, (unsigned)rows, 1, 1, row_block(ne0), 0, g);
 }
 
-static tg_status encode_rows_op(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const char *module,
-                                const char *name, void **extra, int n_extra) {
-    const tg_tensor *a = n->src[0];
-    int64_t rows = tg_nrows(a);
-    if (rows == 0) return NULL;
-    cu_tensor dd = desc(n), da = desc(a);
-    void *args[8] = {&dd, &da};
-    for (int i = 0; i < n_extra; i++) args[2 + i] = extra[i];
-    return launch(c, s, module, "", name, (unsigned)rows, 1, 1, row_block(a->ne[0]), 0, args);
-}
+/* A kernel with one block per row of node n's source (row_block threads). */
+#define LAUNCH_ROWS(c, s, module, kernel, n, args)                                                              \
+    (tg_nrows((n)->src[0]) == 0 ? NULL                                                                          \
+                                : LAUNCH(c, s, module, "", kernel, (unsigned)tg_nrows((n)->src[0]), 1, 1,       \
+                                         row_block((n)->src[0]->ne[0]), 0, args))
 
 /* F32 rows contiguous in dim 0 and 16-byte aligned everywhere a warp's
  * float4 loads land, short enough for the registers (softmax.cu's
@@ -679,263 +424,98 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
-    cu_tensor o = desc(n), dq = desc(q), dk = desc(k), dv = desc(v), dm = desc(m);
-    int has_mask = m != NULL;
     if (attn_splits(n)) {
-        int n_split = (int)((k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK), tq = (int)Tq, h = (int)H;
-        uint64_t part = c->scratch;
-        void *sargs[] = {&part, &dq, &dk, &dv, &dm, &has_mask, &scale};
-        tg_status st = launch(c, s, "attention_split.cu", "", "attn_split", (unsigned)n_split, (unsigned)H,
-                              (unsigned)B, 128, 0, sargs);
+        tg_args_attn_split sa = {.part = c->scratch, .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m),
+                                 .has_mask = m != NULL, .scale = scale};
+        int n_split = (int)((k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK);
+        tg_status st = LAUNCH(c, s, "attention_split.cu", "", attn_split, (unsigned)n_split, (unsigned)H,
+                              (unsigned)B, 128, 0, sa);
         if (st) return st;
-        void *cargs[] = {&o, &part, &n_split, &tq, &h};
-        return launch(c, s, "attention_split.cu", "", "attn_split_combine", (unsigned)Tq, (unsigned)H, (unsigned)B,
-                      128, 0, cargs);
+        tg_args_attn_split_combine ca = {.o = desc(n), .part = c->scratch, .n_split = n_split, .tq = (int)Tq, .h = (int)H};
+        return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, (unsigned)Tq, (unsigned)H, (unsigned)B,
+                      128, 0, ca);
     }
+    tg_args_attention args = {
+        .o = desc(n), .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m), .has_mask = m != NULL, .scale = scale};
     if (attn_use_mma(c, n)) {
         /* Tensor cores: bf16 operands, f32 accumulation (attention_mma.cu);
          * beyond one block of queries per head, K and V are packed into the
          * scratch first. */
         char mdefs[48];
-        snprintf(mdefs, sizeof mdefs, "-DTG_AD=%d -DTG_ADV=%d", (int)D, (int)Dv);
+        snprintf(mdefs, sizeof mdefs, TG_DEFS_AM, (int)D, (int)Dv);
         unsigned msmem = (unsigned)((64 * (D + 8) + Dv * (64 + 8)) * 2);
-        if (!attn_packs(c, n)) {
-            void *margs[] = {&o, &dq, &dk, &dv, &dm, &has_mask, &scale};
-            return launch(c, s, "attention_mma.cu", mdefs, "attention_mma", (unsigned)((Tq + 63) / 64),
-                          (unsigned)H, (unsigned)B, 128, msmem, margs);
-        }
+        if (!attn_packs(c, n))
+            return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma, (unsigned)((Tq + 63) / 64), (unsigned)H,
+                          (unsigned)B, 128, msmem, args);
         int Tkp = (int)attn_keys_padded(n);
         size_t heads = (size_t)(H * B);
-        uint64_t kp = c->scratch, vt = c->scratch + align256(heads * (size_t)Tkp * (size_t)D * 2);
+        uint64_t kp = c->scratch, vt = c->scratch + tg_cuda_align256(heads * (size_t)Tkp * (size_t)D * 2);
         tg_status st;
         unsigned kx = tg_cuda_grid(c, (int64_t)Tkp * D / 2 * (int64_t)heads, 256) / (unsigned)heads;
-        void *pk[] = {&kp, &dk, &Tkp};
-        if ((st = launch(c, s, "attention_mma.cu", mdefs, "attn_pack_k", kx ? kx : 1, (unsigned)heads, 1, 256, 0, pk)))
+        tg_args_attn_pack_k pk = {.dst = kp, .t = args.k, .tkp = Tkp};
+        if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_k, kx ? kx : 1, (unsigned)heads, 1, 256, 0, pk)))
             return st;
-        void *pv[] = {&vt, &dv, &Tkp};
-        if ((st = launch(c, s, "attention_mma.cu", mdefs, "attn_pack_vt", (unsigned)(Tkp / 32),
+        tg_args_attn_pack_vt pv = {.dst = vt, .t = args.v, .tkp = Tkp};
+        if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_vt, (unsigned)(Tkp / 32),
                          (unsigned)((Dv + 31) / 32), (unsigned)heads, 256, 0, pv)))
             return st;
-        void *margs[] = {&o, &dq, &dk, &dv, &kp, &vt, &Tkp, &dm, &has_mask, &scale};
-        return launch(c, s, "attention_mma.cu", mdefs, "attention_mma_packed", (unsigned)((Tq + 63) / 64),
-                      (unsigned)H, (unsigned)B, 128, msmem, margs);
+        tg_args_attention_mma_packed pa = {.o = args.o,
+                                           .q = args.q,
+                                           .k = args.k,
+                                           .v = args.v,
+                                           .kp = kp,
+                                           .vtp = vt,
+                                           .mask = args.mask,
+                                           .tkp = Tkp,
+                                           .has_mask = args.has_mask,
+                                           .scale = scale};
+        return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed, (unsigned)((Tq + 63) / 64),
+                      (unsigned)H, (unsigned)B, 128, msmem, pa);
     }
     char defs[32];
     /* At least 2: with a single accumulator per lane, NVRTC 13.0's front end
      * does not finish compiling the kernel. */
     int dvl = (int)((Dv + 31) / 32);
-    snprintf(defs, sizeof defs, "-DTG_DVL=%d", dvl < 2 ? 2 : dvl);
+    snprintf(defs, sizeof defs, TG_DEFS_DVL, dvl < 2 ? 2 : dvl);
     unsigned smem = (unsigned)((32 * (D + 1) + 32 * Dv + 16 * D) * 4);
-    void *args[] = {&o, &dq, &dk, &dv, &dm, &has_mask, &scale};
-    return launch(c, s, "attention.cu", defs, "attention", (unsigned)((Tq + 15) / 16), (unsigned)H, (unsigned)B, 128,
+    return LAUNCH(c, s, "attention.cu", defs, attention, (unsigned)((Tq + 15) / 16), (unsigned)H, (unsigned)B, 128,
                   smem, args);
 }
 
-static tg_status encode_flat(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const char *module,
-                             const char *name, void **args_after_n, int n_after, int64_t count,
-                             void **front, int n_front) {
-    if (count == 0) return NULL;
-    void *args[12];
-    int k = 0;
-    for (int i = 0; i < n_front; i++) args[k++] = front[i];
-    for (int i = 0; i < n_after; i++) args[k++] = args_after_n[i];
-    args[k++] = &count;
-    return launch(c, s, module, "", name, tg_cuda_grid(c, count, 256), 1, 1, 256, 0, args);
-}
-
-/* ------------------------------------------------------------ conv_2d
- *
- * Three paths, by shape (the subsampling of spec 2.1 has one of each kind;
- * floors per 35 s clip, NOTES.md: conv0 writes 115 MB, 28 us at the copy;
- * the 1x1 convs are 3.67 and 0.92 GFLOP, 55 and 14 us at the f32 peak):
- * - 1x1, stride 1, no padding, pixels contiguous: a cuBLASLt product per
- *   batch entry, out[pix, co] = sum_ci x[pix, ci] K[ci, co] with x read in
- *   place (pix rows, ci columns, ld = x.nb[2]) and K as Cin x Cout (ld =
- *   K.nb[3]); F32 operands, f32 compute, no TF32: conv_2d carries no
- *   precision request and its conformance limit is the elementwise one
- *   (tests/ops/cases_conv.c), so it must stay an f32 sum.
- * - one input channel, 3x3, F32: conv_2d_c1_3x3 (kernels/conv.cu).
- * - anything else: the direct kernel conv_2d, one thread per output. */
-
-/* Marks the 1x1 conv's plans in c->plans (key.pad_, zero in every mul_mat
- * key): they are made with TRANSA = N, which mm_plan's are not. */
-#define CONV_PLAN_TAG 0x1c01
-
-static bool f32_words(const tg_tensor *t) {
-    return t->type == TG_F32 && ((uintptr_t)t->data & 3) == 0 && t->nb[0] % 4 == 0 && t->nb[1] % 4 == 0 &&
-           t->nb[2] % 4 == 0 && t->nb[3] % 4 == 0;
-}
-
-static bool conv_1x1_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
-    const tg_tensor *k = n->src[0], *x = n->src[1];
-    int64_t P = x->ne[0] * x->ne[1];
-    return c->dev->lt != NULL && k->ne[0] == 1 && k->ne[1] == 1 && tg_param_i32(n, 0) == 1 &&
-           tg_param_i32(n, 1) == 1 && tg_param_i32(n, 2) == 0 && tg_param_i32(n, 3) == 0 && f32_words(k) &&
-           f32_words(x) && f32_words(n) && k->nb[2] == 4 && k->nb[3] / 4 >= (size_t)k->ne[2] && x->nb[0] == 4 &&
-           x->nb[1] == 4 * (size_t)x->ne[0] && x->nb[2] / 4 >= (size_t)P && n->nb[0] == 4 &&
-           n->nb[1] == 4 * (size_t)n->ne[0] && n->nb[2] / 4 >= (size_t)P && x->ne[3] <= INT32_MAX;
-}
-
-/* The plan of a 1x1 conv's product, D (m x n) = A (m x k) B (k x n), all
- * column-major F32, batched by strides sa, sb, sd; kept in c->plans with the
- * products' plans (freed by tg_cuda_ops_free). It repeats mm_plan's steps
- * with TRANSA = N and no epilogue rather than changing mm_plan, which is
- * being moved to its own file; once there, a transpose field in the key lets
- * the two share one function. */
-static tg_status conv_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
-    for (int i = 0; i < c->n_plans; i++)
-        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
-            *out = &c->plans[i];
-            return NULL;
-        }
-    const tg_cublaslt_api *lt = c->dev->lt;
-    cuda_mm_plan p;
-    memset(&p, 0, sizeof p);
-    p.key = *k;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasStatus_t s;
-    tg_status st = NULL;
-    const char *what = "create";
-    if ((s = lt->cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) goto lt_err;
-    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
-    what = "set attributes";
-    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta))) goto lt_err;
-    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) goto lt_err;
-    what = "layouts";
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, CUDA_R_32F, (uint64_t)k->m, (uint64_t)k->k, k->lda))) goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_32F, (uint64_t)k->k, (uint64_t)k->n, k->ldb))) goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->m, (uint64_t)k->n, k->ldd))) goto lt_err;
-    if (k->batch > 1) {
-        int32_t bc = (int32_t)k->batch;
-        cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
-        int64_t strides[3] = {k->sa, k->sb, k->sd};
-        for (int i = 0; i < 3; i++) {
-            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc)))
-                goto lt_err;
-            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                          &strides[i], sizeof strides[i])))
-                goto lt_err;
-        }
-    }
-    what = "preference";
-    if ((s = lt->cublasLtMatmulPreferenceCreate(&pref))) goto lt_err;
-    /* No workspace: c->lt_ws is shared by the products, which the hazard
-     * classes keep one per run (cuda_context.c), but a conv_2d node is not
-     * classed with them and may run beside a product on another stream. */
-    uint64_t ws = 0;
-    uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
-    if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
-        goto lt_err;
-    const cublasLtMatmulPreferenceAttributes_t aa[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4; i++)
-        if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, aa[i], &al[i], sizeof al[i]))) goto lt_err;
-    cublasLtMatmulHeuristicResult_t res;
-    int n_res = 0;
-    what = "heuristic";
-    s = lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &res, &n_res);
-    if (s || n_res == 0) {
-        st = tg_status_new(TG_ERR_UNSUPPORTED,
-                           "cuBLASLt has no F32 algorithm for a %lldx%lldx%lld product (batch %lld, status %d)",
-                           (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch, (int)s);
-        goto fail;
-    }
-    p.algo = res.algo;
-    p.ws = res.workspaceSize;
-    lt->cublasLtMatmulPreferenceDestroy(pref);
-    pref = NULL;
-    if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "conv_2d plans");
-        goto fail;
-    }
-    c->plans[c->n_plans] = p;
-    *out = &c->plans[c->n_plans++];
-    return NULL;
-lt_err:
-    st = lt_fail(s, what);
-fail:
-    if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
-    if (p.la) lt->cublasLtMatrixLayoutDestroy(p.la);
-    if (p.lb) lt->cublasLtMatrixLayoutDestroy(p.lb);
-    if (p.ld) lt->cublasLtMatrixLayoutDestroy(p.ld);
-    if (p.op) lt->cublasLtMatmulDescDestroy(p.op);
-    return st;
-}
-
-/* out[w, h, co, b] = sum_ci K[0, 0, ci, co] x[w, h, ci, b] (conv_1x1_ok holds). */
-static tg_status encode_conv_1x1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
-    const tg_tensor *kr = n->src[0], *x = n->src[1];
-    int64_t P = x->ne[0] * x->ne[1], Cin = kr->ne[2], Cout = kr->ne[3], B = x->ne[3];
-    CUdeviceptr A = (CUdeviceptr)(uintptr_t)x->data, Bm = (CUdeviceptr)(uintptr_t)kr->data;
-    CUdeviceptr D = (CUdeviceptr)(uintptr_t)n->data;
-    cuda_mm_key k;
-    memset(&k, 0, sizeof k);
-    k.atype = k.btype = (int32_t)CUDA_R_32F;
-    k.compute = (int32_t)CUBLAS_COMPUTE_32F;
-    k.m = P, k.n = Cout, k.k = Cin;
-    k.lda = (int64_t)(x->nb[2] / 4), k.ldb = (int64_t)(kr->nb[3] / 4), k.ldd = (int64_t)(n->nb[2] / 4);
-    k.batch = B;
-    k.sa = (int64_t)(x->nb[3] / 4), k.sb = 0, k.sd = (int64_t)(n->nb[3] / 4);
-    k.align_a = (int32_t)min_u32(align_of(A), min_u32(align_of(x->nb[2]), B > 1 ? align_of(x->nb[3]) : 256));
-    k.align_b = (int32_t)min_u32(align_of(Bm), align_of(kr->nb[3]));
-    k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of(n->nb[2]), B > 1 ? align_of(n->nb[3]) : 256));
-    k.pad_ = CONV_PLAN_TAG;
-    cuda_mm_plan *p = NULL;
-    tg_status st = conv_plan(c, &k, &p);
-    if (st) return tg_status_wrap(st, "conv_2d '%s' (1x1)", n->name);
-    float alpha = 1.0f, beta = 0.0f;
-    c->last_kernel = "cublasLtMatmul (conv_2d 1x1)";
-    c->last_grid[0] = (unsigned)P;
-    c->last_grid[1] = (unsigned)Cout;
-    c->last_grid[2] = (unsigned)B;
-    c->last_block = (unsigned)Cin;
-    const tg_cublaslt_api *lt = c->dev->lt;
-    cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
-                                           (const void *)(uintptr_t)Bm, p->lb, &beta, (void *)(uintptr_t)D, p->ld,
-                                           (void *)(uintptr_t)D, p->ld, &p->algo, NULL, 0, s);
-    if (ls)
-        return tg_status_wrap(lt_fail(ls, "matmul"), "conv_2d '%s' (1x1, %lldx%lldx%lld, batch %lld)", n->name,
-                              (long long)P, (long long)Cout, (long long)Cin, (long long)B);
-    return NULL;
-}
-
-static struct tg_t conv_desc(const tg_tensor *t) {
-    _Static_assert(sizeof(struct tg_t) == sizeof(cu_tensor), "conv_args.cuh's struct tg_t is cu_tensor");
-    cu_tensor d = desc(t);
-    struct tg_t r;
-    memcpy(&r, &d, sizeof r);
-    return r;
-}
-
+/* conv_2d's three paths: 1x1 convs as products (cuda_matmul.c), one input
+ * channel 3x3 (conv_2d_c1_3x3), the direct kernel for the rest. */
 static bool conv_c1_ok(const tg_tensor *n) {
     const tg_tensor *k = n->src[0], *x = n->src[1];
-    return k->ne[0] == 3 && k->ne[1] == 3 && k->ne[2] == 1 && f32_words(k) && f32_words(x) && f32_words(n) &&
-           (n->ne[2] + CONV_C1_TILE - 1) / CONV_C1_TILE <= 65535 && n->ne[3] <= 65535 &&
+    return k->ne[0] == 3 && k->ne[1] == 3 && k->ne[2] == 1 && tg_cuda_f32_words(k) && tg_cuda_f32_words(x) && tg_cuda_f32_words(n) &&
+           (n->ne[2] + TG_CONV_C1_TILE - 1) / TG_CONV_C1_TILE <= 65535 && n->ne[3] <= 65535 &&
            (n->ne[0] * n->ne[1] + 255) / 256 <= INT32_MAX;
 }
 
 static tg_status encode_conv_c1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
-    struct conv_c1_args a;
-    memset(&a, 0, sizeof a);
-    a.o = conv_desc(n);
-    a.k = conv_desc(n->src[0]);
-    a.x = conv_desc(n->src[1]);
-    a.s0 = tg_param_i32(n, 0), a.s1 = tg_param_i32(n, 1), a.p0 = tg_param_i32(n, 2), a.p1 = tg_param_i32(n, 3);
-    void *args[] = {&a};
-    return launch(c, s, "conv.cu", "", "conv_2d_c1_3x3", (unsigned)((n->ne[0] * n->ne[1] + 255) / 256),
-                  (unsigned)((n->ne[2] + CONV_C1_TILE - 1) / CONV_C1_TILE), (unsigned)n->ne[3], 256, 0, args);
+    tg_args_conv_2d_c1_3x3 a = {.o = desc(n),
+                                .k = desc(n->src[0]),
+                                .x = desc(n->src[1]),
+                                .s0 = tg_param_i32(n, 0),
+                                .s1 = tg_param_i32(n, 1),
+                                .p0 = tg_param_i32(n, 2),
+                                .p1 = tg_param_i32(n, 3)};
+    return LAUNCH(c, s, "conv.cu", "", conv_2d_c1_3x3, (unsigned)((n->ne[0] * n->ne[1] + 255) / 256),
+                  (unsigned)((n->ne[2] + TG_CONV_C1_TILE - 1) / TG_CONV_C1_TILE), (unsigned)n->ne[3], 256, 0, a);
 }
 
 static tg_status encode_conv_2d(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     if (tg_nelements(n) == 0) return NULL;
-    if (conv_1x1_ok(c, n)) return encode_conv_1x1(c, s, n);
+    if (tg_cuda_conv_1x1_ok(c, n)) return tg_cuda_conv_1x1(c, s, n);
     if (conv_c1_ok(n)) return encode_conv_c1(c, s, n);
-    cu_tensor dd = desc(n), da = desc(n->src[0]), db = desc(n->src[1]);
-    int p[4];
-    for (int k = 0; k < 4; k++) p[k] = tg_param_i32(n, k);
-    void *front[] = {&dd, &da, &db, &p[0], &p[1], &p[2], &p[3]};
-    return encode_flat(c, s, n, "conv.cu", "conv_2d", NULL, 0, tg_nelements(n), front, 7);
+    tg_args_conv_2d a = {.o = desc(n),
+                         .kr = desc(n->src[0]),
+                         .in = desc(n->src[1]),
+                         .s0 = tg_param_i32(n, 0),
+                         .s1 = tg_param_i32(n, 1),
+                         .p0 = tg_param_i32(n, 2),
+                         .p1 = tg_param_i32(n, 3),
+                         .n = tg_nelements(n)};
+    return LAUNCH_FLAT(c, s, "conv.cu", conv_2d, a);
 }
 
 static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
@@ -948,15 +528,9 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
                                                    (size_t)ne * tg_type_size(a->type), s);
         return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, "cpy");
     }
-    if (tg_is_contiguous(a) && tg_is_contiguous(n)) {
-        uint64_t dp = (uint64_t)(uintptr_t)n->data, sp = (uint64_t)(uintptr_t)a->data;
-        int dt = (int)n->type, st = (int)a->type, dsz = (int)tg_type_size(n->type), ssz = (int)tg_type_size(a->type);
-        void *args[] = {&dp, &dt, &dsz, &sp, &st, &ssz, &ne};
-        return launch(c, s, "copy.cu", "", "cvt_c", tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, args);
-    }
-    cu_tensor dd = desc(n), da = desc(a);
-    void *front[] = {&dd, &da};
-    return encode_flat(c, s, n, "copy.cu", "cpy", NULL, 0, ne, front, 2);
+    if (tg_is_contiguous(a) && tg_is_contiguous(n)) return encode_cvt(c, s, dptr(n->data), n->type, a, ne);
+    tg_args_cpy g = {.d = desc(n), .a = desc(a), .n = ne};
+    return LAUNCH_FLAT(c, s, "copy.cu", cpy, g);
 }
 
 /* The type nodes[i]'s source `src` was stored in (the emit fusion). */
@@ -972,91 +546,96 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     if (len > 1) {
         const tg_tensor *add = nodes[i + 1];
         const tg_tensor *bias = add->src[0] == n ? add->src[1] : add->src[0];
-        c->n_fused[len == 3 ? 1 : 0]++;
-        return encode_mul_mat(c, s, n, bias, len == 3, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]));
+        c->n_fused[len == 3 ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
+        return tg_cuda_encode_mul_mat(c, s, n, bias, len == 3, nodes[i + len - 1],
+                                      stored_type(c, nodes, i, n->src[1]));
     }
-    int out16 = 0;
+    int out16 = TG_EMIT_F32;
     if (c->emit && c->emit[i] != TG_F32) {
-        out16 = c->emit[i] == TG_BF16 ? 1 : 2;
-        c->n_fused[6]++;
+        out16 = c->emit[i] == TG_BF16 ? TG_EMIT_BF16 : TG_EMIT_F16;
+        c->n_fused[TG_FUSED_EMIT]++;
     }
-    cu_tensor dd = desc(n), da = desc(n->src[0]), db = desc(n->src[1]);
+    tg_t dd = desc(n), da = desc(n->src[0]), db = desc(n->src[1]);
     switch (n->op) {
     case TG_OP_NONE:
     case TG_OP_VIEW:
         return NULL;
-    case TG_OP_ADD: return encode_binary(c, s, n, 0, out16);
-    case TG_OP_SUB: return encode_binary(c, s, n, 1, out16);
-    case TG_OP_MUL: return encode_binary(c, s, n, 2, out16);
-    case TG_OP_DIV: return encode_binary(c, s, n, 3, out16);
-    case TG_OP_SCALE: return encode_unary(c, s, n, 4, tg_param_f32(n, 0), out16);
-    case TG_OP_RELU: return encode_unary(c, s, n, 5, 0.0f, out16);
-    case TG_OP_SILU: return encode_unary(c, s, n, 6, 0.0f, out16);
-    case TG_OP_SIGMOID: return encode_unary(c, s, n, 7, 0.0f, out16);
-    case TG_OP_MUL_MAT: return encode_mul_mat(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
+    case TG_OP_ADD: return encode_binary(c, s, n, TG_EW_ADD, out16);
+    case TG_OP_SUB: return encode_binary(c, s, n, TG_EW_SUB, out16);
+    case TG_OP_MUL: return encode_binary(c, s, n, TG_EW_MUL, out16);
+    case TG_OP_DIV: return encode_binary(c, s, n, TG_EW_DIV, out16);
+    case TG_OP_SCALE: return encode_unary(c, s, n, TG_EW_SCALE, tg_param_f32(n, 0), out16);
+    case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16);
+    case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16);
+    case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16);
+    case TG_OP_MUL_MAT: return tg_cuda_encode_mul_mat(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
     case TG_OP_LAYER_NORM:
-        if (n->src[1] || n->src[2]) c->n_fused[2]++;
+        if (n->src[1] || n->src[2]) c->n_fused[TG_FUSED_NORM_AFFINE]++;
         return encode_layer_norm(c, s, n, out16);
     case TG_OP_SOFT_MAX: {
-        float scale = tg_param_f32(n, 0);
-        int has_mask = n->src[1] != NULL;
-        if (has_mask || scale != 1.0f) c->n_fused[3]++;
-        int64_t rows = tg_nrows(n->src[0]);
-        if (rows > 0 && softmax_vec_ok(n) && (rows + 7) / 8 < (1ll << 31)) {
-            void *args[] = {&dd, &da, &db, &has_mask, &scale, &rows};
-            return launch(c, s, "softmax.cu", "", "soft_max_w4", (unsigned)((rows + 7) / 8), 1, 1, 256, 0, args);
-        }
-        void *extra[] = {&db, &has_mask, &scale};
-        return encode_rows_op(c, s, n, "softmax.cu", "soft_max", extra, 3);
+        tg_args_soft_max a = {.d = dd,
+                              .a = da,
+                              .mask = db,
+                              .rows = tg_nrows(n->src[0]),
+                              .has_mask = n->src[1] != NULL,
+                              .scale = tg_param_f32(n, 0)};
+        if (a.has_mask || a.scale != 1.0f) c->n_fused[TG_FUSED_SOFTMAX]++;
+        if (a.rows > 0 && softmax_vec_ok(n) && (a.rows + 7) / 8 < (1ll << 31))
+            return LAUNCH(c, s, "softmax.cu", "", soft_max_w4, (unsigned)((a.rows + 7) / 8), 1, 1, 256, 0, a);
+        return LAUNCH_ROWS(c, s, "softmax.cu", soft_max, n, a);
     }
     case TG_OP_ATTENTION:
-        c->n_fused[4]++;
+        c->n_fused[TG_FUSED_ATTENTION]++;
         return encode_attention(c, s, n);
     case TG_OP_GLU: {
-        c->n_fused[5]++;
-        void *front[] = {&dd, &da};
-        return encode_flat(c, s, n, "reduce.cu", "glu", NULL, 0, tg_nelements(n), front, 2);
+        c->n_fused[TG_FUSED_GLU]++;
+        tg_args_glu a = {.d = dd, .a = da, .n = tg_nelements(n)};
+        return LAUNCH_FLAT(c, s, "reduce.cu", glu, a);
     }
-    case TG_OP_ARGMAX:
-        return encode_rows_op(c, s, n, "reduce.cu", "argmax", NULL, 0);
+    case TG_OP_ARGMAX: {
+        tg_args_argmax a = {.o = dd, .a = da};
+        return LAUNCH_ROWS(c, s, "reduce.cu", argmax, n, a);
+    }
     case TG_OP_SUM_ROWS:
     case TG_OP_MEAN: {
-        float div = n->op == TG_OP_MEAN ? (float)n->src[0]->ne[0] : 1.0f;
-        void *extra[] = {&div};
-        return encode_rows_op(c, s, n, "reduce.cu", "sum_rows", extra, 1);
+        tg_args_sum_rows a = {.o = dd, .a = da, .div = n->op == TG_OP_MEAN ? (float)n->src[0]->ne[0] : 1.0f};
+        return LAUNCH_ROWS(c, s, "reduce.cu", sum_rows, n, a);
     }
     case TG_OP_GET_ROWS: {
-        void *front[] = {&dd, &da, &db};
-        return encode_flat(c, s, n, "rows.cu", "get_rows", NULL, 0, tg_nelements(n), front, 3);
+        tg_args_get_rows a = {.d = dd, .a = da, .ids = db, .n = tg_nelements(n)};
+        return LAUNCH_FLAT(c, s, "rows.cu", get_rows, a);
     }
     case TG_OP_SET_ROWS: {
-        void *front[] = {&dd, &da, &db};
-        return encode_flat(c, s, n, "rows.cu", "set_rows", NULL, 0, tg_nelements(n->src[0]), front, 3);
+        tg_args_set_rows a = {.d = dd, .a = da, .ids = db, .n = tg_nelements(n->src[0])};
+        return LAUNCH_FLAT(c, s, "rows.cu", set_rows, a);
     }
     case TG_OP_CPY:
         return encode_cpy(c, s, n);
     case TG_OP_CONCAT: {
-        int dim = tg_param_i32(n, 0);
-        void *front[] = {&dd, &da, &db, &dim};
-        return encode_flat(c, s, n, "copy.cu", "concat", NULL, 0, tg_nelements(n), front, 4);
+        tg_args_concat a = {.o = dd, .a = da, .b = db, .dim = tg_param_i32(n, 0), .n = tg_nelements(n)};
+        return LAUNCH_FLAT(c, s, "copy.cu", concat, a);
     }
     case TG_OP_PAD: {
-        int32_t lo[4];
-        for (int k = 0; k < 4; k++) lo[k] = tg_param_i32(n, k);
-        void *front[] = {&dd, &da, lo};
-        return encode_flat(c, s, n, "copy.cu", "pad", NULL, 0, tg_nelements(n), front, 3);
+        tg_args_pad a = {.o = dd, .a = da, .n = tg_nelements(n)};
+        for (int k = 0; k < 4; k++) a.lo[k] = tg_param_i32(n, k);
+        return LAUNCH_FLAT(c, s, "copy.cu", pad, a);
     }
     case TG_OP_CONV_2D: return encode_conv_2d(c, s, n);
     case TG_OP_CONV_2D_DW: {
-        int p[4];
-        for (int k = 0; k < 4; k++) p[k] = tg_param_i32(n, k);
-        void *front[] = {&dd, &da, &db, &p[0], &p[1], &p[2], &p[3]};
-        return encode_flat(c, s, n, "conv.cu", "conv_2d_dw", NULL, 0, tg_nelements(n), front, 7);
+        tg_args_conv_2d a = {.o = dd,
+                             .kr = da,
+                             .in = db,
+                             .s0 = tg_param_i32(n, 0),
+                             .s1 = tg_param_i32(n, 1),
+                             .p0 = tg_param_i32(n, 2),
+                             .p1 = tg_param_i32(n, 3),
+                             .n = tg_nelements(n)};
+        return LAUNCH_FLAT(c, s, "conv.cu", conv_2d_dw, a);
     }
     case TG_OP_CONV_1D_DW: {
-        int st = tg_param_i32(n, 0), pd = tg_param_i32(n, 1);
-        void *front[] = {&dd, &da, &db, &st, &pd};
-        return encode_flat(c, s, n, "conv.cu", "conv_1d_dw", NULL, 0, tg_nelements(n), front, 5);
+        tg_args_conv_1d_dw a = {
+            .o = dd, .kr = da, .in = db, .s = tg_param_i32(n, 0), .p = tg_param_i32(n, 1), .n = tg_nelements(n)};
+        return LAUNCH_FLAT(c, s, "conv.cu", conv_1d_dw, a);
     }
     default:
         return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: op %s (node '%s') is not supported", tg_op_name(n->op),

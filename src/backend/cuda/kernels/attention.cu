@@ -23,9 +23,11 @@
 #define ATT_BQ 16  /* queries per block */
 #define ATT_BK 32  /* keys per tile */
 
-extern "C" __global__ void __launch_bounds__(128) attention(tg_t o, tg_t q, tg_t k, tg_t v, tg_t mask,
-                                                            int has_mask, float scale) {
+extern "C" __global__ void __launch_bounds__(128) attention(const tg_args_attention args) {
     TG_PDL();
+    const tg_t &o = args.o, &q = args.q, &k = args.k, &v = args.v, &mask = args.mask;
+    const int has_mask = args.has_mask;
+    const float scale = args.scale;
     extern __shared__ float smem[];
     const int D = (int)q.ne[0], Dv = (int)v.ne[0];
     const i64 Tq = q.ne[1], Tk = k.ne[1];

@@ -49,14 +49,17 @@ __device__ __forceinline__ void mma_bf16(float *c, const unsigned *a, unsigned b
 
 /* K (any strides, F32 or F16) to bf16 [B][H][Tkp][D], zero rows past Tk.
  * Grid: (x, H*B); two elements a thread, 32-bit index math within a head. */
-extern "C" __global__ void attn_pack_k(unsigned *dst, tg_t k, int Tkp) {
+extern "C" __global__ void attn_pack_k(const tg_args_attn_pack_k args) {
     TG_PDL();
+    unsigned *dst = (unsigned *)args.dst;
+    const tg_t &k = args.t;
+    const int Tkp = args.tkp;
     const int D2 = (int)(k.ne[0] / 2), Tk = (int)k.ne[1];
     const int bh = blockIdx.y, h = bh % (int)k.ne[2], b = bh / (int)k.ne[2];
     unsigned *out = dst + (i64)bh * Tkp * D2;
     const char *base = k.p + h * k.nb[2] + b * k.nb[3];
     /* Rows of contiguous F32 pairs (the usual case) load as float2. */
-    const bool f2 = k.type == TG_T_F32 && k.nb[0] == 4 && (k.nb[1] & 7) == 0 && ((unsigned long long)base & 7) == 0;
+    const bool f2 = k.type == TG_KT_F32 && k.nb[0] == 4 && (k.nb[1] & 7) == 0 && ((unsigned long long)base & 7) == 0;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < Tkp * D2; i += gridDim.x * blockDim.x) {
         int j = i / D2, d = 2 * (i % D2);
         unsigned w = 0;
@@ -77,8 +80,11 @@ extern "C" __global__ void attn_pack_k(unsigned *dst, tg_t k, int Tkp) {
  * columns past Tk, through a 32x32 tile in shared memory so both the reads
  * (along d) and the writes (along keys) are coalesced. Grid: (Tkp/32,
  * ceil(Dv/32), H*B), block 32x8 as 256 threads. */
-extern "C" __global__ void attn_pack_vt(unsigned short *dst, tg_t v, int Tkp) {
+extern "C" __global__ void attn_pack_vt(const tg_args_attn_pack_vt args) {
     TG_PDL();
+    unsigned short *dst = (unsigned short *)args.dst;
+    const tg_t &v = args.t;
+    const int Tkp = args.tkp;
     __shared__ float tile[32][33];
     const int Dv = (int)v.ne[0], Tk = (int)v.ne[1];
     const int bh = blockIdx.z, h = bh % (int)v.ne[2], b = bh / (int)v.ne[2];
@@ -358,17 +364,14 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
 }
 
 /* K and V converted while staged: for one block of queries per head. */
-extern "C" __global__ void __launch_bounds__(128) attention_mma(tg_t o, tg_t q, tg_t k, tg_t v, tg_t mask,
-                                                                int has_mask, float scale) {
+extern "C" __global__ void __launch_bounds__(128) attention_mma(const tg_args_attention_mma args) {
     TG_PDL();
-    attention_body<false>(o, q, k, v, NULL, NULL, 0, mask, has_mask, scale);
+    attention_body<false>(args.o, args.q, args.k, args.v, NULL, NULL, 0, args.mask, args.has_mask, args.scale);
 }
 
 /* K and V packed by attn_pack_k / attn_pack_vt (k and v give the shapes). */
-extern "C" __global__ void __launch_bounds__(128) attention_mma_packed(tg_t o, tg_t q, tg_t k, tg_t v,
-                                                                       const unsigned short *kp,
-                                                                       const unsigned short *vtp, int Tkp,
-                                                                       tg_t mask, int has_mask, float scale) {
+extern "C" __global__ void __launch_bounds__(128) attention_mma_packed(const tg_args_attention_mma_packed args) {
     TG_PDL();
-    attention_body<true>(o, q, k, v, kp, vtp, Tkp, mask, has_mask, scale);
+    attention_body<true>(args.o, args.q, args.k, args.v, args.kp, args.vtp, args.tkp, args.mask, args.has_mask,
+                         args.scale);
 }

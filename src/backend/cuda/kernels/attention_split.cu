@@ -36,9 +36,12 @@
 
 /* Partial results of chunk s for query row r = (qi, h, b): part[(s * rows + r) * (Dv + 2) + ...]:
  * Dv outputs, then the chunk's max and sum. */
-extern "C" __global__ void __launch_bounds__(ATS_THREADS)
-    attn_split(float *part, tg_t q, tg_t k, tg_t v, tg_t mask, int has_mask, float scale) {
+extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split(const tg_args_attn_split args) {
     TG_PDL();
+    float *part = (float *)args.part;
+    const tg_t &q = args.q, &k = args.k, &v = args.v, &mask = args.mask;
+    const int has_mask = args.has_mask;
+    const float scale = args.scale;
     __shared__ float qs[ATS_TQ][ATS_DL * 32];
     __shared__ float ps[ATS_TQ][ATS_CHUNK];
     const int D = (int)q.ne[0], Dv = (int)v.ne[0], Tq = (int)q.ne[1];
@@ -123,9 +126,11 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS)
 }
 
 /* One block per query row (qi, h, b): the chunks rescaled to the common max. */
-extern "C" __global__ void __launch_bounds__(ATS_THREADS)
-    attn_split_combine(tg_t o, const float *part, int n_split, int Tq, int H) {
+extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split_combine(const tg_args_attn_split_combine args) {
     TG_PDL();
+    const tg_t &o = args.o;
+    const float *part = args.part;
+    const int n_split = args.n_split, Tq = args.tq, H = args.h;
     const int Dv = (int)o.ne[0];
     const int qi = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const i64 rows = (i64)Tq * H * o.ne[3];

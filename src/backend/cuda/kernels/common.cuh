@@ -5,7 +5,8 @@
  * Kernels are compiled by NVRTC at run time without the CUDA toolkit's
  * headers, so half and bfloat16 are handled here as raw 16-bit patterns with
  * PTX conversions. A tensor crosses to the device as tg_t (pointer, shape,
- * byte strides, type), the same 80-byte layout as cu_tensor in cuda_ops.c.
+ * byte strides, type), inside each kernel's argument struct (kargs.cuh, the
+ * one header the host shares).
  * Capability macros come from the host: TG_CC (compute capability, e.g. 90),
  * TG_HAS_BF16_CVT (the bf16 conversion instruction passed its probe).
  *
@@ -22,22 +23,11 @@
 #endif
 #endif
 
-#define TG_T_F32 0
-#define TG_T_F16 1
-#define TG_T_BF16 2
-#define TG_T_I32 3
-#define TG_T_I64 4
+#include "kargs.cuh"
+
 #define TG_INF __int_as_float(0x7f800000)
 
 typedef long long i64;
-
-struct tg_t {
-    char *p;
-    i64 ne[4];
-    i64 nb[4];
-    int type;
-    int pad_;
-};
 
 __device__ __forceinline__ float tg_h2f(unsigned short h) {
     float f;
@@ -68,20 +58,20 @@ __device__ __forceinline__ unsigned short tg_f2bf(float f) {
 
 __device__ __forceinline__ float tg_ld(const char *p, int type) {
     switch (type) {
-    case TG_T_F32: return *(const float *)p;
-    case TG_T_F16: return tg_h2f(*(const unsigned short *)p);
-    case TG_T_BF16: return tg_bf2f(*(const unsigned short *)p);
-    case TG_T_I32: return (float)*(const int *)p;
+    case TG_KT_F32: return *(const float *)p;
+    case TG_KT_F16: return tg_h2f(*(const unsigned short *)p);
+    case TG_KT_BF16: return tg_bf2f(*(const unsigned short *)p);
+    case TG_KT_I32: return (float)*(const int *)p;
     default: return (float)*(const i64 *)p;
     }
 }
 
 __device__ __forceinline__ void tg_st(char *p, int type, float v) {
     switch (type) {
-    case TG_T_F32: *(float *)p = v; break;
-    case TG_T_F16: *(unsigned short *)p = tg_f2h(v); break;
-    case TG_T_BF16: *(unsigned short *)p = tg_f2bf(v); break;
-    case TG_T_I32: *(int *)p = (int)v; break;
+    case TG_KT_F32: *(float *)p = v; break;
+    case TG_KT_F16: *(unsigned short *)p = tg_f2h(v); break;
+    case TG_KT_BF16: *(unsigned short *)p = tg_f2bf(v); break;
+    case TG_KT_I32: *(int *)p = (int)v; break;
     default: *(i64 *)p = (i64)v; break;
     }
 }
@@ -122,15 +112,15 @@ __device__ __forceinline__ void tg_unravel(const tg_t &t, i64 i, i64 &i0, i64 &i
  * F16 (2) instead of F32, when their only readers are matrix products that
  * take that type (the backend's "emit for the product" fusion). */
 #ifndef TG_OUT16
-#define TG_OUT16 0
+#define TG_OUT16 TG_EMIT_F32
 #endif
 
 __device__ __forceinline__ void tg_store4(void *d, i64 i, float4 y) {
-#if TG_OUT16 == 0
+#if TG_OUT16 == TG_EMIT_F32
     ((float4 *)d)[i] = y;
 #else
     ushort4 o;
-#if TG_OUT16 == 1
+#if TG_OUT16 == TG_EMIT_BF16
     o.x = tg_f2bf(y.x); o.y = tg_f2bf(y.y); o.z = tg_f2bf(y.z); o.w = tg_f2bf(y.w);
 #else
     o.x = tg_f2h(y.x); o.y = tg_f2h(y.y); o.z = tg_f2h(y.z); o.w = tg_f2h(y.w);

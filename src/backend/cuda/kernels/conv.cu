@@ -15,11 +15,13 @@
  * Not here: im2col or implicit-GEMM tensor-core convolution.
  */
 #include "common.cuh"
-#include "conv_args.cuh"
 
 /* kernel [KW, KH, Cin, Cout], input [W, H, Cin, N], out [OW, OH, Cout, N] */
-extern "C" __global__ void conv_2d(tg_t o, tg_t kr, tg_t in, int s0, int s1, int p0, int p1, i64 n) {
+extern "C" __global__ void conv_2d(const tg_args_conv_2d args) {
     TG_PDL();
+    const tg_t &o = args.o, &kr = args.kr, &in = args.in;
+    const int s0 = args.s0, s1 = args.s1, p0 = args.p0, p1 = args.p1;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 ox, oy, co, b;
         tg_unravel(o, i, ox, oy, co, b);
@@ -42,19 +44,19 @@ extern "C" __global__ void conv_2d(tg_t o, tg_t kr, tg_t in, int s0, int s1, int
 
 /* One input channel, 3x3 (the subsampling's first conv; cuda_ops.c takes it
  * when every tensor is F32). Grid (ceil(OW*OH / 256), ceil(Cout /
- * CONV_C1_TILE), N), 256 threads: a thread takes one output pixel (adjacent
+ * TG_CONV_C1_TILE), N), 256 threads: a thread takes one output pixel (adjacent
  * threads adjacent pixels, so each channel's store is coalesced where the
  * result's pixels are contiguous), loads its 3x3 window once and writes that
- * pixel for the block's CONV_C1_TILE channels, whose weights sit in shared
+ * pixel for the block's TG_CONV_C1_TILE channels, whose weights sit in shared
  * memory (every thread of a warp reads the same word: a broadcast).
  * The floor (NOTES.md) is the result's write: Cout floats per pixel against
  * 9 input reads shared by all channels. Taps in the padding multiply a zero,
  * as the CPU's im2col does. */
-extern "C" __global__ void __launch_bounds__(256) conv_2d_c1_3x3(const conv_c1_args a) {
-    __shared__ float w[CONV_C1_TILE * 9];
+extern "C" __global__ void __launch_bounds__(256) conv_2d_c1_3x3(const tg_args_conv_2d_c1_3x3 a) {
+    __shared__ float w[TG_CONV_C1_TILE * 9];
     TG_PDL();
-    const i64 cout = a.o.ne[2], co0 = (i64)blockIdx.y * CONV_C1_TILE;
-    const int nc = (int)(cout - co0 < CONV_C1_TILE ? cout - co0 : CONV_C1_TILE);
+    const i64 cout = a.o.ne[2], co0 = (i64)blockIdx.y * TG_CONV_C1_TILE;
+    const int nc = (int)(cout - co0 < TG_CONV_C1_TILE ? cout - co0 : TG_CONV_C1_TILE);
     for (int i = threadIdx.x; i < nc * 9; i += blockDim.x) {
         int c = i / 9, t = i % 9; /* t = ky * 3 + kx */
         w[i] = *(const float *)(a.k.p + tg_off(a.k, t % 3, t / 3, 0, co0 + c));
@@ -87,8 +89,11 @@ extern "C" __global__ void __launch_bounds__(256) conv_2d_c1_3x3(const conv_c1_a
 }
 
 /* kernel [KW, KH, 1, C], input [W, H, C, N], out [OW, OH, C, N] */
-extern "C" __global__ void conv_2d_dw(tg_t o, tg_t kr, tg_t in, int s0, int s1, int p0, int p1, i64 n) {
+extern "C" __global__ void conv_2d_dw(const tg_args_conv_2d_dw args) {
     TG_PDL();
+    const tg_t &o = args.o, &kr = args.kr, &in = args.in;
+    const int s0 = args.s0, s1 = args.s1, p0 = args.p0, p1 = args.p1;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 ox, oy, c, b;
         tg_unravel(o, i, ox, oy, c, b);
@@ -109,8 +114,11 @@ extern "C" __global__ void conv_2d_dw(tg_t o, tg_t kr, tg_t in, int s0, int s1, 
 
 /* kernel [K, C], input [C, T, N], out [C, OT, N]; adjacent threads take
  * adjacent channels, so every load is coalesced. */
-extern "C" __global__ void conv_1d_dw(tg_t o, tg_t kr, tg_t in, int s, int p, i64 n) {
+extern "C" __global__ void conv_1d_dw(const tg_args_conv_1d_dw args) {
     TG_PDL();
+    const tg_t &o = args.o, &kr = args.kr, &in = args.in;
+    const int s = args.s, p = args.p;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 c, ot, b, u;
         tg_unravel(o, i, c, ot, b, u);

@@ -15,21 +15,23 @@
 __device__ __forceinline__ void copy_elem(char *dp, int dt, const char *sp, int st) {
     if (dt == st) {
         switch (dt) {
-        case TG_T_F16: case TG_T_BF16: *(unsigned short *)dp = *(const unsigned short *)sp; break;
-        case TG_T_I64: *(i64 *)dp = *(const i64 *)sp; break;
+        case TG_KT_F16: case TG_KT_BF16: *(unsigned short *)dp = *(const unsigned short *)sp; break;
+        case TG_KT_I64: *(i64 *)dp = *(const i64 *)sp; break;
         default: *(unsigned *)dp = *(const unsigned *)sp; break;
         }
-    } else if ((dt == TG_T_I32 || dt == TG_T_I64) && (st == TG_T_I32 || st == TG_T_I64)) {
-        i64 x = st == TG_T_I64 ? *(const i64 *)sp : (i64) * (const int *)sp;
-        if (dt == TG_T_I64) *(i64 *)dp = x;
+    } else if ((dt == TG_KT_I32 || dt == TG_KT_I64) && (st == TG_KT_I32 || st == TG_KT_I64)) {
+        i64 x = st == TG_KT_I64 ? *(const i64 *)sp : (i64) * (const int *)sp;
+        if (dt == TG_KT_I64) *(i64 *)dp = x;
         else *(int *)dp = (int)x;
     } else {
         tg_st(dp, dt, tg_ld(sp, st));
     }
 }
 
-extern "C" __global__ void cpy(tg_t d, tg_t s, i64 n) {
+extern "C" __global__ void cpy(const tg_args_cpy args) {
     TG_PDL();
+    const tg_t &d = args.d, &s = args.a;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 a0, a1, a2, a3, b0, b1, b2, b3;
         tg_unravel(s, i, a0, a1, a2, a3);
@@ -39,15 +41,22 @@ extern "C" __global__ void cpy(tg_t d, tg_t s, i64 n) {
 }
 
 /* Both contiguous, n elements. */
-extern "C" __global__ void cvt_c(char *d, int dt, int dsz, const char *s, int st, int ssz, i64 n) {
+extern "C" __global__ void cvt_c(const tg_args_cvt_c args) {
     TG_PDL();
+    char *d = args.d;
+    const char *s = args.s;
+    const int dt = args.dt, dsz = args.dsz, st = args.st, ssz = args.ssz;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
         copy_elem(d + i * dsz, dt, s + i * ssz, st);
 }
 
 /* out = a ++ b along dim; 4-byte elements (F32 or I32). */
-extern "C" __global__ void concat(tg_t o, tg_t a, tg_t b, int dim, i64 n) {
+extern "C" __global__ void concat(const tg_args_concat args) {
     TG_PDL();
+    const tg_t &o = args.o, &a = args.a, &b = args.b;
+    const int dim = args.dim;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 c[4];
         tg_unravel(o, i, c[0], c[1], c[2], c[3]);
@@ -63,12 +72,10 @@ extern "C" __global__ void concat(tg_t o, tg_t a, tg_t b, int dim, i64 n) {
     }
 }
 
-struct pad4 {
-    int lo[4];
-};
-
-extern "C" __global__ void pad(tg_t o, tg_t a, pad4 lo, i64 n) {
+extern "C" __global__ void pad(const tg_args_pad args) {
     TG_PDL();
+    const tg_t &o = args.o, &a = args.a;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 c[4];
         tg_unravel(o, i, c[0], c[1], c[2], c[3]);
@@ -76,7 +83,7 @@ extern "C" __global__ void pad(tg_t o, tg_t a, pad4 lo, i64 n) {
         i64 s[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            s[k] = c[k] - lo.lo[k];
+            s[k] = c[k] - args.lo[k];
             in = in && s[k] >= 0 && s[k] < a.ne[k];
         }
         float x = in ? tg_ld(a.p + tg_off(a, s[0], s[1], s[2], s[3]), a.type) : 0.0f;
@@ -86,8 +93,12 @@ extern "C" __global__ void pad(tg_t o, tg_t a, pad4 lo, i64 n) {
 
 /* Contiguous F32 to BF16 (to_bf16 = 1) or F16, four elements a thread: the
  * activations' conversion in front of a matrix product. */
-extern "C" __global__ void cvt_f32_16_c4(ushort4 *d, const float4 *s, i64 n4, int to_bf16) {
+extern "C" __global__ void cvt_f32_16_c4(const tg_args_cvt_f32_16_c4 args) {
     TG_PDL();
+    ushort4 *d = args.d;
+    const float4 *s = args.s;
+    const i64 n4 = args.n4;
+    const int to_bf16 = args.to_bf16;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
         float4 v = s[i];
         ushort4 o;

@@ -13,17 +13,17 @@
  */
 #include "common.cuh"
 
-/* TG_OP: 0 add, 1 sub, 2 mul, 3 div, 4 scale, 5 relu, 6 silu, 7 sigmoid */
+/* TG_OP: one of kargs.cuh's TG_EW_* codes. */
 #ifndef TG_OP
-#define TG_OP 0
+#define TG_OP TG_EW_ADD
 #endif
 
 __device__ __forceinline__ float bin(float a, float b) {
-#if TG_OP == 0
+#if TG_OP == TG_EW_ADD
     return a + b;
-#elif TG_OP == 1
+#elif TG_OP == TG_EW_SUB
     return a - b;
-#elif TG_OP == 2
+#elif TG_OP == TG_EW_MUL
     return a * b;
 #else
     return a / b;
@@ -31,19 +31,21 @@ __device__ __forceinline__ float bin(float a, float b) {
 }
 
 __device__ __forceinline__ float un(float x, float s) {
-#if TG_OP == 4
+#if TG_OP == TG_EW_SCALE
     return x * s;
-#elif TG_OP == 5
+#elif TG_OP == TG_EW_RELU
     return x > 0.0f ? x : 0.0f;
-#elif TG_OP == 6
+#elif TG_OP == TG_EW_SILU
     return x / (1.0f + expf(-x));
 #else
     return 1.0f / (1.0f + expf(-x));
 #endif
 }
 
-extern "C" __global__ void ew_binary(tg_t d, tg_t a, tg_t b, i64 n) {
+extern "C" __global__ void ew_binary(const tg_args_ew_binary args) {
     TG_PDL();
+    const tg_t &d = args.d, &a = args.a, &b = args.b;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 i0, i1, i2, i3;
         tg_unravel(d, i, i0, i1, i2, i3);
@@ -67,9 +69,11 @@ __device__ __forceinline__ void ew_binary4(void *d, const float4 *a, const float
  * 2^31 groups the index math is 32-bit: a broadcast's modulo then costs a
  * fraction of the 64-bit one, which matters for the small kernels of a
  * decoder step, where a node's time is mostly its latency. */
-extern "C" __global__ void ew_binary_c4(void *d, const float4 *a, const float4 *b, i64 n4, i64 na4,
-                                        i64 nb4) {
+extern "C" __global__ void ew_binary_c4(const tg_args_ew_binary_c4 args) {
     TG_PDL();
+    void *d = args.d;
+    const float4 *a = args.a, *b = args.b;
+    const i64 n4 = args.n4, na4 = args.na4, nb4 = args.nb4;
     if (n4 <= 0x7fffffff) {
         unsigned n = (unsigned)n4, na = (unsigned)na4, nb = (unsigned)nb4;
         for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
@@ -80,8 +84,11 @@ extern "C" __global__ void ew_binary_c4(void *d, const float4 *a, const float4 *
         ew_binary4(d, a, b, i, na4 == n4 ? i : i % na4, nb4 == n4 ? i : i % nb4);
 }
 
-extern "C" __global__ void ew_unary(tg_t d, tg_t a, float s, i64 n) {
+extern "C" __global__ void ew_unary(const tg_args_ew_unary args) {
     TG_PDL();
+    const tg_t &d = args.d, &a = args.a;
+    const float s = args.s;
+    const i64 n = args.n;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
         i64 i0, i1, i2, i3;
         tg_unravel(d, i, i0, i1, i2, i3);
@@ -90,8 +97,12 @@ extern "C" __global__ void ew_unary(tg_t d, tg_t a, float s, i64 n) {
     }
 }
 
-extern "C" __global__ void ew_unary_c4(void *d, const float4 *a, float s, i64 n4) {
+extern "C" __global__ void ew_unary_c4(const tg_args_ew_unary_c4 args) {
     TG_PDL();
+    void *d = args.d;
+    const float4 *a = args.a;
+    const float s = args.s;
+    const i64 n4 = args.n4;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
         float4 x = a[i];
         float4 r;

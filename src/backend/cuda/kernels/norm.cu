@@ -33,8 +33,11 @@ __device__ __forceinline__ void norm_store4(void *d, i64 at, float4 x, float mea
     tg_store4(d, at, y);
 }
 
-extern "C" __global__ void layer_norm(tg_t d, tg_t a, const float *w, const float *b, float eps) {
+extern "C" __global__ void layer_norm(const tg_args_layer_norm args) {
     TG_PDL();
+    const tg_t &d = args.d, &a = args.a;
+    const float *w = args.w, *b = args.b;
+    const float eps = args.eps;
     __shared__ float sh[32];
     i64 r = blockIdx.x;
     i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
@@ -59,9 +62,12 @@ extern "C" __global__ void layer_norm(tg_t d, tg_t a, const float *w, const floa
 }
 
 /* a and d contiguous F32 rows of n = 4*n4 floats, n4 <= blockDim.x * TG_NORM_VEC. */
-extern "C" __global__ void layer_norm_c4(void *d, const float4 *a, const float4 *w, const float4 *b,
-                                         int n4, float eps) {
+extern "C" __global__ void layer_norm_c4(const tg_args_layer_norm_c4 args) {
     TG_PDL();
+    void *d = args.d;
+    const float4 *a = args.a, *w = args.w, *b = args.b;
+    const int n4 = args.n4;
+    const float eps = args.eps;
     __shared__ float sh[32];
     const float4 *src = a + (i64)blockIdx.x * n4;
     const i64 dst = (i64)blockIdx.x * n4;
@@ -96,9 +102,13 @@ extern "C" __global__ void layer_norm_c4(void *d, const float4 *a, const float4 
  * floats, n4 <= 32*TG_NORM_WV. No block barriers; the row lives in
  * registers, so it crosses device memory once each way. */
 #define TG_NORM_WV 16
-extern "C" __global__ void layer_norm_w4(void *d, const float4 *a, const float4 *w, const float4 *b, int n4,
-                                         i64 rows, float eps) {
+extern "C" __global__ void layer_norm_w4(const tg_args_layer_norm_w4 args) {
     TG_PDL();
+    void *d = args.d;
+    const float4 *a = args.a, *w = args.w, *b = args.b;
+    const int n4 = args.n4;
+    const i64 rows = args.rows;
+    const float eps = args.eps;
     i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     int lane = threadIdx.x & 31;

@@ -9,8 +9,9 @@
  */
 #include "common.cuh"
 
-extern "C" __global__ void argmax(tg_t o, tg_t a) {
+extern "C" __global__ void argmax(const tg_args_argmax args) {
     TG_PDL();
+    const tg_t &o = args.o, &a = args.a;
     __shared__ float sv[32];
     __shared__ i64 si[32];
     i64 r = blockIdx.x;
@@ -50,8 +51,10 @@ extern "C" __global__ void argmax(tg_t o, tg_t a) {
 }
 
 /* Sum (div = 1) or mean (div = ne0) over dim 0; out [1, ne1, ne2, ne3]. */
-extern "C" __global__ void sum_rows(tg_t o, tg_t a, float div) {
+extern "C" __global__ void sum_rows(const tg_args_sum_rows args) {
     TG_PDL();
+    const tg_t &o = args.o, &a = args.a;
+    const float div = args.div;
     __shared__ float sh[32];
     i64 r = blockIdx.x;
     i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
@@ -63,8 +66,10 @@ extern "C" __global__ void sum_rows(tg_t o, tg_t a, float div) {
 }
 
 /* GLU over dim 0: out[i] = a[i] * sigmoid(a[i + n/2]). */
-extern "C" __global__ void glu(tg_t o, tg_t a, i64 n) {
+extern "C" __global__ void glu(const tg_args_glu args) {
     TG_PDL();
+    const tg_t &o = args.d, &a = args.a;
+    const i64 n = args.n;
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
         i64 i0, i1, i2, i3;
         tg_unravel(o, e, i0, i1, i2, i3);

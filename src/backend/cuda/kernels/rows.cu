@@ -13,12 +13,14 @@
 
 __device__ __forceinline__ i64 ld_id(const tg_t &ids, i64 i, i64 i2, i64 i3) {
     const char *p = ids.p + tg_off_bc(ids, i, i2, i3, 0);
-    return ids.type == TG_T_I64 ? *(const i64 *)p : (i64) * (const int *)p;
+    return ids.type == TG_KT_I64 ? *(const i64 *)p : (i64) * (const int *)p;
 }
 
 /* a [n, rows, d2, d3], ids [k, d2, d3], out [n, k, d2, d3] */
-extern "C" __global__ void get_rows(tg_t o, tg_t a, tg_t ids, i64 n) {
+extern "C" __global__ void get_rows(const tg_args_get_rows args) {
     TG_PDL();
+    const tg_t &o = args.d, &a = args.a, &ids = args.ids;
+    const i64 n = args.n;
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
         i64 i0, i, i2, i3;
         tg_unravel(o, e, i0, i, i2, i3);
@@ -32,8 +34,10 @@ extern "C" __global__ void get_rows(tg_t o, tg_t a, tg_t ids, i64 n) {
 }
 
 /* d [n, rows, d2, d3] (the destination's view), s [n, k, d2, d3], ids [k, d2, d3] */
-extern "C" __global__ void set_rows(tg_t d, tg_t s, tg_t ids, i64 n) {
+extern "C" __global__ void set_rows(const tg_args_set_rows args) {
     TG_PDL();
+    const tg_t &d = args.d, &s = args.a, &ids = args.ids;
+    const i64 n = args.n;
     for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
         i64 i0, i, i2, i3;
         tg_unravel(s, e, i0, i, i2, i3);

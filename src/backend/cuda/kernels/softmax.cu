@@ -10,8 +10,11 @@
  */
 #include "common.cuh"
 
-extern "C" __global__ void soft_max(tg_t d, tg_t a, tg_t mask, int has_mask, float scale) {
+extern "C" __global__ void soft_max(const tg_args_soft_max args) {
     TG_PDL();
+    const tg_t &d = args.d, &a = args.a, &mask = args.mask;
+    const int has_mask = args.has_mask;
+    const float scale = args.scale;
     __shared__ float shm[32], shs[32];
     i64 r = blockIdx.x;
     i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
@@ -46,8 +49,12 @@ extern "C" __global__ void soft_max(tg_t d, tg_t a, tg_t mask, int has_mask, flo
  * contiguous and 16-byte aligned (mask too), ne0 = 4*n4 <= 4*32*TG_SM_WV:
  * the row (with the mask added) is read once into registers. */
 #define TG_SM_WV 12
-extern "C" __global__ void __launch_bounds__(256) soft_max_w4(tg_t d, tg_t a, tg_t mask, int has_mask, float scale, i64 rows) {
+extern "C" __global__ void __launch_bounds__(256) soft_max_w4(const tg_args_soft_max_w4 args) {
     TG_PDL();
+    const tg_t &d = args.d, &a = args.a, &mask = args.mask;
+    const int has_mask = args.has_mask;
+    const float scale = args.scale;
+    const i64 rows = args.rows;
     i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     int lane = threadIdx.x & 31;

@@ -1,0 +1,429 @@
+/*
+ * cuda_matmul.c: the matrix products, through cuBLASLt: which type the
+ * operands are fed in (and whether either needs a conversion pass first,
+ * into the scratch), the plan per shape (matmul descriptor, layouts, the
+ * heuristic's algorithm for the alignments at hand) made once and kept in
+ * the context, the bias (+ relu) epilogue, and the cuBLASLt launch.
+ *
+ * The plan is keyed by everything the heuristic saw (types, shapes, leading
+ * dimensions, batch strides, pointer alignments, epilogue), so a shape seen
+ * before costs a lookup and no heuristic call; only the bias pointer, which
+ * the plan's descriptor holds, is set again per launch. Products whose
+ * weights are shared by every batch and whose activations are evenly
+ * strided run as one product with all the columns; the rest batch over the
+ * activations that share a weight matrix.
+ *
+ * Not here: the conversion kernels (cuda_ops.c, tg_cuda_convert), the
+ * choice to fuse a bias add (tg_cuda_fuse_len), the workspace (owned by the
+ * context).
+ */
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "op_params.h"
+
+static cudaDataType_t lt_type(tg_type t) {
+    return t == TG_F16 ? CUDA_R_16F : t == TG_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static uint32_t align_of(uint64_t x) {
+    uint64_t a = x & (~x + 1);
+    return a == 0 || a > 256 ? 256 : (uint32_t)a;
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+typedef struct mm_setup {
+    tg_type target;      /* the type both operands are fed in */
+    cublasComputeType_t compute;
+    bool conv_a, conv_b;
+} mm_setup;
+
+static bool usable_as(const tg_tensor *t, tg_type target) {
+    size_t es = tg_type_size(target);
+    return t->type == target && t->nb[0] == es && t->nb[1] % es == 0 && t->nb[2] % es == 0 &&
+           t->nb[3] % es == 0 && ((uintptr_t)t->data) % es == 0 && t->nb[1] / es >= (size_t)t->ne[0];
+}
+
+static mm_setup mm_choose(const tg_cuda_ctx *c, const tg_tensor *node) {
+    const tg_tensor *a = node->src[0], *b = node->src[1];
+    mm_setup s;
+    bool prec32 = tg_node_prec(node) == TG_PREC_F32 || c->dev->props.tc_level == 0;
+    if (prec32 || a->type == TG_F32) {
+        s.target = TG_F32;
+        s.compute = prec32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+    } else {
+        s.target = a->type;
+        s.compute = CUBLAS_COMPUTE_32F;
+    }
+    s.conv_a = !usable_as(a, s.target);
+    s.conv_b = !usable_as(b, s.target);
+    return s;
+}
+
+size_t tg_cuda_mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
+    mm_setup s = mm_choose(c, node);
+    size_t es = tg_type_size(s.target), n = 0;
+    if (s.conv_a) n += tg_cuda_align256((size_t)tg_nelements(node->src[0]) * es);
+    if (s.conv_b) n += tg_cuda_align256((size_t)tg_nelements(node->src[1]) * es);
+    return n;
+}
+
+/* Attention on the tensor cores (attention_mma.cu); the rest (F32 precision,
+ * other head sizes) takes the F32 kernel (attention.cu). */
+static tg_status lt_fail(cublasStatus_t s, const char *what) {
+    return tg_status_new(TG_ERR_DEVICE, "cuBLASLt %s failed (status %d)", what, (int)s);
+}
+
+static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
+    for (int i = 0; i < c->n_plans; i++)
+        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
+            *out = &c->plans[i];
+            return NULL;
+        }
+    const tg_cublaslt_api *lt = c->dev->lt;
+    cuda_mm_plan p;
+    memset(&p, 0, sizeof p);
+    p.key = *k;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasStatus_t s;
+    tg_status st = NULL;
+    const char *what = "create";
+    if ((s = lt->cublasLtMatmulDescCreate(&p.op, (cublasComputeType_t)k->compute, CUDA_R_32F))) goto lt_err;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    what = "set attributes";
+    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta))) goto lt_err;
+    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) goto lt_err;
+    if (k->epilogue) {
+        cublasLtEpilogue_t ep = (cublasLtEpilogue_t)k->epilogue;
+        cudaDataType_t bt = CUDA_R_32F;
+        if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep))) goto lt_err;
+        if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt)))
+            goto lt_err;
+    }
+    what = "layouts";
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, (cudaDataType_t)k->atype, (uint64_t)k->k, (uint64_t)k->n, k->lda)))
+        goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, (cudaDataType_t)k->btype, (uint64_t)k->k, (uint64_t)k->m, k->ldb)))
+        goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->n, (uint64_t)k->m, k->ldd))) goto lt_err;
+    if (k->batch > 1) {
+        int32_t bc = (int32_t)k->batch;
+        cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
+        int64_t strides[3] = {k->sa, k->sb, k->sd};
+        for (int i = 0; i < 3; i++) {
+            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc)))
+                goto lt_err;
+            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &strides[i], sizeof strides[i])))
+                goto lt_err;
+        }
+    }
+    what = "preference";
+    if ((s = lt->cublasLtMatmulPreferenceCreate(&pref))) goto lt_err;
+    uint64_t ws = c->lt_ws_size;
+    uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
+    if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
+        goto lt_err;
+    const cublasLtMatmulPreferenceAttributes_t aa[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, aa[i], &al[i], sizeof al[i]))) goto lt_err;
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    what = "heuristic";
+    s = lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &res, &n_res);
+    if (s || n_res == 0) {
+        st = tg_status_new(TG_ERR_UNSUPPORTED,
+                           "cuBLASLt has no algorithm for a %lldx%lldx%lld product (types %d/%d, batch %lld, status %d)",
+                           (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
+                           (long long)k->batch, (int)s);
+        goto fail;
+    }
+    p.algo = res.algo;
+    p.ws = res.workspaceSize;
+    lt->cublasLtMatmulPreferenceDestroy(pref);
+    pref = NULL;
+    if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "matmul plans");
+        goto fail;
+    }
+    c->plans[c->n_plans] = p;
+    *out = &c->plans[c->n_plans++];
+    return NULL;
+lt_err:
+    st = lt_fail(s, what);
+fail:
+    if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
+    if (p.la) lt->cublasLtMatrixLayoutDestroy(p.la);
+    if (p.lb) lt->cublasLtMatrixLayoutDestroy(p.lb);
+    if (p.ld) lt->cublasLtMatrixLayoutDestroy(p.ld);
+    if (p.op) lt->cublasLtMatmulDescDestroy(p.op);
+    return st;
+}
+
+void tg_cuda_mm_free(tg_cuda_ctx *c) {
+    const tg_cublaslt_api *lt = c->dev->lt;
+    for (int i = 0; i < c->n_plans && lt; i++) {
+        lt->cublasLtMatrixLayoutDestroy(c->plans[i].la);
+        lt->cublasLtMatrixLayoutDestroy(c->plans[i].lb);
+        lt->cublasLtMatrixLayoutDestroy(c->plans[i].ld);
+        lt->cublasLtMatmulDescDestroy(c->plans[i].op);
+    }
+    tg_free(c->plans);
+    c->plans = NULL;
+    c->n_plans = c->cap_plans = 0;
+}
+
+
+/* The product of node = mul_mat(a, b), optionally with a bias vector added
+ * (and relu applied) by the cuBLASLt epilogue; the result goes to out. */
+tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_tensor *bias,
+                                 bool relu, const tg_tensor *out, tg_type b_stored) {
+    const tg_tensor *a = node->src[0], *b = node->src[1];
+    const tg_cublaslt_api *lt = c->dev->lt;
+    mm_setup ms = mm_choose(c, node);
+    size_t es = tg_type_size(ms.target);
+    int64_t K = a->ne[0], N = a->ne[1], M = b->ne[1];
+    int64_t A2 = a->ne[2], A3 = a->ne[3], B2 = b->ne[2], B3 = b->ne[3];
+    if (N == 0 || M == 0 || B2 == 0 || B3 == 0) return NULL;
+    tg_status st;
+    CUdeviceptr pa = (CUdeviceptr)(uintptr_t)a->data, pb = (CUdeviceptr)(uintptr_t)b->data;
+    int64_t lda, sa2, sa3, ldb, sb2, sb3;
+    CUdeviceptr next = c->scratch;
+    if (ms.conv_a) {
+        if ((st = tg_cuda_convert(c, s, a, ms.target, next))) return st;
+        pa = next;
+        next += tg_cuda_align256((size_t)tg_nelements(a) * es);
+        lda = K, sa2 = K * N, sa3 = K * N * A2;
+    } else {
+        lda = (int64_t)(a->nb[1] / es), sa2 = (int64_t)(a->nb[2] / es), sa3 = (int64_t)(a->nb[3] / es);
+    }
+    if (b_stored != TG_F32 && b_stored == ms.target) {
+        /* Its producer already stored it in the product's type, contiguous. */
+        ldb = K, sb2 = K * M, sb3 = K * M * B2;
+    } else if (ms.conv_b) {
+        if ((st = tg_cuda_convert(c, s, b, ms.target, next))) return st;
+        pb = next;
+        ldb = K, sb2 = K * M, sb3 = K * M * B2;
+    } else {
+        ldb = (int64_t)(b->nb[1] / es), sb2 = (int64_t)(b->nb[2] / es), sb3 = (int64_t)(b->nb[3] / es);
+    }
+    CUdeviceptr pd = (CUdeviceptr)(uintptr_t)out->data;
+    int64_t ldd = (int64_t)(out->nb[1] / 4), sd2 = (int64_t)(out->nb[2] / 4), sd3 = (int64_t)(out->nb[3] / 4);
+
+    /* Weights shared by every batch and activations evenly strided: one
+     * product with M*B2*B3 columns. */
+    int64_t m_tot = M, n_b2 = B2, n_b3 = B3;
+    if (A2 == 1 && A3 == 1 && (B2 == 1 || (sb2 == ldb * M && sd2 == ldd * M)) &&
+        (B3 == 1 || (sb3 == sb2 * B2 && sd3 == sd2 * B2))) {
+        m_tot = M * B2 * B3;
+        n_b2 = n_b3 = 1;
+    }
+    int64_t r2 = B2 / A2, r3 = B3 / A3;
+    float alpha = 1.0f, beta = 0.0f;
+    int epilogue = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : 0;
+    for (int64_t i3 = 0; i3 < n_b3; i3++) {
+        /* One call per weight matrix in dim 2, batched over the activations
+         * that share it (all of dim 2 when A2 == B2 or A2 == 1). */
+        int64_t groups = (A2 == n_b2 || A2 == 1) ? 1 : A2;
+        for (int64_t g = 0; g < groups; g++) {
+            int64_t batch = groups == 1 ? n_b2 : r2;
+            int64_t b2_0 = groups == 1 ? 0 : g * r2;
+            int64_t sa = (A2 == 1 || groups > 1) ? 0 : sa2;
+            CUdeviceptr A = pa + (CUdeviceptr)(((i3 / r3) * sa3 + (groups > 1 ? g * sa2 : 0)) * (int64_t)es);
+            CUdeviceptr B = pb + (CUdeviceptr)((i3 * sb3 + b2_0 * sb2) * (int64_t)es);
+            CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
+            cuda_mm_key k;
+            memset(&k, 0, sizeof k);
+            k.atype = (int32_t)lt_type(ms.target);
+            k.btype = k.atype;
+            k.compute = (int32_t)ms.compute;
+            k.epilogue = epilogue;
+            k.m = m_tot, k.n = N, k.k = K, k.lda = lda, k.ldb = ldb, k.ldd = ldd;
+            k.batch = batch;
+            k.sa = sa, k.sb = sb2, k.sd = sd2;
+            k.align_a = (int32_t)min_u32(align_of(A), min_u32(align_of((uint64_t)(lda * (int64_t)es)),
+                                                               batch > 1 && sa ? align_of((uint64_t)(sa * (int64_t)es)) : 256));
+            k.align_b = (int32_t)min_u32(align_of(B), min_u32(align_of((uint64_t)(ldb * (int64_t)es)),
+                                                               batch > 1 ? align_of((uint64_t)(sb2 * (int64_t)es)) : 256));
+            k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * 4)),
+                                                               batch > 1 ? align_of((uint64_t)(sd2 * 4)) : 256));
+            if (bias) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of((uint64_t)(uintptr_t)bias->data));
+            cuda_mm_plan *p = NULL;
+            if ((st = mm_plan(c, &k, &p))) return tg_status_wrap(st, "mul_mat '%s'", node->name);
+            if (bias) {
+                const void *bp = bias->data;
+                cublasStatus_t ls = lt->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
+                if (ls) return lt_fail(ls, "bias pointer");
+            }
+            c->last_kernel = "cublasLtMatmul";
+            c->last_grid[0] = (unsigned)N;
+            c->last_grid[1] = (unsigned)m_tot;
+            c->last_grid[2] = (unsigned)batch;
+            c->last_block = (unsigned)K;
+            cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
+                                                   (const void *)(uintptr_t)B, p->lb, &beta, (void *)(uintptr_t)D, p->ld,
+                                                   (void *)(uintptr_t)D, p->ld, &p->algo, (void *)(uintptr_t)c->lt_ws,
+                                                   p->ws, s);
+            if (ls) {
+                st = lt_fail(ls, "matmul");
+                return tg_status_wrap(st, "mul_mat '%s' (%lldx%lldx%lld)", node->name, (long long)N,
+                                      (long long)m_tot, (long long)K);
+            }
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------ conv_2d 1x1 as a product
+ *
+ * conv_2d takes three paths (cuda_ops.c: encode_conv_2d), by shape (the subsampling of spec 2.1 has one of each kind;
+ * floors per 35 s clip, NOTES.md: conv0 writes 115 MB, 28 us at the copy;
+ * the 1x1 convs are 3.67 and 0.92 GFLOP, 55 and 14 us at the f32 peak):
+ * - 1x1, stride 1, no padding, pixels contiguous: a cuBLASLt product per
+ *   batch entry, out[pix, co] = sum_ci x[pix, ci] K[ci, co] with x read in
+ *   place (pix rows, ci columns, ld = x.nb[2]) and K as Cin x Cout (ld =
+ *   K.nb[3]); F32 operands, f32 compute, no TF32: conv_2d carries no
+ *   precision request and its conformance limit is the elementwise one
+ *   (tests/ops/cases_conv.c), so it must stay an f32 sum.
+ * - one input channel, 3x3, F32: conv_2d_c1_3x3 (kernels/conv.cu).
+ * - anything else: the direct kernel conv_2d, one thread per output. */
+
+/* Marks the 1x1 conv's plans in c->plans (key.pad_, zero in every mul_mat
+ * key): they are made with TRANSA = N, which mm_plan's are not. */
+#define CONV_PLAN_TAG 0x1c01
+
+bool tg_cuda_conv_1x1_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *k = n->src[0], *x = n->src[1];
+    int64_t P = x->ne[0] * x->ne[1];
+    return c->dev->lt != NULL && k->ne[0] == 1 && k->ne[1] == 1 && tg_param_i32(n, 0) == 1 &&
+           tg_param_i32(n, 1) == 1 && tg_param_i32(n, 2) == 0 && tg_param_i32(n, 3) == 0 && tg_cuda_f32_words(k) &&
+           tg_cuda_f32_words(x) && tg_cuda_f32_words(n) && k->nb[2] == 4 && k->nb[3] / 4 >= (size_t)k->ne[2] && x->nb[0] == 4 &&
+           x->nb[1] == 4 * (size_t)x->ne[0] && x->nb[2] / 4 >= (size_t)P && n->nb[0] == 4 &&
+           n->nb[1] == 4 * (size_t)n->ne[0] && n->nb[2] / 4 >= (size_t)P && x->ne[3] <= INT32_MAX;
+}
+
+/* The plan of a 1x1 conv's product, D (m x n) = A (m x k) B (k x n), all
+ * column-major F32, batched by strides sa, sb, sd; kept in c->plans with the
+ * products' plans (freed by tg_cuda_ops_free). It repeats mm_plan's steps
+ * with TRANSA = N and no epilogue; a transpose field in the key would let
+ * the two share one function. */
+static tg_status conv_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
+    for (int i = 0; i < c->n_plans; i++)
+        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
+            *out = &c->plans[i];
+            return NULL;
+        }
+    const tg_cublaslt_api *lt = c->dev->lt;
+    cuda_mm_plan p;
+    memset(&p, 0, sizeof p);
+    p.key = *k;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasStatus_t s;
+    tg_status st = NULL;
+    const char *what = "create";
+    if ((s = lt->cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) goto lt_err;
+    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    what = "set attributes";
+    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta))) goto lt_err;
+    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) goto lt_err;
+    what = "layouts";
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, CUDA_R_32F, (uint64_t)k->m, (uint64_t)k->k, k->lda))) goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_32F, (uint64_t)k->k, (uint64_t)k->n, k->ldb))) goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->m, (uint64_t)k->n, k->ldd))) goto lt_err;
+    if (k->batch > 1) {
+        int32_t bc = (int32_t)k->batch;
+        cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
+        int64_t strides[3] = {k->sa, k->sb, k->sd};
+        for (int i = 0; i < 3; i++) {
+            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc)))
+                goto lt_err;
+            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &strides[i], sizeof strides[i])))
+                goto lt_err;
+        }
+    }
+    what = "preference";
+    if ((s = lt->cublasLtMatmulPreferenceCreate(&pref))) goto lt_err;
+    /* No workspace: c->lt_ws is shared by the products, which the hazard
+     * classes keep one per run (cuda_context.c), but a conv_2d node is not
+     * classed with them and may run beside a product on another stream. */
+    uint64_t ws = 0;
+    uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
+    if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
+        goto lt_err;
+    const cublasLtMatmulPreferenceAttributes_t aa[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, aa[i], &al[i], sizeof al[i]))) goto lt_err;
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    what = "heuristic";
+    s = lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &res, &n_res);
+    if (s || n_res == 0) {
+        st = tg_status_new(TG_ERR_UNSUPPORTED,
+                           "cuBLASLt has no F32 algorithm for a %lldx%lldx%lld product (batch %lld, status %d)",
+                           (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch, (int)s);
+        goto fail;
+    }
+    p.algo = res.algo;
+    p.ws = res.workspaceSize;
+    lt->cublasLtMatmulPreferenceDestroy(pref);
+    pref = NULL;
+    if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "conv_2d plans");
+        goto fail;
+    }
+    c->plans[c->n_plans] = p;
+    *out = &c->plans[c->n_plans++];
+    return NULL;
+lt_err:
+    st = lt_fail(s, what);
+fail:
+    if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
+    if (p.la) lt->cublasLtMatrixLayoutDestroy(p.la);
+    if (p.lb) lt->cublasLtMatrixLayoutDestroy(p.lb);
+    if (p.ld) lt->cublasLtMatrixLayoutDestroy(p.ld);
+    if (p.op) lt->cublasLtMatmulDescDestroy(p.op);
+    return st;
+}
+
+/* out[w, h, co, b] = sum_ci K[0, 0, ci, co] x[w, h, ci, b] (conv_1x1_ok holds). */
+tg_status tg_cuda_conv_1x1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    const tg_tensor *kr = n->src[0], *x = n->src[1];
+    int64_t P = x->ne[0] * x->ne[1], Cin = kr->ne[2], Cout = kr->ne[3], B = x->ne[3];
+    CUdeviceptr A = (CUdeviceptr)(uintptr_t)x->data, Bm = (CUdeviceptr)(uintptr_t)kr->data;
+    CUdeviceptr D = (CUdeviceptr)(uintptr_t)n->data;
+    cuda_mm_key k;
+    memset(&k, 0, sizeof k);
+    k.atype = k.btype = (int32_t)CUDA_R_32F;
+    k.compute = (int32_t)CUBLAS_COMPUTE_32F;
+    k.m = P, k.n = Cout, k.k = Cin;
+    k.lda = (int64_t)(x->nb[2] / 4), k.ldb = (int64_t)(kr->nb[3] / 4), k.ldd = (int64_t)(n->nb[2] / 4);
+    k.batch = B;
+    k.sa = (int64_t)(x->nb[3] / 4), k.sb = 0, k.sd = (int64_t)(n->nb[3] / 4);
+    k.align_a = (int32_t)min_u32(align_of(A), min_u32(align_of(x->nb[2]), B > 1 ? align_of(x->nb[3]) : 256));
+    k.align_b = (int32_t)min_u32(align_of(Bm), align_of(kr->nb[3]));
+    k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of(n->nb[2]), B > 1 ? align_of(n->nb[3]) : 256));
+    k.pad_ = CONV_PLAN_TAG;
+    cuda_mm_plan *p = NULL;
+    tg_status st = conv_plan(c, &k, &p);
+    if (st) return tg_status_wrap(st, "conv_2d '%s' (1x1)", n->name);
+    float alpha = 1.0f, beta = 0.0f;
+    c->last_kernel = "cublasLtMatmul (conv_2d 1x1)";
+    c->last_grid[0] = (unsigned)P;
+    c->last_grid[1] = (unsigned)Cout;
+    c->last_grid[2] = (unsigned)B;
+    c->last_block = (unsigned)Cin;
+    const tg_cublaslt_api *lt = c->dev->lt;
+    cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
+                                           (const void *)(uintptr_t)Bm, p->lb, &beta, (void *)(uintptr_t)D, p->ld,
+                                           (void *)(uintptr_t)D, p->ld, &p->algo, NULL, 0, s);
+    if (ls)
+        return tg_status_wrap(lt_fail(ls, "matmul"), "conv_2d '%s' (1x1, %lldx%lldx%lld, batch %lld)", n->name,
+                              (long long)P, (long long)Cout, (long long)Cin, (long long)B);
+    return NULL;
+}

@@ -1,0 +1,121 @@
+/*
+ * cuda_profile.c: what the backend tells about its own work: the profile
+ * (CT_CUDA_PROFILE=1: per compute, host submit time and GPU time; =2 adds
+ * every node's kernel time from a pair of events around it, summed per op),
+ * the graph dump (CT_CUDA_DUMP_GRAPH=path: the next computed graph's nodes,
+ * kernels, launch shapes, and times when profiling), and the debug counts
+ * printed when a backend is freed (CT_CUDA_DEBUG=1).
+ *
+ * One compute's profile is a cuda_prof the compute owns from begin to end:
+ * begin opens the dump and makes the events, the node hooks record around
+ * each launch, report prints once the stream has finished. Per-node events
+ * and the dump need every node launched by itself, so a compute that has
+ * either launches directly (tg_cuda_prof_direct); the whole-compute times
+ * alone do not stop a replay.
+ *
+ * Not here: NVTX ranges (cuda_context.c marks computes and ops where it
+ * launches them), the counters themselves (kept by the context and ops).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "op_params.h"
+
+void tg_cuda_prof_begin(tg_cuda_ctx *c, const tg_graph *g, int n_runs, cuda_prof *out_pf) {
+    const tg_cu_api *cu = c->dev->cu;
+    cuda_prof *pf = out_pf;
+    memset(pf, 0, sizeof *pf);
+    if (c->dump_path) {
+        pf->dump = fopen(c->dump_path, "w");
+        if (!pf->dump) TG_WARN("%s: cannot write the graph dump to %s", c->name, c->dump_path);
+        else fprintf(pf->dump, "# %s: graph of %d nodes, %d concurrency runs\n", c->name, g->n_nodes, n_runs);
+        tg_free(c->dump_path);
+        c->dump_path = NULL;
+    }
+    if (!c->profile) return;
+    bool per_kernel = c->profile >= 2 || pf->dump;
+    cu->cuEventCreate(&pf->begin, CU_EVENT_DEFAULT);
+    cu->cuEventCreate(&pf->end, CU_EVENT_DEFAULT);
+    if (pf->begin) cu->cuEventRecord(pf->begin, c->stream);
+    if (per_kernel && (pf->ev = tg_calloc((size_t)g->n_nodes * 2, sizeof *pf->ev))) {
+        pf->n = g->n_nodes * 2;
+        for (int i = 0; i < pf->n; i++) cu->cuEventCreate(&pf->ev[i], CU_EVENT_DEFAULT);
+    }
+}
+
+void tg_cuda_prof_node_begin(const tg_cuda_ctx *c, cuda_prof *pf, int i, CUstream s) {
+    if (pf->ev) c->dev->cu->cuEventRecord(pf->ev[2 * i], s);
+}
+
+static void dump_node(FILE *f, const tg_cuda_ctx *c, int i, const tg_tensor *t, int len, int run, float ms) {
+    fprintf(f, "%4d %-28.28s %-10s %-4s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "] run %d", i,
+            t->name[0] ? t->name : "-", tg_op_name(t->op), tg_type_name(t->type), t->ne[0], t->ne[1], t->ne[2],
+            t->ne[3], run);
+    if (len > 1) fprintf(f, " fused x%d", len);
+    fprintf(f, " %s grid (%u,%u,%u) block %u smem %u", c->last_kernel ? c->last_kernel : "-", c->last_grid[0],
+            c->last_grid[1], c->last_grid[2], c->last_block, c->last_smem);
+    if (ms >= 0) fprintf(f, " %.3f ms", ms);
+    fputc('\n', f);
+}
+
+void tg_cuda_prof_node_end(const tg_cuda_ctx *c, cuda_prof *pf, int i, CUstream s, const tg_tensor *t, int len,
+                           int run) {
+    if (pf->ev) c->dev->cu->cuEventRecord(pf->ev[2 * i + 1], s);
+    if (pf->dump) dump_node(pf->dump, c, i, t, len, run, -1.0f);
+}
+
+void tg_cuda_prof_stop(const tg_cuda_ctx *c, cuda_prof *pf) {
+    if (pf->end) c->dev->cu->cuEventRecord(pf->end, c->stream);
+}
+
+void tg_cuda_prof_report(const tg_cuda_ctx *c, const tg_graph *g, const cuda_prof *pf, const char *mode,
+                         double t_submit_us, double t0_us) {
+    if (!c->profile) return;
+    const tg_cu_api *cu = c->dev->cu;
+    float gpu_ms = 0;
+    if (pf->begin && pf->end) cu->cuEventElapsedTime(&gpu_ms, pf->begin, pf->end);
+    fprintf(stderr, "[profile] %s: %d nodes (%s): host submit %.1f us, GPU %.3f ms, wall %.3f ms\n", c->name,
+            g->n_nodes, mode, t_submit_us, gpu_ms, (tg_cuda_now_us() - t0_us) / 1e3);
+    if (!pf->ev) return;
+    double by_op[TG_OP_COUNT] = {0};
+    int cnt[TG_OP_COUNT] = {0};
+    for (int i = 0; i < g->n_nodes; i++) {
+        float ms = 0;
+        if (tg_op_is_view(g->nodes[i]->op)) continue;
+        if (cu->cuEventElapsedTime(&ms, pf->ev[2 * i], pf->ev[2 * i + 1]) != CUDA_SUCCESS) continue;
+        by_op[g->nodes[i]->op] += ms;
+        cnt[g->nodes[i]->op]++;
+        if (pf->dump) fprintf(pf->dump, "time %4d %-28.28s %.4f ms\n", i, g->nodes[i]->name, ms);
+    }
+    for (int o = 0; o < TG_OP_COUNT; o++)
+        if (cnt[o]) fprintf(stderr, "[profile]   %-12s x%-5d %9.3f ms\n", tg_op_name((tg_op)o), cnt[o], by_op[o]);
+}
+
+void tg_cuda_prof_end(const tg_cuda_ctx *c, cuda_prof *pf) {
+    const tg_cu_api *cu = c->dev->cu;
+    if (pf->dump) fclose(pf->dump);
+    if (pf->ev) {
+        for (int i = 0; i < pf->n; i++)
+            if (pf->ev[i]) cu->cuEventDestroy(pf->ev[i]);
+        tg_free(pf->ev);
+    }
+    if (pf->begin) cu->cuEventDestroy(pf->begin);
+    if (pf->end) cu->cuEventDestroy(pf->end);
+    memset(pf, 0, sizeof *pf);
+}
+
+void tg_cuda_debug_report(const tg_cuda_ctx *c) {
+    if (!c->debug) return;
+    const tg_cuda_device *dev = c->dev;
+    fprintf(stderr,
+            "[debug] %s: %" PRIu64 " computes: %d direct, %d graph replays, %d captures, %d updates; fused: "
+            "%d matmul+bias, %d matmul+bias+relu, %d layer norm+affine, %d softmax+scale/mask, %d attention, "
+            "%d glu, %d norm/elementwise storing bf16/f16 for a product; %d kernel files compiled, %d from the "
+            "cache\n",
+            c->name, c->n_computes, c->n_direct, c->n_graph_hits, c->n_graph_captures, c->n_graph_updates,
+            c->n_fused[TG_FUSED_MM_BIAS], c->n_fused[TG_FUSED_MM_BIAS_RELU], c->n_fused[TG_FUSED_NORM_AFFINE],
+            c->n_fused[TG_FUSED_SOFTMAX], c->n_fused[TG_FUSED_ATTENTION], c->n_fused[TG_FUSED_GLU],
+            c->n_fused[TG_FUSED_EMIT], dev->n_compiled, dev->n_cache_hits);
+}

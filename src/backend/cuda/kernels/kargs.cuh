@@ -1,0 +1,315 @@
+/*
+ * kargs.cuh: what the host and the kernels must agree on, in one place: the
+ * element type codes, the elementwise op codes, the emit fusion's store
+ * kinds, the tensor descriptor, and one argument struct per kernel, which
+ * the kernel takes as its single by-value parameter and the host fills and
+ * launches with `void *params[] = {&args}`.
+ *
+ * Included as a plain C11 header by the host (cuda_ops.c and the others),
+ * and by the kernels under NVRTC (no system headers) and nvcc (the
+ * precompiled fatbins). So it holds only what C and CUDA C++ lay out
+ * alike: 32- and 64-bit integers, float, device pointers (tg_dp_*: typed
+ * pointers in the kernels, uint64_t on the host, 8 bytes either way), structs of
+ * those with every padding word spelled out. Each struct's size is asserted
+ * here, so the host and every kernel compile check it against the same
+ * number; TG_KERNELS pairs each kernel with its struct, and the host
+ * launches through that pairing (cuda_ops.c: LAUNCH) while
+ * tests/cuda/test_compile.c checks every compiled kernel's one parameter
+ * against it.
+ *
+ * Not here: the specialisations that are precompiled (variants.def), device
+ * helpers (common.cuh), anything only one side uses.
+ */
+#ifndef TG_KARGS_CUH
+#define TG_KARGS_CUH
+
+/* Device pointers: typed in the kernels, uint64_t on the host. Types, not
+ * a macro, so `tg_dp_cfloat4 a, b;` makes two pointers on both sides. */
+#if defined(__CUDACC__)
+typedef int tg_i32;
+typedef long long tg_i64;
+typedef void *tg_dp_void;
+typedef char *tg_dp_char;
+typedef const char *tg_dp_cchar;
+typedef const float *tg_dp_cfloat;
+typedef const float4 *tg_dp_cfloat4;
+typedef ushort4 *tg_dp_ushort4;
+typedef const unsigned short *tg_dp_cu16;
+#else
+#include <stdint.h>
+typedef int32_t tg_i32;
+typedef int64_t tg_i64;
+typedef uint64_t tg_dp_void, tg_dp_char, tg_dp_cchar, tg_dp_cfloat, tg_dp_cfloat4, tg_dp_ushort4, tg_dp_cu16;
+#endif
+
+#ifdef __cplusplus
+#define TG_KARGS_SIZE(type, n) static_assert(sizeof(type) == (n), #type ": host and kernels disagree")
+#else
+#define TG_KARGS_SIZE(type, n) _Static_assert(sizeof(type) == (n), #type ": host and kernels disagree")
+#endif
+
+/* Element types, the runtime's tg_type values (checked in cuda_ops.c). */
+#define TG_KT_F32 0
+#define TG_KT_F16 1
+#define TG_KT_BF16 2
+#define TG_KT_I32 3
+#define TG_KT_I64 4
+
+/* Elementwise ops: elementwise.cu's TG_OP specialisation. */
+#define TG_EW_ADD 0
+#define TG_EW_SUB 1
+#define TG_EW_MUL 2
+#define TG_EW_DIV 3
+#define TG_EW_SCALE 4
+#define TG_EW_RELU 5
+#define TG_EW_SILU 6
+#define TG_EW_SIGMOID 7
+#define TG_EW_COUNT 8
+
+/* The emit fusion (TG_OUT16, a specialisation of the vectorised
+ * elementwise and layer norm kernels): what they store for their
+ * matrix-product readers. */
+#define TG_EMIT_F32 0
+#define TG_EMIT_BF16 1
+#define TG_EMIT_F16 2
+
+/* Fusions, as counted per context (CT_CUDA_DEBUG). */
+enum {
+    TG_FUSED_MM_BIAS = 0,
+    TG_FUSED_MM_BIAS_RELU,
+    TG_FUSED_NORM_AFFINE,
+    TG_FUSED_SOFTMAX,
+    TG_FUSED_ATTENTION,
+    TG_FUSED_GLU,
+    TG_FUSED_EMIT,
+    TG_FUSED_KINDS
+};
+
+/* A tensor on the device: data pointer, shape, byte strides, type. */
+typedef struct tg_t {
+    tg_dp_char p;
+    tg_i64 ne[4];
+    tg_i64 nb[4];
+    tg_i32 type, pad_;
+} tg_t;
+TG_KARGS_SIZE(tg_t, 80);
+
+/* ----------------------------------------------------- elementwise.cu */
+
+typedef struct tg_ew_binary_args { tg_t d, a, b; tg_i64 n; } tg_ew_binary_args;
+TG_KARGS_SIZE(tg_ew_binary_args, 248);
+
+/* Contiguous F32: a and b repeat with periods na4, nb4 (float4 groups). */
+typedef struct tg_ew_binary4_args {
+    tg_dp_void d;
+    tg_dp_cfloat4 a, b;
+    tg_i64 n4, na4, nb4;
+} tg_ew_binary4_args;
+TG_KARGS_SIZE(tg_ew_binary4_args, 48);
+
+typedef struct tg_ew_unary_args { tg_t d, a; float s; tg_i32 pad_; tg_i64 n; } tg_ew_unary_args;
+TG_KARGS_SIZE(tg_ew_unary_args, 176);
+
+typedef struct tg_ew_unary4_args {
+    tg_dp_void d;
+    tg_dp_cfloat4 a;
+    float s;
+    tg_i32 pad_;
+    tg_i64 n4;
+} tg_ew_unary4_args;
+TG_KARGS_SIZE(tg_ew_unary4_args, 32);
+
+/* ------------------------------------------------------------ norm.cu */
+
+/* w, b: the affine, 0 when absent. */
+typedef struct tg_norm_args {
+    tg_t d, a;
+    tg_dp_cfloat w, b;
+    float eps;
+    tg_i32 pad_;
+} tg_norm_args;
+TG_KARGS_SIZE(tg_norm_args, 184);
+
+/* Contiguous F32 rows of 4*n4 floats; rows: layer_norm_w4 only. */
+typedef struct tg_norm4_args {
+    tg_dp_void d;
+    tg_dp_cfloat4 a, w, b;
+    tg_i64 rows;
+    tg_i32 n4;
+    float eps;
+} tg_norm4_args;
+TG_KARGS_SIZE(tg_norm4_args, 48);
+
+/* --------------------------------------------------------- softmax.cu */
+
+/* rows: soft_max_w4 only. */
+typedef struct tg_softmax_args {
+    tg_t d, a, mask;
+    tg_i64 rows;
+    tg_i32 has_mask;
+    float scale;
+} tg_softmax_args;
+TG_KARGS_SIZE(tg_softmax_args, 256);
+
+/* ------------------------------------- attention.cu, attention_mma.cu */
+
+typedef struct tg_attention_args {
+    tg_t o, q, k, v, mask;
+    tg_i32 has_mask;
+    float scale;
+} tg_attention_args;
+TG_KARGS_SIZE(tg_attention_args, 408);
+
+/* K and V packed first (kp, vtp: bf16, Tkp keys); k and v give the shapes. */
+typedef struct tg_attention_packed_args {
+    tg_t o, q, k, v;
+    tg_dp_cu16 kp, vtp;
+    tg_t mask;
+    tg_i32 tkp, has_mask;
+    float scale;
+    tg_i32 pad_;
+} tg_attention_packed_args;
+TG_KARGS_SIZE(tg_attention_packed_args, 432);
+
+/* attn_pack_k (t = K) and attn_pack_vt (t = V) into dst. */
+typedef struct tg_attn_pack_args {
+    tg_dp_void dst;
+    tg_t t;
+    tg_i32 tkp, pad_;
+} tg_attn_pack_args;
+TG_KARGS_SIZE(tg_attn_pack_args, 96);
+
+/* ---------------------------------------------------- attention_split.cu */
+
+/* Chunk partials: part[(s * rows + r) * (Dv + 2) + ...], floats. */
+typedef struct tg_attn_split_args {
+    tg_dp_void part;
+    tg_t q, k, v, mask;
+    tg_i32 has_mask;
+    float scale;
+} tg_attn_split_args;
+TG_KARGS_SIZE(tg_attn_split_args, 336);
+
+typedef struct tg_attn_split_combine_args {
+    tg_t o;
+    tg_dp_cfloat part;
+    tg_i32 n_split, tq, h, pad_;
+} tg_attn_split_combine_args;
+TG_KARGS_SIZE(tg_attn_split_combine_args, 104);
+
+/* ------------------------------------------------------------ conv.cu */
+
+/* Output channels per block of conv_2d_c1_3x3: their 9 weights sit in
+ * shared memory. */
+#define TG_CONV_C1_TILE 32
+
+/* conv_2d with one input channel and a 3x3 kernel: stride and padding
+ * along W (dim 0) and H (dim 1). */
+typedef struct tg_conv_c1_args {
+    tg_t o, k, x;
+    tg_i32 s0, s1, p0, p1;
+} tg_conv_c1_args;
+TG_KARGS_SIZE(tg_conv_c1_args, 256);
+
+typedef struct tg_conv2d_args {
+    tg_t o, kr, in;
+    tg_i32 s0, s1, p0, p1;
+    tg_i64 n;
+} tg_conv2d_args;
+TG_KARGS_SIZE(tg_conv2d_args, 264);
+
+typedef struct tg_conv1d_args { tg_t o, kr, in; tg_i32 s, p; tg_i64 n; } tg_conv1d_args;
+TG_KARGS_SIZE(tg_conv1d_args, 256);
+
+/* ------------------------------------------------- copy.cu, reduce.cu */
+
+/* n elements of d (cpy) or of o (glu) from a. */
+typedef struct tg_flat2_args { tg_t d, a; tg_i64 n; } tg_flat2_args;
+TG_KARGS_SIZE(tg_flat2_args, 168);
+
+/* Both contiguous: types and element sizes. */
+typedef struct tg_cvt_args {
+    tg_dp_char d;
+    tg_dp_cchar s;
+    tg_i32 dt, dsz, st, ssz;
+    tg_i64 n;
+} tg_cvt_args;
+TG_KARGS_SIZE(tg_cvt_args, 40);
+
+typedef struct tg_cvt16_args {
+    tg_dp_ushort4 d;
+    tg_dp_cfloat4 s;
+    tg_i64 n4;
+    tg_i32 to_bf16, pad_;
+} tg_cvt16_args;
+TG_KARGS_SIZE(tg_cvt16_args, 32);
+
+typedef struct tg_concat_args { tg_t o, a, b; tg_i32 dim, pad_; tg_i64 n; } tg_concat_args;
+TG_KARGS_SIZE(tg_concat_args, 256);
+
+typedef struct tg_pad_args { tg_t o, a; tg_i32 lo[4]; tg_i64 n; } tg_pad_args;
+TG_KARGS_SIZE(tg_pad_args, 184);
+
+/* argmax and sum_rows (div: 1 for the sum, ne0 for the mean). */
+typedef struct tg_reduce_args { tg_t o, a; float div; tg_i32 pad_; } tg_reduce_args;
+TG_KARGS_SIZE(tg_reduce_args, 168);
+
+/* ------------------------------------------------------------ rows.cu */
+
+typedef struct tg_rows_args { tg_t d, a, ids; tg_i64 n; } tg_rows_args;
+TG_KARGS_SIZE(tg_rows_args, 248);
+
+/* ----------------------------------------------------------- probe.cu */
+
+/* probe_bf16_cvt (x), probe_mma_bf16, fault, chain_step: one pointer. */
+typedef struct tg_probe_args { tg_dp_void out; float x; tg_i32 pad_; } tg_probe_args;
+TG_KARGS_SIZE(tg_probe_args, 16);
+
+typedef struct tg_spin_args { tg_i64 cycles; } tg_spin_args;
+TG_KARGS_SIZE(tg_spin_args, 8);
+
+/* Every kernel with its file and its argument struct: X(file stem, kernel,
+ * struct). Each kernel's one parameter has type tg_args_<kernel>, made
+ * below. probe.cu's nop takes no parameter and is not listed. */
+#define TG_KERNELS(X)                                        \
+    X(elementwise, ew_binary, tg_ew_binary_args)             \
+    X(elementwise, ew_binary_c4, tg_ew_binary4_args)         \
+    X(elementwise, ew_unary, tg_ew_unary_args)               \
+    X(elementwise, ew_unary_c4, tg_ew_unary4_args)           \
+    X(norm, layer_norm, tg_norm_args)                        \
+    X(norm, layer_norm_c4, tg_norm4_args)                    \
+    X(norm, layer_norm_w4, tg_norm4_args)                    \
+    X(softmax, soft_max, tg_softmax_args)                    \
+    X(softmax, soft_max_w4, tg_softmax_args)                 \
+    X(attention, attention, tg_attention_args)               \
+    X(attention_mma, attention_mma, tg_attention_args)       \
+    X(attention_mma, attention_mma_packed, tg_attention_packed_args) \
+    X(attention_mma, attn_pack_k, tg_attn_pack_args)         \
+    X(attention_mma, attn_pack_vt, tg_attn_pack_args)        \
+    X(conv, conv_2d, tg_conv2d_args)                         \
+    X(conv, conv_2d_dw, tg_conv2d_args)                      \
+    X(conv, conv_2d_c1_3x3, tg_conv_c1_args)                 \
+    X(attention_split, attn_split, tg_attn_split_args)       \
+    X(attention_split, attn_split_combine, tg_attn_split_combine_args) \
+    X(conv, conv_1d_dw, tg_conv1d_args)                      \
+    X(copy, cpy, tg_flat2_args)                              \
+    X(copy, cvt_c, tg_cvt_args)                              \
+    X(copy, concat, tg_concat_args)                          \
+    X(copy, pad, tg_pad_args)                                \
+    X(copy, cvt_f32_16_c4, tg_cvt16_args)                    \
+    X(reduce, argmax, tg_reduce_args)                        \
+    X(reduce, sum_rows, tg_reduce_args)                      \
+    X(reduce, glu, tg_flat2_args)                            \
+    X(rows, get_rows, tg_rows_args)                          \
+    X(rows, set_rows, tg_rows_args)                          \
+    X(probe, probe_bf16_cvt, tg_probe_args)                  \
+    X(probe, probe_mma_bf16, tg_probe_args)                  \
+    X(probe, fault, tg_probe_args)                           \
+    X(probe, spin, tg_spin_args)                             \
+    X(probe, chain_step, tg_probe_args)
+
+#define TG_KARGS_TYPEDEF(file, kernel, type) typedef type tg_args_##kernel;
+TG_KERNELS(TG_KARGS_TYPEDEF)
+#undef TG_KARGS_TYPEDEF
+
+#endif /* TG_KARGS_CUH */
