@@ -184,6 +184,10 @@ static void add_copies(case_list *l) {
         {TG_F32, TG_F32, {127, 9, 2, 1}, L_T01, -1, 1},
         {TG_F16, TG_F16, {33, 5, 2, 1}, L_T12, -1, 1},
         {TG_BF16, TG_BF16, {33, 5, 2, 1}, L_T01, -1, 1},
+        /* heads split or merged (dims 1 and 2 swapped, rows intact): the
+         * CUDA backend copies row by row (copy.cu: cpy_rows4) */
+        {TG_F32, TG_F32, {160, 37, 8, 2}, L_T12, -1, 1},
+        {TG_I32, TG_I32, {64, 9, 3, 2}, L_T12, -1000, 1000},
     };
     char s0[96], s1[96];
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
@@ -199,8 +203,8 @@ static void add_copies(case_list *l) {
                   p.i[0] ? "cont" : "cast", tg_type_name(cs[k].from), tg_type_name(cs[k].to),
                   cp_shape(&p, 0, s0, sizeof s0), (double)cs[k].lo, (double)cs[k].hi);
     }
-    static const int rel[][2] = {{7, 2}, {33, 2}};
-    for (size_t k = 0; k < 2; k++) {
+    static const int rel[][2] = {{7, 2}, {33, 2}, {50, 3}};
+    for (size_t k = 0; k < 3; k++) {
         case_params p = cp_new();
         p.i[0] = rel[k][0];
         p.i[1] = rel[k][1];

@@ -518,6 +518,15 @@ static tg_status encode_conv_2d(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) 
     return LAUNCH_FLAT(c, s, "conv.cu", conv_2d, a);
 }
 
+/* cpy_rows4's case: the same shape and one 4-byte type on both sides, rows
+ * contiguous in dim 0, row count and strides within 32-bit row indexing. */
+static bool rows4_ok(const tg_tensor *a, const tg_tensor *n) {
+    if (a->type != n->type || tg_type_size(a->type) != 4 || a->nb[0] != 4 || n->nb[0] != 4) return false;
+    for (int k = 0; k < 4; k++)
+        if (a->ne[k] != n->ne[k]) return false;
+    return a->ne[0] >= 16 && a->ne[1] * a->ne[2] * a->ne[3] <= (int64_t)UINT32_MAX / 2;
+}
+
 static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     const tg_tensor *a = n->src[0];
     int64_t ne = tg_nelements(a);
@@ -529,6 +538,11 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
         return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, "cpy");
     }
     if (tg_is_contiguous(a) && tg_is_contiguous(n)) return encode_cvt(c, s, dptr(n->data), n->type, a, ne);
+    if (rows4_ok(a, n)) {
+        tg_args_cpy_rows4 r = {.d = desc(n), .a = desc(a), .n = ne};
+        int64_t threads = ne / a->ne[0] * 32;
+        return LAUNCH(c, s, "copy.cu", "", cpy_rows4, tg_cuda_grid(c, threads, 256), 1, 1, 256, 0, r);
+    }
     tg_args_cpy g = {.d = desc(n), .a = desc(a), .n = ne};
     return LAUNCH_FLAT(c, s, "copy.cu", cpy, g);
 }

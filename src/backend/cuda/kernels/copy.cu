@@ -40,6 +40,27 @@ extern "C" __global__ void cpy(const tg_args_cpy args) {
     }
 }
 
+/* Same shape, 4-byte elements, rows contiguous in dim 0 on both sides (a
+ * permuted view made contiguous: heads split or merged, rel_shift): a warp
+ * per row, lanes along it, so reads and writes are coalesced and the row's
+ * coordinates are found once (32-bit) instead of two 64-bit unravels per
+ * element. */
+extern "C" __global__ void cpy_rows4(const tg_args_cpy_rows4 args) {
+    TG_PDL();
+    const tg_t &d = args.d, &s = args.a;
+    const int ne0 = (int)s.ne[0];
+    const unsigned n1 = (unsigned)s.ne[1], n2 = (unsigned)s.ne[2];
+    const unsigned rows = n1 * n2 * (unsigned)s.ne[3];
+    const int lane = threadIdx.x & 31;
+    const unsigned nw = (gridDim.x * blockDim.x) >> 5;
+    for (unsigned r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += nw) {
+        const unsigned i1 = r % n1, t = r / n1, i2 = t % n2, i3 = t / n2;
+        const float *sp = (const float *)(s.p + i1 * s.nb[1] + i2 * s.nb[2] + i3 * s.nb[3]);
+        float *dp = (float *)(d.p + i1 * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3]);
+        for (int e = lane; e < ne0; e += 32) dp[e] = sp[e];
+    }
+}
+
 /* Both contiguous, n elements. */
 extern "C" __global__ void cvt_c(const tg_args_cvt_c args) {
     TG_PDL();

@@ -293,6 +293,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention_split, attn_split_combine, tg_attn_split_combine_args) \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
     X(copy, cpy, tg_flat2_args)                              \
+    X(copy, cpy_rows4, tg_flat2_args)                        \
     X(copy, cvt_c, tg_cvt_args)                              \
     X(copy, concat, tg_concat_args)                          \
     X(copy, pad, tg_pad_args)                                \
