@@ -199,7 +199,7 @@ tg_tensor *tg_rel_shift(tg_ctx *ctx, tg_tensor *a);
 /* rows of a (F32/F16/BF16, [n, rows, d2, d3]) picked by ids (I32, [k, d2, d3]):
  * result F32 [n, k, d2, d3]. */
 tg_tensor *tg_get_rows(tg_ctx *ctx, tg_tensor *a, tg_tensor *ids);
-/* Writes rows of src (F32 [n, k, d2, d3]) into dst (F32/F16, [n, rows, d2, d3])
+/* Writes rows of src (F32 [n, k, d2, d3]) into dst (F32/F16/BF16, [n, rows, d2, d3])
  * at rows ids (I32 [k, d2, d3]), in place; returns a view of dst that depends
  * on the write. Used for the KV cache, where the position is data. */
 tg_tensor *tg_set_rows(tg_ctx *ctx, tg_tensor *dst, tg_tensor *src, tg_tensor *ids);
@@ -250,7 +250,7 @@ tg_tensor *tg_glu(tg_ctx *ctx, tg_tensor *a);
 tg_tensor *tg_soft_max(tg_ctx *ctx, tg_tensor *a, tg_tensor *mask, float scale);
 
 /* Attention in one op: q [D, Tq, H, B], k [D, Tk, H, B], v [Dv, Tk, H, B] (F32;
- * k and v may also be F16), mask optional additive F32 [Tk, Tq, H or 1, B or 1]
+ * k and v may also be F16 or BF16), mask optional additive F32 [Tk, Tq, H or 1, B or 1]
  * (relative-position bias and -INFINITY masking both go here). Result F32
  * [Dv, H, Tq, B]: heads adjacent, so a reshape to [Dv*H, Tq, B] concatenates
  * them. out = softmax(q·kᵀ·scale + mask)·v; a fully masked row gives zeros. */

@@ -150,7 +150,7 @@ tg_tensor *tg_get_rows(tg_ctx *ctx, tg_tensor *a, tg_tensor *ids) {
 tg_tensor *tg_set_rows(tg_ctx *ctx, tg_tensor *dst, tg_tensor *src, tg_tensor *ids) {
     const char *op = "set_rows";
     if (!ctx || !dst || !src || !ids) return NULL;
-    if (!check_type(ctx, op, "dst", dst, (1u << TG_F32) | (1u << TG_F16)) ||
+    if (!check_type(ctx, op, "dst", dst, (1u << TG_F32) | (1u << TG_F16) | (1u << TG_BF16)) ||
         !check_type(ctx, op, "src", src, TYPES_F32) ||
         !check_type(ctx, op, "ids", ids, 1u << TG_I32))
         return NULL;
@@ -429,7 +429,7 @@ tg_tensor *tg_soft_max(tg_ctx *ctx, tg_tensor *a, tg_tensor *mask, float scale) 
 tg_tensor *tg_attention(tg_ctx *ctx, tg_tensor *q, tg_tensor *k, tg_tensor *v,
                         tg_tensor *mask, float scale) {
     const char *op = "attention";
-    unsigned kv_types = (1u << TG_F32) | (1u << TG_F16);
+    unsigned kv_types = (1u << TG_F32) | (1u << TG_F16) | (1u << TG_BF16);
     if (!ctx || !q || !k || !v) return NULL;
     if (!check_type(ctx, op, "q", q, TYPES_F32) || !check_type(ctx, op, "k", k, kv_types) ||
         !check_type(ctx, op, "v", v, kv_types))

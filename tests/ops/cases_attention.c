@@ -170,8 +170,10 @@ void cases_attention(case_list *l) {
         {128, 128, 1, 266, 8, 2, MASK_SHARED, 1, L_CONT, 0},
         {160, 160, 5, 333, 2, 1, MASK_PER_HEAD, 0, L_T12, 0},
     };
-    static const tg_type kv[] = {TG_F32, TG_F16};
-    for (size_t t = 0; t < 2; t++)
+    /* BF16 keys and values: the decoder's caches on a GPU (the CPU backend
+     * takes F32 and F16 only and skips them) */
+    static const tg_type kv[] = {TG_F32, TG_F16, TG_BF16};
+    for (size_t t = 0; t < 3; t++)
         for (size_t k = 0; k < sizeof ats / sizeof ats[0]; k++) {
             case_params p = cp_new();
             const at *a = &ats[k];

@@ -140,8 +140,10 @@ static void add_get_set_rows(case_list *l) {
         {{16, 12, 2, 1}, L_CONT, {16, 3, 2, 1}, L_T12, 0},
         {{1280, 9, 1, 1}, L_CONT, {1280, 2, 1, 1}, L_ROWPAD, 0},
     };
-    static const tg_type dt[] = {TG_F32, TG_F16};
-    for (size_t t = 0; t < 2; t++)
+    /* BF16: the decoder's KV cache on a GPU (the CPU backend has no BF16
+     * set_rows and skips those) */
+    static const tg_type dt[] = {TG_F32, TG_F16, TG_BF16};
+    for (size_t t = 0; t < 3; t++)
         for (size_t k = 0; k < sizeof sr / sizeof sr[0]; k++) {
             case_params p = cp_new();
             p.type[0] = dt[t];

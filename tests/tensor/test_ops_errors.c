@@ -65,14 +65,14 @@ static void test_rows_errors(void) {
     EXPECT_FAIL(tg_get_rows(ctx, at, ids), "dim 0 is strided");
 
     tg_tensor *cache = mk(TG_F16, 8, 16, 2, 1, "kv");
-    tg_tensor *cache_bf = mk(TG_BF16, 8, 16, 2, 1, "kvb");
+    tg_tensor *cache_i = mk(TG_I32, 8, 16, 2, 1, "kvi");
     tg_tensor *src = mk(TG_F32, 8, 3, 2, 1, "new");
     tg_tensor *src16 = mk(TG_F16, 8, 3, 2, 1, "new16");
     tg_tensor *src_w = mk(TG_F32, 4, 3, 2, 1, "narrow");
     tg_tensor *src_h = mk(TG_F32, 8, 3, 3, 1, "heads3");
     tg_tensor *pos = mk(TG_I32, 3, 2, 1, 1, "pos");
     tg_tensor *pos_bad = mk(TG_I32, 2, 2, 1, 1, "pos2");
-    EXPECT_FAIL(tg_set_rows(ctx, cache_bf, src, pos), "set_rows: dst 'kvb' [8,16,2] has type bf16");
+    EXPECT_FAIL(tg_set_rows(ctx, cache_i, src, pos), "set_rows: dst 'kvi' [8,16,2] has type i32");
     EXPECT_FAIL(tg_set_rows(ctx, cache, src16, pos), "set_rows: src 'new16'");
     EXPECT_FAIL(tg_set_rows(ctx, cache, src, idsf), "set_rows: ids 'idsf'");
     EXPECT_FAIL(tg_set_rows(ctx, cache, src_w, pos), "ne[0] differ (8 vs 4)");
@@ -283,7 +283,7 @@ static void test_attention_errors(void) {
     tg_tensor *v = mk(TG_F32, 12, 7, 4, 2, "v");
     EXPECT_FAIL(tg_attention(ctx, mk(TG_F16, 16, 5, 4, 2, "qh"), k, v, NULL, 1), "attention: q 'qh'");
     EXPECT_FAIL(tg_attention(ctx, q, mk(TG_I32, 16, 7, 4, 2, "ki"), v, NULL, 1), "attention: k 'ki' [16,7,4,2] has type i32; expected f32 or f16");
-    EXPECT_FAIL(tg_attention(ctx, q, k, mk(TG_BF16, 12, 7, 4, 2, "vb"), NULL, 1), "attention: v 'vb'");
+    EXPECT_FAIL(tg_attention(ctx, q, k, mk(TG_I64, 12, 7, 4, 2, "vl"), NULL, 1), "attention: v 'vl'");
     EXPECT_FAIL(tg_attention(ctx, q, mk(TG_F32, 8, 7, 4, 2, "k8"), v, NULL, 1), "attention: q 'q' [16,5,4,2] and k 'k8' [8,7,4,2]: head sizes");
     EXPECT_FAIL(tg_attention(ctx, q, mk(TG_F32, 16, 7, 2, 2, "kh2"), v, NULL, 1), "heads or batch");
     EXPECT_FAIL(tg_attention(ctx, q, k, mk(TG_F32, 12, 6, 4, 2, "v6"), NULL, 1), "attention: k 'k' [16,7,4,2] and v 'v6'");

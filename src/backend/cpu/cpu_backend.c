@@ -147,7 +147,7 @@ static bool cpu_supports_op(tg_backend *b, const tg_tensor *n) {
     case TG_OP_GET_ROWS:
         return is_float(a->type) && s1 && s1->type == TG_I32 && f32(n);
     case TG_OP_SET_ROWS:
-        return f32(a) && s1 && s1->type == TG_I32 && (n->type == TG_F32 || n->type == TG_F16);
+        return f32(a) && s1 && s1->type == TG_I32 && (n->type == TG_F32 || n->type == TG_F16 || n->type == TG_BF16);
     case TG_OP_ADD:
     case TG_OP_SUB:
     case TG_OP_MUL:
@@ -173,8 +173,7 @@ static bool cpu_supports_op(tg_backend *b, const tg_tensor *n) {
         return f32(a) && f32(n) && (!s1 || f32(s1));
     case TG_OP_ATTENTION: {
         const tg_tensor *k = n->src[1], *v = n->src[2], *m = n->src[3];
-        bool kv_ok = k && v && (k->type == TG_F32 || k->type == TG_F16) &&
-                     (v->type == TG_F32 || v->type == TG_F16);
+        bool kv_ok = k && v && is_float(k->type) && is_float(v->type);
         return f32(a) && kv_ok && (!m || f32(m)) && f32(n);
     }
     case TG_OP_CPY:
