@@ -183,11 +183,12 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     ct_dec_state *s = tg_calloc(1, sizeof *s);
     if (!s) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     int L = m->n_dec_layers, H = m->dec_heads, hd = m->dec_head_dim;
-    /* The caches are what a step reads most (at batch 64 the cross K/V are
-     * 1.8 GB in F32, read every step): BF16 at default precision, as the
-     * products' operands are (a GPU session); F32 where F32 is asked (the
-     * CPU's default, the reference setting). */
-    tg_type kv_type = opts && !opts->f32 ? TG_BF16 : TG_F32;
+    /* F32 caches. BF16 ones (set_rows and attention take them) would halve
+     * what a step reads (1.8 GB of cross K/V at batch 64), but measured on
+     * the H200 (2026-12-01, bench/README.md) the step got slower, not
+     * faster: 3.17 -> 3.77 ms at batch 64, 1.33 -> 1.48 at batch 1, since
+     * the split attention is bound by its loads' latency, not bandwidth. */
+    tg_type kv_type = TG_F32;
     s->m = m;
     s->sched = sched;
     s->opts = opts ? *opts : (ct_dec_opts){0};
