@@ -37,7 +37,12 @@ tg_tensor *ct_nn_norm(const ct_nn *nn, tg_tensor *x, tg_tensor *w, tg_tensor *bi
 }
 
 tg_tensor *ct_nn_split_heads(const ct_nn *nn, tg_tensor *x, int hd, int H) {
-    tg_tensor *t = tg_reshape_4d(nn->ctx, x, hd, H, x ? x->ne[1] : 1, x ? x->ne[2] : 1);
+    if (!x) return NULL;
+    /* One position (a decoder step): [hd*H, 1, B] already lies in the order
+     * of [hd, 1, H, B], so a reshape does what the copy would (a step had
+     * 32 such copies, each a kernel launch). */
+    if (x->ne[1] == 1) return tg_reshape_4d(nn->ctx, x, hd, 1, H, x->ne[2]);
+    tg_tensor *t = tg_reshape_4d(nn->ctx, x, hd, H, x->ne[1], x->ne[2]);
     return tg_cont(nn->ctx, tg_permute(nn->ctx, t, 0, 2, 1, 3));
 }
 
