@@ -53,6 +53,10 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
   echo "written in $(( $(date +%s) - T0 )) s"
 fi
 
+echo "== ours, cold: a fresh process, an empty kernel cache, batch 1"
+rm -rf /tmp/ct-bench-kcache-cold
+CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
+    --backend cuda --batches 1 --tokens "$TOKENS" --runs 1 --json "$LOG/cold.json" 2>&1 | tee "$LOG/cold.log"
 echo "== ours"
 export CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache
 CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend cuda --batches "$BATCHES" \
@@ -94,6 +98,11 @@ for b in sorted(set(ours) | set(peer)):
         f(o.get("decoder_ms"), "%.1f"), f(o.get("step_ms"), "%.3f"), f(o.get("rtfx")),
         f(o.get("peak_gib"), "%.2f"), f(submit, "%.2f"), f(hf_ms, "%.1f"),
         f(p.get("rtfx")), f(p.get("peak_mem_gib"), "%.2f"), f(ratio, "%.2f")))
+cold = load("cold.json").get(1)
+if cold:
+    print("cold start, batch 1, empty kernel cache: session open (driver, context, weights upload) %.0f ms, "
+          "then the first transcription %.0f ms (warm median %.0f ms)" % (
+          cold["open_ms"], cold["first_ms"], ours.get(1, cold)["total_ms"]))
 print("ours: medians of %s runs after two warm-ups, wall inside the process, frontend included; "
       "%d new tokens per clip; ratio = our RTFx / transformers' RTFx" % (
       next(iter(ours.values()))["runs"] if ours else "?", tokens))

@@ -637,6 +637,8 @@ static void test_kernel_cache_cold_warm_damaged_and_concurrent(void) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0);
     setenv("CT_CUDA_CACHE_DIR", dir, 1);
+    /* the disk cache holds what NVRTC compiles: no precompiled images here */
+    setenv("CT_CUDA_PRECOMPILED", "0", 1);
     int cold = 0, warm = 0, hits = 0;
     tg_backend *b = cuda_or_skip();
     if (b) {
@@ -673,6 +675,39 @@ static void test_kernel_cache_cold_warm_damaged_and_concurrent(void) {
     CHECK(wait_child(p2) == 0);
     pid_t p3 = spawn_child(dir);
     CHECK(wait_child(p3) == 0);
+    CHECK(system(cmd) == 0);
+    unsetenv("CT_CUDA_PRECOMPILED");
+}
+
+/* A cold start (empty disk cache) on a GPU the build precompiled for loads
+ * the nvcc images and compiles none of the block's kernel files. */
+static void test_cold_start_uses_the_precompiled_kernels(void) {
+    tg_backend *probe = cuda_or_skip();
+    if (!probe) return;
+    const tg_cuda_props *pp = tg_cuda_backend_props(probe);
+    int cc = pp->cc_major * 10 + pp->cc_minor;
+    tg_backend_free(probe);
+    if (tg_cuda_n_images == 0 || (cc != 80 && cc != 86 && cc != 89 && cc != 90)) {
+        printf("  skipped: %d precompiled images, sm_%d\n", tg_cuda_n_images, cc);
+        return;
+    }
+    char dir[128], cmd[256];
+    snprintf(dir, sizeof dir, "/tmp/tg-cuda-cold-test-%ld", (long)getpid());
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+    setenv("CT_CUDA_CACHE_DIR", dir, 1);
+    tg_backend *b = cuda_or_skip();
+    if (b) {
+        compare_with_cpu(b, build_ffn, 1, 5e-4, "ffn block, cold cache, precompiled kernels");
+        int compiled = -1, hits = -1;
+        tg_cuda_test_counts(b, &compiled, &hits);
+        printf("  cold start: %d precompiled images loaded, %d kernel files compiled\n",
+               tg_cuda_test_precompiled(b), compiled);
+        CHECK_MSG(compiled == 0 && tg_cuda_test_precompiled(b) > 0, "compiled %d, precompiled %d", compiled,
+                  tg_cuda_test_precompiled(b));
+        tg_backend_free(b);
+    }
+    unsetenv("CT_CUDA_CACHE_DIR");
     CHECK(system(cmd) == 0);
 }
 
@@ -779,7 +814,7 @@ int main(int argc, char **argv) {
         T(test_abort_between_segments_leaves_context_usable),
         T(test_fusion_under_the_scheduler_respects_outside_readers),
         T(test_graph_dump_and_profile),
-        T(test_kernel_cache_cold_warm_damaged_and_concurrent),
+        T(test_kernel_cache_cold_warm_damaged_and_concurrent), T(test_cold_start_uses_the_precompiled_kernels),
         T(test_precompiled_kernels_without_nvrtc),
         T(test_kernel_fault_is_reported_and_fails_fast),
         T(test_copies_between_two_gpus),

@@ -228,10 +228,15 @@ static tg_status compile_and_load(tg_cuda_device *dev, const char *name, const c
         TG_WARN("cuda: cached kernel %s %s did not load (%s); recompiling", name, defines,
                 tg_cuda_result_text(r));
     }
-    /* Kernels nvcc precompiled at build time: without NVRTC, or when asked
-     * to seed the cache with them (CT_CUDA_PRECOMPILED=1). */
-    bool seed = env_set("CT_CUDA_PRECOMPILED");
-    if (cacheable && (!nv || seed) && !dev->strict_fp && cc >= 80 &&
+    /* Kernels nvcc precompiled at build time (sm_80 and sm_90 code of the
+     * embedded sources) load before NVRTC is asked, so a cold start on an
+     * A100/H100/H200 compiles only the specialisations the build did not
+     * make; not with CT_CUDA_KERNELS_DIR (other sources), strict FP (other
+     * flags) or CT_CUDA_PRECOMPILED=0 (NVRTC for everything, as the cache's
+     * tests want). */
+    const char *pre = getenv("CT_CUDA_PRECOMPILED");
+    bool use_images = !(pre && strcmp(pre, "0") == 0) && !dev->kernels_dir;
+    if (cacheable && use_images && !dev->strict_fp && cc >= 80 &&
         (dev->props.bf16 || strcmp(name, "probe.cu") == 0)) {
         for (int i = 0; i < tg_cuda_n_images; i++) {
             const tg_cuda_image *im = &tg_cuda_images[i];
@@ -240,10 +245,6 @@ static tg_status compile_and_load(tg_cuda_device *dev, const char *name, const c
             if (r == CUDA_SUCCESS) {
                 hit = true;
                 dev->n_precompiled++;
-                if (seed) {
-                    tg_status cs = tg_kcache_put(dev->cache, key, im->data, im->size);
-                    tg_status_free(cs);
-                }
                 goto done;
             }
             TG_DEBUG("cuda: precompiled %s %s does not load here (%s)", name, defines, tg_cuda_result_text(r));
