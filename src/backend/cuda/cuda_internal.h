@@ -164,7 +164,8 @@ typedef struct cuda_buffer {
 typedef struct cuda_mm_key {
     int32_t atype, btype, compute, epilogue;
     int64_t m, n, k, lda, ldb, ldd, batch, sa, sb, sd;
-    int32_t align_a, align_b, align_d, pad_;
+    int32_t align_a, align_b, align_d;
+    int32_t a_plain; /* 1: A stored n x k, not transposed, no workspace (1x1 convs) */
 } cuda_mm_key;
 
 typedef struct cuda_mm_plan {

@@ -90,7 +90,10 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
     tg_status st = NULL;
     const char *what = "create";
     if ((s = lt->cublasLtMatmulDescCreate(&p.op, (cublasComputeType_t)k->compute, CUDA_R_32F))) goto lt_err;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    /* a_plain (the 1x1 convs): A is n x k as stored, not transposed, and
+     * no workspace (a conv node may run beside a product, which owns it) */
+    bool plain = k->a_plain != 0;
+    cublasOperation_t ta = plain ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
     what = "set attributes";
     if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta))) goto lt_err;
     if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) goto lt_err;
@@ -102,7 +105,8 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
             goto lt_err;
     }
     what = "layouts";
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, (cudaDataType_t)k->atype, (uint64_t)k->k, (uint64_t)k->n, k->lda)))
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, (cudaDataType_t)k->atype, (uint64_t)(plain ? k->n : k->k),
+                                            (uint64_t)(plain ? k->k : k->n), k->lda)))
         goto lt_err;
     if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, (cudaDataType_t)k->btype, (uint64_t)k->k, (uint64_t)k->m, k->ldb)))
         goto lt_err;
@@ -121,7 +125,7 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
     }
     what = "preference";
     if ((s = lt->cublasLtMatmulPreferenceCreate(&pref))) goto lt_err;
-    uint64_t ws = c->lt_ws_size;
+    uint64_t ws = plain ? 0 : c->lt_ws_size;
     uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
     if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
         goto lt_err;
@@ -279,7 +283,8 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
 
 /* ------------------------------------------------ conv_2d 1x1 as a product
  *
- * conv_2d takes three paths (cuda_ops.c: encode_conv_2d), by shape (the subsampling of spec 2.1 has one of each kind;
+ * conv_2d takes three paths (cuda_ops.c: encode_conv_2d), by shape (the
+ * subsampling of spec 2.1 has one of each kind;
  * floors per 35 s clip, NOTES.md: conv0 writes 115 MB, 28 us at the copy;
  * the 1x1 convs are 3.67 and 0.92 GFLOP, 55 and 14 us at the f32 peak):
  * - 1x1, stride 1, no padding, pixels contiguous: a cuBLASLt product per
@@ -291,10 +296,6 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
  * - one input channel, 3x3, F32: conv_2d_c1_3x3 (kernels/conv.cu).
  * - anything else: the direct kernel conv_2d, one thread per output. */
 
-/* Marks the 1x1 conv's plans in c->plans (key.pad_, zero in every mul_mat
- * key): they are made with TRANSA = N, which mm_plan's are not. */
-#define CONV_PLAN_TAG 0x1c01
-
 bool tg_cuda_conv_1x1_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *k = n->src[0], *x = n->src[1];
     int64_t P = x->ne[0] * x->ne[1];
@@ -303,92 +304,6 @@ bool tg_cuda_conv_1x1_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
            tg_cuda_f32_words(x) && tg_cuda_f32_words(n) && k->nb[2] == 4 && k->nb[3] / 4 >= (size_t)k->ne[2] && x->nb[0] == 4 &&
            x->nb[1] == 4 * (size_t)x->ne[0] && x->nb[2] / 4 >= (size_t)P && n->nb[0] == 4 &&
            n->nb[1] == 4 * (size_t)n->ne[0] && n->nb[2] / 4 >= (size_t)P && x->ne[3] <= INT32_MAX;
-}
-
-/* The plan of a 1x1 conv's product, D (m x n) = A (m x k) B (k x n), all
- * column-major F32, batched by strides sa, sb, sd; kept in c->plans with the
- * products' plans (freed by tg_cuda_ops_free). It repeats mm_plan's steps
- * with TRANSA = N and no epilogue; a transpose field in the key would let
- * the two share one function. */
-static tg_status conv_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
-    for (int i = 0; i < c->n_plans; i++)
-        if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
-            *out = &c->plans[i];
-            return NULL;
-        }
-    const tg_cublaslt_api *lt = c->dev->lt;
-    cuda_mm_plan p;
-    memset(&p, 0, sizeof p);
-    p.key = *k;
-    cublasLtMatmulPreference_t pref = NULL;
-    cublasStatus_t s;
-    tg_status st = NULL;
-    const char *what = "create";
-    if ((s = lt->cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) goto lt_err;
-    cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
-    what = "set attributes";
-    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta))) goto lt_err;
-    if ((s = lt->cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb))) goto lt_err;
-    what = "layouts";
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.la, CUDA_R_32F, (uint64_t)k->m, (uint64_t)k->k, k->lda))) goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_32F, (uint64_t)k->k, (uint64_t)k->n, k->ldb))) goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->m, (uint64_t)k->n, k->ldd))) goto lt_err;
-    if (k->batch > 1) {
-        int32_t bc = (int32_t)k->batch;
-        cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
-        int64_t strides[3] = {k->sa, k->sb, k->sd};
-        for (int i = 0; i < 3; i++) {
-            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc)))
-                goto lt_err;
-            if ((s = lt->cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                          &strides[i], sizeof strides[i])))
-                goto lt_err;
-        }
-    }
-    what = "preference";
-    if ((s = lt->cublasLtMatmulPreferenceCreate(&pref))) goto lt_err;
-    /* No workspace: c->lt_ws is shared by the products, which the hazard
-     * classes keep one per run (cuda_context.c), but a conv_2d node is not
-     * classed with them and may run beside a product on another stream. */
-    uint64_t ws = 0;
-    uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
-    if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
-        goto lt_err;
-    const cublasLtMatmulPreferenceAttributes_t aa[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4; i++)
-        if ((s = lt->cublasLtMatmulPreferenceSetAttribute(pref, aa[i], &al[i], sizeof al[i]))) goto lt_err;
-    cublasLtMatmulHeuristicResult_t res;
-    int n_res = 0;
-    what = "heuristic";
-    s = lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &res, &n_res);
-    if (s || n_res == 0) {
-        st = tg_status_new(TG_ERR_UNSUPPORTED,
-                           "cuBLASLt has no F32 algorithm for a %lldx%lldx%lld product (batch %lld, status %d)",
-                           (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch, (int)s);
-        goto fail;
-    }
-    p.algo = res.algo;
-    p.ws = res.workspaceSize;
-    lt->cublasLtMatmulPreferenceDestroy(pref);
-    pref = NULL;
-    if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "conv_2d plans");
-        goto fail;
-    }
-    c->plans[c->n_plans] = p;
-    *out = &c->plans[c->n_plans++];
-    return NULL;
-lt_err:
-    st = lt_fail(s, what);
-fail:
-    if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
-    if (p.la) lt->cublasLtMatrixLayoutDestroy(p.la);
-    if (p.lb) lt->cublasLtMatrixLayoutDestroy(p.lb);
-    if (p.ld) lt->cublasLtMatrixLayoutDestroy(p.ld);
-    if (p.op) lt->cublasLtMatmulDescDestroy(p.op);
-    return st;
 }
 
 /* out[w, h, co, b] = sum_ci K[0, 0, ci, co] x[w, h, ci, b] (conv_1x1_ok holds). */
@@ -401,16 +316,18 @@ tg_status tg_cuda_conv_1x1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     memset(&k, 0, sizeof k);
     k.atype = k.btype = (int32_t)CUDA_R_32F;
     k.compute = (int32_t)CUBLAS_COMPUTE_32F;
-    k.m = P, k.n = Cout, k.k = Cin;
+    /* D (P x Cout) = x (P x Cin, as stored) K (Cin x Cout), column-major:
+     * mm_plan's n x m result with A not transposed */
+    k.n = P, k.m = Cout, k.k = Cin;
     k.lda = (int64_t)(x->nb[2] / 4), k.ldb = (int64_t)(kr->nb[3] / 4), k.ldd = (int64_t)(n->nb[2] / 4);
     k.batch = B;
     k.sa = (int64_t)(x->nb[3] / 4), k.sb = 0, k.sd = (int64_t)(n->nb[3] / 4);
     k.align_a = (int32_t)min_u32(align_of(A), min_u32(align_of(x->nb[2]), B > 1 ? align_of(x->nb[3]) : 256));
     k.align_b = (int32_t)min_u32(align_of(Bm), align_of(kr->nb[3]));
     k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of(n->nb[2]), B > 1 ? align_of(n->nb[3]) : 256));
-    k.pad_ = CONV_PLAN_TAG;
+    k.a_plain = 1;
     cuda_mm_plan *p = NULL;
-    tg_status st = conv_plan(c, &k, &p);
+    tg_status st = mm_plan(c, &k, &p);
     if (st) return tg_status_wrap(st, "conv_2d '%s' (1x1)", n->name);
     float alpha = 1.0f, beta = 0.0f;
     c->last_kernel = "cublasLtMatmul (conv_2d 1x1)";
