@@ -102,11 +102,23 @@ typedef struct tg_file_map {
     char *path;          /* owned copy, for messages */
 } tg_file_map;
 
-/* Maps path read-only; the error names the path. Unmap with tg_file_unmap. */
+/* Maps path read-only; the error names the path. Only regular files are
+ * accepted: a FIFO, device, socket or directory is refused without blocking
+ * (it is never opened for reading in blocking mode). Unmap with
+ * tg_file_unmap. */
 tg_status tg_file_map_open(const char *path, tg_file_map *out_map);
 void tg_file_unmap(tg_file_map *map);
-/* Reads a whole file into a new NUL-terminated buffer; free with tg_free. */
+/* The most tg_file_read reads: whole reads are for configs and vocabularies
+ * (the real tokenizer is under 2 MB); anything larger is not such a file. */
+#define TG_FILE_READ_MAX ((size_t)64 << 20)
+/* Reads a whole regular file (at most TG_FILE_READ_MAX bytes) into a new
+ * NUL-terminated buffer; free with tg_free. Non-regular files are refused as
+ * by tg_file_map_open; a larger file is a TG_ERR_FORMAT error naming the
+ * file and the limit. */
 tg_status tg_file_read(const char *path, char **out_data, size_t *out_size);
+/* The same with a limit of max_size bytes. */
+tg_status tg_file_read_max(const char *path, size_t max_size, char **out_data,
+                           size_t *out_size);
 /* Writes data to path through a temporary file and an atomic rename. */
 tg_status tg_file_write_atomic(const char *path, const void *data, size_t size);
 

@@ -10,6 +10,14 @@
  * rename and removed on any failure, and the directory is fsynced after the
  * rename (best effort) so the new name survives a crash.
  *
+ * Only regular files are read or mapped. A FIFO would block open(2) until a
+ * writer came and read(2) forever after; /dev/zero never ends. So the path
+ * is stat'ed first (nothing odd is even opened), then opened with O_NONBLOCK
+ * and checked again on the descriptor (the file may have been swapped in
+ * between): only then is a byte read. Whole reads are bounded
+ * (TG_FILE_READ_MAX), because they are for configs and vocabularies, and a
+ * file that shrinks while it is read is an error, not a short result.
+ *
  * Not here: partial or streaming I/O, locking, Windows.
  */
 #include <errno.h>
@@ -29,6 +37,59 @@ static tg_code open_error_code(int err) {
     return err == ENOENT || err == ENOTDIR ? TG_ERR_NOT_FOUND : TG_ERR_IO;
 }
 
+static const char *kind_of(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+static tg_status not_regular(const char *verb, const char *path, mode_t mode) {
+    if (S_ISDIR(mode))
+        return tg_status_new(TG_ERR_INVALID_ARG, "%s %s: is a directory, not a regular file",
+                             verb, path);
+    return tg_status_new(TG_ERR_INVALID_ARG, "%s %s: is %s, not a regular file", verb, path,
+                         kind_of(mode));
+}
+
+/* Opens path for reading when it is a regular file, without ever blocking:
+ * stat first, so a FIFO or device is not opened at all; O_NONBLOCK on the
+ * open, so one swapped in after the stat cannot block it either; fstat on
+ * the descriptor to decide (what is read is what was checked). On success
+ * *out_fd is a blocking descriptor and *out_sb its status. */
+static tg_status open_regular(const char *verb, const char *path, int *out_fd,
+                              struct stat *out_sb) {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return tg_status_new(open_error_code(errno), "opening %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) return not_regular(verb, path, sb.st_mode);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return tg_status_new(open_error_code(errno), "opening %s: %s", path, strerror(errno));
+    tg_status st = NULL;
+    if (fstat(fd, &sb) != 0) {
+        st = tg_status_new(TG_ERR_IO, "reading %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = not_regular(verb, path, sb.st_mode);
+        goto fail;
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        st = tg_status_new(TG_ERR_IO, "reading %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    *out_fd = fd;
+    *out_sb = sb;
+    return NULL;
+fail:
+    close(fd);
+    return st;
+}
+
 tg_status tg_file_map_open(const char *path, tg_file_map *out_map) {
     if (!path || !out_map)
         return tg_status_new(TG_ERR_INVALID_ARG, "tg_file_map_open: NULL argument");
@@ -36,18 +97,9 @@ tg_status tg_file_map_open(const char *path, tg_file_map *out_map) {
     void *data = NULL;
     size_t size = 0;
     char *copy = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tg_status_new(open_error_code(errno), "opening %s: %s", path, strerror(errno));
+    int fd = -1;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = tg_status_new(TG_ERR_IO, "reading %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = tg_status_new(TG_ERR_INVALID_ARG, "mapping %s: not a regular file", path);
-        goto fail;
-    }
+    if ((st = open_regular("mapping", path, &fd, &sb))) return st;
     if ((uintmax_t)sb.st_size > SIZE_MAX) {
         st = tg_status_new(TG_ERR_UNSUPPORTED, "mapping %s: file too large for this machine",
                            path);
@@ -89,26 +141,40 @@ void tg_file_unmap(tg_file_map *map) {
     map->path = NULL;
 }
 
-tg_status tg_file_read(const char *path, char **out_data, size_t *out_size) {
+/* "64 MiB" for the limit in messages. */
+static void size_str(char *buf, size_t n, size_t bytes) {
+    if (bytes >= ((size_t)1 << 20) && bytes % ((size_t)1 << 20) == 0)
+        snprintf(buf, n, "%zu MiB", bytes >> 20);
+    else
+        snprintf(buf, n, "%zu bytes", bytes);
+}
+
+static tg_status too_large(const char *path, size_t max_size) {
+    char lim[32];
+    size_str(lim, sizeof lim, max_size);
+    return tg_status_new(TG_ERR_FORMAT,
+                         "reading %s: the file is over the limit of %s for a text file "
+                         "(is this the right file?)",
+                         path, lim);
+}
+
+tg_status tg_file_read_max(const char *path, size_t max_size, char **out_data,
+                           size_t *out_size) {
     if (!path || !out_data)
         return tg_status_new(TG_ERR_INVALID_ARG, "tg_file_read: NULL argument");
+    if (max_size > SIZE_MAX - 4096) max_size = SIZE_MAX - 4096;
     tg_status st = NULL;
     char *buf = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return tg_status_new(open_error_code(errno), "opening %s: %s", path, strerror(errno));
+    int fd = -1;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = tg_status_new(TG_ERR_IO, "reading %s: %s", path, strerror(errno));
+    if ((st = open_regular("reading", path, &fd, &sb))) return st;
+    if ((uintmax_t)sb.st_size > max_size) {
+        st = too_large(path, max_size);
         goto fail;
     }
-    if (S_ISDIR(sb.st_mode)) {
-        st = tg_status_new(TG_ERR_INVALID_ARG, "reading %s: is a directory", path);
-        goto fail;
-    }
-    /* The size is a hint only: files in /proc and pipes report 0. */
-    size_t cap = S_ISREG(sb.st_mode) && (uintmax_t)sb.st_size < SIZE_MAX - 1
-                     ? (size_t)sb.st_size + 1 : 4096;
+    /* The size is a hint only: files in /proc report 0. */
+    size_t expect = (size_t)sb.st_size;
+    size_t cap = expect + 1;
     size_t len = 0;
     buf = tg_malloc(cap);
     if (!buf) goto oom;
@@ -125,9 +191,13 @@ tg_status tg_file_read(const char *path, char **out_data, size_t *out_size) {
             goto fail;
         }
         if (n == 0) break;
+        if (len + (size_t)n > max_size) {
+            st = too_large(path, max_size);
+            goto fail;
+        }
         if (full) {
-            if (len > SIZE_MAX / 2 - sizeof probe) goto oom;
             size_t want = cap * 2 > len + (size_t)n + 1 ? cap * 2 : len + sizeof probe + 1;
+            if (want > max_size + 1) want = max_size + 1;
             char *nb = tg_realloc(buf, want);
             if (!nb) goto oom;
             buf = nb;
@@ -135,6 +205,13 @@ tg_status tg_file_read(const char *path, char **out_data, size_t *out_size) {
             memcpy(buf + len, probe, (size_t)n);
         }
         len += (size_t)n;
+    }
+    if (len < expect) {
+        st = tg_status_new(TG_ERR_IO,
+                           "reading %s: got %zu of its %zu bytes (did it shrink while being "
+                           "read?)",
+                           path, len, expect);
+        goto fail;
     }
     buf[len] = '\0';
     close(fd);
@@ -148,6 +225,10 @@ fail:
     tg_free(buf);
     close(fd);
     return st;
+}
+
+tg_status tg_file_read(const char *path, char **out_data, size_t *out_size) {
+    return tg_file_read_max(path, TG_FILE_READ_MAX, out_data, out_size);
 }
 
 static atomic_uint temp_counter;
