@@ -641,7 +641,8 @@ static void warn_zero_norms(const ct_model *m) {
         const st_tensor *t = st_find(m->st, m->enc[i].out_norm_w->name);
         if (!t || t->dtype != ST_BF16) continue;
         size_t zeros = 0, n = t->size / 2;
-        for (size_t k = 0; k < n; k++) zeros += ((const uint16_t *)(const void *)t->data)[k] == 0;
+        for (size_t k = 0; k < n; k++) /* bytes: the tensor may be unaligned */
+            zeros += (t->data[2 * k] | t->data[2 * k + 1]) == 0;
         if (zeros == n)
             TG_WARN("encoder layer %d: norm_out weight is all zeros; the checkpoint may be corrupt",
                     i);
