@@ -506,6 +506,40 @@ static void head_counts_must_fit(void) {
                       TG_ERR_FORMAT, "decoder", NULL);
 }
 
+/* issue 12 item 6: a config with fewer layers than the checkpoint holds
+ * used to load the first layers only and transcribe differently without a
+ * word. Tensors the config leaves unused are errors naming the tensor and
+ * the config's count; preprocessor.* and num_batches_tracked stay ignored
+ * (spec 6.2). */
+static void config_with_fewer_layers_is_refused(void) {
+    expect_load_error(NULL, "\"n_layers\": 2", "\"n_layers\": 1", TG_ERR_FORMAT,
+                      "encoder.layers.1.", "1 encoder layer");
+    expect_load_error(NULL, "\"num_layers\": 2", "\"num_layers\": 1", TG_ERR_FORMAT,
+                      "transf_decoder._decoder.layers.1.", "1 decoder layer");
+}
+
+/* Config values that the weights contradict are errors naming both values
+ * (only the encoder's feed-forward width stays a warning: small2's NeMo
+ * config rounds ff_expansion_factor, tests/data/small2). */
+static void config_values_the_weights_contradict_are_refused(void) {
+    expect_load_error(NULL, "\"d_model\": 64", "\"d_model\": 32", TG_ERR_FORMAT, "32",
+                      "64");
+    expect_load_error(NULL, "\"conv_kernel_size\": 9", "\"conv_kernel_size\": 7",
+                      TG_ERR_FORMAT, "conv_kernel_size", "9");
+    expect_load_error(NULL, "\"inner_size\": 128", "\"inner_size\": 256", TG_ERR_FORMAT,
+                      "256", "128");
+    expect_load_error(NULL, "\"hidden_size\": 64", "\"hidden_size\": 128", TG_ERR_FORMAT,
+                      "128", "64");
+    expect_load_error(NULL, "\"subsampling_conv_channels\": 32",
+                      "\"subsampling_conv_channels\": 16", TG_ERR_FORMAT,
+                      "subsampling_conv_channels", "32");
+    /* max_sequence_length must be the position table's length */
+    expect_load_error(NULL, "\"max_sequence_length\": 1024", "\"max_sequence_length\": 512",
+                      TG_ERR_FORMAT, "max_sequence_length", "1024");
+    expect_load_error(NULL, "\"max_sequence_length\": 1024", "\"max_sequence_length\": 4096",
+                      TG_ERR_FORMAT, "4096", "1024");
+}
+
 static void not_a_checkpoint(void) {
     ct_model *m = NULL;
     CHECK_ERR(ct_model_load(TEST_DATA_DIR "/no-such-dir", get_cpu(), &m), TG_ERR_NOT_FOUND, NULL);
@@ -534,4 +568,6 @@ TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(copied_weights_matc
           T(f16_checkpoint_matches_reference), T(odd_header_length_loads),
           T(missing_tensor_is_named), T(misshapen_tensor_names_both_shapes),
           T(unsupported_dtype_is_named), T(foreign_config_is_rejected), T(head_counts_must_fit),
+          T(config_with_fewer_layers_is_refused),
+          T(config_values_the_weights_contradict_are_refused),
           T(not_a_checkpoint), T(cleanup))
