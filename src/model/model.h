@@ -58,6 +58,7 @@ typedef struct ct_dec_layer {
 } ct_dec_layer;
 
 typedef struct ct_model {
+    char *dir;               /* the checkpoint directory, for messages     */
     ct_config cfg;
     ct_layout layout;
 

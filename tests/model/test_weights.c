@@ -88,6 +88,8 @@ static void copy_file(const char *from, const char *to_name, const char *replace
  * rename of every tensor; config.json copied with one optional text
  * replacement. */
 static bool all_f16; /* write_altered stores every BF16 tensor as F16 */
+static bool relabel_f16; /* ... labels BF16 bytes F16, unchanged (a broken export) */
+static const char *nan_tensor; /* ... fills this tensor with NaN */
 
 static void write_altered(const char *src_dir, const edit *ed, rename_fn rn,
                           const char *cfg_from, const char *cfg_to) {
@@ -131,6 +133,17 @@ static void write_altered(const char *src_dir, const edit *ed, rename_fn rn,
             bufs[k] = h;
             w[k].dtype = ST_F16;
             w[k].data = h;
+        }
+        if (relabel_f16 && t->dtype == ST_BF16) w[k].dtype = ST_F16;
+        if (nan_tensor && !strcmp(t->name, nan_tensor)) {
+            size_t es = st_dtype_size(t->dtype), elems = t->size / es;
+            uint8_t *q = tg_malloc(t->size + 1);
+            for (size_t j = 0; q && j < elems; j++) {
+                if (es == 4) memcpy(q + 4 * j, &(float){NAN}, 4);
+                else memcpy(q + 2 * j, &(uint16_t){0x7fc0}, 2); /* BF16 NaN */
+            }
+            bufs[k] = q;
+            w[k].data = q;
         }
         if (hit && ed->convert) {
             size_t elems = t->size / st_dtype_size(t->dtype);
@@ -540,6 +553,87 @@ static void config_values_the_weights_contradict_are_refused(void) {
                       TG_ERR_FORMAT, "4096", "1024");
 }
 
+/* issue 12 item 5: all-NaN weights gave exit 0 and an empty transcript. The
+ * load samples every tensor for non-finite values: the error names the
+ * tensor and the model. */
+static void nan_weights_are_refused_at_load(void) {
+    static const char *names[3] = {"encoder.layers.1.feed_forward2.linear1.weight",
+                                   "transf_decoder._embedding.layer_norm.bias",
+                                   "encoder.layers.0.conv.batch_norm.running_var"};
+    for (int i = 0; i < 3; i++) {
+        nan_tensor = names[i];
+        expect_load_error(NULL, NULL, NULL, TG_ERR_FORMAT, names[i], "not finite");
+        nan_tensor = NULL;
+    }
+}
+
+/* Runs clip a's features through tmp_dir's model (or m when given) with
+ * greedy decoding and returns the status of the first failing stage. */
+static tg_status transcribe_tmp(ct_model *given) {
+    ct_model *m = given;
+    tg_sched *sched = NULL;
+    ct_mel mel = {0};
+    ct_audio a = {0};
+    float *feat = NULL;
+    ct_enc_result enc = {0};
+    ct_greedy_result gr = {0};
+    tg_backend *b = get_cpu();
+    tg_status st = m ? NULL : ct_model_load(tmp_dir, b, &m);
+    if (!st) st = tg_sched_new(&b, 1, &sched);
+    if (!st) st = ct_mel_init(&mel);
+    if (!st) st = ct_wav_read(TINY "/audio/a.wav", &a);
+    int frames = 0, valid = 0;
+    if (!st) st = ct_mel_compute(&mel, a.samples, a.n, &feat, &frames, &valid);
+    ct_enc_opts eo = {.f32 = true};
+    if (!st) st = ct_encoder_run(m, sched, feat, 1, frames, &valid, &eo, &enc);
+    static const int32_t prompt[10] = {7, 4, 16, 62, 62, 5, 9, 11, 13, 0};
+    ct_greedy_opts go = {.max_new_tokens = 8, .eos_id = 3, .pad_id = 2, .f32 = true};
+    if (!st) st = ct_greedy_decode(m, sched, &enc, prompt, 9, &go, &gr);
+    ct_greedy_result_free(&gr);
+    ct_enc_result_free(&enc);
+    tg_free(feat);
+    ct_audio_free(&a);
+    if (mel.filters) ct_mel_free(&mel);
+    tg_sched_free(sched);
+    if (!given) ct_model_free(m);
+    return st;
+}
+
+/* Non-finite logits during decoding are an error naming the model, not 256
+ * <unk>: here a finite checkpoint whose head bias is overwritten with NaN
+ * after the load, and BF16 bytes labelled F16 (finite, so they pass the
+ * load, but the activations overflow). */
+static void non_finite_logits_are_an_error(void) {
+    ct_model *m = NULL;
+    CHECK_OK(ct_model_load(TINY "/hub", get_cpu(), &m));
+    if (m) {
+        size_t n = (size_t)m->vocab;
+        float *nan = tg_malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) nan[i] = i % 7 ? 0.0f : NAN;
+        CHECK_OK(tg_tensor_set(m->head_b, nan, 0, n * sizeof(float)));
+        tg_free(nan);
+        CHECK_ERR(transcribe_tmp(m), TG_ERR_FORMAT, "tiny/hub");
+        tg_status st = transcribe_tmp(m);
+        CHECK(st && strstr(tg_status_message(st), "not finite"));
+        if (st) printf("  error: %s\n", tg_status_message(st));
+        tg_status_free(st);
+        ct_model_free(m);
+    }
+    if (!make_tmp()) return;
+    relabel_f16 = true;
+    write_altered(TINY "/hub", NULL, NULL, NULL, NULL);
+    relabel_f16 = false;
+    tg_status st = transcribe_tmp(NULL);
+    CHECK(st != NULL);
+    if (st) {
+        printf("  error: %s\n", tg_status_message(st));
+        CHECK(strstr(tg_status_message(st), tmp_dir) != NULL);
+        CHECK(strstr(tg_status_message(st), "not finite") != NULL);
+    }
+    tg_status_free(st);
+    rm_tmp();
+}
+
 static void not_a_checkpoint(void) {
     ct_model *m = NULL;
     CHECK_ERR(ct_model_load(TEST_DATA_DIR "/no-such-dir", get_cpu(), &m), TG_ERR_NOT_FOUND, NULL);
@@ -570,4 +664,5 @@ TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(copied_weights_matc
           T(unsupported_dtype_is_named), T(foreign_config_is_rejected), T(head_counts_must_fit),
           T(config_with_fewer_layers_is_refused),
           T(config_values_the_weights_contradict_are_refused),
+          T(nan_weights_are_refused_at_load), T(non_finite_logits_are_an_error),
           T(not_a_checkpoint), T(cleanup))
