@@ -100,6 +100,7 @@ typedef struct tg_file_map {
     const uint8_t *data; /* NULL for an empty file */
     size_t size;
     char *path;          /* owned copy, for messages */
+    int guard;           /* its slot in the SIGBUS guard + 1; 0: none */
 } tg_file_map;
 
 /* Maps path read-only; the error names the path. Only regular files are
@@ -108,6 +109,13 @@ typedef struct tg_file_map {
  * tg_file_unmap. */
 tg_status tg_file_map_open(const char *path, tg_file_map *out_map);
 void tg_file_unmap(tg_file_map *map);
+/* Mappings are guarded against SIGBUS (file.c says how): when the file
+ * shrinks under a mapping, or its storage fails, a read of the lost part sees
+ * zeros instead of killing the process, and this returns a TG_ERR_IO error
+ * naming the file from then on. Readers of a mapping call it after a phase of
+ * reading (a load, a graph compute) and discard what they computed when it
+ * fails. NULL while the mapping is whole. Thread-safe. */
+tg_status tg_file_map_check(const tg_file_map *map);
 /* The most tg_file_read reads: whole reads are for configs and vocabularies
  * (the real tokenizer is under 2 MB); anything larger is not such a file. */
 #define TG_FILE_READ_MAX ((size_t)64 << 20)

@@ -18,11 +18,27 @@
  * (TG_FILE_READ_MAX), because they are for configs and vocabularies, and a
  * file that shrinks while it is read is an error, not a short result.
  *
+ * A mapping faults with SIGBUS when its file is truncated under it (or its
+ * storage fails), and the CPU backend reads weights from the mapping on
+ * every thread during compute, so catching the fault with sigsetjmp around
+ * copy loops would not cover the reads that matter. Instead every mapping is
+ * registered in a fixed table, and a SIGBUS handler (installed with the
+ * first mapping, chaining to whatever handler was there) that finds the
+ * faulting address inside a registered mapping maps anonymous zero pages
+ * over the rest of it (MAP_FIXED: a plain mmap system call, as safe in a
+ * handler on Linux as write(2), though POSIX does not list it), records the
+ * offset and returns: the read is retried and sees zeros, on whatever
+ * thread it was. tg_file_map_check then reports the file, and the readers
+ * (model load, encoder, decoder) turn that into an error and drop the
+ * garbage they computed. A fault elsewhere goes to the previous handler (or
+ * the default action: the process dies as before).
+ *
  * Not here: partial or streaming I/O, locking, Windows.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -90,6 +106,116 @@ fail:
     return st;
 }
 
+/* ----------------------------------------------------------- SIGBUS guard */
+
+#define GUARD_SLOTS 64
+
+typedef struct guard_slot {
+    atomic_int taken;          /* claimed by a mapping                    */
+    atomic_uintptr_t start;    /* published last; 0 while not in use      */
+    atomic_size_t size;
+    atomic_size_t fault_off;   /* SIZE_MAX: no fault                      */
+} guard_slot;
+
+static guard_slot guards[GUARD_SLOTS];
+static struct sigaction prev_bus;
+static atomic_int guard_installed; /* 0 no, 1 installing, 2 yes, 3 failed */
+static uintptr_t page_size;
+
+static void chain_bus(int sig, siginfo_t *info, void *uctx) {
+    if (prev_bus.sa_flags & SA_SIGINFO) {
+        if (prev_bus.sa_sigaction) {
+            prev_bus.sa_sigaction(sig, info, uctx);
+            return;
+        }
+    } else if (prev_bus.sa_handler != SIG_DFL && prev_bus.sa_handler != SIG_IGN) {
+        prev_bus.sa_handler(sig);
+        return;
+    }
+    /* Default action: restore it and return; the access faults again and
+     * the process dies of SIGBUS as it would have without us. */
+    signal(SIGBUS, SIG_DFL);
+}
+
+static void on_sigbus(int sig, siginfo_t *info, void *uctx) {
+    uintptr_t addr = (uintptr_t)info->si_addr;
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        uintptr_t start = atomic_load_explicit(&guards[i].start, memory_order_acquire);
+        size_t size = atomic_load_explicit(&guards[i].size, memory_order_relaxed);
+        if (!start || addr < start || addr - start >= size) continue;
+        uintptr_t page = addr & ~(page_size - 1);
+        int saved = errno;
+        void *p = mmap((void *)page, start + size - page, PROT_READ,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        errno = saved;
+        if (p == MAP_FAILED) break;
+        size_t off = page - start, cur = atomic_load(&guards[i].fault_off);
+        while (off < cur && !atomic_compare_exchange_weak(&guards[i].fault_off, &cur, off)) {
+        }
+        return;
+    }
+    chain_bus(sig, info, uctx);
+}
+
+static void guard_install(void) {
+    int expect = 0;
+    if (!atomic_compare_exchange_strong(&guard_installed, &expect, 1)) {
+        while (atomic_load(&guard_installed) == 1) {
+        }
+        return;
+    }
+    long ps = sysconf(_SC_PAGESIZE);
+    page_size = ps > 0 ? (uintptr_t)ps : 4096;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, &prev_bus) != 0) {
+        TG_WARN("installing the SIGBUS handler: %s; a file truncated while mapped will kill "
+                "the process", strerror(errno));
+        atomic_store(&guard_installed, 3);
+        return;
+    }
+    atomic_store(&guard_installed, 2);
+}
+
+/* Registers [data, data + size); returns the slot + 1, or 0 when the table
+ * is full (the mapping then works unguarded, as before). */
+static int guard_add(const void *data, size_t size, const char *path) {
+    guard_install();
+    if (atomic_load(&guard_installed) != 2) return 0;
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        int expect = 0;
+        if (!atomic_compare_exchange_strong(&guards[i].taken, &expect, 1)) continue;
+        atomic_store(&guards[i].size, size);
+        atomic_store(&guards[i].fault_off, SIZE_MAX);
+        atomic_store_explicit(&guards[i].start, (uintptr_t)data, memory_order_release);
+        return i + 1;
+    }
+    TG_DEBUG("mapping %s: all %d SIGBUS guard slots in use; unguarded", path, GUARD_SLOTS);
+    return 0;
+}
+
+static void guard_remove(int slot) {
+    if (slot <= 0 || slot > GUARD_SLOTS) return;
+    guard_slot *g = &guards[slot - 1];
+    atomic_store_explicit(&g->start, 0, memory_order_release);
+    atomic_store(&g->taken, 0);
+}
+
+tg_status tg_file_map_check(const tg_file_map *map) {
+    if (!map || map->guard <= 0 || map->guard > GUARD_SLOTS) return NULL;
+    size_t off = atomic_load(&guards[map->guard - 1].fault_off);
+    if (off == SIZE_MAX) return NULL;
+    return tg_status_new(TG_ERR_IO,
+                         "%s: the file was truncated or failed while in use (SIGBUS reading "
+                         "offset %zu of %zu); what was read from it since is not the file's",
+                         map->path ? map->path : "?", off, map->size);
+}
+
+/* ------------------------------------------------------------------ files */
+
 tg_status tg_file_map_open(const char *path, tg_file_map *out_map) {
     if (!path || !out_map)
         return tg_status_new(TG_ERR_INVALID_ARG, "tg_file_map_open: NULL argument");
@@ -124,6 +250,7 @@ tg_status tg_file_map_open(const char *path, tg_file_map *out_map) {
     out_map->data = data;
     out_map->size = size;
     out_map->path = copy;
+    out_map->guard = data ? guard_add(data, size, path) : 0;
     return NULL;
 
 fail:
@@ -134,6 +261,8 @@ fail:
 
 void tg_file_unmap(tg_file_map *map) {
     if (!map) return;
+    guard_remove(map->guard);
+    map->guard = 0;
     if (map->data) munmap((void *)map->data, map->size);
     tg_free(map->path);
     map->data = NULL;

@@ -17,6 +17,13 @@
  * error naming it (and both shapes); so is a tensor the config's model does
  * not use (fewer layers in config.json than in the checkpoint).
  *
+ * A checkpoint truncated while mapped reads as zeros past the cut instead of
+ * killing the process (base/file.c's SIGBUS guard): the load checks the
+ * mappings after reading them, and the encoder and the decoder after every
+ * compute (ct_model_check), so such a run ends in an error naming the file.
+ * What stays: weights read in place on the CPU are read again at every
+ * compute, so the check comes after the compute it spoils.
+ *
  * Storage: the matrices of matrix products and the embedding tables keep
  * their stored type (F32, F16 or BF16). On a CPU backend they are used in
  * place from the read-only mapping (no copy of a 4 GB checkpoint); on any
@@ -839,6 +846,8 @@ tg_status ct_model_load_flags(const char *dir, tg_backend *backend, unsigned fla
     if (tg_backend_is_cpu(backend) && !(flags & CT_LOAD_COPY) && (st = place_in_place(&L)))
         goto fail;
     if ((st = place_copies(&L))) goto fail;
+    /* what the copies and the sampling read must have come from the file */
+    if ((st = ct_model_check(m))) goto fail;
     warn_zero_norms(m);
     TG_INFO("loaded %s: %s layout, %s matrices, encoder %dx%d (%d heads), decoder %dx%d "
             "(%d heads), vocab %d; %.1f MB in place, %.1f MB copied",
@@ -854,6 +863,11 @@ fail:
     tg_free(L.bn);
     ct_model_free(m);
     return st;
+}
+
+tg_status ct_model_check(const ct_model *m) {
+    if (!m) return NULL;
+    return tg_status_wrap(st_check(m->st), "model %s", m->dir);
 }
 
 void ct_model_free(ct_model *m) {

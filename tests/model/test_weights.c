@@ -634,6 +634,30 @@ static void non_finite_logits_are_an_error(void) {
     rm_tmp();
 }
 
+/* issue 12 item 7: model.safetensors truncated while a run reads it (the
+ * CPU uses the matrices in place from the mapping) used to kill the process
+ * with SIGBUS. The encoder and decoder now fail with an error naming the
+ * file. The truncation is done here, after the load. */
+static void truncated_checkpoint_during_a_run_is_an_error(void) {
+    if (!make_tmp()) return;
+    write_altered(TINY "/hub", NULL, NULL, NULL, NULL);
+    ct_model *m = NULL;
+    CHECK_OK(ct_model_load(tmp_dir, get_cpu(), &m));
+    if (m) {
+        CHECK_OK(transcribe_tmp(m));
+        char p[512];
+        snprintf(p, sizeof p, "%s/model.safetensors", tmp_dir);
+        CHECK(truncate(p, 8192) == 0);
+        tg_status st = transcribe_tmp(m);
+        CHECK(st && tg_status_code(st) == TG_ERR_IO);
+        CHECK(st && strstr(tg_status_message(st), p));
+        if (st) printf("  error: %s\n", tg_status_message(st));
+        tg_status_free(st);
+        ct_model_free(m);
+    }
+    rm_tmp();
+}
+
 static void not_a_checkpoint(void) {
     ct_model *m = NULL;
     CHECK_ERR(ct_model_load(TEST_DATA_DIR "/no-such-dir", get_cpu(), &m), TG_ERR_NOT_FOUND, NULL);
@@ -665,4 +689,5 @@ TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(copied_weights_matc
           T(config_with_fewer_layers_is_refused),
           T(config_values_the_weights_contradict_are_refused),
           T(nan_weights_are_refused_at_load), T(non_finite_logits_are_an_error),
+          T(truncated_checkpoint_during_a_run_is_an_error),
           T(not_a_checkpoint), T(cleanup))
