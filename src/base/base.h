@@ -127,6 +127,16 @@ tg_status tg_file_read(const char *path, char **out_data, size_t *out_size);
 /* The same with a limit of max_size bytes. */
 tg_status tg_file_read_max(const char *path, size_t max_size, char **out_data,
                            size_t *out_size);
+/* Test hook (SQLite-style I/O fault injection): the next n file operations
+ * (each read(2) of tg_file_read, each mmap of tg_file_map_open) succeed and
+ * the one after faults, once: TG_IO_FAULT_EIO makes it fail with EIO,
+ * TG_IO_FAULT_SHORT makes a read return fewer bytes than asked (which
+ * callers must absorb) and leaves mappings alone. n < 0 turns it off.
+ * tg_file_io_count says how many operations ran since the last call with
+ * n >= 0 (or since start). Not for production; single-threaded tests. */
+typedef enum tg_io_fault { TG_IO_FAULT_EIO, TG_IO_FAULT_SHORT } tg_io_fault;
+void tg_file_fail_io_after(long n, tg_io_fault kind);
+long tg_file_io_count(void);
 /* Writes data to path through a temporary file and an atomic rename. */
 tg_status tg_file_write_atomic(const char *path, const void *data, size_t size);
 

@@ -33,6 +33,10 @@
  * garbage they computed. A fault elsewhere goes to the previous handler (or
  * the default action: the process dies as before).
  *
+ * Tests can make the Nth read or mapping fail (tg_file_fail_io_after), the
+ * I/O counterpart of alloc.c's hook, to prove every caller turns a failed
+ * read into an error and leaks nothing.
+ *
  * Not here: partial or streaming I/O, locking, Windows.
  */
 #include <errno.h>
@@ -214,6 +218,43 @@ tg_status tg_file_map_check(const tg_file_map *map) {
                          map->path ? map->path : "?", off, map->size);
 }
 
+/* ---------------------------------------------------- I/O fault injection */
+
+static atomic_long io_budget = -1;   /* < 0: off */
+static atomic_long io_ops;
+static tg_io_fault io_kind;
+
+void tg_file_fail_io_after(long n, tg_io_fault kind) {
+    io_kind = kind;
+    atomic_store(&io_ops, 0);
+    atomic_store(&io_budget, n < 0 ? -1 : n);
+}
+
+long tg_file_io_count(void) { return atomic_load(&io_ops); }
+
+/* Counts one operation; true when it must fault (then injection is off). */
+static bool io_fault_now(void) {
+    atomic_fetch_add(&io_ops, 1);
+    long b = atomic_load(&io_budget);
+    if (b < 0) return false;
+    if (b == 0) {
+        atomic_store(&io_budget, -1);
+        return true;
+    }
+    atomic_store(&io_budget, b - 1);
+    return false;
+}
+
+/* read(2) with the injection point. */
+static ssize_t read_some(int fd, void *buf, size_t n) {
+    if (io_fault_now()) {
+        if (io_kind == TG_IO_FAULT_SHORT) return read(fd, buf, n > 1 ? n / 2 : n);
+        errno = EIO;
+        return -1;
+    }
+    return read(fd, buf, n);
+}
+
 /* ------------------------------------------------------------------ files */
 
 tg_status tg_file_map_open(const char *path, tg_file_map *out_map) {
@@ -238,7 +279,9 @@ tg_status tg_file_map_open(const char *path, tg_file_map *out_map) {
         goto fail;
     }
     if (size > 0) {
-        data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        bool fault = io_fault_now() && io_kind == TG_IO_FAULT_EIO;
+        data = fault ? MAP_FAILED : mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (fault) errno = EIO;
         if (data == MAP_FAILED) {
             data = NULL;
             st = tg_status_new(errno == ENOMEM ? TG_ERR_NO_MEMORY : TG_ERR_IO,
@@ -313,7 +356,8 @@ tg_status tg_file_read_max(const char *path, size_t max_size, char **out_data,
          * probe into a small buffer first so that reaching the end does not
          * double a large allocation. */
         char probe[4096];
-        ssize_t n = full ? read(fd, probe, sizeof probe) : read(fd, buf + len, cap - 1 - len);
+        ssize_t n = full ? read_some(fd, probe, sizeof probe)
+                         : read_some(fd, buf + len, cap - 1 - len);
         if (n < 0) {
             if (errno == EINTR) continue;
             st = tg_status_new(TG_ERR_IO, "reading %s: %s", path, strerror(errno));
