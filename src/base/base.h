@@ -100,13 +100,43 @@ typedef struct tg_file_map {
     const uint8_t *data; /* NULL for an empty file */
     size_t size;
     char *path;          /* owned copy, for messages */
+    int guard;           /* its slot in the SIGBUS guard + 1; 0: none */
 } tg_file_map;
 
-/* Maps path read-only; the error names the path. Unmap with tg_file_unmap. */
+/* Maps path read-only; the error names the path. Only regular files are
+ * accepted: a FIFO, device, socket or directory is refused without blocking
+ * (it is never opened for reading in blocking mode). Unmap with
+ * tg_file_unmap. */
 tg_status tg_file_map_open(const char *path, tg_file_map *out_map);
 void tg_file_unmap(tg_file_map *map);
-/* Reads a whole file into a new NUL-terminated buffer; free with tg_free. */
+/* Mappings are guarded against SIGBUS (file.c says how): when the file
+ * shrinks under a mapping, or its storage fails, a read of the lost part sees
+ * zeros instead of killing the process, and this returns a TG_ERR_IO error
+ * naming the file from then on. Readers of a mapping call it after a phase of
+ * reading (a load, a graph compute) and discard what they computed when it
+ * fails. NULL while the mapping is whole. Thread-safe. */
+tg_status tg_file_map_check(const tg_file_map *map);
+/* The most tg_file_read reads: whole reads are for configs and vocabularies
+ * (the real tokenizer is under 2 MB); anything larger is not such a file. */
+#define TG_FILE_READ_MAX ((size_t)64 << 20)
+/* Reads a whole regular file (at most TG_FILE_READ_MAX bytes) into a new
+ * NUL-terminated buffer; free with tg_free. Non-regular files are refused as
+ * by tg_file_map_open; a larger file is a TG_ERR_FORMAT error naming the
+ * file and the limit. */
 tg_status tg_file_read(const char *path, char **out_data, size_t *out_size);
+/* The same with a limit of max_size bytes. */
+tg_status tg_file_read_max(const char *path, size_t max_size, char **out_data,
+                           size_t *out_size);
+/* Test hook (SQLite-style I/O fault injection): the next n file operations
+ * (each read(2) of tg_file_read, each mmap of tg_file_map_open) succeed and
+ * the one after faults, once: TG_IO_FAULT_EIO makes it fail with EIO,
+ * TG_IO_FAULT_SHORT makes a read return fewer bytes than asked (which
+ * callers must absorb) and leaves mappings alone. n < 0 turns it off.
+ * tg_file_io_count says how many operations ran since the last call with
+ * n >= 0 (or since start). Not for production; single-threaded tests. */
+typedef enum tg_io_fault { TG_IO_FAULT_EIO, TG_IO_FAULT_SHORT } tg_io_fault;
+void tg_file_fail_io_after(long n, tg_io_fault kind);
+long tg_file_io_count(void);
 /* Writes data to path through a temporary file and an atomic rename. */
 tg_status tg_file_write_atomic(const char *path, const void *data, size_t size);
 

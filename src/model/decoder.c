@@ -14,7 +14,10 @@
  * GPU the captured launch sequence) is made once. Argmax runs where the
  * logits are; only ids come back unless the caller asks for logits. A
  * token's score, when asked for, is its softmax probability, picked from
- * the logits on the device as well, so it costs B floats a step.
+ * the logits on the device as well, so it costs B floats a step. Every
+ * position's logit sum comes back too (B floats a step, one reduction over
+ * the logits): a non-finite sum means NaN or Inf logits, an error naming the
+ * model rather than a transcript of <unk>.
  *
  * Rows of a batch stay in their slots; the caller feeds finished rows a pad
  * token and ignores what they produce.
@@ -37,6 +40,7 @@ typedef struct dec_graph {
     tg_tensor *self_mask, *cross_mask;
     tg_tensor *ids, *logits;      /* outputs (logits only when wanted)  */
     tg_tensor *scores;            /* softmax at the argmax, when wanted */
+    tg_tensor *sums;              /* [n_q, B]: each position's logit sum */
 } dec_graph;
 
 struct ct_dec_state {
@@ -52,6 +56,7 @@ struct ct_dec_state {
     dec_graph prefill, step;
     dec_graph *allocated;         /* the graph the scheduler holds now */
     float *host;                  /* scratch for masks                 */
+    float *sums;                  /* [n_prompt * B]: logit sums read back */
     int32_t *ihost;               /* scratch for ids                   */
 };
 
@@ -108,12 +113,14 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     x = ct_nn_norm(nn, x, m->final_norm_w, m->final_norm_b);
     tg_tensor *logits = ct_nn_linear(nn, m->head_w, m->head_b, x); /* [V, n_q, B] */
     dg->ids = tg_argmax(ctx, logits);                            /* [n_q, B]    */
+    dg->sums = tg_sum_rows(ctx, logits);                         /* [1, n_q, B] */
     if ((st = tg_ctx_check(ctx))) return tg_status_wrap(st, "building the decoder graph");
     tg_set_name(logits, "logits");
     tg_set_name(dg->ids, "next_ids");
     dg->g = tg_graph_new(ctx);
     if (!dg->g) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     st = tg_graph_build(dg->g, dg->ids);
+    if (!st) st = tg_graph_build(dg->g, dg->sums);
     if (!st && s->opts.want_scores) {
         /* the chosen token's probability, picked on the device: softmax
          * rows seen as [1, V, n_q*B] images, one row each at its argmax */
@@ -151,6 +158,7 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
     }
     if (!st) st = tg_sched_alloc(s->sched, g);
     if (!st) st = tg_sched_compute(s->sched, g);
+    if (!st) st = ct_model_check(m);
     tg_ctx_free(ctx);
     s->allocated = NULL;
     return tg_status_wrap(st, "computing the cross-attention keys and values");
@@ -165,6 +173,7 @@ void ct_decoder_free(ct_dec_state *s) {
     tg_free(s->self_k);
     tg_free(s->enc_valid);
     tg_free(s->host);
+    tg_free(s->sums);
     tg_free(s->ihost);
     tg_free(s);
 }
@@ -200,10 +209,11 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     if ((size_t)s->n_enc * n_prompt * s->B > n_host) n_host = (size_t)s->n_enc * n_prompt * s->B;
     s->host = tg_malloc(n_host * sizeof(float));
     s->ihost = tg_malloc((size_t)n_prompt * H * s->B * sizeof(int32_t));
+    s->sums = tg_malloc((size_t)n_prompt * s->B * sizeof(float));
     s->enc_valid = tg_malloc((size_t)s->B * sizeof(int));
     s->self_k = tg_calloc((size_t)L * 4, sizeof(tg_tensor *));
     s->kv_ctx = tg_ctx_new();
-    if (!s->host || !s->ihost || !s->enc_valid || !s->self_k || !s->kv_ctx) {
+    if (!s->host || !s->ihost || !s->sums || !s->enc_valid || !s->self_k || !s->kv_ctx) {
         st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
         goto fail;
     }
@@ -274,7 +284,9 @@ static tg_status run(ct_dec_state *s, dec_graph *dg, const int32_t *ids, int pos
     if ((st = tg_tensor_set(dg->cross_mask, s->host, 0,
                             (size_t)B * n_q * s->n_enc * sizeof(float))))
         return st;
-    return tg_sched_compute(s->sched, dg->g);
+    if ((st = tg_sched_compute(s->sched, dg->g))) return st;
+    /* weights read in place from a truncated checkpoint read as zeros */
+    return ct_model_check(m);
 }
 
 /* Copies the graph's outputs back: out_next[b] = ids[b][n_q - 1], and the
@@ -289,6 +301,16 @@ static tg_status get_outputs(ct_dec_state *s, dec_graph *dg, int32_t *out_next,
     st = tg_tensor_get(dg->ids, ids, 0, n * sizeof(int32_t));
     for (int b = 0; !st && n_q > 1 && b < B; b++) out_next[b] = ids[b * n_q + n_q - 1];
     if (ids != out_next) tg_free(ids);
+    /* A NaN or Inf anywhere in a row's logits makes its sum non-finite
+     * (finite logits of a sane model sum far below FLT_MAX): corrupt or
+     * mislabelled weights would otherwise decode to a stream of <unk>. */
+    if (!st) st = tg_tensor_get(dg->sums, s->sums, 0, n * sizeof(float));
+    for (size_t i = 0; !st && i < n; i++)
+        if (!isfinite(s->sums[i]))
+            st = tg_status_new(TG_ERR_FORMAT,
+                               "model %s: the decoder's logits are not finite (batch row %d); "
+                               "the weights are corrupt or their dtype label is wrong",
+                               s->m->dir, (int)(i / (size_t)n_q));
     if (!st && out_scores && dg->scores)
         st = tg_tensor_get(dg->scores, out_scores, 0, n * sizeof(float));
     if (!st && out_logits && dg->logits)

@@ -294,6 +294,7 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     rel_pos_table(host, T3, d);
     if (!st) st = tg_tensor_set(pos, host, 0, n_pos * sizeof(float));
     if (!st) st = tg_sched_compute(sched, g);
+    if (!st) st = ct_model_check(m); /* weights read in place may have faulted */
     if (st) {
         st = tg_status_wrap(st, "running the encoder");
         goto fail;

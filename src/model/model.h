@@ -58,6 +58,7 @@ typedef struct ct_dec_layer {
 } ct_dec_layer;
 
 typedef struct ct_model {
+    char *dir;               /* the checkpoint directory, for messages     */
     ct_config cfg;
     ct_layout layout;
 
@@ -112,6 +113,11 @@ enum {
 tg_status ct_model_load_flags(const char *dir, tg_backend *backend, unsigned flags,
                               ct_model **out_model);
 void ct_model_free(ct_model *model);
+/* NULL while the checkpoint's mappings are whole; an error naming the model
+ * and the file once one was truncated (or failed) while in use, after which
+ * every result computed from its weights is garbage. The encoder and the
+ * decoder check it after each compute. */
+tg_status ct_model_check(const ct_model *model);
 
 /* spec 2.1: length after one stride-2, k3, p1 conv (floor((n-1)/2)+1; 0 stays 0). */
 static inline int ct_sub_len(int n) { return n <= 0 ? 0 : (n - 1) / 2 + 1; }

@@ -130,6 +130,15 @@ const st_tensor *st_at(const st_set *set, int i) {
     return &set->tensors[i];
 }
 
+tg_status st_check(const st_set *set) {
+    if (!set) return NULL;
+    for (int i = 0; i < set->n_files; i++) {
+        tg_status st = tg_file_map_check(&set->maps[i]);
+        if (st) return st;
+    }
+    return NULL;
+}
+
 const char *st_file_path(const st_set *set, int file) {
     if (!set || file < 0 || file >= set->n_files) return "?";
     return set->paths[file];

@@ -51,6 +51,10 @@ int st_count(const st_set *set);
 const st_tensor *st_at(const st_set *set, int i);
 /* NULL when absent. Borrowed from the set. */
 const st_tensor *st_find(const st_set *set, const char *name);
+/* NULL while every mapped file of the set is whole; an error naming the file
+ * once a read of its mapping faulted (truncated while in use; see
+ * tg_file_map_check). Cheap: callers check after every compute. */
+tg_status st_check(const st_set *set);
 /* Path of file i, for messages. */
 const char *st_file_path(const st_set *set, int file);
 const char *st_dtype_name(st_dtype t);

@@ -9,10 +9,20 @@
  * table that spells a logical tensor in all three.
  *
  * Dimensions come from the tensor shapes: a few reference tensors fix them,
- * every other tensor is checked against the shape they imply (the config's
- * dimensions only draw a warning when they differ); head counts come only
- * from the config and must divide the widths and match pos_bias_u/v. A
- * misshapen or missing tensor is an error naming it (and both shapes).
+ * every other tensor is checked against the shape they imply, and a config
+ * value they contradict is an error naming both (only the encoder's
+ * feed-forward width, which NeMo configs state as a rounded factor, draws a
+ * warning instead); head counts come only from the config and must divide
+ * the widths and match pos_bias_u/v. A misshapen or missing tensor is an
+ * error naming it (and both shapes); so is a tensor the config's model does
+ * not use (fewer layers in config.json than in the checkpoint).
+ *
+ * A checkpoint truncated while mapped reads as zeros past the cut instead of
+ * killing the process (base/file.c's SIGBUS guard): the load checks the
+ * mappings after reading them, and the encoder and the decoder after every
+ * compute (ct_model_check), so such a run ends in an error naming the file.
+ * What stays: weights read in place on the CPU are read again at every
+ * compute, so the check comes after the compute it spoils.
  *
  * Storage: the matrices of matrix products and the embedding tables keep
  * their stored type (F32, F16 or BF16). On a CPU backend they are used in
@@ -21,14 +31,15 @@
  * kernels and the rel-pos biases are converted to F32 into a buffer of their
  * own; BatchNorm is folded into the depthwise conv in f32 (spec 2.5).
  *
- * Not here: running anything (encoder.c, decoder.c). Tensors this model does
- * not use (preprocessor.*, num_batches_tracked, anything unknown) are
- * ignored.
+ * Not here: running anything (encoder.c, decoder.c). Of the tensors this
+ * model does not use, only preprocessor.* and num_batches_tracked are
+ * ignored (spec 6.2).
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "base.h"
 #include "model.h"
@@ -243,16 +254,28 @@ static tg_status ref_shape(const loader *L, const char *name, int n, const st_te
     return NULL;
 }
 
-/* The weights decide dimensions; a config value that disagrees is reported
- * (the small2 fixture's config, for one, rounds ff_expansion_factor down)
- * but not fatal. Head counts, which no shape can tell, are the exception:
- * they come from the config alone. */
+/* The weights decide dimensions, and a config value that contradicts them
+ * is an error naming both: such a config describes another model, and
+ * loading it anyway would run something no one trained. Head counts, which
+ * no shape can tell, come from the config alone. */
 static tg_status check_cfg(const loader *L, const char *key, int cfg, int got,
                            const char *tensor) {
     if (cfg > 0 && cfg != got)
+        return tg_status_new(TG_ERR_FORMAT,
+                             "%s: config.json gives %s = %d but tensor '%s' implies %d; the "
+                             "config does not describe these weights",
+                             L->dir, key, cfg, tensor, got);
+    return NULL;
+}
+
+/* The one leniency: NeMo states the encoder's feed-forward width as a
+ * factor of d_model, which a published config may round (the small2
+ * fixture's gives 2 for 192/80 = 2.4); the weights win, with a warning that
+ * names both values. */
+static void warn_cfg(const loader *L, const char *key, int cfg, int got, const char *tensor) {
+    if (cfg > 0 && cfg != got)
         TG_WARN("%s: config.json gives %s = %d but tensor '%s' implies %d; using %d", L->dir,
                 key, cfg, tensor, got, got);
-    return NULL;
 }
 
 static tg_status derive_dims(loader *L) {
@@ -267,6 +290,9 @@ static tg_status derive_dims(loader *L) {
                 "model.encoder.subsampling.layers.0.weight", 0);
     if ((st = ref_shape(L, name, 4, &t))) return st;
     m->sub_channels = (int)t->shape[0];
+    if ((st = check_cfg(L, "subsampling_conv_channels", c->subsampling_channels,
+                        m->sub_channels, name)))
+        return st;
     m->n_mels = c->n_mels > 0 ? c->n_mels : 128;
     m->sub_freq = ct_enc_len(m->n_mels);
     tensor_name(m->layout, name, "encoder.pre_encode.out.weight",
@@ -280,9 +306,6 @@ static tg_status derive_dims(loader *L) {
                              L->dir, name, (long long)t->shape[1], m->sub_channels,
                              m->sub_freq, m->sub_channels * m->sub_freq);
     if ((st = check_cfg(L, "the encoder width", c->enc_hidden, m->d, name))) return st;
-    if ((st = check_cfg(L, "subsampling_conv_channels", c->subsampling_channels,
-                        m->sub_channels, "conv 0 of the subsampling")))
-        return st;
     if (c->subsampling_factor > 0 && c->subsampling_factor != 8)
         return tg_status_new(TG_ERR_UNSUPPORTED,
                              "%s: subsampling_factor %d is not supported (only 8)", L->dir,
@@ -302,7 +325,7 @@ static tg_status derive_dims(loader *L) {
                 ENC_NATIVE "feed_forward1.linear1.weight", 0);
     if ((st = ref_shape(L, name, 2, &t))) return st;
     m->ff = (int)t->shape[0];
-    if ((st = check_cfg(L, "the encoder intermediate size", c->enc_ff, m->ff, name))) return st;
+    warn_cfg(L, "the encoder intermediate size", c->enc_ff, m->ff, name);
     tensor_name(m->layout, name, ENC_NEMO "conv.depthwise_conv.weight",
                 ENC_NATIVE "conv.depthwise_conv.weight", 0);
     if ((st = ref_shape(L, name, 3, &t))) return st;
@@ -324,6 +347,9 @@ static tg_status derive_dims(loader *L) {
                 "model.decoder.pos_emb.weight", 0);
     if ((st = ref_shape(L, name, 2, &t))) return st;
     m->max_positions = (int)t->shape[0];
+    if ((st = check_cfg(L, "max_sequence_length (the decoder's positions)",
+                        c->dec_max_positions, m->max_positions, name)))
+        return st;
     tensor_name(m->layout, name, DEC_NEMO "third_sub_layer.dense_in.weight",
                 DEC_NATIVE "mlp.fc1.weight", 0);
     if ((st = ref_shape(L, name, 2, &t))) return st;
@@ -516,6 +542,70 @@ static tg_status declare_decoder(loader *L) {
     return NULL;
 }
 
+/* ----------------------------------------------------------- unused tensors */
+
+/* Tensors a checkpoint carries that this model never reads (spec 6.2): the
+ * NeMo featurizer's filters and window (HF ignores them too) and
+ * BatchNorm's step counters. */
+static bool ignorable(const char *name) {
+    const char *bare = strncmp(name, "model.", 6) == 0 ? name + 6 : name;
+    if (strncmp(bare, "preprocessor.", 13) == 0) return true;
+    size_t n = strlen(name), k = strlen("num_batches_tracked");
+    return n >= k && strcmp(name + n - k, "num_batches_tracked") == 0;
+}
+
+/* The layer index of an encoder or decoder layer tensor, or -1. */
+static int layer_index(const char *name, bool *dec) {
+    const char *p = strstr(name, "decoder.layers.");
+    *dec = p != NULL;
+    if (!p) p = strstr(name, "encoder.layers.");
+    if (!p) return -1;
+    p += strlen("encoder.layers."); /* same length as "decoder.layers." */
+    int i = 0;
+    if (*p < '0' || *p > '9') return -1;
+    while (*p >= '0' && *p <= '9' && i < 1000000) i = i * 10 + (*p++ - '0');
+    return *p == '.' ? i : -1;
+}
+
+/* Every tensor of the checkpoint must be one the config's model reads (or
+ * an ignorable one): a tensor left over means config.json describes another
+ * model, typically fewer layers than the weights hold, which would load and
+ * give a different transcript without a word. */
+static tg_status check_all_used(const loader *L) {
+    const ct_model *m = L->m;
+    int n = st_count(m->st);
+    if (n == 0) return NULL;
+    const st_tensor *first = st_at(m->st, 0);
+    bool *used = tg_calloc((size_t)n, sizeof(bool));
+    if (!used) return tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", L->dir);
+    for (int i = 0; i < L->n_items; i++) used[L->items[i].src - first] = true;
+    for (int i = 0; i < m->n_enc_layers * 6; i++)
+        if (L->bn[i]) used[L->bn[i] - first] = true;
+    tg_status st = NULL;
+    for (int i = 0; i < n && !st; i++) {
+        const char *name = st_at(m->st, i)->name;
+        if (used[i] || ignorable(name)) continue;
+        bool dec;
+        int layer = layer_index(name, &dec);
+        int have = dec ? m->n_dec_layers : m->n_enc_layers;
+        if (layer >= have)
+            st = tg_status_new(TG_ERR_FORMAT,
+                               "%s: the checkpoint holds %s layer %d (tensor '%s') but "
+                               "config.json gives %d %s layer%s; the config does not describe "
+                               "these weights",
+                               L->dir, dec ? "decoder" : "encoder", layer, name, have,
+                               dec ? "decoder" : "encoder", have == 1 ? "" : "s");
+        else
+            st = tg_status_new(TG_ERR_FORMAT,
+                               "%s: tensor '%s' is not part of the model config.json "
+                               "describes (%d encoder layers, %d decoder layers); is it "
+                               "another model's checkpoint?",
+                               L->dir, name, m->n_enc_layers, m->n_dec_layers);
+    }
+    tg_free(used);
+    return st;
+}
+
 /* -------------------------------------------------------------- placement */
 
 /* Converts n elements of a checkpoint tensor to f32 into dst. */
@@ -634,6 +724,68 @@ static tg_status place_copies(loader *L) {
     return st;
 }
 
+/* ------------------------------------------------------ non-finite values */
+
+/* Whether element i of a checkpoint tensor is NaN or infinite, told from
+ * its bits (bytes, since the data may be unaligned). */
+static bool elem_non_finite(st_dtype t, const uint8_t *p, size_t i) {
+    if (t == ST_F32) {
+        uint32_t u;
+        memcpy(&u, p + 4 * i, 4);
+        return (u & 0x7f800000u) == 0x7f800000u;
+    }
+    uint16_t h;
+    memcpy(&h, p + 2 * i, 2);
+    return t == ST_F16 ? (h & 0x7c00u) == 0x7c00u : (h & 0x7f80u) == 0x7f80u;
+}
+
+/* Samples a tensor for NaN or Inf: SAMPLE_RUNS evenly spaced runs of
+ * SAMPLE_RUN consecutive elements (4096 in all, the whole tensor when it is
+ * smaller). Runs, not single elements, so that a large matrix costs 16 to 32
+ * pages of the mapping, not one page per sample: on a warm 4.1 GB
+ * checkpoint (bench/make_full_random.py) the page faults dominate, and 64
+ * runs of 64 took 25 ms where 16 of 256 take about a quarter of that. A checkpoint that is
+ * all NaN (or has a NaN-filled tensor) is caught; one NaN hidden in a
+ * 6-million-element matrix may not be, which the decoder's logits check
+ * (decoder.c) then catches. */
+#define SAMPLE_RUNS 16
+#define SAMPLE_RUN 256
+static tg_status sample_finite(const loader *L, const st_tensor *t) {
+    size_t es = st_dtype_size(t->dtype);
+    if (!es || !t->size) return NULL;
+    size_t n = t->size / es;
+    size_t runs = n <= SAMPLE_RUNS * SAMPLE_RUN ? 1 : SAMPLE_RUNS;
+    size_t len = runs == 1 ? n : SAMPLE_RUN;
+    for (size_t r = 0; r < runs; r++) {
+        /* run r starts at r/(runs-1) of the way through: first and last included */
+        size_t start = runs == 1 ? 0 : (size_t)((double)(n - len) * r / (runs - 1));
+        for (size_t i = start; i < start + len; i++) {
+            if (elem_non_finite(t->dtype, t->data, i))
+                return tg_status_new(TG_ERR_FORMAT,
+                                     "%s: tensor '%s' is not finite (element %zu is NaN or "
+                                     "infinite); the checkpoint is corrupt, or its dtype "
+                                     "label (%s) is wrong",
+                                     L->dir, t->name, i, st_dtype_name(t->dtype));
+        }
+    }
+    return NULL;
+}
+
+/* Every tensor the model reads, sampled (see sample_finite); the time it
+ * took is logged at info level. */
+static tg_status check_finite(const loader *L) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    tg_status st = NULL;
+    for (int i = 0; i < L->n_items && !st; i++) st = sample_finite(L, L->items[i].src);
+    for (int i = 0; i < L->m->n_enc_layers * 6 && !st; i++)
+        if (L->bn[i]) st = sample_finite(L, L->bn[i]);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    TG_INFO("%s: %d tensors sampled for non-finite values in %.1f ms", L->dir, L->n_items,
+            (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+    return st;
+}
+
 /* Zeroed LayerNorm gains are the signature of a corrupt download (spec 7.1
  * item 10): warn, since the text would be garbage. */
 static void warn_zero_norms(const ct_model *m) {
@@ -641,7 +793,8 @@ static void warn_zero_norms(const ct_model *m) {
         const st_tensor *t = st_find(m->st, m->enc[i].out_norm_w->name);
         if (!t || t->dtype != ST_BF16) continue;
         size_t zeros = 0, n = t->size / 2;
-        for (size_t k = 0; k < n; k++) zeros += ((const uint16_t *)(const void *)t->data)[k] == 0;
+        for (size_t k = 0; k < n; k++) /* bytes: the tensor may be unaligned */
+            zeros += (t->data[2 * k] | t->data[2 * k + 1]) == 0;
         if (zeros == n)
             TG_WARN("encoder layer %d: norm_out weight is all zeros; the checkpoint may be corrupt",
                     i);
@@ -663,6 +816,11 @@ tg_status ct_model_load_flags(const char *dir, tg_backend *backend, unsigned fla
     L.m = m;
     L.dir = dir;
     m->backend = backend;
+    m->dir = tg_strdup(dir);
+    if (!m->dir) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", dir);
+        goto fail;
+    }
 
     if ((st = ct_config_load(dir, &m->cfg))) goto fail;
     if ((st = st_open_dir(dir, &m->st))) goto fail;
@@ -681,11 +839,15 @@ tg_status ct_model_load_flags(const char *dir, tg_backend *backend, unsigned fla
     for (int i = 0; i < m->n_enc_layers; i++)
         if ((st = declare_enc_layer(&L, i))) goto fail;
     if ((st = declare_decoder(&L))) goto fail;
+    if ((st = check_all_used(&L))) goto fail;
+    if ((st = check_finite(&L))) goto fail;
     m->matrix_type = m->enc[0].wq->type;
 
     if (tg_backend_is_cpu(backend) && !(flags & CT_LOAD_COPY) && (st = place_in_place(&L)))
         goto fail;
     if ((st = place_copies(&L))) goto fail;
+    /* what the copies and the sampling read must have come from the file */
+    if ((st = ct_model_check(m))) goto fail;
     warn_zero_norms(m);
     TG_INFO("loaded %s: %s layout, %s matrices, encoder %dx%d (%d heads), decoder %dx%d "
             "(%d heads), vocab %d; %.1f MB in place, %.1f MB copied",
@@ -703,6 +865,11 @@ fail:
     return st;
 }
 
+tg_status ct_model_check(const ct_model *m) {
+    if (!m) return NULL;
+    return tg_status_wrap(st_check(m->st), "model %s", m->dir);
+}
+
 void ct_model_free(ct_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_bufs; i++) tg_buffer_free(m->bufs[i]);
@@ -711,5 +878,6 @@ void ct_model_free(ct_model *m) {
     st_close(m->st);
     tg_free(m->enc);
     tg_free(m->dec);
+    tg_free(m->dir);
     tg_free(m);
 }

@@ -8,6 +8,9 @@
  * the CPU's float16 support. They are the reference the backends are checked
  * against; the backends may use F16C/AVX-512 instructions for speed.
  *
+ * tg_convert reads and writes element by element with memcpy, so its
+ * buffers may have any alignment (weights straight from a mapping).
+ *
  * Not here: block-quantized types (none yet), vectorised conversion loops.
  */
 #include <math.h>
@@ -111,16 +114,37 @@ uint16_t tg_f32_to_bf16(float f) {
 
 static bool type_is_float(tg_type t) { return t == TG_F32 || t == TG_F16 || t == TG_BF16; }
 
+/* Element i of p, read with memcpy: checkpoint data may sit at any byte
+ * offset (a safetensors header of odd length), and an unaligned load through
+ * a typed pointer is undefined behaviour. Compilers turn these into plain
+ * loads where the target allows them. */
+static uint16_t load_u16(const void *p, size_t i) {
+    uint16_t v;
+    memcpy(&v, (const unsigned char *)p + i * sizeof v, sizeof v);
+    return v;
+}
+
 static float load_float(tg_type t, const void *p, size_t i) {
     switch (t) {
-    case TG_F32: return ((const float *)p)[i];
-    case TG_F16: return tg_f16_to_f32(((const uint16_t *)p)[i]);
-    default: return tg_bf16_to_f32(((const uint16_t *)p)[i]);
+    case TG_F32: {
+        float v;
+        memcpy(&v, (const unsigned char *)p + i * sizeof v, sizeof v);
+        return v;
+    }
+    case TG_F16: return tg_f16_to_f32(load_u16(p, i));
+    default: return tg_bf16_to_f32(load_u16(p, i));
     }
 }
 
 static int64_t load_int(tg_type t, const void *p, size_t i) {
-    return t == TG_I32 ? (int64_t)((const int32_t *)p)[i] : ((const int64_t *)p)[i];
+    if (t == TG_I32) {
+        int32_t v;
+        memcpy(&v, (const unsigned char *)p + i * sizeof v, sizeof v);
+        return v;
+    }
+    int64_t v;
+    memcpy(&v, (const unsigned char *)p + i * sizeof v, sizeof v);
+    return v;
 }
 
 /* Float to integer: truncation toward zero, NaN to 0, saturating at the
@@ -135,11 +159,17 @@ static int64_t float_to_int(float v, tg_type dst) {
     return (int64_t)d;
 }
 
+/* Stores through memcpy, for the same reason as the loads. */
+static void store_bytes(void *p, size_t i, const void *v, size_t size) {
+    memcpy((unsigned char *)p + i * size, v, size);
+}
+
 static void store_float(tg_type t, void *p, size_t i, float v) {
+    uint16_t h;
     switch (t) {
-    case TG_F32: ((float *)p)[i] = v; break;
-    case TG_F16: ((uint16_t *)p)[i] = tg_f32_to_f16(v); break;
-    default: ((uint16_t *)p)[i] = tg_f32_to_bf16(v); break;
+    case TG_F32: store_bytes(p, i, &v, sizeof v); break;
+    case TG_F16: h = tg_f32_to_f16(v); store_bytes(p, i, &h, sizeof h); break;
+    default: h = tg_f32_to_bf16(v); store_bytes(p, i, &h, sizeof h); break;
     }
 }
 
@@ -147,9 +177,10 @@ static void store_int(tg_type t, void *p, size_t i, int64_t v) {
     if (t == TG_I32) {
         if (v > INT32_MAX) v = INT32_MAX;
         if (v < INT32_MIN) v = INT32_MIN;
-        ((int32_t *)p)[i] = (int32_t)v;
+        int32_t w = (int32_t)v;
+        store_bytes(p, i, &w, sizeof w);
     } else {
-        ((int64_t *)p)[i] = v;
+        store_bytes(p, i, &v, sizeof v);
     }
 }
 

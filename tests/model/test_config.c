@@ -286,7 +286,38 @@ static void generation_config_sets_token_ids(void) {
     CHECK_ERR(ct_config_load(TINY "/no-such-model", &c), TG_ERR_NOT_FOUND, "config.json");
 }
 
+/* issue 12 item 4: config.json (or generation_config.json) that is a FIFO
+ * or /dev/zero fails at once, naming the file, instead of blocking or
+ * reading until memory runs out; the alarm turns a hang into a failure. */
+static void special_files_as_config_fail_fast(void) {
+    char dir[] = "/tmp/ct-test-config-XXXXXX";
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    char cfg[128], gen[128];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    snprintf(gen, sizeof gen, "%s/generation_config.json", dir);
+    ct_config c;
+    alarm(10);
+    CHECK(symlink("/dev/zero", cfg) == 0);
+    CHECK_ERR(ct_config_load(dir, &c), TG_ERR_INVALID_ARG, "config.json");
+    unlink(cfg);
+    CHECK(mkfifo(cfg, 0600) == 0);
+    CHECK_ERR(ct_config_load(dir, &c), TG_ERR_INVALID_ARG, "a FIFO");
+    unlink(cfg);
+    /* a good config.json next to a FIFO generation_config.json */
+    CHECK(symlink(TINY "/hub/config.json", cfg) == 0);
+    CHECK(mkfifo(gen, 0600) == 0);
+    CHECK_ERR(ct_config_load(dir, &c), TG_ERR_INVALID_ARG, "generation_config.json");
+    alarm(0);
+    unlink(gen);
+    unlink(cfg);
+    rmdir(dir);
+}
+
 TEST_MAIN(T(both_layouts_give_the_tiny_dims), T(hub_config_alone_has_no_token_ids),
           T(second_model_dims), T(absent_keys_take_released_values),
           T(other_models_are_refused), T(missing_or_bad_heads_are_refused),
-          T(wrong_types_and_values_are_refused), T(generation_config_sets_token_ids))
+          T(wrong_types_and_values_are_refused), T(generation_config_sets_token_ids),
+          T(special_files_as_config_fail_fast))

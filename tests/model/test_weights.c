@@ -88,6 +88,8 @@ static void copy_file(const char *from, const char *to_name, const char *replace
  * rename of every tensor; config.json copied with one optional text
  * replacement. */
 static bool all_f16; /* write_altered stores every BF16 tensor as F16 */
+static bool relabel_f16; /* ... labels BF16 bytes F16, unchanged (a broken export) */
+static const char *nan_tensor; /* ... fills this tensor with NaN */
 
 static void write_altered(const char *src_dir, const edit *ed, rename_fn rn,
                           const char *cfg_from, const char *cfg_to) {
@@ -131,6 +133,17 @@ static void write_altered(const char *src_dir, const edit *ed, rename_fn rn,
             bufs[k] = h;
             w[k].dtype = ST_F16;
             w[k].data = h;
+        }
+        if (relabel_f16 && t->dtype == ST_BF16) w[k].dtype = ST_F16;
+        if (nan_tensor && !strcmp(t->name, nan_tensor)) {
+            size_t es = st_dtype_size(t->dtype), elems = t->size / es;
+            uint8_t *q = tg_malloc(t->size + 1);
+            for (size_t j = 0; q && j < elems; j++) {
+                if (es == 4) memcpy(q + 4 * j, &(float){NAN}, 4);
+                else memcpy(q + 2 * j, &(uint16_t){0x7fc0}, 2); /* BF16 NaN */
+            }
+            bufs[k] = q;
+            w[k].data = q;
         }
         if (hit && ed->convert) {
             size_t elems = t->size / st_dtype_size(t->dtype);
@@ -392,6 +405,49 @@ static void f16_checkpoint_matches_reference(void) {
     rm_tmp();
 }
 
+/* Rewrites tmp_dir/model.safetensors with one more space in its header, so
+ * that every tensor starts at an odd offset (still a valid file). */
+static void make_header_odd(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/model.safetensors", tmp_dir);
+    char *raw = NULL;
+    size_t n = 0;
+    CHECK_OK(tg_file_read_max(p, SIZE_MAX, &raw, &n));
+    if (!raw) return;
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = (hl << 8) | (uint8_t)raw[i];
+    if (hl % 2 == 0) {
+        uint8_t *out = tg_malloc(n + 1);
+        uint64_t nl = hl + 1;
+        for (int i = 0; i < 8; i++) out[i] = (uint8_t)(nl >> (8 * i));
+        memcpy(out + 8, raw + 8, hl);
+        out[8 + hl] = ' ';
+        memcpy(out + 9 + hl, raw + 8 + hl, n - 8 - hl);
+        CHECK_OK(tg_file_write_atomic(p, out, n + 1));
+        tg_free(out);
+    }
+    tg_free(raw);
+}
+
+/* issue 12 item 8: a valid checkpoint whose header length is odd puts every
+ * tensor at an odd address in the mapping: the loader converts them from
+ * there (UBSan, in `make asan`, caught an unaligned uint16 load in
+ * tg_convert) and must reproduce the reference. */
+static void odd_header_length_loads(void) {
+    if (!make_tmp()) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    write_altered(TINY "/hub", NULL, NULL, NULL, NULL);
+    make_header_odd();
+    ct_model *m = NULL;
+    CHECK_OK(ct_model_load_flags(tmp_dir, get_cpu(), CT_LOAD_COPY, &m));
+    CHECK(m && m->bytes_in_place == 0);
+    ct_model_free(m);
+    tmp_matches_reference(CT_LAYOUT_HUB, TG_BF16, "odd header length");
+    rm_tmp();
+}
+
 /* ------------------------------------------------------------ bad inputs */
 
 static void expect_load_error(const edit *ed, const char *cfg_from, const char *cfg_to,
@@ -463,6 +519,145 @@ static void head_counts_must_fit(void) {
                       TG_ERR_FORMAT, "decoder", NULL);
 }
 
+/* issue 12 item 6: a config with fewer layers than the checkpoint holds
+ * used to load the first layers only and transcribe differently without a
+ * word. Tensors the config leaves unused are errors naming the tensor and
+ * the config's count; preprocessor.* and num_batches_tracked stay ignored
+ * (spec 6.2). */
+static void config_with_fewer_layers_is_refused(void) {
+    expect_load_error(NULL, "\"n_layers\": 2", "\"n_layers\": 1", TG_ERR_FORMAT,
+                      "encoder.layers.1.", "1 encoder layer");
+    expect_load_error(NULL, "\"num_layers\": 2", "\"num_layers\": 1", TG_ERR_FORMAT,
+                      "transf_decoder._decoder.layers.1.", "1 decoder layer");
+}
+
+/* Config values that the weights contradict are errors naming both values
+ * (only the encoder's feed-forward width stays a warning: small2's NeMo
+ * config rounds ff_expansion_factor, tests/data/small2). */
+static void config_values_the_weights_contradict_are_refused(void) {
+    expect_load_error(NULL, "\"d_model\": 64", "\"d_model\": 32", TG_ERR_FORMAT, "32",
+                      "64");
+    expect_load_error(NULL, "\"conv_kernel_size\": 9", "\"conv_kernel_size\": 7",
+                      TG_ERR_FORMAT, "conv_kernel_size", "9");
+    expect_load_error(NULL, "\"inner_size\": 128", "\"inner_size\": 256", TG_ERR_FORMAT,
+                      "256", "128");
+    expect_load_error(NULL, "\"hidden_size\": 64", "\"hidden_size\": 128", TG_ERR_FORMAT,
+                      "128", "64");
+    expect_load_error(NULL, "\"subsampling_conv_channels\": 32",
+                      "\"subsampling_conv_channels\": 16", TG_ERR_FORMAT,
+                      "subsampling_conv_channels", "32");
+    /* max_sequence_length must be the position table's length */
+    expect_load_error(NULL, "\"max_sequence_length\": 1024", "\"max_sequence_length\": 512",
+                      TG_ERR_FORMAT, "max_sequence_length", "1024");
+    expect_load_error(NULL, "\"max_sequence_length\": 1024", "\"max_sequence_length\": 4096",
+                      TG_ERR_FORMAT, "4096", "1024");
+}
+
+/* issue 12 item 5: all-NaN weights gave exit 0 and an empty transcript. The
+ * load samples every tensor for non-finite values: the error names the
+ * tensor and the model. */
+static void nan_weights_are_refused_at_load(void) {
+    static const char *names[3] = {"encoder.layers.1.feed_forward2.linear1.weight",
+                                   "transf_decoder._embedding.layer_norm.bias",
+                                   "encoder.layers.0.conv.batch_norm.running_var"};
+    for (int i = 0; i < 3; i++) {
+        nan_tensor = names[i];
+        expect_load_error(NULL, NULL, NULL, TG_ERR_FORMAT, names[i], "not finite");
+        nan_tensor = NULL;
+    }
+}
+
+/* Runs clip a's features through tmp_dir's model (or m when given) with
+ * greedy decoding and returns the status of the first failing stage. */
+static tg_status transcribe_tmp(ct_model *given) {
+    ct_model *m = given;
+    tg_sched *sched = NULL;
+    ct_mel mel = {0};
+    ct_audio a = {0};
+    float *feat = NULL;
+    ct_enc_result enc = {0};
+    ct_greedy_result gr = {0};
+    tg_backend *b = get_cpu();
+    tg_status st = m ? NULL : ct_model_load(tmp_dir, b, &m);
+    if (!st) st = tg_sched_new(&b, 1, &sched);
+    if (!st) st = ct_mel_init(&mel);
+    if (!st) st = ct_wav_read(TINY "/audio/a.wav", &a);
+    int frames = 0, valid = 0;
+    if (!st) st = ct_mel_compute(&mel, a.samples, a.n, &feat, &frames, &valid);
+    ct_enc_opts eo = {.f32 = true};
+    if (!st) st = ct_encoder_run(m, sched, feat, 1, frames, &valid, &eo, &enc);
+    static const int32_t prompt[10] = {7, 4, 16, 62, 62, 5, 9, 11, 13, 0};
+    ct_greedy_opts go = {.max_new_tokens = 8, .eos_id = 3, .pad_id = 2, .f32 = true};
+    if (!st) st = ct_greedy_decode(m, sched, &enc, prompt, 9, &go, &gr);
+    ct_greedy_result_free(&gr);
+    ct_enc_result_free(&enc);
+    tg_free(feat);
+    ct_audio_free(&a);
+    if (mel.filters) ct_mel_free(&mel);
+    tg_sched_free(sched);
+    if (!given) ct_model_free(m);
+    return st;
+}
+
+/* Non-finite logits during decoding are an error naming the model, not 256
+ * <unk>: here a finite checkpoint whose head bias is overwritten with NaN
+ * after the load, and BF16 bytes labelled F16 (finite, so they pass the
+ * load, but the activations overflow). */
+static void non_finite_logits_are_an_error(void) {
+    ct_model *m = NULL;
+    CHECK_OK(ct_model_load(TINY "/hub", get_cpu(), &m));
+    if (m) {
+        size_t n = (size_t)m->vocab;
+        float *nan = tg_malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) nan[i] = i % 7 ? 0.0f : NAN;
+        CHECK_OK(tg_tensor_set(m->head_b, nan, 0, n * sizeof(float)));
+        tg_free(nan);
+        CHECK_ERR(transcribe_tmp(m), TG_ERR_FORMAT, "tiny/hub");
+        tg_status st = transcribe_tmp(m);
+        CHECK(st && strstr(tg_status_message(st), "not finite"));
+        if (st) printf("  error: %s\n", tg_status_message(st));
+        tg_status_free(st);
+        ct_model_free(m);
+    }
+    if (!make_tmp()) return;
+    relabel_f16 = true;
+    write_altered(TINY "/hub", NULL, NULL, NULL, NULL);
+    relabel_f16 = false;
+    tg_status st = transcribe_tmp(NULL);
+    CHECK(st != NULL);
+    if (st) {
+        printf("  error: %s\n", tg_status_message(st));
+        CHECK(strstr(tg_status_message(st), tmp_dir) != NULL);
+        CHECK(strstr(tg_status_message(st), "not finite") != NULL);
+    }
+    tg_status_free(st);
+    rm_tmp();
+}
+
+/* issue 12 item 7: model.safetensors truncated while a run reads it (the
+ * CPU uses the matrices in place from the mapping) used to kill the process
+ * with SIGBUS. The encoder and decoder now fail with an error naming the
+ * file. The truncation is done here, after the load. */
+static void truncated_checkpoint_during_a_run_is_an_error(void) {
+    if (!make_tmp()) return;
+    write_altered(TINY "/hub", NULL, NULL, NULL, NULL);
+    ct_model *m = NULL;
+    CHECK_OK(ct_model_load(tmp_dir, get_cpu(), &m));
+    if (m) {
+        CHECK_OK(transcribe_tmp(m));
+        char p[512];
+        snprintf(p, sizeof p, "%s/model.safetensors", tmp_dir);
+        CHECK(truncate(p, 8192) == 0);
+        tg_status st = transcribe_tmp(m);
+        CHECK(st && tg_status_code(st) == TG_ERR_IO);
+        CHECK(st && strstr(tg_status_message(st), p));
+        if (st) printf("  error: %s\n", tg_status_message(st));
+        tg_status_free(st);
+        ct_model_free(m);
+    }
+    rm_tmp();
+}
+
 static void not_a_checkpoint(void) {
     ct_model *m = NULL;
     CHECK_ERR(ct_model_load(TEST_DATA_DIR "/no-such-dir", get_cpu(), &m), TG_ERR_NOT_FOUND, NULL);
@@ -488,7 +683,11 @@ static void cleanup(void) {
 }
 
 TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(copied_weights_match_in_place), T(native_layout_matches_reference),
-          T(f16_checkpoint_matches_reference),
+          T(f16_checkpoint_matches_reference), T(odd_header_length_loads),
           T(missing_tensor_is_named), T(misshapen_tensor_names_both_shapes),
           T(unsupported_dtype_is_named), T(foreign_config_is_rejected), T(head_counts_must_fit),
+          T(config_with_fewer_layers_is_refused),
+          T(config_values_the_weights_contradict_are_refused),
+          T(nan_weights_are_refused_at_load), T(non_finite_logits_are_an_error),
+          T(truncated_checkpoint_during_a_run_is_an_error),
           T(not_a_checkpoint), T(cleanup))
