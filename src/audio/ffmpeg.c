@@ -146,7 +146,7 @@ typedef struct dec_state {
     AVChannelLayout swr_layout;
     int rate, channels;
     float *inter, *mono;        /* one frame, interleaved and averaged */
-    int inter_cap;
+    int inter_cap, mono_cap;
     int bad_packets;
     char first_bad[AV_ERROR_MAX_STRING_SIZE];
 } dec_state;
@@ -155,7 +155,7 @@ static tg_status setup_swr(dec_state *d, const AVFrame *fr) {
     char eb[AV_ERROR_MAX_STRING_SIZE];
     swr_free(&d->swr);
     av_channel_layout_uninit(&d->swr_layout);
-    AVChannelLayout lay;
+    AVChannelLayout lay = {0};   /* copy() uninits its destination first */
     if (fr->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC)
         av_channel_layout_default(&lay, fr->ch_layout.nb_channels);
     else if (av_channel_layout_copy(&lay, &fr->ch_layout) < 0)
@@ -198,10 +198,14 @@ static tg_status take_frame(dec_state *d, const AVFrame *fr) {
         float *a = tg_realloc(d->inter, (size_t)need * sizeof *a);
         if (!a) return tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory", d->what);
         d->inter = a;
+        d->inter_cap = need;
+    }
+    /* sized apart: a later frame may have fewer channels and more samples */
+    if (fr->nb_samples > d->mono_cap) {
         float *m = tg_realloc(d->mono, (size_t)fr->nb_samples * sizeof *m);
         if (!m) return tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory", d->what);
         d->mono = m;
-        d->inter_cap = need;
+        d->mono_cap = fr->nb_samples;
     }
     uint8_t *outp = (uint8_t *)d->inter;
     int got = swr_convert(d->swr, &outp, fr->nb_samples, (const uint8_t **)fr->extended_data,

@@ -153,6 +153,14 @@ static tg_status resample(ct_sink *s, const float *x, size_t n) {
         if (err)
             return tg_status_new(TG_ERR_INTERNAL, "%s: resampling %d Hz to 16 kHz: libsoxr: %s",
                                  s->what, s->in_rate, err);
+        /* finite input can still overflow the filter when a float file's
+         * samples are huge (1e38): refuse rather than hand on infinities */
+        for (size_t i = 0; i < odone; i++)
+            if (!isfinite(s->tmp[i]))
+                return tg_status_new(TG_ERR_FORMAT,
+                                     "%s: resampling to 16 kHz overflowed near %.3f s of the "
+                                     "source: its float samples are far outside [-1, 1]",
+                                     s->what, (double)s->src_frames / s->in_rate);
         tg_status st = append(s, s->tmp, odone);
         if (st) return st;
         done += idone;

@@ -11,9 +11,12 @@
  * of active windows that tolerates inactive runs of at most max_silence
  * (their windows belong to it, trailing ones included, as auditok keeps
  * trailing silence by default); it is cut when it reaches max_dur, and a
- * new one starts at the next active window. A segment shorter than min_dur
- * is dropped, except one that directly follows a cut at max_dur (auditok's
- * non-strict min_dur). Durations become window counts as auditok does:
+ * new one starts at the next active window. A segment whose windows up to
+ * its last active one are shorter than min_dur is dropped, except one that
+ * directly follows a cut at max_dur (auditok's non-strict min_dur). One
+ * deliberate difference: auditok counts the trailing silence it keeps
+ * toward min_dur, so a 0.2 s click followed by silence becomes a 0.8 s
+ * segment; here the click is dropped. Durations become window counts as auditok does:
  * min_dur rounded up, max_dur and max_silence rounded down. Silence gives
  * no segment at all, so nothing is transcribed from it.
  *
@@ -130,7 +133,7 @@ static tg_status energy_spans(const float *x, size_t n, const ct_vad_options *o,
         }
         if (!deliver && len >= max_len) deliver = cut = true;
         if (!deliver) continue;
-        if (len >= min_len || after_cut) {
+        if (len - sil >= min_len || after_cut) {
             size_t first = start * win, last = (start + (size_t)len) * win;
             if (last > n) last = n;
             if (!push_span(l, first, last))

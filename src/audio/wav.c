@@ -296,8 +296,9 @@ static size_t decode_range(const ct_wav_info *w, size_t first, size_t count, flo
         for (unsigned c = 0; c < nch; c++) {
             double v = decode_one(fr + c * bps, &fmt);
             /* checked per channel: +Inf and -Inf in two channels would
-             * average to a NaN and hide what the file holds */
-            if (check && !isfinite(v)) {
+             * average to a NaN and hide what the file holds; a float64
+             * beyond float32's range counts as infinite, which it becomes */
+            if (check && !isfinite((float)v)) {
                 *out_inf = isinf(v);
                 return i;
             }
