@@ -2,18 +2,80 @@
  * audio.h: audio input and the log-mel frontend (internal).
  *
  * WAV files are read by our own parser (PCM 8/16/24/32, float 32/64,
- * WAVE_FORMAT_EXTENSIBLE, any channel count averaged to mono); other rates
- * are resampled to 16 kHz with libsoxr at high quality. The frontend follows
+ * WAVE_FORMAT_EXTENSIBLE, any channel count averaged to mono); everything
+ * else through FFmpeg's libraries when the build found them (ffmpeg.c).
+ * Other rates are resampled to 16 kHz with libsoxr at high quality, in
+ * blocks, under a ceiling on the decoded size (pcm.c). The frontend follows
  * spec section 4 exactly, without dither. Long audio is split by the energy
- * rule of spec 5.4.
+ * rule of spec 5.4 (chunk.c) or into voice segments (segment.c).
+ *
+ * This header also repeats the public audio block of cohere_transcribe.h
+ * (ct_pcm, ct_pcm_load, ct_segment_audio...), which src/audio implements but
+ * cannot include: that header belongs to the asr layer above.
  */
 #ifndef CT_AUDIO_H
 #define CT_AUDIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "tg_status.h"
+
+typedef tg_status ct_status;
+
+/* ---- audio files and segments (src/audio) ---- */
+/* Implemented in src/audio, whose internal header audio.h repeats this block
+ * under the same guard (the audio layer cannot see this header); the test
+ * tests/audio/test_api_block.c fails when the two copies differ. */
+#ifndef CT_AUDIO_PUBLIC_BLOCK
+#define CT_AUDIO_PUBLIC_BLOCK
+typedef struct ct_pcm {
+    float *samples;      /* 16 kHz mono in [-1, 1]; owned, free with ct_pcm_free */
+    size_t n;
+    double duration_s;   /* of the source */
+    int source_rate, source_channels;
+    char codec[32];      /* e.g. "mp3", "pcm_s16le" */
+} ct_pcm;
+/* Decodes any file FFmpeg reads (WAV only without FFmpeg); max_bytes bounds the decoded
+ * 16 kHz float samples and is checked while decoding (0: 4 GiB). Errors name the path.
+ * Only regular files are read ("-", FIFOs, devices and directories are refused without
+ * blocking). On success *out owns new samples (free with ct_pcm_free); on failure *out is
+ * zeroed. */
+ct_status ct_pcm_load(const char *path, size_t max_bytes, ct_pcm *out);
+/* Frees the samples and zeroes *p; accepts NULL and an already freed one. */
+void ct_pcm_free(ct_pcm *p);
+/* "FFmpeg libavformat 59.x / libavcodec ... / libswresample ..." or "built-in WAV reader (no FFmpeg)"; static. */
+const char *ct_audio_decoder_version(void);
+bool ct_audio_has_ffmpeg(void);
+typedef enum ct_vad_kind { CT_VAD_ENERGY = 0, CT_VAD_NONE } ct_vad_kind;
+typedef struct ct_vad_options {
+    ct_vad_kind kind;
+    double min_dur_s, max_dur_s, max_silence_s, energy_threshold_db; /* energy only */
+    double analysis_window_s; /* energy only: 0.01 (10 ms windows) */
+} ct_vad_options;
+void ct_vad_options_init(ct_vad_options *o); /* the defaults above */
+typedef struct ct_span { size_t first, last; double start_s, end_s; } ct_span; /* samples [first, last) */
+/* Segments n samples of 16 kHz audio. *out_spans: new array (free with tg_free... or ct_spans_free), may be 0 long. */
+ct_status ct_segment_audio(const float *x, size_t n, const ct_vad_options *o, ct_span **out_spans, int *out_n);
+void ct_spans_free(ct_span *s);
+/* Parses "energy" / "none". */
+ct_status ct_vad_parse(const char *name, ct_vad_kind *out);
+#endif
+/* ---- end of audio files and segments ---- */
+
+/* The ceiling ct_pcm_load applies for max_bytes 0: 4 GiB. */
+#define CT_AUDIO_DEFAULT_MAX_BYTES ((size_t)4 << 30)
+/* Source rates below this are refused: no speech recording uses them, and a
+ * damaged header declaring 1 Hz would otherwise ask for 16000 output samples
+ * per input sample (issue 12, item 2). */
+#define CT_AUDIO_MIN_RATE 1000
+
+/* ct_pcm_load on a file image in memory (borrowed; not kept): the same
+ * sniffing, readers, ceiling and errors, `what` naming it. For the fuzzers
+ * and tests. */
+tg_status ct_pcm_load_memory(const uint8_t *data, size_t size, const char *what,
+                             size_t max_bytes, ct_pcm *out);
 
 /* Mono float samples, nominally in [-1, 1] (float WAVs may exceed it). */
 typedef struct ct_audio {
@@ -30,6 +92,25 @@ void ct_audio_free(ct_audio *a);
  * data chunk that runs past the end of the file gives the whole frames
  * present and a warning; a file without one whole frame is an error. */
 tg_status ct_wav_parse(const uint8_t *data, size_t size, const char *what, ct_audio *out);
+
+/* A WAV file's layout, for reading it in blocks: what ct_wav_header found. */
+typedef struct ct_wav_info {
+    unsigned tag;          /* 1 PCM, 3 IEEE float (EXTENSIBLE unwrapped) */
+    unsigned channels, bits, block_align;
+    uint32_t rate;
+    const uint8_t *pcm;    /* the first frame, inside the borrowed image */
+    size_t frames;         /* whole frames present */
+    char codec[16];        /* FFmpeg's name: "pcm_s16le", "pcm_f32le", ... */
+} ct_wav_info;
+/* Walks the chunks of a WAV image (borrowed) and checks the format, without
+ * decoding; the warnings and errors of ct_wav_parse, naming `what`. */
+tg_status ct_wav_header(const uint8_t *data, size_t size, const char *what, ct_wav_info *out);
+/* Decodes frames [first, first + count) to mono (channels averaged) into
+ * out[count]. Returns the index (from first) of the first frame holding a
+ * non-finite value, with *out_inf set when it is infinite, or count when all
+ * are finite. */
+size_t ct_wav_decode(const ct_wav_info *w, size_t first, size_t count, float *out, bool *out_inf);
+
 /* ct_wav_parse on the file at path (mapped read-only, unmapped before
  * returning); errors name the path. */
 tg_status ct_wav_read(const char *path, ct_audio *out);

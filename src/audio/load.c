@@ -1,20 +1,23 @@
 /*
- * load.c: an audio file to the model's input signal, 16 kHz mono float.
+ * load.c: an audio file to the model's input signal, 16 kHz mono float, in
+ * the internal ct_audio form the session uses.
  *
- * The seam where more decoders would plug in; today it is the WAV reader
- * (wav.c) followed by resampling (resample.c). Not here: format sniffing of
- * anything but WAV, streaming input.
+ * A thin adapter over ct_pcm_load (pcm.c), which reads WAV itself and
+ * everything else through FFmpeg when the build has it, in blocks under the
+ * default memory ceiling. Not here: the ceiling as an option (callers that
+ * need one call ct_pcm_load), streaming input.
  */
+#include <string.h>
+
 #include "audio.h"
 
 tg_status ct_audio_load(const char *path, ct_audio *out) {
-    tg_status st = ct_wav_read(path, out);
+    memset(out, 0, sizeof *out);
+    ct_pcm p;
+    tg_status st = ct_pcm_load(path, 0, &p);
     if (st) return st;
-    int rate = out->sample_rate;
-    st = ct_audio_resample(out, 16000);
-    if (st) {
-        ct_audio_free(out);
-        return tg_status_wrap(st, "%s (%d Hz)", path, rate);
-    }
+    out->samples = p.samples;
+    out->n = p.n;
+    out->sample_rate = 16000;
     return NULL;
 }

@@ -26,11 +26,16 @@
  * before checking it against the bytes present, so arbitrary input is safe
  * (fuzz/fuzz_wav.c).
  *
+ * ct_wav_header and ct_wav_decode split the reader so that ct_pcm_load
+ * (pcm.c) can decode a mapped file in blocks; ct_wav_parse decodes a whole
+ * image at once, as before.
+ *
  * Deliberately not here: RF64/BW64 (files over 4 GB), compressed formats
  * (ADPCM, A-law, mu-law, MP3 in WAV), big-endian RIFX, and any resampling
  * (resample.c).
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "audio.h"
@@ -173,7 +178,16 @@ void ct_audio_free(ct_audio *a) {
     memset(a, 0, sizeof *a);
 }
 
-tg_status ct_wav_parse(const uint8_t *data, size_t size, const char *what, ct_audio *out) {
+static void codec_name(const wav_fmt *f, char out[16]) {
+    if (f->tag == WAVE_FORMAT_IEEE_FLOAT)
+        snprintf(out, 16, "pcm_f%ule", f->bits);
+    else if (f->bits == 8)
+        snprintf(out, 16, "pcm_u8");
+    else
+        snprintf(out, 16, "pcm_s%ule", f->bits);
+}
+
+tg_status ct_wav_header(const uint8_t *data, size_t size, const char *what, ct_wav_info *out) {
     if (!what) what = "WAV";
     memset(out, 0, sizeof *out);
     if (size < 12)
@@ -256,24 +270,66 @@ tg_status ct_wav_parse(const uint8_t *data, size_t size, const char *what, ct_au
                 what, pcm_bytes, fmt.block_align, pcm_bytes % fmt.block_align);
     }
     if (n == 0) return tg_status_new(TG_ERR_FORMAT, "%s: data chunk holds no samples", what);
+    out->tag = fmt.tag;
+    out->channels = fmt.channels;
+    out->bits = fmt.bits;
+    out->block_align = fmt.block_align;
+    out->rate = fmt.rate;
+    out->pcm = pcm;
+    out->frames = n;
+    codec_name(&fmt, out->codec);
+    return NULL;
+}
 
-    float *s = tg_malloc(n * sizeof *s);
-    if (!s)
-        return tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory for %zu samples", what, n);
+/* Frames [first, first + count) to mono. With check, stops at the first
+ * frame holding a non-finite value and returns its index (from first). */
+static size_t decode_range(const ct_wav_info *w, size_t first, size_t count, float *out,
+                           bool check, bool *out_inf) {
+    wav_fmt fmt = {.tag = w->tag, .channels = w->channels, .rate = w->rate,
+                   .block_align = w->block_align, .bits = w->bits};
     unsigned bps = fmt.bits / 8, nch = fmt.channels;
-    for (size_t i = 0; i < n; i++) {
-        const uint8_t *fr = pcm + i * fmt.block_align;
-        if (nch == 1) {
-            s[i] = (float)decode_one(fr, &fmt);
-        } else {
-            double acc = 0.0;
-            for (unsigned c = 0; c < nch; c++) acc += decode_one(fr + c * bps, &fmt);
-            s[i] = (float)(acc / nch);
+    check = check && fmt.tag == WAVE_FORMAT_IEEE_FLOAT;
+    *out_inf = false;
+    for (size_t i = 0; i < count; i++) {
+        const uint8_t *fr = w->pcm + (first + i) * fmt.block_align;
+        double acc = 0.0;
+        for (unsigned c = 0; c < nch; c++) {
+            double v = decode_one(fr + c * bps, &fmt);
+            /* checked per channel: +Inf and -Inf in two channels would
+             * average to a NaN and hide what the file holds; a float64
+             * beyond float32's range counts as infinite, which it becomes */
+            if (check && !isfinite((float)v)) {
+                *out_inf = isinf(v);
+                return i;
+            }
+            acc += v;
         }
+        out[i] = nch == 1 ? (float)acc : (float)(acc / nch);
     }
+    return count;
+}
+
+size_t ct_wav_decode(const ct_wav_info *w, size_t first, size_t count, float *out, bool *out_inf) {
+    return decode_range(w, first, count, out, true, out_inf);
+}
+
+tg_status ct_wav_parse(const uint8_t *data, size_t size, const char *what, ct_audio *out) {
+    if (!what) what = "WAV";
+    memset(out, 0, sizeof *out);
+    ct_wav_info w;
+    tg_status st = ct_wav_header(data, size, what, &w);
+    if (st) return st;
+    float *s = tg_malloc(w.frames * sizeof *s);
+    if (!s)
+        return tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory for %zu samples", what,
+                             w.frames);
+    /* non-finite float samples are kept, as the file holds them: the
+     * frontend reports them, and ct_pcm_load checks them in blocks */
+    bool inf;
+    decode_range(&w, 0, w.frames, s, false, &inf);
     out->samples = s;
-    out->n = n;
-    out->sample_rate = (int)fmt.rate;
+    out->n = w.frames;
+    out->sample_rate = (int)w.rate;
     return NULL;
 }
 
