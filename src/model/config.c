@@ -148,7 +148,7 @@ static tg_status parse_remote(const cJSON *root, const char *what, ct_config *c)
     TRY(get_int(dec, ds, "num_layers", 8, 0, 1, what, &c->dec_layers));
     TRY(get_int(dec, ds, "num_attention_heads", 0, 1, 1, what, &c->dec_heads));
     TRY(get_int(dec, ds, "inner_size", 4096, 0, 1, what, &c->dec_ff));
-    TRY(get_int(dec, ds, "max_sequence_length", 1024, 0, 1, what, &c->dec_max_positions));
+    TRY(get_int(dec, ds, "max_sequence_length", 0, 0, 1, what, &c->dec_max_positions));
 
     /* The vocabulary is stated up to three times; all that are present must agree. */
     int v_top, v_dec, v_head;
@@ -218,7 +218,7 @@ static tg_status parse_native(const cJSON *root, const char *what, ct_config *c)
     TRY(get_int(root, "", "num_hidden_layers", 8, 0, 1, what, &c->dec_layers));
     TRY(get_int(root, "", "num_attention_heads", 0, 1, 1, what, &c->dec_heads));
     TRY(get_int(root, "", "intermediate_size", 4096, 0, 1, what, &c->dec_ff));
-    TRY(get_int(root, "", "max_position_embeddings", 1024, 0, 1, what,
+    TRY(get_int(root, "", "max_position_embeddings", 0, 0, 1, what,
                 &c->dec_max_positions));
     TRY(get_int(root, "", "vocab_size", 16384, 0, 1, what, &c->vocab_size));
     int kv = 0;

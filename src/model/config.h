@@ -31,7 +31,7 @@ typedef struct ct_config {
     int dec_layers;
     int dec_heads;
     int dec_ff;
-    int dec_max_positions;
+    int dec_max_positions; /* 0 when config.json does not say: the position table decides */
     int vocab_size;
     /* tokens (from config.json / generation_config.json when present) */
     int decoder_start_token_id; /* -1 when absent: looked up by name */

@@ -144,7 +144,8 @@ static void absent_keys_take_released_values(void) {
     CHECK(c.conv_kernel == 9 && c.subsampling_factor == 8 && c.subsampling_channels == 256);
     CHECK(c.n_mels == 128);
     CHECK(c.dec_hidden == 1024 && c.dec_layers == 8 && c.dec_heads == 8 && c.dec_ff == 4096);
-    CHECK(c.dec_max_positions == 1024 && c.vocab_size == 16384 && c.pad_token_id == 2);
+    /* no max_position_embeddings: 0, the weights' position table decides */
+    CHECK(c.dec_max_positions == 0 && c.vocab_size == 16384 && c.pad_token_id == 2);
     CHECK(c.decoder_start_token_id == -1 && c.eos_token_id == -1);
 
     const char *remote = "{\"model_type\":\"cohere_asr\",\"encoder\":{\"n_heads\":8},"
@@ -152,7 +153,7 @@ static void absent_keys_take_released_values(void) {
                          "\"encoder_config\":{\"hidden_size\":5}}";
     CHECK_OK(ct_config_parse(remote, strlen(remote), "config.json", &c));
     CHECK(c.enc_hidden == 1280 && c.enc_ff == 5120 && c.subsampling_channels == 256);
-    CHECK(c.dec_hidden == 1024 && c.vocab_size == 16384 && c.dec_max_positions == 1024);
+    CHECK(c.dec_hidden == 1024 && c.vocab_size == 16384 && c.dec_max_positions == 0);
 
     /* NeMo's subsampling_conv_channels -1 means d_model. */
     const char *minus = "{\"model_type\":\"cohere_asr\",\"encoder\":{\"n_heads\":4,\"d_model\":"
