@@ -27,8 +27,6 @@
 #include "model.h"
 #include "pipeline.h"
 #include "text.h"
-#include "text.h"
-#include "tokenizer.h"
 #include "tokenizer.h"
 
 #define SAMPLE_RATE 16000
