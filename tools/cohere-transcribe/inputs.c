@@ -194,7 +194,7 @@ int cli_collect_inputs(const cli_opts *o, cli_inputs *out) {
             found_list fl = {0};
             size_t root_len = strlen(p);
             if (walk(p, root_len, p, o->recursive, 0, &fl) != 0) bad = 2;
-            qsort(fl.v, (size_t)fl.n, sizeof *fl.v, cmp_found);
+            if (fl.n) qsort(fl.v, (size_t)fl.n, sizeof *fl.v, cmp_found);
             for (int k = 0; k < fl.n && !bad; k++)
                 if (add_input(out, fl.v[k].path, fl.v[k].rel, o)) bad = 2;
             if (!fl.n && !bad && !o->quiet)
