@@ -4,6 +4,7 @@
 #   make deps     install the Debian packages the build needs (root)
 #   make asan     build with AddressSanitizer + UBSan in build-asan/ and run the tests
 #   make run      build and transcribe the bundled clip with the bundled model
+#                 (text on stdout, files under build/run-output)
 JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_ARGS ?=
@@ -31,9 +32,12 @@ asan:
 	$(MAKE) test BUILD=build-asan CMAKE_ARGS="-DTG_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DTG_CUDA_PRECOMPILE=OFF"
 
 # The main job on the bundled default: the tiny fixture model (random weights,
-# so the text is gibberish by design) on a bundled clip.
+# so the text is gibberish by design) on a bundled clip. The text goes to
+# stdout and the subtitles under $(BUILD)/run-output, never into tests/data.
 run: build
-	./$(BUILD)/cohere-transcribe --model tests/data/tiny/hub tests/data/tiny/audio/a.wav
+	./$(BUILD)/cohere-transcribe --model tests/data/tiny/hub --text-only tests/data/tiny/audio/a.wav
+	./$(BUILD)/cohere-transcribe --model tests/data/tiny/hub --existing overwrite \
+	    --formats txt srt vtt json --output-dir $(BUILD)/run-output tests/data/tiny/audio/a.wav
 
 bench: build
 	./$(BUILD)/bench-ops

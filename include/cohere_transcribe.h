@@ -79,6 +79,10 @@ typedef struct ct_options {
     void *dump_user;
     ct_progress_fn progress;   /* optional */
     void *progress_user;
+    bool stop_repetition_loops;/* stop a row that repeats a block of 8-32 tokens
+                                  four times after 96 tokens (ct_repetition_
+                                  block); default false (the reference's
+                                  behaviour), the CLI turns it on */
 } ct_options;
 
 /* Fills o with the defaults above (model_dir NULL). */
@@ -108,6 +112,17 @@ void ct_session_stats(const ct_session *s, tg_backend_stats *out);
 void ct_session_reset_stats(ct_session *s);
 /* Changes language / punctuation for later calls. */
 ct_status ct_session_set_language(ct_session *s, const char *language, bool punctuation);
+/* Changes ct_options.max_new_tokens for later calls (a retry of one clip
+ * with a larger budget); TG_ERR_INVALID_ARG when n <= 0. Clamped as there. */
+ct_status ct_session_set_max_new_tokens(ct_session *s, int n);
+/* Installs fn (NULL: none) on every backend of the session: it is polled
+ * between graph nodes / segments and between decoder steps, and when it
+ * returns true the running call fails with TG_ERR_ABORTED. The session stays
+ * usable. fn may be called from the session's threads; keep it to reading a
+ * flag (a signal handler sets). */
+void ct_session_set_abort(ct_session *s, tg_abort_fn fn, void *user);
+/* "fp32" when matrix products and attention run in f32, else "bf16". */
+const char *ct_session_dtype(const ct_session *s);
 
 /* Per-stage wall time of one transcription, in milliseconds. */
 typedef struct ct_timings {
@@ -117,6 +132,15 @@ typedef struct ct_timings {
     double decoder_ms;  /* cross K/V, prefill and greedy steps */
 } ct_timings;
 
+/* Why decoding of a clip stopped. */
+typedef enum ct_finish {
+    CT_FINISH_EOS = 0,    /* it generated end-of-text                          */
+    CT_FINISH_LENGTH,     /* max_new_tokens (or the decoder's last position) ran
+                             out first, or ignore_eos was set                  */
+    CT_FINISH_REPETITION, /* stop_repetition_loops ended a repeating row; the
+                             repeats after the block's first instance are cut  */
+} ct_finish;
+
 typedef struct ct_result {
     char *text;          /* UTF-8, chunks rejoined (spec 5.4) */
     int32_t *tokens;     /* every chunk's generated ids after the prompt, up to
@@ -125,6 +149,8 @@ typedef struct ct_result {
     int n_chunks;
     double duration_s;   /* audio length */
     ct_timings timings;
+    ct_finish finish;    /* the clip's; of several chunks: LENGTH when any hit
+                            the limit, else REPETITION when any looped, else EOS */
 } ct_result;
 
 /* Frees a result and everything in it; accepts NULL. */
@@ -184,6 +210,13 @@ ct_status ct_vad_parse(const char *name, ct_vad_kind *out);
 #endif
 /* ---- end of audio files and segments ---- */
 
+/* The length of the repeating block that ends tokens[0..n): L in [8, 32]
+ * when n >= 96 and the last 4 L tokens are one block of L tokens four times
+ * over (the shortest such L); 0 otherwise. What stop_repetition_loops asks
+ * after every generated token of a row; public so that front ends and tests
+ * can check a token stream. */
+int ct_repetition_block(const int32_t *tokens, int n);
+
 /* ----------------------------------------------------------- tensor dumps */
 
 /* A safetensors file of named tensors, for comparing intermediates with
@@ -206,6 +239,131 @@ ct_status ct_dump_file_add(ct_dump_file *f, const char *name, tg_type type, int 
 ct_status ct_dump_file_commit(ct_dump_file *f);
 /* Frees the dump and its copies; accepts NULL. Writes nothing. */
 void ct_dump_file_close(ct_dump_file *f);
+
+/* ---------------------------------------------------------- model check */
+
+/* What a checkpoint directory holds, read without loading weights
+ * (`cohere-transcribe doctor`). */
+typedef struct ct_model_info {
+    int n_tensors;
+    int64_t n_params;
+    char dtypes[96];         /* "bf16 x 300, f32 x 2" */
+    int n_shards;            /* safetensors files */
+    int enc_layers, enc_hidden, dec_layers, dec_hidden, vocab;
+    int tokenizer_size;
+    uint64_t config_hash;    /* tg_hash64 of config.json's bytes */
+} ct_model_info;
+
+/* Validates dir's config.json, safetensors headers (every tensor's shape and
+ * offsets) and tokenizer without reading any weight data. Errors name the
+ * file. Fills *out. */
+ct_status ct_model_inspect(const char *dir, ct_model_info *out);
+
+/* --------------------------------------------------------------- outputs */
+
+/* One transcribed stretch of a source, as the writers read it (borrowed). */
+typedef struct ct_segment {
+    double start_s, end_s;   /* in the source */
+    const char *text;        /* UTF-8; may be empty */
+    const int32_t *tokens;
+    int n_tokens;
+} ct_segment;
+
+/* A subtitle cue (owned by the array ct_cues_make returns). */
+typedef struct ct_cue {
+    double start_s, end_s;
+    char *text;
+} ct_cue;
+
+typedef struct ct_cue_opts {
+    int max_chars;           /* characters (code points) per cue; default 80 */
+    double max_dur_s;        /* default 6.0 */
+    double max_gap_s;        /* a longer pause between words ends a cue; 0.6 */
+    double min_dur_s;        /* no cue shorter; default 0.3 */
+} ct_cue_opts;
+
+void ct_cue_opts_init(ct_cue_opts *o);
+
+/* Splits segments into cues: words are placed in time by interpolating each
+ * segment's span over its characters (the model gives no word times), and
+ * a cue ends after sentence punctuation (. ! ? and their CJK forms), before
+ * a word that would pass max_chars or max_dur_s, and at a pause longer than
+ * max_gap_s (between segments). A cue shorter than min_dur_s is lengthened
+ * and the cues after it move later as needed; none ends past media_end_s
+ * (a cue left with no room there joins the one before). Control characters
+ * in the text become spaces. Returns a new array in *out_cues (free with
+ * ct_cues_free), possibly empty (*out_n 0). */
+ct_status ct_cues_make(const ct_segment *segs, int n, double media_end_s,
+                       const ct_cue_opts *o, ct_cue **out_cues, int *out_n);
+void ct_cues_free(ct_cue *cues, int n);
+
+typedef enum ct_format { CT_FORMAT_TXT = 0, CT_FORMAT_SRT, CT_FORMAT_VTT, CT_FORMAT_JSON,
+                         CT_FORMAT_COUNT } ct_format;
+
+/* "txt" "srt" "vtt" "json" -> the format; TG_ERR_INVALID_ARG otherwise. */
+ct_status ct_format_parse(const char *name, ct_format *out_format);
+/* The file extension without the dot (static storage). */
+const char *ct_format_ext(ct_format f);
+
+#define CT_TRANSCRIPT_SCHEMA_VERSION 1
+
+/* Everything a writer reads about one source (all borrowed). */
+typedef struct ct_transcript {
+    const char *source;          /* path as the user named it */
+    double duration_s;
+    const ct_segment *segments;
+    int n_segments;
+    const char *language;
+    const char *options_json;    /* a JSON object written as "options"; NULL: {} */
+    const char *model_path;
+    const char *model_config_hash; /* hex */
+    const char *dtype, *backend;
+    double load_ms, segment_ms, frontend_ms, encoder_ms, decoder_ms, wall_ms;
+} ct_transcript;
+
+/* Renders t in format f: txt (one line per non-empty segment), SRT, WebVTT
+ * (cues from ct_cues_make with co) or JSON (schema/transcript.schema.json).
+ * Line-oriented formats have control characters replaced (ct_escape_line).
+ * Returns a new NUL-terminated string in *out_text (free with ct_free) and
+ * its length. */
+ct_status ct_render(ct_format f, const ct_transcript *t, const ct_cue_opts *co,
+                    char **out_text, size_t *out_len);
+
+/* A copy of s fit for one line of a terminal or a line-oriented file:
+ * bytes below 0x20, DEL and the C1 controls (U+0080..U+009F) are written
+ * as \xNN (or, when as_text, tab, newline, CR, VT and FF become a space);
+ * invalid UTF-8 bytes as \xNN. Returns a new string (free with ct_free),
+ * NULL when out of memory. */
+char *ct_escape_line(const char *s, bool as_text);
+
+/* Frees memory the API returned as a bare pointer; accepts NULL. */
+void ct_free(void *p);
+
+/* An output set: every file of one source, made visible together.
+ * ct_output_set_add writes each to a temporary file in dir (named
+ * ".STEM.EXT.ct-tmp.PID.N"); ct_output_set_commit then removes the old
+ * manifest, renames each file into place and last writes the manifest
+ * ".STEM.ct-manifest" (the names, sizes and hashes of the set). A run killed
+ * before the manifest is in place leaves no manifest, so the set counts as
+ * incomplete (ct_output_set_complete) and is redone; temporary files of an
+ * abandoned set are removed. */
+typedef struct ct_output_set ct_output_set;
+
+/* dir must exist; stem is the file name without extension. Returns a new
+ * set; end it with ct_output_set_commit or ct_output_set_abandon, then free
+ * it with ct_output_set_free. */
+ct_status ct_output_set_begin(const char *dir, const char *stem, ct_output_set **out_set);
+ct_status ct_output_set_add(ct_output_set *s, const char *ext, const void *data, size_t n);
+ct_status ct_output_set_commit(ct_output_set *s);
+/* Removes the temporary files written so far. */
+void ct_output_set_abandon(ct_output_set *s);
+/* Abandons a set neither committed nor abandoned, and frees it; accepts NULL. */
+void ct_output_set_free(ct_output_set *s);
+/* True when dir holds the manifest of STEM and every file it lists for the
+ * n extensions asked for, with the listed size. */
+bool ct_output_set_complete(const char *dir, const char *stem, const char *const *exts, int n);
+/* The manifest's file name for stem (".STEM.ct-manifest") into buf. */
+void ct_output_manifest_name(const char *stem, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,10 @@
  * (tests, --dump-tensors). Positions are shared
  * by all rows because every row starts from the same prompt.
  *
+ * The repetition stop (opts.stop_loops) only ends a row early; it never
+ * changes which token is chosen, so rows that do not loop are the
+ * reference's exactly.
+ *
  * Not here: repetition penalties or n-gram blocking (no reference path has
  * them, spec 5.3), beam search.
  */
@@ -24,6 +28,22 @@ void ct_greedy_result_free(ct_greedy_result *r) {
     tg_free(r->prompt_logits);
     tg_free(r->step_logits);
     memset(r, 0, sizeof *r);
+}
+
+#define LOOP_MIN_TOKENS 96
+#define LOOP_MIN_BLOCK 8
+#define LOOP_MAX_BLOCK 32
+#define LOOP_REPEATS 4
+
+int ct_repetition_block(const int32_t *t, int n) {
+    if (!t || n < LOOP_MIN_TOKENS) return 0;
+    for (int L = LOOP_MIN_BLOCK; L <= LOOP_MAX_BLOCK && LOOP_REPEATS * L <= n; L++) {
+        /* period L over the last 4 L tokens: each equals the one L before */
+        int i = n - (LOOP_REPEATS - 1) * L;
+        while (i < n && t[i] == t[i - L]) i++;
+        if (i == n) return L;
+    }
+    return 0;
 }
 
 /* Rows were filled at a stride of max_new; close them up to n_new. */
@@ -51,7 +71,7 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
     int cols = P + max_new;
     ct_dec_state *ds = NULL;
     int32_t *feed = NULL, *next = NULL;
-    bool *done = NULL;
+    bool *done = NULL, *looped = NULL;
     float *step_buf = NULL, *score_buf = NULL;
     tg_status st = NULL;
 
@@ -62,7 +82,9 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
     feed = tg_malloc((size_t)B * P * sizeof(int32_t));
     next = tg_malloc((size_t)B * sizeof(int32_t));
     done = tg_calloc((size_t)B, sizeof(bool));
-    if (!out->tokens || !out->n_tokens || !out->finish || !feed || !next || !done) goto oom;
+    looped = tg_calloc((size_t)B, sizeof(bool));
+    if (!out->tokens || !out->n_tokens || !out->finish || !feed || !next || !done || !looped)
+        goto oom;
     if (opts->keep_logits) {
         out->prompt_logits = tg_malloc((size_t)B * P * V * sizeof(float));
         out->step_logits = tg_malloc((size_t)B * max_new * V * sizeof(float));
@@ -99,20 +121,33 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
             if (!done[b]) {
                 out->n_tokens[b] = P + n_new + 1;
                 if (score_buf) out->scores[(size_t)b * max_new + n_new] = score_buf[b];
-                if (tok == opts->eos_id && !opts->ignore_eos) done[b] = true;
+                if (tok == opts->eos_id && !opts->ignore_eos) {
+                    done[b] = true;
+                } else if (opts->stop_loops) {
+                    int L = ct_repetition_block(out->tokens + (size_t)b * cols + P, n_new + 1);
+                    if (L) { /* keep the block once: cut its three repeats */
+                        done[b] = looped[b] = true;
+                        out->n_tokens[b] -= (LOOP_REPEATS - 1) * L;
+                    }
+                }
             }
             all_done = all_done && done[b];
             feed[b] = tok;
         }
         n_new++;
         if (all_done || n_new >= max_new) break;
+        if (opts->abort && opts->abort(opts->abort_user)) {
+            st = tg_status_new(TG_ERR_ABORTED, "greedy decoding: aborted after %d steps", n_new);
+            goto fail;
+        }
         if ((st = ct_decoder_step(ds, feed, P + n_new - 1, next, score_buf, step_buf))) goto fail;
         if (opts->keep_logits)
             for (int b = 0; b < B; b++)
                 memcpy(out->step_logits + ((size_t)b * max_new + n_new) * V,
                        step_buf + (size_t)b * V, (size_t)V * sizeof(float));
     }
-    for (int b = 0; b < B; b++) out->finish[b] = done[b] ? CT_FINISH_EOS : CT_FINISH_LENGTH;
+    for (int b = 0; b < B; b++)
+        out->finish[b] = looped[b] ? CT_FINISH_REPETITION : done[b] ? CT_FINISH_EOS : CT_FINISH_LENGTH;
     out->n_steps = n_new;
     out->n_cols = P + n_new;
     if (n_new < max_new) {
@@ -133,6 +168,7 @@ release:
     tg_free(feed);
     tg_free(next);
     tg_free(done);
+    tg_free(looped);
     tg_free(step_buf);
     tg_free(score_buf);
     return st;

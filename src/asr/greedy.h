@@ -5,7 +5,9 @@
  * prompt, take the argmax, feed it back, stop a row at EOS; finished rows
  * keep their slot and are padded with the pad id (masked, not removed);
  * the loop ends when every row is finished or max_new_tokens were made.
- * The result says per row why it stopped (EOS or the length limit).
+ * The result says per row why it stopped (EOS, the length limit, or, when
+ * asked, a repetition loop: ct_repetition_block after each token, on the
+ * host, so it costs no device work).
  */
 #ifndef CT_GREEDY_H
 #define CT_GREEDY_H
@@ -13,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cohere_transcribe.h"
 #include "model.h"
 #include "tg.h"
 
@@ -24,14 +27,14 @@ typedef struct ct_greedy_opts {
                            makes exactly max_new_tokens (after the clamp)    */
     bool keep_scores;   /* return each generated token's probability         */
     bool keep_logits;   /* return prompt and step logits (tests, dumps) */
+    bool stop_loops;    /* end a row when ct_repetition_block finds a loop:
+                           CT_FINISH_REPETITION, n_tokens cut to the block's
+                           first instance                                    */
+    tg_abort_fn abort;  /* polled between steps; true: TG_ERR_ABORTED */
+    void *abort_user;
 } ct_greedy_opts;
 
-/* Why a row stopped. */
-typedef enum ct_finish {
-    CT_FINISH_EOS = 0, /* it generated EOS (the last of its n_tokens)        */
-    CT_FINISH_LENGTH,  /* max_new_tokens (or the decoder's last position) ran
-                          out first, or ignore_eos was set                   */
-} ct_finish;
+/* Why a row stopped: ct_finish (cohere_transcribe.h). */
 
 typedef struct ct_greedy_result {
     int n_batch;

@@ -90,7 +90,10 @@ tg_status ct_pipe_decode(const ct_pipe *p, const ct_enc_result *enc, ct_greedy_r
                          .f32 = p->f32,
                          .ignore_eos = p->ignore_eos,
                          .keep_scores = p->keep_scores,
-                         .keep_logits = p->keep_intermediates};
+                         .keep_logits = p->keep_intermediates,
+                         .stop_loops = p->stop_loops,
+                         .abort = p->abort,
+                         .abort_user = p->abort_user};
     return ct_greedy_decode(p->model, p->sched, enc, p->prompt, p->n_prompt, &go, out);
 }
 
@@ -119,6 +122,7 @@ tg_status ct_pipe_text(const ct_pipe *p, const ct_greedy_result *dec, const int 
         if (!o->tokens) return oom("transcribing");
         memcpy(o->tokens, row + p->n_prompt, (size_t)n_gen * sizeof(int32_t));
         o->n_tokens = n_gen;
+        o->finish = dec->finish[r];
     }
     return NULL;
 }

@@ -50,6 +50,9 @@ typedef struct ct_pipe {
     bool ignore_eos;         /* benchmark only (ct_options.ignore_eos)    */
     bool keep_scores;        /* per-token probabilities in the decoded result */
     bool keep_intermediates; /* hidden states and logits, for an observer */
+    bool stop_loops;         /* ct_options.stop_repetition_loops */
+    tg_abort_fn abort;       /* polled between decoder steps; may be NULL */
+    void *abort_user;
 } ct_pipe;
 
 /* Stage 1's output: a padded batch of log-mel features, on the host. */
@@ -73,6 +76,7 @@ typedef struct ct_clip_text {
     char *text;
     int32_t *tokens;   /* generated ids after the prompt, without EOS */
     int n_tokens;
+    ct_finish finish;  /* why its row stopped */
 } ct_clip_text;
 
 void ct_clip_text_free(ct_clip_text *t);

@@ -54,6 +54,8 @@ struct ct_session {
     /* the last batch's encoder output, in backend memory; kept so that the
      * next batch of the same shape writes the same addresses (pipeline.h) */
     ct_enc_result enc;
+    tg_abort_fn abort;
+    void *abort_user;
 };
 
 static double now_ms(void) {
@@ -115,6 +117,22 @@ ct_status ct_session_set_language(ct_session *s, const char *language, bool punc
     s->punctuation = punctuation;
     return NULL;
 }
+
+ct_status ct_session_set_max_new_tokens(ct_session *s, int n) {
+    if (!s || n <= 0)
+        return tg_status_new(TG_ERR_INVALID_ARG, "max_new_tokens must be positive (got %d)", n);
+    s->opts.max_new_tokens = n;
+    return NULL;
+}
+
+void ct_session_set_abort(ct_session *s, tg_abort_fn fn, void *user) {
+    if (!s) return;
+    s->abort = fn;
+    s->abort_user = user;
+    for (int i = 0; i < s->n_backends; i++) tg_backend_set_abort(s->backends[i], fn, user);
+}
+
+const char *ct_session_dtype(const ct_session *s) { return s && s->f32 ? "fp32" : "bf16"; }
 
 static tg_status open_backends(ct_session *s) {
     const ct_options *o = &s->opts;
@@ -254,7 +272,10 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
                        .max_new_tokens = s->opts.max_new_tokens,
                        .f32 = s->f32,
                        .ignore_eos = s->opts.ignore_eos,
-                       .keep_intermediates = s->opts.dump != NULL};
+                       .keep_intermediates = s->opts.dump != NULL,
+                       .stop_loops = s->opts.stop_repetition_loops,
+                       .abort = s->abort,
+                       .abort_user = s->abort_user};
     const ct_pipe_observer obs = {s->opts.dump, s->opts.dump_user, s->dump_index};
     ct_feature_batch fb = {0};
     ct_enc_result *enc = &s->enc;
@@ -302,7 +323,11 @@ static tg_status join_texts(const ct_session *s, ct_clip_text *outs, int n, ct_r
         tg_free(texts);
         return tg_status_new(TG_ERR_NO_MEMORY, "joining: out of memory");
     }
+    r->finish = CT_FINISH_EOS;
     for (int i = 0; i < n; i++) {
+        if (outs[i].finish == CT_FINISH_LENGTH ||
+            (outs[i].finish == CT_FINISH_REPETITION && r->finish == CT_FINISH_EOS))
+            r->finish = outs[i].finish;
         texts[i] = outs[i].text;
         memcpy(r->tokens + r->n_tokens, outs[i].tokens, (size_t)outs[i].n_tokens * sizeof(int32_t));
         r->n_tokens += outs[i].n_tokens;

@@ -309,8 +309,8 @@ static void cli_usage_errors_exit_2(void) {
     /* runtime errors: exit 1 with the reason */
     snprintf(a, sizeof a, "%s" TINY "/README.md", m);
     CHECK(run_cli(a) == 1 && err_has("README.md"));
-    /* and a good run */
-    snprintf(a, sizeof a, "%s--max-new-tokens 4 " TINY "/audio/b.wav", m);
+    /* and a good run (--text-only: nothing written into tests/data) */
+    snprintf(a, sizeof a, "%s--text-only --max-new-tokens 4 " TINY "/audio/b.wav", m);
     CHECK(run_cli(a) == 0);
     unlink("/tmp/ct-cli-err.txt");
 }
