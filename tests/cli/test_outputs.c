@@ -160,6 +160,42 @@ static void folder_tree_all_formats(void) {
     h_rmtree();
 }
 
+/* Tokens of each segment in a transcript's JSON: n[i] for i < *out_n. */
+static void segment_tokens(const char *path, int *n, int cap, int *out_n) {
+    char *t = h_read(path);
+    cJSON *j = t ? cJSON_Parse(t) : NULL;
+    const cJSON *segs = cJSON_GetObjectItem(j, "segments"), *seg;
+    *out_n = 0;
+    cJSON_ArrayForEach(seg, segs) {
+        if (*out_n < cap) n[(*out_n)++] = cJSON_GetArraySize(cJSON_GetObjectItem(seg, "tokens"));
+    }
+    cJSON_Delete(j);
+    free(t);
+}
+
+/* A segment that stops at --max-new-tokens without end-of-text is decoded
+ * again alone with --max-retry-tokens, and the retry's longer result is
+ * kept; with --max-retry-tokens 0 the first result stands. (The tiny model
+ * never ends a segment within a few tokens, so every segment hits the limit.) */
+static void a_segment_at_the_limit_is_retried(void) {
+    if (h_skip_without_cli()) return;
+    h_mkdtemp();
+    int n[64], k = 0;
+    CHECK(h_run("--model", MODEL, "--formats", "json", "--output-dir", h_path("first"), "--max-new-tokens", "3",
+                "--max-retry-tokens", "0", "--quiet", A_WAV, NULL) == 0);
+    segment_tokens(h_path("first/a.json"), n, 64, &k);
+    CHECK(k >= 1);
+    for (int i = 0; i < k; i++) CHECK_MSG(n[i] == 3, "no retry: segment %d has %d tokens", i, n[i]);
+    CHECK(h_run("--model", MODEL, "--formats", "json", "--output-dir", h_path("retried"), "--max-new-tokens",
+                "3", "--max-retry-tokens", "7", "--verbose", A_WAV, NULL) == 0);
+    int m[64], km = 0;
+    segment_tokens(h_path("retried/a.json"), m, 64, &km);
+    CHECK(km == k);
+    for (int i = 0; i < km; i++) CHECK_MSG(m[i] > 3 && m[i] <= 7, "retried: segment %d has %d tokens", i, m[i]);
+    CHECK(h_err_has("retried with --max-retry-tokens"));
+    h_rmtree();
+}
+
 static int skipped_in_profile(void) {
     char *t = h_read(h_path("prof.json"));
     cJSON *j = t ? cJSON_Parse(t) : NULL;
@@ -289,4 +325,4 @@ static void other_formats_when_ffmpeg_is_built_in(void) {
 
 TEST_MAIN(T(folder_tree_all_formats), T(every_existing_policy), T(silence_gives_empty_transcripts),
           T(bad_files_fail_alone), T(the_memory_ceiling_holds),
-          T(other_formats_when_ffmpeg_is_built_in))
+          T(other_formats_when_ffmpeg_is_built_in), T(a_segment_at_the_limit_is_retried))
