@@ -14,6 +14,9 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
+#define TG_STR_(x) #x
+#define TG_STR(x) TG_STR_(x)
+
 #include "base.h"
 
 static bool is_space(char c) {
@@ -61,6 +64,28 @@ static tg_status syntax_error(const char *text, size_t size, size_t off, const c
                          what, why, line, col, off, near);
 }
 
+/* Depth of [ and { open at byte off (outside strings): a failed parse at
+ * cJSON's nesting limit is valid JSON nested too deeply, not a syntax
+ * error, and should say so. */
+static size_t depth_at(const char *text, size_t off) {
+    size_t depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < off; i++) {
+        char c = text[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == '[' || c == '{') {
+            depth++;
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            depth--;
+        }
+    }
+    return depth;
+}
+
 tg_status tg_json_parse(const char *text, size_t size, const char *what,
                         struct cJSON **out_json) {
     if (!what) what = "JSON";
@@ -70,6 +95,10 @@ tg_status tg_json_parse(const char *text, size_t size, const char *what,
     cJSON *json = cJSON_ParseWithLengthOpts(text, size, &end, 0);
     if (!json) {
         size_t off = end && end >= text ? (size_t)(end - text) : 0;
+        if (off > size) off = size;
+        if (depth_at(text, off) >= CJSON_NESTING_LIMIT)
+            return syntax_error(text, size, off, what,
+                                "JSON nested deeper than " TG_STR(CJSON_NESTING_LIMIT) " levels, the most this reader takes,");
         return syntax_error(text, size, off, what, "invalid JSON");
     }
     size_t off = end && end >= text && (size_t)(end - text) <= size ? (size_t)(end - text) : size;

@@ -80,6 +80,26 @@ static void deep_nesting_is_rejected_not_crashing(void) {
     tg_free(text);
 }
 
-TEST_MAIN(T(parses_a_valid_document), T(size_bounds_the_text),
+/* Valid JSON nested past cJSON's limit (1000) is refused as too deep, not
+ * called invalid; brackets inside strings do not count. */
+static void valid_but_too_deep_json_says_so(void) {
+    enum { DEPTH = 1500 };
+    char *text = tg_malloc(2 * DEPTH + 16);
+    CHECK(text != NULL);
+    if (!text) return;
+    /* ["[{", [[[...]]]]: brackets inside the string do not count */
+    memcpy(text, "[\"[{\",", 6);
+    size_t n = 6;
+    for (int i = 0; i < DEPTH; i++) text[n++] = '[';
+    for (int i = 0; i < DEPTH; i++) text[n++] = ']';
+    text[n++] = ']';
+    cJSON *json = NULL;
+    CHECK_ERR(tg_json_parse(text, n, "deep.json", &json), TG_ERR_FORMAT, "nested deeper than 1000 levels");
+    /* a real syntax error at a shallow depth still reads as one */
+    CHECK_ERR(tg_json_parse("[[1,]]", 6, "bad.json", &json), TG_ERR_FORMAT, "invalid JSON");
+    tg_free(text);
+}
+
+TEST_MAIN(T(parses_a_valid_document), T(size_bounds_the_text), T(valid_but_too_deep_json_says_so),
           T(invalid_json_names_source_and_position), T(trailing_garbage_is_an_error),
           T(bad_inputs_are_errors), T(deep_nesting_is_rejected_not_crashing))
