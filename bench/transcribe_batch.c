@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
     const char *model = NULL, *backend = "auto", *batches = "1,8,32,64", *json = NULL;
     double seconds = 35.0;
     int tokens = 128, runs = 3;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
         if (!strcmp(a, "--model")) model = v;
@@ -82,7 +82,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--runs")) runs = atoi(v);
         else if (!strcmp(a, "--json")) json = v;
         else return usage();
-        i++;
     }
     if (!model || seconds <= 0.02 || seconds > 35.0 || tokens <= 0 || runs < 1 || runs > MAX_RUNS) return usage();
     FILE *jf = json ? fopen(json, "w") : NULL;

@@ -30,11 +30,12 @@
 
 enum { L = CT_FFT_LANES };
 
-/* GCC and Clang on x86-64 compile the transform once per ISA and pick one at
- * load time (an ifunc): the loops over lanes then use 256- or 512-bit
- * vectors where the CPU has them. ISO C mode leaves floating-point
- * contraction off, so every clone computes the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+/* GCC on x86-64 compiles the transform once per ISA and picks one at load
+ * time (an ifunc): the loops over lanes then use 256- or 512-bit vectors
+ * where the CPU has them. ISO C mode leaves floating-point contraction off,
+ * so every clone computes the same bits. Not under Clang (its clones do not
+ * link in the fuzzers' instrumented build) nor the sanitizers. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define FFT_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
 #else
 #define FFT_CLONES

@@ -278,8 +278,10 @@ static void truncated_mapping_is_an_error_not_sigbus(void) {
     if (!m.data) return;
     CHECK_OK(tg_file_map_check(&m));
     CHECK(truncate(p, 4096) == 0);
-    volatile unsigned sum = 0;
-    for (size_t i = 0; i < m.size; i += 512) sum += m.data[i];
+    /* touch every page past the cut (each read faults; the guard answers) */
+    volatile unsigned char sink = 0;
+    for (size_t i = 0; i < m.size; i += 512) sink = m.data[i];
+    (void)sink;
     CHECK(m.data[0] == 0x5a);         /* the first page is still the file's */
     CHECK(m.data[N - 1] == 0);        /* the lost part reads as zeros */
     tg_status st = tg_file_map_check(&m);
