@@ -12,8 +12,8 @@
  * each clip cut to its own length, so what it reports does not depend on
  * how clips were batched.
  *
- * Not here: other audio formats than WAV (audio/wav.c), subtitles,
- * timestamps, streaming.
+ * Not here: decoding audio files (src/audio: ct_audio_load), segments with
+ * times, subtitles and output files (the CLI and asr/output*), streaming.
  */
 #include <math.h>
 #include <stdio.h>
