@@ -117,8 +117,9 @@ tg_status ct_wav_read(const char *path, ct_audio *out);
 /* Resamples a in place to `rate` (no-op when equal), libsoxr SOXR_HQ; the
  * old samples are freed and replaced. On failure a is unchanged. */
 tg_status ct_audio_resample(ct_audio *a, int rate);
-/* The usual way in: ct_wav_read, then ct_audio_resample to 16 kHz. On
- * success *out owns 16 kHz mono samples (free with ct_audio_free). */
+/* The usual way in: ct_pcm_load (any format FFmpeg reads, WAV without it)
+ * with the default ceiling, as a ct_audio. On success *out owns 16 kHz mono
+ * samples (free with ct_audio_free). */
 tg_status ct_audio_load(const char *path, ct_audio *out);
 
 /* The frontend of spec 4 for one clip of n samples at 16 kHz.
