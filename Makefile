@@ -3,13 +3,14 @@
 #   make test     build and run every test through ctest
 #   make deps     install the Debian packages the build needs (root)
 #   make asan     build with AddressSanitizer + UBSan in build-asan/ and run the tests
+#   make tsan     build with ThreadSanitizer in build-tsan/ and run the threaded tests
 #   make run      build and transcribe the bundled clip with the bundled model
 #                 (text on stdout, files under build/run-output)
 JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_ARGS ?=
 
-.PHONY: all build test deps asan run bench fuzz clean
+.PHONY: all build test deps asan tsan run bench fuzz clean
 
 all: build
 
@@ -31,6 +32,15 @@ deps:
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_ARGS="-DTG_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DTG_CUDA_PRECOMPILE=OFF"
 
+# ThreadSanitizer over the tests that run threads: the pool, the CPU backend,
+# the conformance suite's threaded setups, the frontend's parallel clips,
+# sessions and the CLI's producer thread.
+TSAN_TESTS ?= base/threadpool|cpu/|^ops$$|audio/mel|asr/session|asr/pipeline|cli/
+tsan:
+	cmake -S . -B build-tsan -DTG_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTG_CUDA=OFF
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)'
+
 # The main job on the bundled default: the tiny fixture model (random weights,
 # so the text is gibberish by design) on a bundled clip. The text goes to
 # stdout and the subtitles under $(BUILD)/run-output, never into tests/data.
@@ -49,4 +59,4 @@ fuzz:
 	cmake --build build-fuzz -j $(JOBS)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz

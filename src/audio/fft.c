@@ -35,7 +35,8 @@ enum { L = CT_FFT_LANES };
  * where the CPU has them. ISO C mode leaves floating-point contraction off,
  * so every clone computes the same bits. Not under Clang (its clones do not
  * link in the fuzzers' instrumented build) nor the sanitizers. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define FFT_CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
 #else
 #define FFT_CLONES

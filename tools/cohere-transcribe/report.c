@@ -14,9 +14,11 @@
  * second Ctrl-C kills at once. Nothing is ever half-written either way:
  * outputs become visible only through output sets (output_set.c).
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -111,25 +113,32 @@ void cli_progress_end(void) {
 
 /* ---------------------------------------------------------------- signals */
 
-static volatile sig_atomic_t caught;
+/* Read by every thread (the producer, the backends' abort callbacks), so an
+ * atomic (lock-free, which C11 allows in a handler), not a volatile
+ * sig_atomic_t, whose cross-thread reads are a data race. */
+static atomic_int caught;
 
 static void on_signal(int sig) {
-    caught = sig;
-    signal(sig, SIG_DFL); /* a second one ends the process at once */
+    int saved = errno; /* the interrupted code may be about to read errno */
+    atomic_store_explicit(&caught, sig, memory_order_relaxed);
+    /* a second one ends the process at once (SA_RESETHAND restored the
+     * default action on entry) */
+    errno = saved;
 }
 
 void cli_signals_install(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 }
 
-int cli_signal_caught(void) { return caught; }
+int cli_signal_caught(void) { return atomic_load_explicit(&caught, memory_order_relaxed); }
 
 bool cli_abort_requested(void *user) {
     (void)user;
-    return caught != 0;
+    return cli_signal_caught() != 0;
 }
