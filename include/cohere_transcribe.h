@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ct_audio.h"
 #include "tg.h"
 #include "tg_status.h"
 
@@ -28,7 +29,10 @@
 extern "C" {
 #endif
 
+#ifndef CT_STATUS_DEFINED
+#define CT_STATUS_DEFINED
 typedef tg_status ct_status;
+#endif
 #define ct_status_message tg_status_message
 #define ct_status_code tg_status_code
 #define ct_status_free tg_status_free
@@ -172,45 +176,7 @@ ct_status ct_transcribe_file(ct_session *s, const char *path, ct_result **out_re
 ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const size_t *n,
                               int n_clips, ct_result **out_results);
 
-/* ---- audio files and segments (src/audio) ---- */
-/* Implemented in src/audio, whose internal header audio.h repeats this block
- * under the same guard (the audio layer cannot see this header); the test
- * tests/audio/test_api_block.c fails when the two copies differ. */
-#ifndef CT_AUDIO_PUBLIC_BLOCK
-#define CT_AUDIO_PUBLIC_BLOCK
-typedef struct ct_pcm {
-    float *samples;      /* 16 kHz mono in [-1, 1]; owned, free with ct_pcm_free */
-    size_t n;
-    double duration_s;   /* of the source */
-    int source_rate, source_channels;
-    char codec[32];      /* e.g. "mp3", "pcm_s16le" */
-} ct_pcm;
-/* Decodes any file FFmpeg reads (WAV only without FFmpeg); max_bytes bounds the decoded
- * 16 kHz float samples and is checked while decoding (0: 4 GiB). Errors name the path.
- * Only regular files are read ("-", FIFOs, devices and directories are refused without
- * blocking). On success *out owns new samples (free with ct_pcm_free); on failure *out is
- * zeroed. */
-ct_status ct_pcm_load(const char *path, size_t max_bytes, ct_pcm *out);
-/* Frees the samples and zeroes *p; accepts NULL and an already freed one. */
-void ct_pcm_free(ct_pcm *p);
-/* "FFmpeg libavformat 59.x / libavcodec ... / libswresample ..." or "built-in WAV reader (no FFmpeg)"; static. */
-const char *ct_audio_decoder_version(void);
-bool ct_audio_has_ffmpeg(void);
-typedef enum ct_vad_kind { CT_VAD_ENERGY = 0, CT_VAD_NONE } ct_vad_kind;
-typedef struct ct_vad_options {
-    ct_vad_kind kind;
-    double min_dur_s, max_dur_s, max_silence_s, energy_threshold_db; /* energy only */
-    double analysis_window_s; /* energy only: 0.01 (10 ms windows) */
-} ct_vad_options;
-void ct_vad_options_init(ct_vad_options *o); /* the defaults above */
-typedef struct ct_span { size_t first, last; double start_s, end_s; } ct_span; /* samples [first, last) */
-/* Segments n samples of 16 kHz audio. *out_spans: new array (free with tg_free... or ct_spans_free), may be 0 long. */
-ct_status ct_segment_audio(const float *x, size_t n, const ct_vad_options *o, ct_span **out_spans, int *out_n);
-void ct_spans_free(ct_span *s);
-/* Parses "energy" / "none". */
-ct_status ct_vad_parse(const char *name, ct_vad_kind *out);
-#endif
-/* ---- end of audio files and segments ---- */
+/* Audio files and segments: ct_audio.h (the audio layer). */
 
 /* The length of the repeating block that ends tokens[0..n): L in [8, 32]
  * when n >= 96 and the last 4 L tokens are one block of L tokens four times

@@ -9,9 +9,9 @@
  * spec section 4 exactly, without dither. Long audio is split by the energy
  * rule of spec 5.4 (chunk.c) or into voice segments (segment.c).
  *
- * This header also repeats the public audio block of cohere_transcribe.h
- * (ct_pcm, ct_pcm_load, ct_segment_audio...), which src/audio implements but
- * cannot include: that header belongs to the asr layer above.
+ * The public part (ct_pcm, ct_pcm_load, ct_segment_audio, ...) is the audio
+ * layer's public header, include/ct_audio.h, which cohere_transcribe.h
+ * includes too.
  */
 #ifndef CT_AUDIO_H
 #define CT_AUDIO_H
@@ -20,49 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ct_audio.h"
 #include "tg_status.h"
 
-typedef tg_status ct_status;
-
-/* ---- audio files and segments (src/audio) ---- */
-/* Implemented in src/audio, whose internal header audio.h repeats this block
- * under the same guard (the audio layer cannot see this header); the test
- * tests/audio/test_api_block.c fails when the two copies differ. */
-#ifndef CT_AUDIO_PUBLIC_BLOCK
-#define CT_AUDIO_PUBLIC_BLOCK
-typedef struct ct_pcm {
-    float *samples;      /* 16 kHz mono in [-1, 1]; owned, free with ct_pcm_free */
-    size_t n;
-    double duration_s;   /* of the source */
-    int source_rate, source_channels;
-    char codec[32];      /* e.g. "mp3", "pcm_s16le" */
-} ct_pcm;
-/* Decodes any file FFmpeg reads (WAV only without FFmpeg); max_bytes bounds the decoded
- * 16 kHz float samples and is checked while decoding (0: 4 GiB). Errors name the path.
- * Only regular files are read ("-", FIFOs, devices and directories are refused without
- * blocking). On success *out owns new samples (free with ct_pcm_free); on failure *out is
- * zeroed. */
-ct_status ct_pcm_load(const char *path, size_t max_bytes, ct_pcm *out);
-/* Frees the samples and zeroes *p; accepts NULL and an already freed one. */
-void ct_pcm_free(ct_pcm *p);
-/* "FFmpeg libavformat 59.x / libavcodec ... / libswresample ..." or "built-in WAV reader (no FFmpeg)"; static. */
-const char *ct_audio_decoder_version(void);
-bool ct_audio_has_ffmpeg(void);
-typedef enum ct_vad_kind { CT_VAD_ENERGY = 0, CT_VAD_NONE } ct_vad_kind;
-typedef struct ct_vad_options {
-    ct_vad_kind kind;
-    double min_dur_s, max_dur_s, max_silence_s, energy_threshold_db; /* energy only */
-    double analysis_window_s; /* energy only: 0.01 (10 ms windows) */
-} ct_vad_options;
-void ct_vad_options_init(ct_vad_options *o); /* the defaults above */
-typedef struct ct_span { size_t first, last; double start_s, end_s; } ct_span; /* samples [first, last) */
-/* Segments n samples of 16 kHz audio. *out_spans: new array (free with tg_free... or ct_spans_free), may be 0 long. */
-ct_status ct_segment_audio(const float *x, size_t n, const ct_vad_options *o, ct_span **out_spans, int *out_n);
-void ct_spans_free(ct_span *s);
-/* Parses "energy" / "none". */
-ct_status ct_vad_parse(const char *name, ct_vad_kind *out);
-#endif
-/* ---- end of audio files and segments ---- */
 
 /* The ceiling ct_pcm_load applies for max_bytes 0: 4 GiB. */
 #define CT_AUDIO_DEFAULT_MAX_BYTES ((size_t)4 << 30)
