@@ -29,13 +29,7 @@
 extern "C" {
 #endif
 
-#ifndef CT_STATUS_DEFINED
-#define CT_STATUS_DEFINED
-typedef tg_status ct_status;
-#endif
-#define ct_status_message tg_status_message
-#define ct_status_code tg_status_code
-#define ct_status_free tg_status_free
+/* ct_status and its accessors: ct_audio.h */
 
 typedef enum ct_backend_kind {
     CT_BACKEND_AUTO = 0, /* CUDA when a GPU is usable, else the CPU */

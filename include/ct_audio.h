@@ -21,10 +21,11 @@
 extern "C" {
 #endif
 
-#ifndef CT_STATUS_DEFINED
-#define CT_STATUS_DEFINED
+/* The transcription API's status is the runtime's (tg_status.h). */
 typedef tg_status ct_status;
-#endif
+#define ct_status_message tg_status_message
+#define ct_status_code tg_status_code
+#define ct_status_free tg_status_free
 
 typedef struct ct_pcm {
     float *samples;      /* 16 kHz mono in [-1, 1]; owned, free with ct_pcm_free */
