@@ -29,6 +29,16 @@ typedef struct hook_seen {
     int64_t feat_frames;
 } hook_seen;
 
+/* The options every case here opens the tiny model with: the CPU, two
+ * threads, 24 new tokens (the reference's count). */
+static void tiny_options(ct_options *o, const char *dir) {
+    ct_options_init(o);
+    o->model_dir = dir;
+    o->backend = CT_BACKEND_CPU;
+    o->n_threads = 2;
+    o->max_new_tokens = 24;
+}
+
 static void hook(void *user, int index, const char *name, tg_type type, int n_dims,
                  const int64_t *shape, const void *data) {
     hook_seen *h = user;
@@ -53,11 +63,7 @@ static void session_matches_reference(void) {
         char dir[256];
         snprintf(dir, sizeof dir, "%s/%s", TINY, layouts[li]);
         ct_options o;
-        ct_options_init(&o);
-        o.model_dir = dir;
-        o.backend = CT_BACKEND_CPU;
-        o.n_threads = 2;
-        o.max_new_tokens = 24;
+        tiny_options(&o, dir);
         hook_seen seen = {0};
         o.dump = hook;
         o.dump_user = &seen;
@@ -108,11 +114,7 @@ static void padding_keeps_results(void) {
     if (!ref) return;
     const st_tensor *ro = st_find(ref, "a.encoder_out"), *rg = st_find(ref, "a.generated");
     ct_options o;
-    ct_options_init(&o);
-    o.model_dir = TINY "/hub";
-    o.backend = CT_BACKEND_CPU;
-    o.n_threads = 2;
-    o.max_new_tokens = 24;
+    tiny_options(&o, TINY "/hub");
     o.frame_bucket = 256;
     enc_seen seen = {0};
     o.dump = enc_hook;
@@ -149,11 +151,7 @@ static void session_long_audio(void) {
     if (!ref) return;
     const st_tensor *rg = st_find(ref, "long.generated");
     ct_options o;
-    ct_options_init(&o);
-    o.model_dir = TINY "/hub";
-    o.backend = CT_BACKEND_CPU;
-    o.n_threads = 2;
-    o.max_new_tokens = 24;
+    tiny_options(&o, TINY "/hub");
     ct_session *s = NULL;
     CHECK_OK(ct_session_open(&o, &s));
     ct_result *r = NULL;
