@@ -174,6 +174,27 @@ size_t tg_plan_offset(const tg_plan *plan, const tg_tensor *t) {
     return SIZE_MAX;
 }
 
+int tg_plan_fused_product(tg_tensor *const *nodes, int i) {
+    for (int q = i - 1; q >= 0 && q >= i - TG_PLAN_FUSE_DEPTH; q--) {
+        bool reads = false;
+        for (int k = 0; k < TG_MAX_SRC; k++) reads = reads || nodes[q + 1]->src[k] == nodes[q];
+        if (!reads) return -1;
+        if (nodes[q]->op == TG_OP_MUL_MAT) return q;
+    }
+    return -1;
+}
+
+/* Extends the lifetime of everything t reads (and the storage it views) to
+ * step. */
+static void keep_sources(tg_plan_item *items, const tg_ptrmap *index, const tg_tensor *t, int step) {
+    for (int s = 0; s <= TG_MAX_SRC; s++) {
+        tg_tensor *d = s < TG_MAX_SRC ? t->src[s] : t->view_src;
+        if (!d) continue;
+        int k = tg_ptrmap_get(index, tg_tensor_root(d));
+        if (k >= 0 && items[k].last != TG_PLAN_KEEP && items[k].last < step) items[k].last = step;
+    }
+}
+
 tg_status tg_plan_graph(const tg_graph *g, size_t alignment, tg_plan *out_plan) {
     if (!g || !out_plan) return tg_status_new(TG_ERR_INVALID_ARG, "plan_graph: NULL argument");
     memset(out_plan, 0, sizeof *out_plan);
@@ -200,14 +221,10 @@ tg_status tg_plan_graph(const tg_graph *g, size_t alignment, tg_plan *out_plan) 
             tensors[n++] = t;
         }
         /* Everything a node reads, and the storage it is a view of, must be
-         * alive at its step. */
-        for (int s = 0; s <= TG_MAX_SRC; s++) {
-            tg_tensor *d = s < TG_MAX_SRC ? t->src[s] : t->view_src;
-            if (!d) continue;
-            int k = tg_ptrmap_get(&index, tg_tensor_root(d));
-            if (k >= 0 && items[k].last != TG_PLAN_KEEP && items[k].last < step)
-                items[k].last = step;
-        }
+         * alive at its step; so must a fused product's inputs (below). */
+        keep_sources(items, &index, t, step);
+        int q = tg_plan_fused_product(g->nodes, i);
+        if (q >= 0) keep_sources(items, &index, g->nodes[q], step);
     }
     for (int i = 0; i < g->n_nodes; i++) {
         if (!(g->nodes[i]->flags & TG_FLAG_OUTPUT)) continue;

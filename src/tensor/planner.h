@@ -14,7 +14,8 @@
  * scheduler does the same for each backend's share, with the copies it
  * inserts): a node's storage is produced at its step and lives until the last
  * node reading it or any view of it (views and in-place writers read their
- * root); outputs and inputs live to the end.
+ * root), or through a fused product's chain (tg_plan_fused_product); outputs
+ * and inputs live to the end.
  */
 #ifndef TG_PLANNER_H
 #define TG_PLANNER_H
@@ -55,6 +56,19 @@ tg_status tg_plan_graph(const tg_graph *g, size_t alignment, tg_plan *out_plan);
 void tg_plan_free(tg_plan *plan);
 /* The offset planned for t, or SIZE_MAX when t is not in the plan. */
 size_t tg_plan_offset(const tg_plan *plan, const tg_tensor *t);
+
+/* A backend may run a matrix product together with the nodes after it that
+ * read it in a chain (a bias add and a relu in the product's epilogue), so
+ * that the product's result is never stored and the chain's last result is
+ * written while the product still reads its inputs. Planning for that, the
+ * product's inputs live through every node of such a chain, up to
+ * TG_PLAN_FUSE_DEPTH nodes after it: a fused result never lands on them.
+ * tg_plan_fused_product gives the index of the product whose chain nodes[i]
+ * ends (nodes[q + 1] reads nodes[q] for q from the product to i - 1), or -1.
+ * The cost: those inputs (a layer norm's output, say) live one or two steps
+ * longer. */
+#define TG_PLAN_FUSE_DEPTH 2
+int tg_plan_fused_product(tg_tensor *const *nodes, int i);
 
 /* True when t owns storage the planner must place: not a view or in-place
  * writer, no data placed by the user. */

@@ -273,6 +273,18 @@ static void touch(alloc_state *a, const tg_tensor *t, int step) {
     if (it->last != TG_PLAN_KEEP && it->last < step) it->last = step;
 }
 
+/* Extends the lifetimes of what n reads (its sources on backend b, the
+ * copies split sp swapped in for them, the storage it views) to step. */
+static void touch_sources(alloc_state *a, const tg_sched *s, const split *sp, const tg_tensor *n, int b,
+                          int step) {
+    for (int k = sp->rewire_begin; k < sp->rewire_end; k++)
+        if (s->rewires[k].node == n) touch(a, s->rewires[k].copy, step);
+    for (int k = 0; k <= TG_MAX_SRC; k++) {
+        tg_tensor *src = k < TG_MAX_SRC ? n->src[k] : n->view_src;
+        if (src && storage_backend(s, src) == b) touch(a, src, step);
+    }
+}
+
 static tg_status grow_arena(tg_sched *s, int b, size_t need) {
     if (need == 0 || (s->arenas[b] && tg_buffer_size(s->arenas[b]) >= need)) return NULL;
     tg_buffer_free(s->arenas[b]);
@@ -423,12 +435,11 @@ tg_status tg_sched_alloc(tg_sched *s, tg_graph *g) {
         for (int m = 0; m < sg->n_nodes; m++, step++) {
             tg_tensor *n = sg->nodes[m];
             if (tg_plan_needs_storage(n) && !add_slot(&a, n, b, step, step)) goto oom;
-            for (int k = sp->rewire_begin; k < sp->rewire_end; k++)
-                if (s->rewires[k].node == n) touch(&a, s->rewires[k].copy, step);
-            for (int k = 0; k <= TG_MAX_SRC; k++) {
-                tg_tensor *src = k < TG_MAX_SRC ? n->src[k] : n->view_src;
-                if (src && storage_backend(s, src) == b) touch(&a, src, step);
-            }
+            touch_sources(&a, s, sp, n, b, step);
+            /* a product fused with its followers reads its inputs while
+             * writing their result: the inputs live through their steps */
+            int q = tg_plan_fused_product(sg->nodes, m);
+            if (q >= 0) touch_sources(&a, s, sp, sg->nodes[q], b, step);
         }
         i = j;
     }

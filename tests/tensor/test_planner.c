@@ -4,7 +4,7 @@
  * arena's end; on graphs: a chain reuses memory (peak three tensors, not
  * eleven), a value read late stays alive, views and in-place writers keep
  * their source alive, outputs and inputs are never reused, placed weights are
- * not planned.
+ * not planned, a fused product's inputs outlive its epilogue chain.
  */
 #include "check.h"
 #include "planner.h"
@@ -195,6 +195,44 @@ static void test_outputs_inputs_and_weights(void) {
     tg_backend_free(be);
 }
 
+/* A backend may run a product with the bias add (and relu) after it as one
+ * launch that writes the last result while reading the product's inputs
+ * (the CUDA backend's epilogue fusion): those inputs must not share storage
+ * with the chain's results. Without the rule, the add's 1 KiB result lands
+ * in the 2 KiB hole h leaves once the product has read it. */
+static void test_fused_product_inputs_stay_apart(void) {
+    tg_backend *be = test_backend_new("fake", true, true, TEST_OPS_ALL);
+    tg_ctx *wctx = tg_ctx_new();
+    tg_tensor *w = tg_new_2d(wctx, TG_F32, 64, 32), *bias = tg_new_1d(wctx, TG_F32, 32);
+    tg_buffer *wbuf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(wctx, be, &wbuf));
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_2d(ctx, TG_F32, 64, 8);
+    tg_tensor *h = tg_relu(ctx, x);              /* [64, 8]: 2 KiB, the product's input */
+    tg_tensor *mm = tg_mul_mat(ctx, w, h);       /* [32, 8]: 1 KiB */
+    tg_tensor *add = tg_add(ctx, mm, bias);
+    tg_tensor *r = tg_relu(ctx, add);
+    tg_tensor *after = tg_scale(ctx, tg_relu(ctx, r), 2.0f);
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, after));
+    tg_tensor *order[8];
+    int n = tg_graph_n_nodes(g);
+    CHECK(n == 6);
+    for (int i = 0; i < n && i < 8; i++) order[i] = tg_graph_node(g, i);
+    CHECK(order[1] == mm && order[3] == r);
+    CHECK(tg_plan_fused_product(order, 2) == 1 && tg_plan_fused_product(order, 3) == 1);
+    CHECK(tg_plan_fused_product(order, 4) == -1 && tg_plan_fused_product(order, 1) == -1);
+    tg_plan p;
+    CHECK_OK(tg_plan_graph(g, 64, &p));
+    CHECK_MSG(!overlap(&p, h, add) && !overlap(&p, h, r), "a fused product's result over its input");
+    /* the chain ends at the relu: what follows may reuse h's storage */
+    tg_plan_free(&p);
+    tg_ctx_free(ctx);
+    tg_buffer_free(wbuf);
+    tg_ctx_free(wctx);
+    tg_backend_free(be);
+}
+
 static uint32_t rng_state = 2463534242u;
 static uint32_t rnd(uint32_t n) {
     rng_state ^= rng_state << 13;
@@ -245,4 +283,4 @@ TEST_MAIN(T(test_items_hand_computed), T(test_items_random_never_overlap), T(tes
           T(test_items_size_overflow_is_an_error),
           T(test_items_best_fit_and_growth), T(test_chain_reuses_memory),
           T(test_value_read_late_stays_alive), T(test_views_keep_sources_alive),
-          T(test_outputs_inputs_and_weights))
+          T(test_outputs_inputs_and_weights), T(test_fused_product_inputs_stay_apart))

@@ -5,7 +5,8 @@
  * placed (weights, unsupported ops, following sources, priority, views, in-
  * place writes), the number of splits and inserted copies, that the results
  * are right (the fakes refuse any tensor outside their own buffers, so a
- * missing copy fails), arena reuse across calls, abort between splits, and the
+ * missing copy fails), arena reuse across calls, abort between splits, a
+ * fused product's inputs kept apart from its chain's results, and the
  * refusals.
  */
 #include "check.h"
@@ -212,6 +213,40 @@ static void test_inplace_write_runs_where_storage_is(void) {
     for (int i = 0; i < 12; i++) CHECK(got[i] == want[i]);
     tg_ctx_free(ctx);
     tg_buffer_free(cbuf);
+    tg_ctx_free(wctx);
+    env_close(&e);
+}
+
+/* True when two placed tensors' bytes share an address. */
+static bool share_bytes(const tg_tensor *a, const tg_tensor *b) {
+    const char *pa = a->data, *pb = b->data;
+    return pa < pb + tg_nbytes(b) && pb < pa + tg_nbytes(a);
+}
+
+/* The scheduler plans like tg_plan_graph: a product's inputs outlive the
+ * chain a backend may fuse after it (bias add, then one more node), so a
+ * fused launch never writes its result over what the product reads. Without
+ * the rule the add's 1 KiB result lands in the 2 KiB hole of h. */
+static void test_fused_product_inputs_stay_apart(void) {
+    env e;
+    env_open(&e, GPU_OPS);
+    tg_ctx *wctx = tg_ctx_new();
+    tg_tensor *w = tg_new_2d(wctx, TG_F32, 64, 32), *bias = tg_new_1d(wctx, TG_F32, 32);
+    tg_buffer *wbuf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(wctx, e.gpu, &wbuf));
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_new_2d(ctx, TG_F32, 64, 8);
+    tg_tensor *h = tg_scale(ctx, x, 0.5f);      /* [64, 8]: 2 KiB */
+    tg_tensor *add = tg_add(ctx, tg_mul_mat(ctx, w, h), bias);
+    tg_tensor *s2 = tg_scale(ctx, add, 2.0f);
+    tg_tensor *out = tg_scale(ctx, tg_scale(ctx, s2, 1.0f), 1.0f);
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, out));
+    CHECK_OK(tg_sched_alloc(e.sched, g));
+    CHECK(tg_sched_n_splits(e.sched) == 1 && tg_sched_node_backend(e.sched, add) == e.gpu);
+    CHECK_MSG(!share_bytes(h, add) && !share_bytes(h, s2), "a fused product's result over its input");
+    tg_ctx_free(ctx);
+    tg_buffer_free(wbuf);
     tg_ctx_free(wctx);
     env_close(&e);
 }
@@ -680,6 +715,7 @@ static void test_with_cuda_if_present(void) {
 TEST_MAIN(T(test_placement_splits_copies_results),
           T(test_weight_on_unsupporting_backend_goes_to_cpu),
           T(test_priority_views_and_followers), T(test_inplace_write_runs_where_storage_is),
+          T(test_fused_product_inputs_stay_apart),
           T(test_abort_between_splits), T(test_arenas_grow_never_shrink), T(test_refusals),
           T(test_rebuilt_graph_each_step), T(test_copies_do_not_clobber_split_inputs),
           T(test_random_graphs_match_single_backend), T(test_random_graphs_with_deferred_gpu),

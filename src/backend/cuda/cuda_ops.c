@@ -265,6 +265,12 @@ static bool is_bias_for(const tg_tensor *bias, const tg_tensor *mm) {
            bias->ne[1] == 1 && bias->ne[2] == 1 && bias->ne[3] == 1;
 }
 
+/* True when the bytes a and b span share an address. */
+static bool overlaps(const tg_tensor *a, const tg_tensor *b) {
+    uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
+    return pa && pb && pa < pb + tg_nbytes(b) && pb < pa + tg_nbytes(a);
+}
+
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     if (!c->use_fusion || i + 1 >= n) return 1;
     const tg_tensor *mm = nodes[i], *add = nodes[i + 1];
@@ -277,11 +283,17 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     /* The epilogue needs one product over contiguous activations. */
     const tg_tensor *a = mm->src[0];
     if (a->ne[2] != 1 || a->ne[3] != 1) return 1;
+    int len = 2;
     if (i + 2 < n && nodes[i + 2]->op == TG_OP_RELU && nodes[i + 2]->src[0] == add && n_uses[i + 1] == 1 &&
         !(add->flags & TG_FLAG_OUTPUT) && tg_same_shape(nodes[i + 2], add) && nodes[i + 2]->type == TG_F32 &&
         tg_is_contiguous(nodes[i + 2]))
-        return 3;
-    return 2;
+        len = 3;
+    /* The fused launch writes the last result while the product reads its
+     * operands: never over them (the planners keep them apart,
+     * tg_plan_fused_product; storage placed by hand might not). */
+    const tg_tensor *out = nodes[i + len - 1];
+    if (overlaps(out, mm->src[0]) || overlaps(out, mm->src[1]) || overlaps(out, bias)) return 1;
+    return len;
 }
 
 /* ------------------------------------------------------------ encoders */
