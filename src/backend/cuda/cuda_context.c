@@ -28,7 +28,9 @@
  * (attention on the F32 FMA kernel even where the tensor-core one applies),
  * CT_CUDA_FUSION=0, CT_CUDA_PROFILE=1 (per compute: host submit and GPU
  * time; =2 adds per-op kernel times, which launches directly), CT_CUDA_DEBUG=1
- * (fusion and graph counts at free), CT_CUDA_DUMP_GRAPH=path (the next
+ * (fusion and graph counts at free), CT_CUDA_CHECK_FINITE=N (the first N
+ * nodes whose results hold NaN or Inf, named; launches directly),
+ * CT_CUDA_DUMP_GRAPH=path (the next
  * computed graph: nodes, kernels, launch shapes, times; NVTX ranges mark
  * computes and ops for Nsight when it is attached), CT_CUDA_SYNC_TIMEOUT_MS,
  * CT_CUDA_HOST_BUFFERS=1 (buffers in pinned host memory).
@@ -440,6 +442,8 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
             return tg_status_wrap(st, "%s: node %d '%s' (%s)", c->name, i, t->name, tg_op_name(t->op));
         }
         tg_cuda_prof_node_end(c, pf, i, s, t, len, p->run[i]);
+        if (c->check_finite > 0 && !c->capturing)
+            tg_cuda_check_finite(c, s, g, p->emit, i + len - 1);
         i += len;
     }
     if (forked && (st = join_streams(c))) return st;
@@ -544,7 +548,7 @@ static tg_status encode_captured(tg_cuda_ctx *c, tg_graph *g, const plan *p, cud
  * off, or the profile or the dump wanting every launch). */
 static cuda_graph_entry *graph_lookup(tg_cuda_ctx *c, tg_graph *g, uint64_t *out_full) {
     *out_full = 0;
-    if (!c->use_graphs || c->profile || c->dump_path) return NULL;
+    if (!c->use_graphs || c->profile || c->dump_path || c->check_finite > 0) return NULL;
     uint64_t topo;
     graph_hash(c, g, &topo, out_full);
     cuda_graph_entry *e = graph_entry(c, topo);
@@ -785,6 +789,7 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
     c->profile = tg_cuda_env_int("CT_CUDA_PROFILE", 0);
     c->debug = tg_cuda_env_int("CT_CUDA_DEBUG", 0);
+    c->check_finite = tg_cuda_env_int("CT_CUDA_CHECK_FINITE", 0);
     c->sync_timeout_ms = tg_cuda_env_int("CT_CUDA_SYNC_TIMEOUT_MS", 600000);
     const char *dump = getenv("CT_CUDA_DUMP_GRAPH");
     if (dump && *dump) c->dump_path = tg_strdup(dump);

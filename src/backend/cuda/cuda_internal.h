@@ -225,6 +225,7 @@ typedef struct tg_cuda_ctx {
     int sync_timeout_ms;
     int profile;               /* CT_CUDA_PROFILE                            */
     int debug;                 /* CT_CUDA_DEBUG                              */
+    int check_finite;          /* CT_CUDA_CHECK_FINITE: nodes still to report */
     char *dump_path;           /* CT_CUDA_DUMP_GRAPH: the next graph goes here */
     int n_fused[TG_FUSED_KINDS]; /* fusion counts by kind (cuda_ops.c)        */
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
@@ -284,6 +285,12 @@ void tg_cuda_prof_report(const tg_cuda_ctx *c, const tg_graph *g, const cuda_pro
                          double t_submit_us, double t0_us);
 /* Closes the dump, frees the events; pf is all zero after. */
 void tg_cuda_prof_end(const tg_cuda_ctx *c, cuda_prof *pf);
+/* CT_CUDA_CHECK_FINITE=N: after node i of g (stored as emit[i]: the emit
+ * fusion's type, F32 where it changed nothing) has run on s, waits for it
+ * and warns when its result holds NaN or Inf, naming the node and which of
+ * its sources are finite, for the first N such nodes. A finder of where non-finite
+ * values start; every compute launches directly while it is on. */
+void tg_cuda_check_finite(tg_cuda_ctx *c, CUstream s, const tg_graph *g, const tg_type *emit, int i);
 /* CT_CUDA_DEBUG: the context's counts, printed when it is freed. */
 void tg_cuda_debug_report(const tg_cuda_ctx *c);
 

@@ -17,6 +17,7 @@
  * launches them), the counters themselves (kept by the context and ops).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -118,4 +119,64 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c) {
             c->n_fused[TG_FUSED_MM_BIAS], c->n_fused[TG_FUSED_MM_BIAS_RELU], c->n_fused[TG_FUSED_NORM_AFFINE],
             c->n_fused[TG_FUSED_SOFTMAX], c->n_fused[TG_FUSED_ATTENTION], c->n_fused[TG_FUSED_GLU],
             c->n_fused[TG_FUSED_EMIT], dev->n_compiled, dev->n_cache_hits);
+}
+
+/* ------------------------------------------------------ finite check */
+
+/* Counts the NaN and Inf among t's elements read as type `stored` from the
+ * device (contiguous tensors only); -1 when t cannot be read that way. The
+ * first bad element's index goes to *first. */
+static int64_t count_nonfinite(const tg_cu_api *cu, const tg_tensor *t, tg_type stored, int64_t *first) {
+    if (!t->data || !tg_is_contiguous(t) || (stored != TG_F32 && stored != TG_BF16 && stored != TG_F16)) return -1;
+    int64_t n = tg_nelements(t), bad = 0, chunk = (int64_t)1 << 24;
+    size_t es = tg_type_size(stored);
+    void *buf = tg_malloc((size_t)chunk * es);
+    if (!buf) return -1;
+    *first = -1;
+    for (int64_t at = 0; at < n; at += chunk) {
+        int64_t m = n - at < chunk ? n - at : chunk;
+        if (cu->cuMemcpyDtoH(buf, (CUdeviceptr)(uintptr_t)t->data + (size_t)at * es, (size_t)m * es) != CUDA_SUCCESS) {
+            bad = -1;
+            break;
+        }
+        for (int64_t k = 0; k < m; k++) {
+            float v = stored == TG_F32    ? ((const float *)buf)[k]
+                      : stored == TG_BF16 ? tg_bf16_to_f32(((const uint16_t *)buf)[k])
+                                          : tg_f16_to_f32(((const uint16_t *)buf)[k]);
+            if (!isfinite(v)) {
+                if (*first < 0) *first = at + k;
+                bad++;
+            }
+        }
+    }
+    tg_free(buf);
+    return bad;
+}
+
+void tg_cuda_check_finite(tg_cuda_ctx *c, CUstream s, const tg_graph *g, const tg_type *emit, int i) {
+    const tg_tensor *t = g->nodes[i];
+    if (c->dev->cu->cuStreamSynchronize(s) != CUDA_SUCCESS) return;
+    int64_t first = -1, bad = count_nonfinite(c->dev->cu, t, emit[i], &first);
+    if (bad <= 0) return;
+    c->check_finite--;
+    char srcs[512];
+    size_t used = 0;
+    srcs[0] = 0;
+    for (int k = 0; k < TG_MAX_SRC && t->src[k] && used < sizeof srcs - 64; k++) {
+        const tg_tensor *r = t->src[k];
+        tg_type rt = r->type;
+        for (int j = i - 1; j >= 0; j--)
+            if (g->nodes[j] == r) {
+                rt = emit[j];
+                break;
+            }
+        int64_t f2 = -1, b2 = count_nonfinite(c->dev->cu, r, rt, &f2);
+        used += (size_t)snprintf(srcs + used, sizeof srcs - used, " src%d '%s' (%s %s): %s", k,
+                                 r->name[0] ? r->name : "-", tg_op_name(r->op), tg_type_name(rt),
+                                 b2 < 0 ? "not read" : b2 == 0 ? "finite" : "NOT finite");
+    }
+    TG_WARN("%s: node %d '%s' (%s, %s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "]) holds %" PRId64
+            " non-finite values of %" PRId64 ", the first at %" PRId64 ";%s",
+            c->name, i, t->name[0] ? t->name : "-", tg_op_name(t->op), tg_type_name(emit[i]), t->ne[0], t->ne[1],
+            t->ne[2], t->ne[3], bad, tg_nelements(t), first, srcs);
 }
