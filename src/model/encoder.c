@@ -12,7 +12,8 @@
  * Padding (spec 2.6): a batch is padded to its longest clip. After every
  * subsampling conv the frames at and past a row's valid length are zeroed
  * (masks as data), keys past the valid length are masked in attention, and
- * the conv module zeroes padded steps before its depthwise conv. Padded query
+ * the conv module zeroes padded steps before its depthwise conv. A batch
+ * whose rows all fill the frames has no masks in its graph at all. Padded query
  * rows still see every valid key, so nothing produces NaN, and they never
  * reach a valid frame. The extra frame HF yields when floor(N/160) is a
  * multiple of 8 is simply one more padded frame here.
@@ -77,7 +78,8 @@ static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
     tg_tensor *bd_raw = ct_nn_matmul(nn, r, qv);
     float scale = 1.0f / sqrtf((float)hd);
     tg_tensor *bd = tg_cont(ctx, tg_rel_shift(ctx, bd_raw));
-    tg_tensor *mask = tg_add(ctx, tg_scale(ctx, bd, scale), key_mask);
+    tg_tensor *mask = tg_scale(ctx, bd, scale);
+    if (key_mask) mask = tg_add(ctx, mask, key_mask);
 
     tg_tensor *att = ct_nn_attention(nn, qu, k, v, mask, scale); /* [d, T, B] */
     return ct_nn_linear(nn, l->wo, l->bo, att);
@@ -90,7 +92,7 @@ static tg_tensor *conv_module(builder *b, const ct_enc_layer *l, tg_tensor *x,
     tg_ctx *ctx = nn->ctx;
     tg_tensor *h = ct_nn_norm(nn, x, l->conv_norm_w, l->conv_norm_b);
     h = tg_glu(ctx, ct_nn_linear(nn, l->pw1_w, l->pw1_b, h));
-    h = tg_mul(ctx, h, time_mask);
+    if (time_mask) h = tg_mul(ctx, h, time_mask);
     h = tg_conv_1d_dw(ctx, l->dw_w, h, 1, (b->m->conv_kernel - 1) / 2);
     h = tg_silu(ctx, tg_add(ctx, h, l->dw_b));
     return ct_nn_linear(nn, l->pw2_w, l->pw2_b, h);
@@ -180,22 +182,27 @@ static tg_status alloc_result(const ct_model *m, int B, int T, bool keep_hidden,
     return tg_status_wrap(st, "encoder: the output's buffer");
 }
 
+/* x * mask, or x when there is no mask (a batch without padding). */
+static tg_tensor *masked(builder *b, tg_tensor *x, tg_tensor *mask) {
+    return mask ? tg_mul(b->nn.ctx, x, mask) : x;
+}
+
 /* spec 2.1: [mel, T0, 1, B] features to [d, T3, B]; m1..m3 zero the frames
- * past each row's length after every conv. */
+ * past each row's length after every conv (NULL: no row has any). */
 static tg_tensor *subsampling(builder *b, tg_tensor *feat, tg_tensor *m1, tg_tensor *m2,
                               tg_tensor *m3) {
     const ct_model *m = b->m;
     tg_ctx *ctx = b->nn.ctx;
     tg_tensor *x = tg_conv_2d(ctx, m->sub_w[0], feat, 2, 2, 1, 1);
-    x = tg_relu(ctx, tg_mul(ctx, conv_bias(b, x, m->sub_b[0]), m1));
+    x = tg_relu(ctx, masked(b, conv_bias(b, x, m->sub_b[0]), m1));
     x = tg_conv_2d_dw(ctx, m->sub_w[1], x, 2, 2, 1, 1);
-    x = tg_mul(ctx, conv_bias(b, x, m->sub_b[1]), m2);
+    x = masked(b, conv_bias(b, x, m->sub_b[1]), m2);
     x = tg_conv_2d(ctx, m->sub_w[2], x, 1, 1, 0, 0);
-    x = tg_relu(ctx, tg_mul(ctx, conv_bias(b, x, m->sub_b[2]), m2));
+    x = tg_relu(ctx, masked(b, conv_bias(b, x, m->sub_b[2]), m2));
     x = tg_conv_2d_dw(ctx, m->sub_w[3], x, 2, 2, 1, 1);
-    x = tg_mul(ctx, conv_bias(b, x, m->sub_b[3]), m3);
+    x = masked(b, conv_bias(b, x, m->sub_b[3]), m3);
     x = tg_conv_2d(ctx, m->sub_w[4], x, 1, 1, 0, 0);
-    x = tg_relu(ctx, tg_mul(ctx, conv_bias(b, x, m->sub_b[4]), m3));
+    x = tg_relu(ctx, masked(b, conv_bias(b, x, m->sub_b[4]), m3));
     if (!x) return NULL;
     /* [F, T3, C, B] -> [F, C, T3, B] -> [C*F, T3, B] (index c*F + f) */
     int64_t T3 = x->ne[1], B = x->ne[3];
@@ -243,10 +250,18 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
     builder bl = {{ctx, o.f32}, m};
     const ct_nn *nn = &bl.nn;
     tg_tensor *feat = ct_nn_input(nn, TG_F32, m->n_mels, T0, 1, B, "features");
-    tg_tensor *m1 = ct_nn_input(nn, TG_F32, 1, T1, 1, B, "mask1");
-    tg_tensor *m2 = ct_nn_input(nn, TG_F32, 1, T2, 1, B, "mask2");
-    tg_tensor *m3 = ct_nn_input(nn, TG_F32, 1, T3, 1, B, "mask3");
-    tg_tensor *kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
+    /* Without padding every mask is all ones (or, for keys, zeros): the
+     * graph leaves them out, which changes no value, and saves a pass over
+     * the largest tensors (the first conv's output is 7.3 GB at batch 64). */
+    bool padded = false;
+    for (int b = 0; b < B; b++) padded = padded || valid_frames[b] != T0;
+    tg_tensor *m1 = NULL, *m2 = NULL, *m3 = NULL, *kmask = NULL, *tmask = NULL;
+    if (padded) {
+        m1 = ct_nn_input(nn, TG_F32, 1, T1, 1, B, "mask1");
+        m2 = ct_nn_input(nn, TG_F32, 1, T2, 1, B, "mask2");
+        m3 = ct_nn_input(nn, TG_F32, 1, T3, 1, B, "mask3");
+        kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
+    }
     tg_tensor *pos = ct_nn_input(nn, TG_F32, d, 2 * T3 - 1, 1, 1, "rel_pos");
     tg_graph *g = tg_graph_new(ctx);
     if ((st = tg_ctx_check(ctx))) goto fail;
@@ -255,7 +270,7 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
         goto fail;
     }
     tg_tensor *pos2 = tg_reshape_2d(ctx, pos, d, 2 * T3 - 1);
-    tg_tensor *tmask = tg_reshape_3d(ctx, m3, 1, T3, B);
+    if (padded) tmask = tg_reshape_3d(ctx, m3, 1, T3, B);
 
     /* the graph ends in copies into the result's own buffer; the hidden
      * states are copied out only when asked for */
@@ -282,15 +297,17 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
         goto fail;
     }
     st = tg_tensor_set(feat, features, 0, (size_t)B * T0 * m->n_mels * sizeof(float));
-    fill_mask(host, T1, B, l1);
-    if (!st) st = tg_tensor_set(m1, host, 0, (size_t)T1 * B * sizeof(float));
-    fill_mask(host, T2, B, l2);
-    if (!st) st = tg_tensor_set(m2, host, 0, (size_t)T2 * B * sizeof(float));
-    fill_mask(host, T3, B, l3);
-    if (!st) st = tg_tensor_set(m3, host, 0, (size_t)T3 * B * sizeof(float));
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T3; t++) host[(size_t)b * T3 + t] = t < l3[b] ? 0.0f : -INFINITY;
-    if (!st) st = tg_tensor_set(kmask, host, 0, (size_t)T3 * B * sizeof(float));
+    if (padded) {
+        fill_mask(host, T1, B, l1);
+        if (!st) st = tg_tensor_set(m1, host, 0, (size_t)T1 * B * sizeof(float));
+        fill_mask(host, T2, B, l2);
+        if (!st) st = tg_tensor_set(m2, host, 0, (size_t)T2 * B * sizeof(float));
+        fill_mask(host, T3, B, l3);
+        if (!st) st = tg_tensor_set(m3, host, 0, (size_t)T3 * B * sizeof(float));
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T3; t++) host[(size_t)b * T3 + t] = t < l3[b] ? 0.0f : -INFINITY;
+        if (!st) st = tg_tensor_set(kmask, host, 0, (size_t)T3 * B * sizeof(float));
+    }
     rel_pos_table(host, T3, d);
     if (!st) st = tg_tensor_set(pos, host, 0, n_pos * sizeof(float));
     if (!st) st = tg_sched_compute(sched, g);
