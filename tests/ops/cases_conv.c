@@ -90,6 +90,14 @@ void cases_conv(case_list *l) {
         {TG_OP_CONV_1D_DW, {3, 7, 1, 1}, {7, 65, 1, 1}, L_CONT, 2, 0, 1, 0},
         {TG_OP_CONV_1D_DW, {9, 16, 1, 1}, {16, 20, 2, 1}, L_ROWPAD, 1, 0, 4, 0},
         {TG_OP_CONV_1D_DW, {9, 33, 1, 1}, {33, 17, 1, 1}, L_T01, 1, 0, 4, 0},
+        /* the GPU's conv_1d_dw_c4 (stride 1, channels a multiple of 4):
+         * several batch rows, steps past a run of 8, a long kernel */
+        {TG_OP_CONV_1D_DW, {9, 128, 1, 1}, {128, 45, 3, 1}, L_CONT, 1, 0, 4, 0},
+        {TG_OP_CONV_1D_DW, {31, 8, 1, 1}, {8, 40, 2, 1}, L_CONT, 1, 0, 15, 0},
+        {TG_OP_CONV_1D_DW, {4, 260, 1, 1}, {260, 9, 2, 1}, L_CONT, 1, 0, 0, 0},
+        /* the GPU's conv_2d_dw_3x3: several planes and batch rows, odd sizes */
+        {TG_OP_CONV_2D_DW, {3, 3, 1, 8}, {33, 17, 8, 3}, L_CONT, 2, 2, 1, 1},
+        {TG_OP_CONV_2D_DW, {3, 3, 1, 6}, {20, 11, 6, 2}, L_CONT, 1, 2, 0, 1},
     };
     char s0[96], s1[96];
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {

@@ -515,6 +515,48 @@ static tg_status encode_conv_c1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) 
                   (unsigned)((n->ne[2] + TG_CONV_C1_TILE - 1) / TG_CONV_C1_TILE), (unsigned)n->ne[3], 256, 0, a);
 }
 
+/* The depthwise convs' fast paths: every tensor F32 and contiguous (and
+ * 16-byte aligned for the float4 one), sizes within 32-bit indexing and
+ * the grid's limits; the direct kernels take the rest. */
+static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_is_contiguous(t); }
+
+static bool conv_dw3_ok(const tg_tensor *n) {
+    const tg_tensor *k = n->src[0], *x = n->src[1];
+    return k->ne[0] == 3 && k->ne[1] == 3 && k->ne[2] == 1 && f32_contiguous(k) && f32_contiguous(x) &&
+           f32_contiguous(n) && x->ne[0] * x->ne[1] < INT32_MAX && n->ne[0] * n->ne[1] < INT32_MAX - 256 &&
+           n->ne[2] <= 65535 && n->ne[3] <= 65535 && k->ne[3] == n->ne[2];
+}
+
+static tg_status encode_conv_dw3(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    const tg_tensor *x = n->src[1];
+    tg_args_conv_2d_dw_3x3 a = {.o = dptr(n->data), .in = dptr(x->data), .kr = dptr(n->src[0]->data),
+                                .w = (int)x->ne[0], .h = (int)x->ne[1], .ow = (int)n->ne[0], .oh = (int)n->ne[1],
+                                .s0 = tg_param_i32(n, 0), .s1 = tg_param_i32(n, 1), .p0 = tg_param_i32(n, 2),
+                                .p1 = tg_param_i32(n, 3)};
+    if (tg_nelements(n) == 0) return NULL;
+    return LAUNCH(c, s, "conv.cu", "", conv_2d_dw_3x3, (unsigned)((n->ne[0] * n->ne[1] + 255) / 256),
+                  (unsigned)n->ne[2], (unsigned)n->ne[3], 256, 0, a);
+}
+
+static bool conv_dw1_c4_ok(const tg_tensor *n) {
+    const tg_tensor *k = n->src[0], *x = n->src[1];
+    int64_t batch = x->ne[2] * x->ne[3];
+    return tg_param_i32(n, 0) == 1 && f32_contiguous(k) && f32_contiguous(x) && f32_contiguous(n) &&
+           x->ne[0] % 4 == 0 && k->ne[1] == x->ne[0] && (((uintptr_t)x->data | (uintptr_t)n->data) & 15) == 0 &&
+           x->ne[0] * x->ne[1] < INT32_MAX && n->ne[1] < INT32_MAX - TG_DW1_TT && k->ne[0] < 4096 &&
+           batch <= 65535 && (n->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT <= 65535;
+}
+
+static tg_status encode_conv_dw1_c4(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    const tg_tensor *x = n->src[1];
+    tg_args_conv_1d_dw_c4 a = {.o = dptr(n->data), .in = dptr(x->data), .kr = dptr(n->src[0]->data),
+                               .c4 = (int)(x->ne[0] / 4), .t = (int)x->ne[1], .ot = (int)n->ne[1],
+                               .k = (int)n->src[0]->ne[0], .p = tg_param_i32(n, 1)};
+    if (tg_nelements(n) == 0) return NULL;
+    return LAUNCH(c, s, "conv.cu", "", conv_1d_dw_c4, (unsigned)((a.c4 + 63) / 64),
+                  (unsigned)((n->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT), (unsigned)(x->ne[2] * x->ne[3]), 64, 0, a);
+}
+
 static tg_status encode_conv_2d(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     if (tg_nelements(n) == 0) return NULL;
     if (tg_cuda_conv_1x1_ok(c, n)) return tg_cuda_conv_1x1(c, s, n);
@@ -648,6 +690,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     }
     case TG_OP_CONV_2D: return encode_conv_2d(c, s, n);
     case TG_OP_CONV_2D_DW: {
+        if (conv_dw3_ok(n)) return encode_conv_dw3(c, s, n);
         tg_args_conv_2d a = {.o = dd,
                              .kr = da,
                              .in = db,
@@ -659,6 +702,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         return LAUNCH_FLAT(c, s, "conv.cu", conv_2d_dw, a);
     }
     case TG_OP_CONV_1D_DW: {
+        if (conv_dw1_c4_ok(n)) return encode_conv_dw1_c4(c, s, n);
         tg_args_conv_1d_dw a = {
             .o = dd, .kr = da, .in = db, .s = tg_param_i32(n, 0), .p = tg_param_i32(n, 1), .n = tg_nelements(n)};
         return LAUNCH_FLAT(c, s, "conv.cu", conv_1d_dw, a);

@@ -12,6 +12,11 @@
  * conv_2d_c1_3x3, which reads each input window once for a tile of output
  * channels; the 1x1 convs run as cuBLASLt products (cuda_ops.c), no kernel.
  *
+ * The depthwise convs have direct kernels for any strides and types and,
+ * for the model's contiguous F32 shapes, conv_2d_dw_3x3 (32-bit indexing,
+ * a plane per grid row) and conv_1d_dw_c4 (a float4 of channels times a
+ * run of output steps per thread).
+ *
  * Not here: im2col or implicit-GEMM tensor-core convolution.
  */
 #include "common.cuh"
@@ -131,4 +136,68 @@ extern "C" __global__ void conv_1d_dw(const tg_args_conv_1d_dw args) {
         }
         tg_st(o.p + tg_off(o, c, ot, b, u), o.type, acc);
     }
+}
+
+/* Depthwise 3x3 over contiguous F32 planes (the subsampling's two depthwise
+ * convs; cuda_ops.c takes it when it applies). Grid (ceil(OW*OH / 256), C,
+ * N), 256 threads, 32-bit index math: a thread takes one output pixel of
+ * plane (c, b), adjacent threads adjacent pixels; the plane's 9 weights are
+ * the same word for the whole block. Taps outside the input are skipped,
+ * and the sum runs in the direct kernel's order (ky, then kx). */
+extern "C" __global__ void __launch_bounds__(256) conv_2d_dw_3x3(const tg_args_conv_2d_dw_3x3 a) {
+    TG_PDL();
+    const int pix = blockIdx.x * blockDim.x + threadIdx.x;
+    if (pix >= a.ow * a.oh) return;
+    const int ox = pix % a.ow, oy = pix / a.ow, c = blockIdx.y;
+    const i64 plane = (i64)blockIdx.z * gridDim.y + c;
+    const float *src = a.in + plane * a.w * a.h, *wc = a.kr + c * 9;
+    float s = 0.0f;
+#pragma unroll
+    for (int ky = 0; ky < 3; ky++) {
+        const int iy = oy * a.s1 - a.p1 + ky;
+        if (iy < 0 || iy >= a.h) continue;
+#pragma unroll
+        for (int kx = 0; kx < 3; kx++) {
+            const int ix = ox * a.s0 - a.p0 + kx;
+            if (ix < 0 || ix >= a.w) continue;
+            s += wc[ky * 3 + kx] * src[iy * a.w + ix];
+        }
+    }
+    a.o[plane * a.ow * a.oh + pix] = s;
+}
+
+/* Depthwise 1-D, stride 1, contiguous F32 with channels a multiple of 4
+ * (the conv module's depthwise conv). Grid (ceil(c4 / 64), ceil(ot /
+ * TG_DW1_TT), batch), 64 threads: a thread takes 4 adjacent channels (one
+ * float4, so a warp's loads and stores are 512 contiguous bytes) for
+ * TG_DW1_TT consecutive output steps; the inputs they share are re-read from
+ * L1. Each output sums its taps in order k = 0..K-1, skipping taps outside
+ * the input, as the direct kernel does. */
+extern "C" __global__ void __launch_bounds__(64) conv_1d_dw_c4(const tg_args_conv_1d_dw_c4 a) {
+    TG_PDL();
+    const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c4 >= a.c4) return;
+    const int t0 = blockIdx.y * TG_DW1_TT, K = a.k;
+    const float4 *src = a.in + (i64)blockIdx.z * a.t * a.c4 + c4;
+    float4 *dst = a.o + (i64)blockIdx.z * a.ot * a.c4 + c4;
+    const float *w0 = a.kr + (i64)(4 * c4) * K;
+    float4 acc[TG_DW1_TT];
+#pragma unroll
+    for (int j = 0; j < TG_DW1_TT; j++) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int k = 0; k < K; k++) {
+        const float wx = w0[k], wy = w0[K + k], wz = w0[2 * K + k], ww = w0[3 * K + k];
+#pragma unroll
+        for (int j = 0; j < TG_DW1_TT; j++) {
+            const int it = t0 + j - a.p + k;
+            if (it < 0 || it >= a.t) continue;
+            const float4 x = src[(i64)it * a.c4];
+            acc[j].x += wx * x.x;
+            acc[j].y += wy * x.y;
+            acc[j].z += wz * x.z;
+            acc[j].w += ww * x.w;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < TG_DW1_TT; j++)
+        if (t0 + j < a.ot) dst[(i64)(t0 + j) * a.c4] = acc[j];
 }

@@ -33,13 +33,16 @@ typedef char *tg_dp_char;
 typedef const char *tg_dp_cchar;
 typedef const float *tg_dp_cfloat;
 typedef const float4 *tg_dp_cfloat4;
+typedef float4 *tg_dp_float4;
+typedef float *tg_dp_float;
 typedef ushort4 *tg_dp_ushort4;
 typedef const unsigned short *tg_dp_cu16;
 #else
 #include <stdint.h>
 typedef int32_t tg_i32;
 typedef int64_t tg_i64;
-typedef uint64_t tg_dp_void, tg_dp_char, tg_dp_cchar, tg_dp_cfloat, tg_dp_cfloat4, tg_dp_ushort4, tg_dp_cu16;
+typedef uint64_t tg_dp_void, tg_dp_char, tg_dp_cchar, tg_dp_cfloat, tg_dp_cfloat4, tg_dp_float4, tg_dp_float, tg_dp_ushort4,
+    tg_dp_cu16;
 #endif
 
 #ifdef __cplusplus
@@ -221,6 +224,28 @@ TG_KARGS_SIZE(tg_conv2d_args, 264);
 typedef struct tg_conv1d_args { tg_t o, kr, in; tg_i32 s, p; tg_i64 n; } tg_conv1d_args;
 TG_KARGS_SIZE(tg_conv1d_args, 256);
 
+/* Output steps per thread of conv_1d_dw_c4. */
+#define TG_DW1_TT 8
+
+/* conv_1d_dw_c4: stride 1, all F32 and contiguous; in [4 c4, t, batch],
+ * o [4 c4, ot, batch], kernel [k, 4 c4]; padding p. */
+typedef struct tg_conv1d_c4_args {
+    tg_dp_float4 o;
+    tg_dp_cfloat4 in;
+    tg_dp_cfloat kr;
+    tg_i32 c4, t, ot, k, p, pad_;
+} tg_conv1d_c4_args;
+TG_KARGS_SIZE(tg_conv1d_c4_args, 48);
+
+/* conv_2d_dw_3x3: all F32 and contiguous; in [w, h, C, N] planes, o [ow, oh,
+ * C, N], kernel [3, 3, 1, C]. */
+typedef struct tg_conv2d_dw3_args {
+    tg_dp_float o;
+    tg_dp_cfloat in, kr;
+    tg_i32 w, h, ow, oh, s0, s1, p0, p1;
+} tg_conv2d_dw3_args;
+TG_KARGS_SIZE(tg_conv2d_dw3_args, 56);
+
 /* ------------------------------------------------- copy.cu, reduce.cu */
 
 /* n elements of d (cpy) or of o (glu) from a. */
@@ -292,6 +317,8 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention_split, attn_split, tg_attn_split_args)       \
     X(attention_split, attn_split_combine, tg_attn_split_combine_args) \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
+    X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
+    X(conv, conv_2d_dw_3x3, tg_conv2d_dw3_args)              \
     X(copy, cpy, tg_flat2_args)                              \
     X(copy, cpy_rows4, tg_flat2_args)                        \
     X(copy, cvt_c, tg_cvt_args)                              \
