@@ -43,20 +43,40 @@ static bool conflicts(const range *run, int n_run, const range *r) {
 }
 
 int tg_hazard_runs(tg_tensor *const *nodes, int n, const uint8_t *cls, int max_run, int *out_run) {
+    return tg_hazard_runs_grouped(nodes, n, cls, NULL, max_run, out_run);
+}
+
+/* Most ranges one launch of a group touches: its result, every source. */
+#define GROUP_MAX 4
+#define MINE_MAX (GROUP_MAX * TG_MAX_SRC + 1)
+
+int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, const int *group, int max_run,
+                           int *out_run) {
     range *run = NULL;
     int n_run = 0, cap = 0, run_id = -1, run_len = 0;
     bool run_exclusive = false, run_alone = false;
     for (int i = 0; i < n; i++) {
         const tg_tensor *t = nodes[i];
+        int len = group ? group[i] : 1;
+        if (len == 0 && i > 0) {
+            out_run[i] = out_run[i - 1]; /* launched with the group before it */
+            continue;
+        }
+        if (len < 1 || len > GROUP_MAX || i + len > n) len = 1;
         if (tg_op_is_view(t->op)) {
             out_run[i] = -1;
             continue;
         }
-        range mine[TG_MAX_SRC + 1];
+        range mine[MINE_MAX];
         int n_mine = 0;
-        if (span(t, &mine[n_mine])) mine[n_mine++].write = true;
-        for (int s = 0; s < TG_MAX_SRC; s++)
-            if (span(t->src[s], &mine[n_mine])) mine[n_mine++].write = false;
+        if (span(nodes[i + len - 1], &mine[n_mine])) mine[n_mine++].write = true;
+        for (int j = i; j < i + len; j++)
+            for (int s = 0; s < TG_MAX_SRC; s++) {
+                const tg_tensor *src = nodes[j]->src[s];
+                bool inner = false;
+                for (int q = i; q < j; q++) inner = inner || src == nodes[q];
+                if (!inner && span(src, &mine[n_mine])) mine[n_mine++].write = false;
+            }
         bool excl = cls && cls[i] != TG_HAZARD_FREE, alone = cls && cls[i] == TG_HAZARD_ALONE;
         bool barrier = run_id < 0 || (max_run > 0 && run_len >= max_run) || (excl && run_exclusive) || run_alone ||
                        (alone && run_len > 0);

@@ -33,6 +33,14 @@ enum {
  * the number of runs, or -1 when out of memory. */
 int tg_hazard_runs(tg_tensor *const *nodes, int n, const uint8_t *cls, int max_run, int *out_run);
 
+/* The same where a backend launches some runs of nodes as one (fusion):
+ * group[i] > 1 at the first node of a group of that many, whose launch
+ * writes only the group's last result and reads every source of its nodes
+ * that is not one of them; group[i] == 0 for the nodes it covers, which take
+ * the first node's run. group NULL: every node is its own launch. */
+int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, const int *group, int max_run,
+                           int *out_run);
+
 /* True when the byte ranges that a and b span in memory overlap (both must
  * have data; views count their own span, not their source's). */
 bool tg_hazard_overlap(const tg_tensor *a, const tg_tensor *b);

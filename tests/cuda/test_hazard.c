@@ -3,7 +3,7 @@
  * the CUDA backend turns into concurrent streams: independent nodes share a
  * run; a read after a write, a write after a read and a write after a write
  * start a new one; views compute nothing; exclusive nodes and the length cap
- * split runs. The tracker looks only at addresses, so tensors here get fake
+ * split runs; a fused group counts as one launch at its first node. The tracker looks only at addresses, so tensors here get fake
  * ones and nothing is allocated.
  */
 #include "check.h"
@@ -88,5 +88,34 @@ static void test_views_exclusive_and_cap(void) {
     tg_ctx_free(ctx);
 }
 
+/* A fused group (a product and its bias add, launched as one) writes the
+ * add's result where the product stands: that write conflicts with a node
+ * of the run reading the same memory, though the product's own result does
+ * not. Found on the H200: the planner had given the add's result the
+ * storage of a tensor whose last reader ran beside the product. */
+static void test_fused_group_writes_at_its_first_node(void) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = vec(ctx, 0x1000), *w = vec(ctx, 0x2000), *h = vec(ctx, 0x3000);
+    tg_tensor *reader = tg_relu(ctx, x); /* the last reader of x */
+    reader->data = ADDR(0x4000);
+    tg_tensor *mm = tg_mul_mat(ctx, tg_reshape_2d(ctx, w, 16, 1), tg_reshape_2d(ctx, h, 16, 1));
+    mm->data = ADDR(0x5000);
+    tg_tensor *bias = tg_new_1d(ctx, TG_F32, 1);
+    bias->data = ADDR(0x6000);
+    tg_tensor *add = tg_add(ctx, mm, bias);
+    CHECK(add != NULL);
+    add->data = ADDR(0x1000); /* x's storage, free once `reader` has run */
+    tg_tensor *nodes[3] = {reader, mm, add};
+    int run[3];
+    /* as separate launches the product joins the reader's run */
+    CHECK(tg_hazard_runs(nodes, 3, NULL, 0, run) == 2);
+    CHECK(run[0] == 0 && run[1] == 0 && run[2] == 1);
+    /* as one launch at the product, its write of x's storage must wait */
+    int group[3] = {1, 2, 0};
+    CHECK(tg_hazard_runs_grouped(nodes, 3, NULL, group, 0, run) == 2);
+    CHECK_MSG(run[0] == 0 && run[1] == 1 && run[2] == 1, "runs %d %d %d", run[0], run[1], run[2]);
+    tg_ctx_free(ctx);
+}
+
 TEST_MAIN(T(test_independent_nodes_share_a_run), T(test_read_after_write_and_write_after_read_split),
-          T(test_views_exclusive_and_cap))
+          T(test_views_exclusive_and_cap), T(test_fused_group_writes_at_its_first_node))

@@ -203,6 +203,7 @@ typedef struct plan {
     int *uses;     /* readers of each node inside this graph */
     int *run;      /* concurrency run of each node, -1 for views */
     uint8_t *cls;  /* hazard class of each node (TG_HAZARD_*) */
+    int *fuse;     /* nodes one launch covers from here (tg_cuda_fuse_len), 0 inside a group */
     int n_runs;
 } plan;
 
@@ -211,6 +212,7 @@ static void plan_free(plan *p) {
     tg_free(p->uses);
     tg_free(p->run);
     tg_free(p->cls);
+    tg_free(p->fuse);
 }
 
 /* The emit fusion: a node whose only readers are matrix products taking it
@@ -222,17 +224,9 @@ static void plan_free(plan *p) {
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     int n = g->n_nodes;
     if (!c->use_fusion || c->dev->props.tc_level == 0) return;
-    for (int i = 0; i < n;) {
-        int len = !tg_op_is_view(g->nodes[i]->op) ? tg_cuda_fuse_len(c, g->nodes, n, i, p->uses) : 1;
-        for (int k = 1; k < len; k++) p->emit[i + k] = TG_TYPE_COUNT; /* covered: never emits */
-        i += len;
-    }
     for (int i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
-        if (p->emit[i] == TG_TYPE_COUNT) {
-            p->emit[i] = TG_F32;
-            continue;
-        }
+        if (p->fuse[i] == 0) continue; /* covered by a fused group: never emits */
         if (p->uses[i] < 1 || (t->flags & TG_FLAG_OUTPUT) || !tg_cuda_can_emit16(t)) continue;
         int readers = 0;
         tg_type wt = TG_F32;
@@ -271,7 +265,8 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     p->run = tg_calloc((size_t)n + 1, sizeof *p->run);
     p->cls = tg_calloc((size_t)n + 1, sizeof *p->cls);
     p->emit = tg_calloc((size_t)n + 1, sizeof *p->emit);
-    if (!p->uses || !p->run || !p->cls || !p->emit) {
+    p->fuse = tg_calloc((size_t)n + 1, sizeof *p->fuse);
+    if (!p->uses || !p->run || !p->cls || !p->emit || !p->fuse) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
     }
@@ -316,8 +311,18 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     }
     tg_free(direct);
     tg_ptrmap_clear(&idx);
+    /* A fused group is one launch: it writes its last node's result at its
+     * first node's place in the order, so the hazard runs see it as one
+     * node there (else that write could land beside a run's last reader of
+     * the memory the planner gave it). */
+    for (int i = 0; i < n;) {
+        int len = tg_op_is_view(g->nodes[i]->op) ? 1 : tg_cuda_fuse_len(c, g->nodes, n, i, p->uses);
+        p->fuse[i] = len;
+        for (int k = 1; k < len; k++) p->fuse[i + k] = 0;
+        i += len;
+    }
     plan_emit(c, g, p);
-    p->n_runs = tg_hazard_runs(g->nodes, n, p->cls, CUDA_N_STREAMS * 4, p->run);
+    p->n_runs = tg_hazard_runs_grouped(g->nodes, n, p->cls, p->fuse, CUDA_N_STREAMS * 4, p->run);
     if (p->n_runs < 0) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: hazard runs", c->name);
@@ -406,7 +411,7 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
             if (forked && (st = join_streams(c))) return st;
             return tg_status_new(TG_ERR_ABORTED, "%s: aborted by the caller after %d of %d nodes", c->name, i, n);
         }
-        int len = tg_cuda_fuse_len(c, g->nodes, n, i, p->uses);
+        int len = p->fuse[i] > 0 ? p->fuse[i] : 1;
         CUstream s = c->stream;
         if (streams && p->run[i] != cur_run) {
             if (forked) {
