@@ -84,6 +84,12 @@ void cases_elementwise(case_list *l) {
         {{65, 7, 3, 1}, L_ROWPAD, {65, 1, 3, 1}, L_ROWPAD},
         {{1280, 33, 1, 1}, L_CONT, {1280, 1, 1, 1}, L_CONT},
         {{16, 5, 4, 3}, L_T12, {1, 5, 1, 3}, L_CONT},
+        /* the encoder's broadcasts (the GPU's row kernel): a time mask,
+         * a conv bias per channel, a key mask per batch row, a scalar row */
+        {{64, 9, 5, 3}, L_CONT, {1, 9, 1, 3}, L_CONT},
+        {{64, 9, 5, 3}, L_CONT, {1, 1, 5, 1}, L_CONT},
+        {{40, 40, 2, 3}, L_CONT, {40, 1, 1, 3}, L_CONT},
+        {{1, 6, 2, 1}, L_CONT, {37, 6, 2, 1}, L_ROWPAD},
     };
     static const tg_op bops[] = {TG_OP_ADD, TG_OP_SUB, TG_OP_MUL, TG_OP_DIV};
     char s0[96], s1[96];

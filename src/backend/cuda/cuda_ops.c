@@ -345,6 +345,17 @@ bool tg_cuda_can_emit16(const tg_tensor *n) {
     }
 }
 
+/* F32 rows of at least a warp, each source's rows contiguous or one value
+ * (ew_binary_rows); an F16/BF16 store (emit) never takes it. */
+static bool binary_rows_ok(const tg_tensor *n) {
+    bool ok = n->type == TG_F32 && n->nb[0] == 4 && n->ne[0] >= 32 && n->ne[0] <= INT32_MAX;
+    for (int k = 0; k < 2 && ok; k++) {
+        const tg_tensor *t = n->src[k];
+        ok = t->type == TG_F32 && (t->ne[0] == 1 || (t->ne[0] == n->ne[0] && t->nb[0] == 4));
+    }
+    return ok;
+}
+
 static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, int out16) {
     const tg_tensor *a = n->src[0], *b = n->src[1];
     int64_t ne = tg_nelements(n);
@@ -360,6 +371,11 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
                                   .na4 = per[0] / 4,
                                   .nb4 = per[1] / 4};
         return LAUNCH(c, s, "elementwise.cu", defs, ew_binary_c4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
+    }
+    if (out16 == TG_EMIT_F32 && binary_rows_ok(n)) {
+        int64_t rows = ne / n->ne[0];
+        tg_args_ew_binary_rows r = {.d = desc(n), .a = desc(a), .b = desc(b), .n = rows};
+        return LAUNCH(c, s, "elementwise.cu", defs, ew_binary_rows, tg_cuda_grid(c, rows * 32, 256), 1, 1, 256, 0, r);
     }
     tg_args_ew_binary g = {.d = desc(n), .a = desc(a), .b = desc(b), .n = ne};
     return LAUNCH(c, s, "elementwise.cu", defs, ew_binary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);

@@ -5,8 +5,9 @@
  * Specialised at compile time by TG_OP (the op, see the table below), so each
  * op is its own small kernel. Two shapes of kernel: a general one that walks
  * the destination's flat index and applies any strides (views, permutes,
- * broadcasting in every dim), and a contiguous F32 one that moves 16 bytes per
- * thread for the large, common case; the host picks.
+ * broadcasting in every dim), a row kernel for F32 rows broadcast along
+ * the other dims (a warp per row), and a contiguous F32 one that moves 16
+ * bytes per thread for the large, common case; the host picks.
  *
  * Not here: fused variants (layer norm, softmax and attention are their own
  * ops).
@@ -52,6 +53,41 @@ extern "C" __global__ void ew_binary(const tg_args_ew_binary args) {
         float x = tg_ld(a.p + tg_off_bc(a, i0, i1, i2, i3), a.type);
         float y = tg_ld(b.p + tg_off_bc(b, i0, i1, i2, i3), b.type);
         tg_st(d.p + tg_off(d, i0, i1, i2, i3), d.type, bin(x, y));
+    }
+}
+
+/* Rows of d (dim 0 contiguous, F32) from rows of a and b (F32, dim 0
+ * contiguous or of length 1: a value broadcast along the row; any strides
+ * and broadcasting in dims 1-3), args.n rows. A warp per row, so the row's
+ * coordinates are worked out once per 32 lanes (32-bit when they fit), not
+ * per element as in ew_binary: the broadcast bias and masks of the
+ * encoder's large tensors. */
+extern "C" __global__ void ew_binary_rows(const tg_args_ew_binary_rows args) {
+    TG_PDL();
+    const tg_t &d = args.d, &a = args.a, &b = args.b;
+    const i64 rows = args.n;
+    const int ne0 = (int)d.ne[0], lane = threadIdx.x & 31;
+    const bool a1 = a.ne[0] == 1, b1 = b.ne[0] == 1;
+    const i64 w0 = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nw = ((i64)gridDim.x * blockDim.x) >> 5;
+    const bool small = rows <= 0x7fffffff && d.ne[1] <= 0x7fffffff && d.ne[2] <= 0x7fffffff;
+    for (i64 r = w0; r < rows; r += nw) {
+        i64 i1, i2, i3;
+        if (small) {
+            unsigned u = (unsigned)r, n1 = (unsigned)d.ne[1], n2 = (unsigned)d.ne[2];
+            i1 = u % n1;
+            u /= n1;
+            i2 = u % n2;
+            i3 = u / n2;
+        } else {
+            i1 = r % d.ne[1];
+            i2 = (r / d.ne[1]) % d.ne[2];
+            i3 = r / (d.ne[1] * d.ne[2]);
+        }
+        const float *pa = (const float *)(a.p + tg_off_bc(a, 0, i1, i2, i3));
+        const float *pb = (const float *)(b.p + tg_off_bc(b, 0, i1, i2, i3));
+        float *pd = (float *)(d.p + tg_off(d, 0, i1, i2, i3));
+        const float sa = a1 ? pa[0] : 0.0f, sb = b1 ? pb[0] : 0.0f;
+        for (int i0 = lane; i0 < ne0; i0 += 32) pd[i0] = bin(a1 ? sa : pa[i0], b1 ? sb : pb[i0]);
     }
 }
 

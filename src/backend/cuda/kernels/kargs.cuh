@@ -99,6 +99,7 @@ TG_KARGS_SIZE(tg_t, 80);
 
 /* ----------------------------------------------------- elementwise.cu */
 
+/* ew_binary: n elements; ew_binary_rows: n rows of d. */
 typedef struct tg_ew_binary_args { tg_t d, a, b; tg_i64 n; } tg_ew_binary_args;
 TG_KARGS_SIZE(tg_ew_binary_args, 248);
 
@@ -299,6 +300,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
 #define TG_KERNELS(X)                                        \
     X(elementwise, ew_binary, tg_ew_binary_args)             \
     X(elementwise, ew_binary_c4, tg_ew_binary4_args)         \
+    X(elementwise, ew_binary_rows, tg_ew_binary_args)        \
     X(elementwise, ew_unary, tg_ew_unary_args)               \
     X(elementwise, ew_unary_c4, tg_ew_unary4_args)           \
     X(norm, layer_norm, tg_norm_args)                        \
