@@ -211,6 +211,44 @@ static tg_tensor *subsampling(builder *b, tg_tensor *feat, tg_tensor *m1, tg_ten
     return ct_nn_linear(&b->nn, m->sub_out_w, m->sub_out_b, x);
 }
 
+/* A view of batch rows [b0, b0 + n) of x (dim 3), NULL for NULL. */
+static tg_tensor *rows_of(tg_ctx *ctx, tg_tensor *x, int64_t b0, int64_t n) {
+    if (!x) return NULL;
+    const int64_t ne[4] = {x->ne[0], x->ne[1], x->ne[2], n};
+    return tg_view(ctx, x, 4, ne, x->nb, (size_t)b0 * x->nb[3]);
+}
+
+/* Batch rows per subsampling chunk, and the most chunks. */
+enum { SUB_ROWS = 8, SUB_MAX_PARTS = 64 };
+
+/* The subsampling a chunk of batch rows at a time, the chunks' results
+ * joined along the batch (a tree of concats). Its first conv's output is
+ * the encoder's largest tensor (115 MB per 35 s row, 7.3 GB at batch 64,
+ * and the bias, mask and relu after it each make another), so chunks bound
+ * what is alive at once; rows are independent, so no value changes. */
+static tg_tensor *subsample_batch(builder *b, tg_tensor *feat, tg_tensor *m1, tg_tensor *m2,
+                                  tg_tensor *m3) {
+    tg_ctx *ctx = b->nn.ctx;
+    int64_t B = feat->ne[3];
+    int64_t rows = SUB_ROWS;
+    if ((B + rows - 1) / rows > SUB_MAX_PARTS) rows = (B + SUB_MAX_PARTS - 1) / SUB_MAX_PARTS;
+    if (B <= rows) return subsampling(b, feat, m1, m2, m3);
+    tg_tensor *part[SUB_MAX_PARTS];
+    int n = 0;
+    for (int64_t b0 = 0; b0 < B; b0 += rows) {
+        int64_t k = B - b0 < rows ? B - b0 : rows;
+        part[n++] = subsampling(b, rows_of(ctx, feat, b0, k), rows_of(ctx, m1, b0, k),
+                                rows_of(ctx, m2, b0, k), rows_of(ctx, m3, b0, k));
+    }
+    while (n > 1) {
+        int joined = 0;
+        for (int i = 0; i + 1 < n; i += 2) part[joined++] = tg_concat(ctx, part[i], part[i + 1], 2);
+        if (n % 2) part[joined++] = part[n - 1];
+        n = joined;
+    }
+    return part[0];
+}
+
 tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *features,
                          int n_batch, int n_frames, const int *valid_frames,
                          const ct_enc_opts *opts, ct_enc_result *out) {
@@ -274,7 +312,7 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
 
     /* the graph ends in copies into the result's own buffer; the hidden
      * states are copied out only when asked for */
-    tg_tensor *x = subsampling(&bl, feat, m1, m2, m3);
+    tg_tensor *x = subsample_batch(&bl, feat, m1, m2, m3);
     if (out->n_hidden) st = tg_graph_build(g, tg_cpy(ctx, x, out->hidden[0]));
     for (int i = 0; !st && i < m->n_enc_layers; i++) {
         x = block(&bl, &m->enc[i], x, pos2, kmask, tmask);

@@ -12,7 +12,9 @@
  *    through ct_options (with a checkpoint whose EOS id is moved to a token
  *    clip a produces);
  *  - the per-token scores picked on the device equal the softmax of the
- *    downloaded logits at the chosen token.
+ *    downloaded logits at the chosen token;
+ *  - a batch of more rows than a subsampling chunk, padded or not, gives
+ *    every row what that clip gives alone.
  *
  * The reference rows of clip a hold prompt + 24 tokens without EOS
  * (tests/data/tiny/README.md), so any of those tokens can stand in for an
@@ -257,5 +259,64 @@ static void session_ignore_eos_makes_max_new_tokens(void) {
     env_close(&e);
 }
 
+/* Encodes n clips as one batch; each row's valid frames must equal that
+ * clip encoded alone (tol: relative L2 per row). */
+static void check_batch_rows(const env *e, const ct_audio *const *clips, int n, double tol) {
+    const float *pcm[24];
+    size_t lens[24];
+    for (int i = 0; i < n; i++) pcm[i] = clips[i]->samples, lens[i] = clips[i]->n;
+    ct_feature_batch fb = {0};
+    ct_enc_result all = {0}, one[2] = {{0}};
+    CHECK_OK(ct_pipe_features(&e->p, pcm, lens, NULL, n, &fb));
+    if (fb.features) CHECK_OK(ct_pipe_encode(&e->p, &fb, &all));
+    ct_feature_batch_free(&fb);
+    const ct_audio *kinds[2] = {&e->a, &e->b};
+    for (int k = 0; k < 2; k++) CHECK(encode_clip(e, kinds[k], &one[k]));
+    if (all.out && one[0].out && one[1].out) {
+        int d = all.d, T = all.n_frames;
+        float *got = tg_malloc((size_t)d * T * n * sizeof(float));
+        float *want[2];
+        for (int k = 0; k < 2; k++) {
+            want[k] = tg_malloc((size_t)d * one[k].n_frames * sizeof(float));
+            CHECK_OK(tg_tensor_get(one[k].out, want[k], 0, (size_t)d * one[k].n_frames * sizeof(float)));
+        }
+        CHECK_OK(tg_tensor_get(all.out, got, 0, (size_t)d * T * n * sizeof(float)));
+        for (int r = 0; r < n; r++) {
+            int k = clips[r] == &e->a ? 0 : 1;
+            CHECK(all.valid[r] == one[k].valid[0]);
+            double num = 0, den = 0;
+            for (int t = 0; t < one[k].valid[0]; t++)
+                for (int c = 0; c < d; c++) {
+                    double x = got[((size_t)r * T + t) * d + c], y = want[k][(size_t)t * d + c];
+                    num += (x - y) * (x - y);
+                    den += y * y;
+                }
+            CHECK_MSG(sqrt(num / den) <= tol, "batch of %d, row %d: rel L2 %.3g", n, r, sqrt(num / den));
+        }
+        tg_free(got);
+        tg_free(want[0]);
+        tg_free(want[1]);
+    }
+    ct_enc_result_free(&all);
+    ct_enc_result_free(&one[0]);
+    ct_enc_result_free(&one[1]);
+}
+
+/* Batches past the subsampling's chunk of 8 rows (three chunks, joined by a
+ * tree of concats with an odd part), padded (a and b mixed: masks) and not
+ * (all a: no masks in the graph): every row as if encoded alone. */
+static void large_batches_match_single_clips(void) {
+    env e;
+    if (env_open(&e)) {
+        const ct_audio *mixed[19], *same[17];
+        for (int i = 0; i < 19; i++) mixed[i] = i % 3 ? &e.a : &e.b;
+        for (int i = 0; i < 17; i++) same[i] = &e.a;
+        check_batch_rows(&e, mixed, 19, 1e-5);
+        check_batch_rows(&e, same, 17, 1e-5);
+    }
+    env_close(&e);
+}
+
 TEST_MAIN(T(encoder_result_survives_later_graphs), T(finish_reason_is_eos_or_length),
-          T(scores_are_the_chosen_tokens_probability), T(session_ignore_eos_makes_max_new_tokens))
+          T(scores_are_the_chosen_tokens_probability), T(session_ignore_eos_makes_max_new_tokens),
+          T(large_batches_match_single_clips))
