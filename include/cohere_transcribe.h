@@ -160,8 +160,8 @@ void ct_result_free(ct_result *r);
  * audio. */
 ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
                             ct_result **out_result);
-/* Reads an audio file (ct_pcm_load with the default 4 GiB ceiling: any format
- * FFmpeg reads, WAV only without it; resampled to 16 kHz mono) and
+/* Reads an audio file (ct_pcm_load with the default 4 GiB ceiling: any audio
+ * container FFmpeg reads, WAV only without it; resampled to 16 kHz mono) and
  * transcribes it with the spec 5.4 chunking. */
 ct_status ct_transcribe_file(ct_session *s, const char *path, ct_result **out_result);
 /* Transcribes several clips (each <= the clip limit, 16 kHz) as one padded
