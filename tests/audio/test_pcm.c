@@ -321,27 +321,24 @@ static void test_images_and_other_containers_are_refused(void) {
     if (encode(A_WAV, "-c:a mp2", ts)) check_refused(ts, "mpegts", NULL);
 }
 
-/* ct_pcm_load(path) with the debug log (FFmpeg's messages) written to a
- * file; returns what was logged (tg_free), NULL when it could not be read. */
-static char *load_logging_debug(const char *path, ct_pcm *p) {
-    const char *log_path = tmp_path("debug.log");
-    fflush(stderr);
-    int saved = dup(2), fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    CHECK(saved >= 0 && fd >= 0);
-    if (saved < 0 || fd < 0) return NULL;
-    dup2(fd, 2);
-    close(fd);
+typedef struct load_call {
+    const char *path;
+    ct_pcm *p;
+} load_call;
+
+static void load_at_debug(void *arg) {
+    load_call *c = arg;
     tg_log_level level = tg_log_get_level();
     tg_log_set_level(TG_LOG_DEBUG);
-    CHECK_OK(ct_pcm_load(path, 0, p));
+    CHECK_OK(ct_pcm_load(c->path, 0, c->p));
     tg_log_set_level(level);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    char *text = NULL;
-    size_t n;
-    CHECK_OK(tg_file_read(log_path, &text, &n));
-    return text;
+}
+
+/* ct_pcm_load(path) with the debug log (FFmpeg's messages) captured;
+ * returns what was logged (tg_free). */
+static char *load_logging_debug(const char *path, ct_pcm *p) {
+    load_call c = {path, p};
+    return check_capture_stderr(load_at_debug, &c);
 }
 
 /* What the allow-list must keep: an MP3 with a cover picture (a PNG stream
