@@ -108,6 +108,20 @@ ct_status ct_language_check(const char *code);
 void ct_session_stats(const ct_session *s, tg_backend_stats *out);
 /* Starts the backend's peak and times again (tg_backend_reset_stats). */
 void ct_session_reset_stats(ct_session *s);
+/* What the session did about faults so far. A batch that runs out of memory
+ * (device or host) is halved and its clips run again, down to one clip
+ * (then the call fails with the out-of-memory error); later batches keep to
+ * the halved size. A device fault that leaves a backend unusable (a CUDA
+ * context's sticky error) fails the call with the backend's text, and the
+ * session makes its backends again and reloads the weights, so that the
+ * next call runs (the backend's ct_session_stats start again then). */
+typedef struct ct_fault_stats {
+    int oom_halvings;      /* batches halved after running out of memory */
+    int batch_limit;       /* the largest batch the session now runs; 0: no limit */
+    int backend_restarts;  /* backends made again after a device fault */
+} ct_fault_stats;
+/* Fills *out (zeros for a NULL session). */
+void ct_session_fault_stats(const ct_session *s, ct_fault_stats *out);
 /* Changes language / punctuation for later calls. */
 ct_status ct_session_set_language(ct_session *s, const char *language, bool punctuation);
 /* Changes ct_options.max_new_tokens for later calls (a retry of one clip
@@ -160,8 +174,8 @@ void ct_result_free(ct_result *r);
  * audio. */
 ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
                             ct_result **out_result);
-/* Reads an audio file (ct_pcm_load with the default 4 GiB ceiling: any format
- * FFmpeg reads, WAV only without it; resampled to 16 kHz mono) and
+/* Reads an audio file (ct_pcm_load with the default 4 GiB ceiling: any audio
+ * container FFmpeg reads, WAV only without it; resampled to 16 kHz mono) and
  * transcribes it with the spec 5.4 chunking. */
 ct_status ct_transcribe_file(ct_session *s, const char *path, ct_result **out_result);
 /* Transcribes several clips (each <= the clip limit, 16 kHz) as one padded

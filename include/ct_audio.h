@@ -34,8 +34,10 @@ typedef struct ct_pcm {
     int source_rate, source_channels;
     char codec[32];      /* e.g. "mp3", "pcm_s16le" */
 } ct_pcm;
-/* Decodes any file FFmpeg reads (WAV only without FFmpeg); max_bytes bounds the decoded
- * 16 kHz float samples and is checked while decoding (0: 4 GiB). Errors name the path.
+/* Decodes the audio of a file in an audio container FFmpeg reads (WAV, FLAC, MP3, Ogg,
+ * AAC, MP4/M4A, Matroska/WebM, AIFF, CAF, AU, WMA, WavPack; an image or another container
+ * is refused as "not an audio file", naming the format detected), WAV only without
+ * FFmpeg; max_bytes bounds the decoded 16 kHz float samples and is checked while decoding (0: 4 GiB). Errors name the path.
  * Only regular files are read ("-", FIFOs, devices and directories are refused without
  * blocking). On success *out owns new samples (free with ct_pcm_free); on failure *out is
  * zeroed. */

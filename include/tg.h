@@ -313,6 +313,25 @@ void tg_backend_set_abort(tg_backend *backend, tg_abort_fn fn, void *user);
  * buffers of this backend (or host buffers it can read). Blocking. */
 tg_status tg_backend_graph_compute(tg_backend *backend, tg_graph *g);
 tg_status tg_backend_synchronize(tg_backend *backend);
+/* NULL while the backend can compute; after a device fault that left it
+ * unusable (a CUDA context's sticky error), the text of that fault, owned by
+ * the backend. Every later compute fails at once (TG_ERR_DEVICE); free the
+ * backend, after everything in its buffers, and make a new one. An
+ * out-of-memory error never fails a backend. */
+const char *tg_backend_failed(const tg_backend *backend);
+
+/* Test hook (fault injection, as base's tg_file_fail_io_after): the next n
+ * operations of `kind`, on any backend, succeed, and the `times` after them
+ * fail (times < 0: every one after), then the hook is off; n < 0 turns it
+ * off now. TG_BACKEND_FAULT_COMPUTE: a graph compute fails with
+ * TG_ERR_DEVICE and leaves its backend failed (tg_backend_failed), as a
+ * device fault leaves a GPU context; a backend with a fault of its own (the
+ * CUDA backend: a launch the driver rejects) fails by that.
+ * TG_BACKEND_FAULT_ALLOC: a buffer allocation (tg_backend_buffer_alloc)
+ * fails with TG_ERR_NO_MEMORY, as on a device whose memory is full. Not
+ * thread-safe; tests only. */
+typedef enum tg_backend_fault { TG_BACKEND_FAULT_COMPUTE, TG_BACKEND_FAULT_ALLOC } tg_backend_fault;
+void tg_backend_fail_after(tg_backend_fault kind, long n, long times);
 
 /* What a backend has used so far: memory of the buffers the runtime made on
  * it (tg_backend_buffer_alloc; wrapped host memory is not counted) plus its

@@ -39,7 +39,7 @@ T0=$(date +%s)
 if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=${GPU_CHECK_PRECOMPILE:-ON} > "$LOG/cmake.log" 2>&1; then
   tail -30 "$LOG/cmake.log"; echo "gpu-check: cmake failed"; exit 1
 fi
-TARGETS="test-cuda-backend test-cuda-compile test-cuda-cache test-cuda-hazard"
+TARGETS="test-cuda-backend test-cuda-compile test-cuda-cache test-cuda-hazard test-cuda-session_fault"
 for bch in $BENCHES; do TARGETS="$TARGETS bench-$bch"; done
 if ! cmake --build "$BUILD" -j"$JOBS" --target $TARGETS > "$LOG/build.log" 2>&1; then
   grep -E "error|Error" "$LOG/build.log" | head -30; echo "gpu-check: build failed"; exit 1
@@ -59,7 +59,7 @@ export CT_CUDA_CACHE_DIR=/tmp/tg-gpu-check-cache CT_CUDA_TEST_FULL=1
 rm -rf "$CT_CUDA_CACHE_DIR"
 
 # --- tests ------------------------------------------------------------------------
-for t in cuda-compile cuda-cache cuda-hazard cuda-backend; do
+for t in cuda-compile cuda-cache cuda-hazard cuda-backend cuda-session_fault; do
   stage tests || break
   T0=$(date +%s)
   timeout "$(cap 200)" "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1

@@ -12,6 +12,16 @@
  * each clip cut to its own length, so what it reports does not depend on
  * how clips were batched.
  *
+ * Faults (issue 12): a batch that runs out of memory is halved and its
+ * clips run again, down to one clip, and the session keeps the halved size
+ * for later batches (the memory it ran out of will not grow back). A device
+ * fault that leaves a backend failed (tg_backend_failed: a CUDA context's
+ * sticky error) fails the call with the backend's text, and the session
+ * frees everything that lives in its backends, makes them again on the same
+ * kind of device and reloads the weights, so that the next call runs; when
+ * that fails too, every later call says so. Both are counted
+ * (ct_session_fault_stats).
+ *
  * Not here: decoding audio files (src/audio: ct_audio_load), segments with
  * times, subtitles and output files (the CLI and asr/output*), streaming.
  */
@@ -56,6 +66,9 @@ struct ct_session {
     ct_enc_result enc;
     tg_abort_fn abort;
     void *abort_user;
+    ct_backend_kind kind;    /* the backends' device, for making them again */
+    ct_fault_stats faults;
+    char lost[512];          /* why the backends could not be made again ("": they were) */
 };
 
 static double now_ms(void) {
@@ -102,6 +115,12 @@ void ct_session_reset_stats(ct_session *s) {
     if (s) tg_backend_reset_stats(s->backends[0]);
 }
 
+void ct_session_fault_stats(const ct_session *s, ct_fault_stats *out) {
+    if (!out) return;
+    if (s) *out = s->faults;
+    else memset(out, 0, sizeof *out);
+}
+
 ct_status ct_session_set_language(ct_session *s, const char *language, bool punctuation) {
     if (!s || !language)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_session_set_language: NULL argument");
@@ -134,13 +153,15 @@ void ct_session_set_abort(ct_session *s, tg_abort_fn fn, void *user) {
 
 const char *ct_session_dtype(const ct_session *s) { return s && s->f32 ? "fp32" : "bf16"; }
 
-static tg_status open_backends(ct_session *s) {
+/* Opens the backends for `kind` (the CPU always, as the fallback) and
+ * records the kind they run on in s->kind. */
+static tg_status open_backends(ct_session *s, ct_backend_kind kind) {
     const ct_options *o = &s->opts;
     tg_status st = NULL;
     tg_backend *cuda = NULL, *cpu = NULL;
-    if (o->backend != CT_BACKEND_CPU) {
+    if (kind != CT_BACKEND_CPU) {
         st = tg_backend_cuda_new(0, &cuda);
-        if (st && o->backend == CT_BACKEND_CUDA)
+        if (st && kind == CT_BACKEND_CUDA)
             return tg_status_wrap(st, "backend cuda: the CUDA backend is not available (--backend cpu or auto runs on the CPU)");
         if (st) {
             TG_INFO("no CUDA backend (%s); running on the CPU", tg_status_message(st));
@@ -155,16 +176,83 @@ static tg_status open_backends(ct_session *s) {
     s->n_backends = 0;
     if (cuda) s->backends[s->n_backends++] = cuda;
     s->backends[s->n_backends++] = cpu;
+    s->kind = cuda ? CT_BACKEND_CUDA : CT_BACKEND_CPU;
     snprintf(s->backend_name, sizeof s->backend_name, "%s", tg_backend_name(s->backends[0]));
     return NULL;
 }
 
-void ct_session_close(ct_session *s) {
-    if (!s) return;
+/* Frees what lives in the backends' memory (the kept encoder output, the
+ * weights, the scheduler's arenas) and then the backends. */
+static void close_backends(ct_session *s) {
     ct_enc_result_free(&s->enc);
     ct_model_free(s->model);
+    s->model = NULL;
     tg_sched_free(s->sched);
-    for (int i = 0; i < s->n_backends; i++) tg_backend_free(s->backends[i]);
+    s->sched = NULL;
+    for (int i = 0; i < s->n_backends; i++) {
+        tg_backend_free(s->backends[i]);
+        s->backends[i] = NULL; /* ct_session_stats reads backends[0] */
+    }
+    s->n_backends = 0;
+}
+
+/* Opens the backends of s->kind, the scheduler and the model on them. */
+static tg_status open_model(ct_session *s, ct_backend_kind kind) {
+    tg_status st = open_backends(s, kind);
+    if (!st) st = tg_sched_new(s->backends, s->n_backends, &s->sched);
+    if (!st) st = ct_model_load(s->model_dir, s->backends[0], &s->model);
+    for (int i = 0; !st && i < s->n_backends; i++)
+        tg_backend_set_abort(s->backends[i], s->abort, s->abort_user);
+    return st;
+}
+
+/* The first failed backend's fault, NULL while all can compute. */
+static const char *backend_fault(const ct_session *s) {
+    for (int i = 0; i < s->n_backends; i++) {
+        const char *f = tg_backend_failed(s->backends[i]);
+        if (f) return f;
+    }
+    return NULL;
+}
+
+/* After a device fault that failed a backend: makes the backends and the
+ * model again on the same device, and returns st (the call's error, which
+ * it takes) saying whether the next call can run. */
+static tg_status restart_after_fault(ct_session *s, tg_status st) {
+    TG_WARN("%s: %s; making the session's backends again", s->backend_name, backend_fault(s));
+    close_backends(s);
+    s->faults.backend_restarts++;
+    tg_status again = open_model(s, s->kind);
+    tg_status out;
+    if (!again) {
+        out = tg_status_new(tg_status_code(st), "%s (the session's backends were recreated; "
+                                                "the next call runs on new ones)",
+                            tg_status_message(st));
+    } else {
+        snprintf(s->lost, sizeof s->lost, "%s", tg_status_message(again));
+        close_backends(s);
+        out = tg_status_new(tg_status_code(st), "%s (recreating the session's backends failed "
+                                                "too: %s; close the session)",
+                            tg_status_message(st), s->lost);
+    }
+    tg_status_free(again);
+    tg_status_free(st);
+    return out;
+}
+
+/* NULL while the session has its model; the error of a session whose
+ * backends could not be made again after a device fault. */
+static tg_status check_usable(const ct_session *s) {
+    if (s->model) return NULL;
+    return tg_status_new(TG_ERR_DEVICE, "the session has no backend since a device fault "
+                                        "(making it again failed: %s); close the session and "
+                                        "open a new one",
+                         s->lost);
+}
+
+void ct_session_close(ct_session *s) {
+    if (!s) return;
+    close_backends(s);
     ct_tokenizer_free(s->tok);
     if (s->mel_ready) ct_mel_free(&s->mel);
     tg_threadpool_free(s->pool);
@@ -199,9 +287,7 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     s->opts.model_dir = s->model_dir;
     s->opts.language = NULL; /* copied into s->language below */
 
-    if ((st = open_backends(s))) goto fail;
-    if ((st = tg_sched_new(s->backends, s->n_backends, &s->sched))) goto fail;
-    if ((st = ct_model_load(s->model_dir, s->backends[0], &s->model))) goto fail;
+    if ((st = open_model(s, opts->backend))) goto fail;
     if ((st = ct_tokenizer_load_dir(s->model_dir, &s->tok)))
         goto fail;
     if (ct_tokenizer_size(s->tok) != s->model->vocab)
@@ -309,6 +395,39 @@ done:
     return st;
 }
 
+/* Runs n clips in batches of `size` (at most the session's limit, after a
+ * batch ran out of memory); clip i's text goes to outs[slots[i]] (slots
+ * NULL: outs[i]). A batch that runs out of memory is halved and its clips
+ * run again; one that leaves a backend failed ends the call (and makes the
+ * backends again). `progress`: report the clips done. */
+static tg_status run_batches(ct_session *s, const float *const *clips, const size_t *lens,
+                             const int *slots, int n, int size, ct_clip_text *outs,
+                             ct_timings *tm, bool progress) {
+    for (int done = 0; done < n;) {
+        int bs = s->faults.batch_limit > 0 && size > s->faults.batch_limit ? s->faults.batch_limit
+                                                                           : size;
+        if (bs > n - done) bs = n - done;
+        ct_clip_text *o = slots ? outs : outs + done;
+        const int *sl = slots ? slots + done : NULL;
+        tg_status st = run_batch(s, clips + done, lens + done, sl, bs, o, tm);
+        if (st && backend_fault(s)) return restart_after_fault(s, st);
+        if (st && tg_status_code(st) == TG_ERR_NO_MEMORY && bs > 1) {
+            TG_WARN("a batch of %d clips ran out of memory (%s); halving it to %d and running "
+                    "its clips again (later batches of this session: at most %d)",
+                    bs, tg_status_message(st), bs / 2, bs / 2);
+            tg_status_free(st);
+            for (int i = 0; i < bs; i++) ct_clip_text_free(&o[sl ? sl[i] : i]);
+            s->faults.batch_limit = bs / 2;
+            s->faults.oom_halvings++;
+            continue;
+        }
+        if (st) return st;
+        done += bs;
+        if (progress && s->opts.progress) s->opts.progress(s->opts.progress_user, done, n);
+    }
+    return NULL;
+}
+
 /* ----------------------------------------------------------------- joining */
 
 /* spec 5.4 (text.h): drop empty chunk texts, strip them, join with " " (or
@@ -361,6 +480,7 @@ ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_transcribe_pcm: NULL argument");
     *out_result = NULL;
     tg_status st = check_pcm(samples, n);
+    if (!st) st = check_usable(s);
     if (st) return st;
     size_t (*bounds)[2] = NULL;
     int n_chunks = 0;
@@ -405,14 +525,9 @@ ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
         slot[n_run++] = i;
     }
     /* run in batches; clip j of the run list is chunk slot[j] */
-    for (int done = 0; done < n_run;) {
-        int bs = s->opts.batch_size;
-        if (bs > n_run - done) bs = n_run - done;
-        if ((st = run_batch(s, clips + done, lens + done, slot + done, bs, outs, &r->timings)))
-            goto fail;
-        done += bs;
-        if (s->opts.progress) s->opts.progress(s->opts.progress_user, done, n_run);
-    }
+    if ((st = run_batches(s, clips, lens, slot, n_run, s->opts.batch_size, outs, &r->timings,
+                          true)))
+        goto fail;
     r->n_chunks = n_chunks;
     if ((st = join_texts(s, outs, n_chunks, r))) goto fail;
     free_outs(outs, n_chunks);
@@ -455,6 +570,9 @@ ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const si
                               int n_clips, ct_result **out_results) {
     if (!s || !clips || !n || n_clips <= 0 || !out_results)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_transcribe_batch: bad arguments");
+    for (int i = 0; i < n_clips; i++) out_results[i] = NULL;
+    tg_status usable = check_usable(s);
+    if (usable) return usable;
     const ct_config *c = &s->model->cfg;
     double max_s = c->max_audio_clip_s > 0 ? c->max_audio_clip_s : 35;
     for (int i = 0; i < n_clips; i++) {
@@ -470,7 +588,7 @@ ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const si
     ct_timings tm = {0};
     ct_clip_text *outs = tg_calloc((size_t)n_clips, sizeof *outs);
     if (!outs) return tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");
-    tg_status st = run_batch(s, clips, n, NULL, n_clips, outs, &tm);
+    tg_status st = run_batches(s, clips, n, NULL, n_clips, n_clips, outs, &tm, false);
     for (int i = 0; !st && i < n_clips; i++) {
         ct_result *r = tg_calloc(1, sizeof *r);
         if (!r) {

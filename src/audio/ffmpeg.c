@@ -17,6 +17,16 @@
  * never through FFmpeg's protocols: io_open is refused, so a playlist or
  * concat file cannot make the demuxer open other files or URLs.
  *
+ * Only audio reaches FFmpeg's parsers (issue 12: a fuzzer reached the JPEG
+ * XL decoder through the probe). The input is probed here, and a format
+ * that is no audio container (an image, MPEG-TS, a playlist) is refused by
+ * the name FFmpeg detected before its demuxer reads past the probe; the
+ * demuxer then runs with that list as its format_whitelist and every audio
+ * decoder, and only those, as its codec_whitelist, so the decoders that
+ * stream probing opens for a cover picture or a video track are refused
+ * too. The audio stream is av_find_best_stream's; other streams are
+ * discarded.
+ *
  * Bad packets are skipped with one warning that counts them, as the ffmpeg
  * program does (a damaged frame in an MP3 loses milliseconds, not the
  * file); a file from which nothing decodes is an error. A truncated file
@@ -26,7 +36,7 @@
  *
  * Built only when CMake found FFmpeg (CT_HAVE_FFMPEG); otherwise the stubs
  * at the end say so. Not here: video, subtitles, choosing among several
- * audio streams, seeking.
+ * audio streams (FFmpeg's best is taken), seeking.
  */
 #include <errno.h>
 #include <math.h>
@@ -41,6 +51,7 @@
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/avstring.h>
 #include <libavutil/channel_layout.h>
 #include <libavutil/opt.h>
 #include <libswresample/swresample.h>
@@ -110,11 +121,44 @@ static void log_cb(void *avcl, int level, const char *fmt, va_list vl) {
     if (n) TG_DEBUG("ffmpeg: %s", line);
 }
 
+/* The demuxers an input may be opened with: audio containers (and those of
+ * audio-and-video files people transcribe: Matroska/WebM, MP4, ASF/WMA).
+ * Names as FFmpeg spells them; a demuxer whose comma-separated names hold
+ * one of these matches (av_match_list). */
+static const char AUDIO_FORMATS[] = "aac,aiff,asf,au,caf,flac,matroska,mov,mp3,ogg,w64,wav,wv";
+/* What the refusal lists for the user. */
+#define AUDIO_FORMAT_NAMES \
+    "WAV, FLAC, MP3, Ogg (Vorbis, Opus), AAC, MP4/M4A, Matroska/WebM, AIFF, CAF, AU, WMA, WavPack"
+
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char version[256];
+/* Every audio decoder's name, comma-separated (the codec_whitelist); made
+ * once, kept for the process. NULL when out of memory. */
+static char *audio_decoders;
+
+/* Writes the names of the audio decoders into buf (when not NULL) and
+ * returns the length of the list. */
+static size_t list_audio_decoders(char *buf) {
+    size_t n = 0;
+    void *it = NULL;
+    const AVCodec *c;
+    while ((c = av_codec_iterate(&it))) {
+        if (c->type != AVMEDIA_TYPE_AUDIO || !av_codec_is_decoder(c)) continue;
+        size_t k = strlen(c->name);
+        if (buf) {
+            if (n) buf[n] = ',';
+            memcpy(buf + n + (n ? 1 : 0), c->name, k);
+        }
+        n += k + (n ? 1 : 0);
+    }
+    if (buf) buf[n] = 0;
+    return n;
+}
 
 static void init_once(void) {
     av_log_set_callback(log_cb);
+    audio_decoders = av_malloc(list_audio_decoders(NULL) + 1);
+    if (audio_decoders) list_audio_decoders(audio_decoders);
     unsigned f = avformat_version(), c = avcodec_version(), r = swresample_version();
     snprintf(version, sizeof version,
              "FFmpeg libavformat %u.%u.%u / libavcodec %u.%u.%u / libswresample %u.%u.%u",
@@ -245,6 +289,44 @@ static tg_status drain(dec_state *d, AVCodecContext *dec, AVFrame *fr) {
     }
 }
 
+/* Image demuxers: FFmpeg's per-codec image readers are "<codec>_pipe", its
+ * file-sequence reader "image2". */
+static bool is_image_format(const char *name) {
+    size_t n = strlen(name);
+    return (n > 5 && !strcmp(name + n - 5, "_pipe")) || !strcmp(name, "image2");
+}
+
+/* Probes the input and refuses a format that is no audio container, naming
+ * the one detected; *out_format is the audio demuxer to open. */
+static tg_status probe_audio_format(AVIOContext *avio, const char *what,
+                                    const AVInputFormat **out_format) {
+    char eb[AV_ERROR_MAX_STRING_SIZE];
+    const AVInputFormat *f = NULL;
+    int r = av_probe_input_buffer2(avio, &f, what, NULL, 0, 0);
+    if (r < 0 || !f)
+        return tg_status_new(TG_ERR_FORMAT, "%s: not an audio file FFmpeg can read (%s)", what,
+                             av_err(r < 0 ? r : AVERROR_INVALIDDATA, eb));
+    if (av_match_list(f->name, AUDIO_FORMATS, ',') <= 0)
+        return tg_status_new(TG_ERR_FORMAT,
+                             "%s: not an audio file: FFmpeg detects %s%s (%s); only audio "
+                             "formats are read (" AUDIO_FORMAT_NAMES ")",
+                             what, is_image_format(f->name) ? "an image, " : "", f->name,
+                             or_unknown(f->long_name));
+    *out_format = f;
+    return NULL;
+}
+
+/* The demuxer's options: the formats and decoders it may use. */
+static tg_status allow_lists(const char *what, AVDictionary **out_opts) {
+    *out_opts = NULL;
+    if (!audio_decoders || av_dict_set(out_opts, "format_whitelist", AUDIO_FORMATS, 0) < 0 ||
+        av_dict_set(out_opts, "codec_whitelist", audio_decoders, 0) < 0) {
+        av_dict_free(out_opts);
+        return tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory", what);
+    }
+    return NULL;
+}
+
 static const char *stream_list(const AVFormatContext *fmt, char *buf, size_t cap) {
     size_t used = 0;
     buf[0] = 0;
@@ -270,6 +352,7 @@ tg_status ct_ffmpeg_decode(const ct_audio_src *src, size_t max_bytes, ct_pcm *ou
     AVCodecContext *dec = NULL;
     AVPacket *pkt = NULL;
     AVFrame *fr = NULL;
+    AVDictionary *opts = NULL;
     dec_state d = {.what = what, .swr_fmt = -1};
     memset(out, 0, sizeof *out);
     if (src->fd >= 0 && lseek(src->fd, 0, SEEK_SET) < 0)
@@ -289,7 +372,9 @@ tg_status ct_ffmpeg_decode(const ct_audio_src *src, size_t max_bytes, ct_pcm *ou
     fmt->pb = avio;
     fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
     fmt->io_open = refuse_io_open;
-    int r = avformat_open_input(&fmt, what, NULL, NULL);
+    const AVInputFormat *ifmt = NULL;
+    if ((st = probe_audio_format(avio, what, &ifmt)) || (st = allow_lists(what, &opts))) goto fail;
+    int r = avformat_open_input(&fmt, what, ifmt, &opts);
     if (r < 0) {
         fmt = NULL;   /* freed by avformat_open_input */
         st = tg_status_new(TG_ERR_FORMAT, "%s: not an audio file FFmpeg can read (%s)", what,
@@ -302,13 +387,9 @@ tg_status ct_ffmpeg_decode(const ct_audio_src *src, size_t max_bytes, ct_pcm *ou
                            what, fmt->iformat->name, av_err(r, eb));
         goto fail;
     }
-    int idx = -1;
-    for (unsigned i = 0; i < fmt->nb_streams; i++)
-        if (fmt->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) {
-            idx = (int)i;
-            break;
-        }
-    if (idx < 0) {
+    const AVCodec *codec = NULL;
+    int idx = av_find_best_stream(fmt, AVMEDIA_TYPE_AUDIO, -1, -1, &codec, 0);
+    if (idx == AVERROR_STREAM_NOT_FOUND) {
         char list[256];
         st = tg_status_new(TG_ERR_FORMAT,
                            "%s: not an audio file FFmpeg can read (no audio stream; the %s "
@@ -316,22 +397,26 @@ tg_status ct_ffmpeg_decode(const ct_audio_src *src, size_t max_bytes, ct_pcm *ou
                            what, fmt->iformat->name, stream_list(fmt, list, sizeof list));
         goto fail;
     }
+    if (idx < 0 || !codec || codec->type != AVMEDIA_TYPE_AUDIO) {
+        const AVStream *a = NULL;
+        for (unsigned i = 0; i < fmt->nb_streams && !a; i++)
+            if (fmt->streams[i]->codecpar->codec_type == AVMEDIA_TYPE_AUDIO) a = fmt->streams[i];
+        st = tg_status_new(TG_ERR_UNSUPPORTED, "%s: this FFmpeg has no decoder for %s audio",
+                           what, a ? avcodec_get_name(a->codecpar->codec_id) : "its");
+        goto fail;
+    }
     AVStream *as = fmt->streams[idx];
     for (unsigned i = 0; i < fmt->nb_streams; i++)
         if ((int)i != idx) fmt->streams[i]->discard = AVDISCARD_ALL;
-    const AVCodec *codec = avcodec_find_decoder(as->codecpar->codec_id);
-    if (!codec) {
-        st = tg_status_new(TG_ERR_UNSUPPORTED, "%s: this FFmpeg has no decoder for %s audio",
-                           what, avcodec_get_name(as->codecpar->codec_id));
-        goto fail;
-    }
     dec = avcodec_alloc_context3(codec);
     if (!dec) {
         st = tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory", what);
         goto fail;
     }
+    av_dict_free(&opts);
+    if ((st = allow_lists(what, &opts))) goto fail;
     if ((r = avcodec_parameters_to_context(dec, as->codecpar)) < 0 ||
-        (dec->pkt_timebase = as->time_base, (r = avcodec_open2(dec, codec, NULL)) < 0)) {
+        (dec->pkt_timebase = as->time_base, (r = avcodec_open2(dec, codec, &opts)) < 0)) {
         st = tg_status_new(TG_ERR_FORMAT, "%s: cannot open the %s decoder (%s)", what,
                            codec->name, av_err(r, eb));
         goto fail;
@@ -403,6 +488,7 @@ fail:
     av_frame_free(&fr);
     av_packet_free(&pkt);
     avcodec_free_context(&dec);
+    av_dict_free(&opts);
     avformat_close_input(&fmt);
     if (avio) av_freep(&avio->buffer);
     avio_context_free(&avio);

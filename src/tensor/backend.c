@@ -9,9 +9,16 @@
  * made before or after its source was placed both work. set/get of a view
  * address its root's buffer directly without touching the view.
  *
+ * The fault hook (tg_backend_fail_after) lives here, where every compute
+ * and buffer allocation of every backend passes, so that the layers above
+ * can be tested against device faults and full device memory on the CPU.
+ * An injected compute fault is sticky in the backend, as a device fault is
+ * in a GPU context.
+ *
  * Not here: any backend's implementation; choosing a backend per node
  * (sched.c).
  */
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -19,6 +26,37 @@
 #include "tensor_internal.h"
 
 /* ------------------------------------------------------------- backends */
+
+/* The fault hook's plan per kind (tg_backend_fail_after): operations to let
+ * pass, then failures to come (< 0: all); pass < 0 is off. */
+typedef struct fault_plan {
+    long pass, fail;
+} fault_plan;
+static fault_plan fault_plans[2] = {{-1, 0}, {-1, 0}};
+
+void tg_backend_fail_after(tg_backend_fault kind, long n, long times) {
+    if (kind != TG_BACKEND_FAULT_COMPUTE && kind != TG_BACKEND_FAULT_ALLOC) return;
+    fault_plans[kind] = n < 0 || times == 0 ? (fault_plan){-1, 0} : (fault_plan){n, times};
+}
+
+/* True when this operation of `kind` is to fail. */
+static bool fault_fires(tg_backend_fault kind) {
+    fault_plan *p = &fault_plans[kind];
+    if (p->pass < 0) return false;
+    if (p->pass > 0) {
+        p->pass--;
+        return false;
+    }
+    if (p->fail > 0 && --p->fail == 0) p->pass = -1;
+    return true;
+}
+
+const char *tg_backend_failed(const tg_backend *backend) {
+    if (!backend) return NULL;
+    if (backend->fault[0]) return backend->fault;
+    return backend->iface && backend->iface->failed ? backend->iface->failed((tg_backend *)backend)
+                                                    : NULL;
+}
 
 void tg_backend_free(tg_backend *backend) {
     if (backend && backend->iface && backend->iface->free) backend->iface->free(backend);
@@ -65,6 +103,22 @@ tg_status tg_backend_graph_compute(tg_backend *backend, tg_graph *g) {
                                  tg_op_name(n->op));
         }
     }
+    /* a backend's own sticky error is its to report (the CUDA context's) */
+    if (backend->fault[0])
+        return tg_status_new(TG_ERR_DEVICE, "%s: the backend failed earlier (%s); free and "
+                                            "recreate it",
+                             tg_backend_name(backend), backend->fault);
+    if (fault_fires(TG_BACKEND_FAULT_COMPUTE)) {
+        if (backend->iface->inject_fault) {
+            backend->iface->inject_fault(backend);
+        } else {
+            snprintf(backend->fault, sizeof backend->fault,
+                     "a device fault injected by tg_backend_fail_after");
+            return tg_status_new(TG_ERR_DEVICE, "%s: %s: the backend has failed; free and "
+                                                "recreate it",
+                                 tg_backend_name(backend), backend->fault);
+        }
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     tg_status st = backend->iface->graph_compute(backend, g);
@@ -91,6 +145,10 @@ tg_status tg_backend_buffer_alloc(tg_backend *backend, size_t size, tg_buffer **
     if (!backend || !out_buffer)
         return tg_status_new(TG_ERR_INVALID_ARG, "buffer_alloc: NULL backend or output");
     *out_buffer = NULL;
+    if (fault_fires(TG_BACKEND_FAULT_ALLOC))
+        return tg_status_new(TG_ERR_NO_MEMORY, "%s: allocating a buffer of %zu bytes: out of "
+                                               "device memory (injected by tg_backend_fail_after)",
+                             tg_backend_name(backend), size);
     tg_status st = backend->iface->buffer_alloc(backend, size, out_buffer);
     if (!st) tg_backend_note_memory(backend, (int64_t)(*out_buffer)->size);
     return tg_status_wrap(st, "%s: allocating a buffer of %zu bytes", tg_backend_name(backend),

@@ -63,6 +63,12 @@ struct tg_backend_iface {
     /* Optional: copy between a tensor of another backend's buffer and one of
      * this backend's, ordered with this backend's work. NULL: through host. */
     tg_status (*copy_tensor)(tg_backend *b, const tg_tensor *src, tg_tensor *dst);
+    /* Optional: the backend's own sticky device error, NULL while healthy
+     * (tg_backend_failed). */
+    const char *(*failed)(tg_backend *b);
+    /* Optional: makes the next graph_compute fail by the backend's own kind
+     * of device fault (tg_backend_fail_after); NULL: the runtime fails it. */
+    void (*inject_fault)(tg_backend *b);
 };
 
 struct tg_backend {
@@ -71,6 +77,7 @@ struct tg_backend {
     tg_abort_fn abort_fn;
     void *abort_user;
     tg_backend_stats stats; /* buffers counted by the runtime; see the helpers below */
+    char fault[160];        /* a fault the runtime injected: sticky, as a device's */
 };
 
 /* Helpers for backends. */

@@ -80,7 +80,8 @@ static int can_encode(const char *test) {
 
 static int encode(const char *in, const char *args, const char *out) {
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "ffmpeg -nostdin -loglevel error -y -i '%s' %s '%s'", in, args, out);
+    snprintf(cmd, sizeof cmd, "timeout 120 ffmpeg -nostdin -loglevel error -y -i '%s' %s '%s'",
+             in, args, out);
     int rc = system(cmd);
     CHECK_MSG(rc == 0, "%s failed", cmd);
     return rc == 0;
@@ -237,6 +238,148 @@ static void test_corrupt_truncated_and_no_audio(void) {
     } else {
         printf("  video-only file: skipped (ffmpeg could not make one)\n");
     }
+}
+
+/* A 2x2 24-bit BMP, written by hand so that every FFmpeg build sees an
+ * image without the ffmpeg program. */
+static void write_bmp(const char *path) {
+    uint8_t b[70] = {'B', 'M'};
+    b[2] = sizeof b;             /* file size */
+    b[10] = 54;                  /* pixel data offset */
+    b[14] = 40;                  /* BITMAPINFOHEADER */
+    b[18] = 2;                   /* width */
+    b[22] = 2;                   /* height */
+    b[26] = 1;                   /* planes */
+    b[28] = 24;                  /* bits per pixel */
+    b[34] = 16;                  /* image size: two rows of 6 bytes padded to 8 */
+    memset(b + 54, 0x80, 16);
+    write_file(path, b, sizeof b);
+}
+
+/* One 32x32 frame of ffmpeg's test pattern, encoded by args. */
+static int make_picture(const char *args, const char *path) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "timeout 60 ffmpeg -nostdin -loglevel quiet -y -f lavfi "
+             "-i testsrc=size=32x32:duration=1 -frames:v 1 %s '%s'",
+             args, path);
+    return system(cmd) == 0;
+}
+
+/* The refusal of a file whose format FFmpeg knows but that is no audio
+ * container: named, with the format detected, TG_ERR_FORMAT. */
+static void check_refused(const char *path, const char *format, const char *kind) {
+    ct_pcm p = {.n = 7};
+    tg_status st = ct_pcm_load(path, 0, &p);
+    CHECK_MSG(st != NULL, "%s was read as audio", path);
+    CHECK(p.samples == NULL && p.n == 0);
+    if (!st) return;
+    const char *m = tg_status_message(st);
+    CHECK(tg_status_code(st) == TG_ERR_FORMAT);
+    CHECK_MSG(strstr(m, path) != NULL, "%s", m);
+    CHECK_MSG(strstr(m, "not an audio file") != NULL, "%s", m);
+    CHECK_MSG(strstr(m, "only audio formats are read") != NULL, "%s", m);
+    CHECK_MSG(strstr(m, format) != NULL, "want %s named: %s", format, m);
+    if (kind) CHECK_MSG(strstr(m, kind) != NULL, "want '%s': %s", kind, m);
+    printf("  %s\n", m);
+    tg_status_free(st);
+}
+
+/* Only audio demuxers open an input (issue 12: a fuzzer reached the JPEG XL
+ * decoder through the probe): an image, or an MPEG-TS that does hold audio
+ * but is no audio container, is refused by its detected format before its
+ * demuxer or any decoder runs. */
+static void test_images_and_other_containers_are_refused(void) {
+    const char *bmp = tmp_path("x.bmp");
+    write_bmp(bmp);
+    if (!ct_audio_has_ffmpeg()) {
+        ct_pcm p;
+        CHECK_ERR(ct_pcm_load(bmp, 0, &p), TG_ERR_FORMAT, "reads WAV only");
+        return;
+    }
+    check_refused(bmp, "bmp", "an image");
+    const char *noext = tmp_path("picture");
+    write_bmp(noext);
+    check_refused(noext, "bmp_pipe", "an image");
+    if (!can_encode(__func__)) return;
+    static const struct {
+        const char *name, *args, *format;
+    } img[] = {
+        {"x.png", "-c:v png", "png"},
+        {"x.jxl", "-c:v libjxl", "jpegxl"},
+        {"x.jpg", "-c:v mjpeg -pix_fmt yuvj420p", "jpeg"},
+    };
+    for (size_t i = 0; i < sizeof img / sizeof img[0]; i++) {
+        const char *path = tmp_path(img[i].name);
+        if (!make_picture(img[i].args, path)) {
+            printf("  %s: skipped (this ffmpeg cannot write one)\n", img[i].name);
+            continue;
+        }
+        check_refused(path, img[i].format, "an image");
+    }
+    const char *ts = tmp_path("a.ts");
+    if (encode(A_WAV, "-c:a mp2", ts)) check_refused(ts, "mpegts", NULL);
+}
+
+typedef struct load_call {
+    const char *path;
+    ct_pcm *p;
+} load_call;
+
+static void load_at_debug(void *arg) {
+    load_call *c = arg;
+    tg_log_level level = tg_log_get_level();
+    tg_log_set_level(TG_LOG_DEBUG);
+    CHECK_OK(ct_pcm_load(c->path, 0, c->p));
+    tg_log_set_level(level);
+}
+
+/* ct_pcm_load(path) with the debug log (FFmpeg's messages) captured;
+ * returns what was logged (tg_free). */
+static char *load_logging_debug(const char *path, ct_pcm *p) {
+    load_call c = {path, p};
+    return check_capture_stderr(load_at_debug, &c);
+}
+
+/* What the allow-list must keep: an MP3 with a cover picture (a PNG stream
+ * beside the audio), and a Matroska file whose first stream is video, give
+ * their audio, while the picture's and the video's decoders are refused
+ * when stream probing asks for them; the FLAC in the Matroska equals the
+ * WAV sample for sample. */
+static void test_audio_beside_pictures_and_video_still_loads(void) {
+    if (!can_encode(__func__)) return;
+    ct_audio ref = {0};
+    if (!fixture_wav("a.wav", &ref)) return;
+    const char *png = tmp_path("cover.png"), *mp3 = tmp_path("cover.mp3");
+    const char *mkv = tmp_path("av.mkv");
+    char args[1024];
+    snprintf(args, sizeof args,
+             "-i '%s' -map 0:a -map 1:v -c:a libmp3lame -c:v png -disposition:v attached_pic "
+             "-id3v2_version 3",
+             png);
+    if (make_picture("-c:v png", png) && encode(A_WAV, args, mp3)) {
+        ct_pcm p;
+        char *log = load_logging_debug(mp3, &p);
+        CHECK(!strcmp(p.codec, "mp3"));
+        /* FFmpeg's own words when stream probing asks for the PNG decoder */
+        CHECK_MSG(log && strstr(log, "Codec (png) not on whitelist"), "the PNG decoder ran");
+        tg_free(log);
+        CHECK_MSG(fabs((double)p.n - (double)ref.n) < 1600, "%zu samples vs %zu", p.n, ref.n);
+        ct_pcm_free(&p);
+    }
+    if (encode(A_WAV,
+               "-f lavfi -i testsrc=size=32x32:rate=5:duration=3.3 -map 1:v -map 0:a -c:v ffv1 "
+               "-c:a flac",
+               mkv)) {
+        ct_pcm p;
+        char *log = load_logging_debug(mkv, &p);
+        CHECK(!strcmp(p.codec, "flac"));
+        CHECK_MSG(log && strstr(log, "Codec (ffv1) not on whitelist"), "the FFV1 decoder ran");
+        tg_free(log);
+        CHECK(p.n == ref.n && p.samples && !memcmp(p.samples, ref.samples, ref.n * sizeof(float)));
+        ct_pcm_free(&p);
+    }
+    ct_audio_free(&ref);
 }
 
 static void test_not_audio(void) {
@@ -446,6 +589,8 @@ static void test_memory_input(void) {
 
 TEST_MAIN(T(test_wav_through_pcm_load_equals_the_reader),
           T(test_formats_decode_close_to_the_wav), T(test_corrupt_truncated_and_no_audio),
+          T(test_images_and_other_containers_are_refused),
+          T(test_audio_beside_pictures_and_video_still_loads),
           T(test_not_audio), T(test_magic_bytes_without_ffmpeg), T(test_ceiling_while_decoding),
           T(test_one_hertz_wav_is_bounded), T(test_nonfinite_sample_named_in_the_source),
           T(test_non_regular_inputs), T(test_memory_input))

@@ -6,7 +6,8 @@
  * against schema/transcript.schema.json, txt has one line per spoken
  * segment); every --existing policy, including a set left incomplete;
  * silence gives empty transcripts; corrupt, truncated and non-audio files
- * fail alone, named; the audio memory ceiling; formats other than WAV
+ * fail alone, named; a device fault fails one file (or none) and the run
+ * goes on; the audio memory ceiling; formats other than WAV
  * when the build has FFmpeg (skipped otherwise).
  */
 #include <math.h>
@@ -289,6 +290,41 @@ static void bad_files_fail_alone(void) {
     h_rmtree();
 }
 
+/* A device fault in the middle of a run (the CLI's test hook,
+ * CT_TEST_COMPUTE_FAULT): a fault that strikes twice fails the batch and
+ * then its clip run alone, so that file fails, named with the backend's
+ * text, and the next file is transcribed on the session's new backends; a
+ * fault that strikes once costs nothing (the clip alone succeeds). */
+static void a_device_fault_fails_one_file_and_the_run_goes_on(void) {
+    if (h_skip_without_cli()) return;
+    h_mkdtemp();
+    h_mkdirs(h_path("in"));
+    h_copy(A_WAV, h_path("in/a.wav"));
+    h_copy(B_WAV, h_path("in/b.wav"));
+    setenv("CT_TEST_COMPUTE_FAULT", "0:2", 1);
+    int rc = h_run("--model", MODEL, "--batch-size", "1", "--profile-json", h_path("prof.json"),
+                   h_path("in"), NULL);
+    CHECK(rc == 1);
+    char *prof = h_read(h_path("prof.json"));
+    cJSON *j = prof ? cJSON_Parse(prof) : NULL;
+    const cJSON *restarts = cJSON_GetObjectItem(j, "backend_restarts");
+    CHECK_MSG(cJSON_IsNumber(restarts) && restarts->valuedouble == 2, "profile: %s",
+              prof ? prof : "(none)");
+    cJSON_Delete(j);
+    free(prof);
+    bool a_ok = h_exists(h_path("in/a.txt")), b_ok = h_exists(h_path("in/b.txt"));
+    CHECK_MSG(a_ok != b_ok, "one file should fail and the other succeed (a %d, b %d)", a_ok, b_ok);
+    CHECK(h_err_has(a_ok ? "b.wav" : "a.wav") && h_err_has("injected by tg_backend_fail_after"));
+    CHECK(h_count_files(".ct-tmp") == 0);
+    setenv("CT_TEST_COMPUTE_FAULT", "0:1", 1);
+    rc = h_run("--model", MODEL, "--batch-size", "1", "--existing", "overwrite", h_path("in"),
+               NULL);
+    unsetenv("CT_TEST_COMPUTE_FAULT");
+    CHECK_MSG(rc == 0, "exit %d: %s", rc, h_err);
+    CHECK(h_exists(h_path("in/a.txt")) && h_exists(h_path("in/b.txt")));
+    h_rmtree();
+}
+
 static void the_memory_ceiling_holds(void) {
     if (h_skip_without_cli()) return;
     h_mkdtemp();
@@ -324,5 +360,6 @@ static void other_formats_when_ffmpeg_is_built_in(void) {
 }
 
 TEST_MAIN(T(folder_tree_all_formats), T(every_existing_policy), T(silence_gives_empty_transcripts),
-          T(bad_files_fail_alone), T(the_memory_ceiling_holds),
+          T(bad_files_fail_alone), T(a_device_fault_fails_one_file_and_the_run_goes_on),
+          T(the_memory_ceiling_holds),
           T(other_formats_when_ffmpeg_is_built_in), T(a_segment_at_the_limit_is_retried))

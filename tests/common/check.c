@@ -3,6 +3,10 @@
  */
 #include "check.h"
 
+#include <unistd.h>
+
+#include "base.h"
+
 int check_failures_in_test;
 
 void check_expect_error(const char *file, int line, const char *expr, tg_status st,
@@ -42,4 +46,29 @@ int check_run(const test_case *tests, int n, int argc, char **argv) {
     }
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
+}
+
+char *check_capture_stderr(void (*fn)(void *arg), void *arg) {
+    char path[] = "/tmp/ct-test-stderr-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return NULL;
+    fflush(stderr);
+    int saved = dup(2);
+    CHECK(saved >= 0);
+    if (saved >= 0) dup2(fd, 2);
+    close(fd);
+    fn(arg);
+    fflush(stderr);
+    if (saved >= 0) {
+        dup2(saved, 2);
+        close(saved);
+    }
+    char *text = NULL;
+    size_t n;
+    tg_status st = tg_file_read(path, &text, &n);
+    CHECK_MSG(st == NULL, "reading the captured stderr: %s", tg_status_message(st));
+    tg_status_free(st);
+    unlink(path);
+    return text;
 }

@@ -70,6 +70,12 @@ typedef struct test_case {
 /* Runs the tests whose name contains argv[1] (all when absent). */
 int check_run(const test_case *tests, int n, int argc, char **argv);
 
+/* Runs fn(arg) with stderr (the log's warnings, FFmpeg's debug lines) going
+ * to a temporary file, and returns what was written there: a new string
+ * (free with tg_free), or NULL after a failed check when it could not be
+ * captured. */
+char *check_capture_stderr(void (*fn)(void *arg), void *arg);
+
 #define TEST_MAIN(...)                                                           \
     int main(int argc, char **argv) {                                            \
         static const test_case tests_[] = {__VA_ARGS__};                         \

@@ -20,6 +20,18 @@
 #include "base.h"
 #include "cli.h"
 
+/* Test hook for tests/cli: CT_TEST_COMPUTE_FAULT=N[:TIMES] makes backend
+ * compute N of the run (counting from 0), and the TIMES - 1 after it, fail
+ * as a device fault does (tg_backend_fail_after), so that a test can watch
+ * a run live through one. */
+static void arm_test_fault(void) {
+    const char *e = getenv("CT_TEST_COMPUTE_FAULT");
+    if (!e || !*e) return;
+    char *end;
+    long n = strtol(e, &end, 10), times = *end == ':' ? strtol(end + 1, NULL, 10) : 1;
+    tg_backend_fail_after(TG_BACKEND_FAULT_COMPUTE, n, times);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "doctor")) return cli_doctor(argc, argv);
     cli_opts o;
@@ -50,6 +62,7 @@ int main(int argc, char **argv) {
     }
     cli_signals_install();
     cli_apply_existing(&o, &in);
+    arm_test_fault();
     rc = cli_run(&o, &in);
 out:
     cli_inputs_free(&in);

@@ -18,7 +18,10 @@
  *
  * A segment that ends at the token limit without end-of-text is run again
  * alone with --max-retry-tokens. A batch that fails (other than by an
- * abort) is run again clip by clip, so one bad segment fails only its file.
+ * abort) is run again clip by clip, so one bad segment fails only its file;
+ * after a device fault the session has made its backends again by then
+ * (session.c), so the clips run on new ones, and a batch that ran out of
+ * memory was halved inside the session already.
  *
  * Not here: parsing, the input list, rendering (the library's ct_render).
  */
@@ -533,6 +536,11 @@ static void write_profile(const run_state *r, double wall_s) {
     cJSON_AddNumberToObject(j, "segments", (double)r->segments);
     cJSON_AddNumberToObject(j, "retries", (double)r->retries);
     cJSON_AddNumberToObject(j, "repetition_stops", (double)r->loops);
+    ct_fault_stats fs;
+    ct_session_fault_stats(r->s, &fs);
+    cJSON_AddNumberToObject(j, "oom_halvings", fs.oom_halvings);
+    cJSON_AddNumberToObject(j, "batch_limit", fs.batch_limit);
+    cJSON_AddNumberToObject(j, "backend_restarts", fs.backend_restarts);
     cJSON_AddStringToObject(j, "backend", ct_session_backend(r->s));
     cJSON_AddStringToObject(j, "dtype", ct_session_dtype(r->s));
     cJSON *st = cJSON_AddObjectToObject(j, "stages_ms");

@@ -739,6 +739,12 @@ static void cuda_free(tg_backend *b) {
     tg_free(b);
 }
 
+static const char *cuda_failed(tg_backend *b) { return ctx_of(b)->error; }
+
+/* tg_backend_fail_after on this backend: a launch the driver rejects, as
+ * tg_cuda_test_fault_next(b, 1), so the context fails by a real CUDA error. */
+static void cuda_inject_fault(tg_backend *b) { ctx_of(b)->force_fault = 1; }
+
 static const struct tg_backend_iface cuda_iface = {
     .name = cuda_name,
     .free = cuda_free,
@@ -750,6 +756,8 @@ static const struct tg_backend_iface cuda_iface = {
     .graph_compute = cuda_graph_compute,
     .synchronize = cuda_synchronize,
     .copy_tensor = cuda_copy_tensor,
+    .failed = cuda_failed,
+    .inject_fault = cuda_inject_fault,
 };
 
 tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
