@@ -46,6 +46,11 @@ void cases_matmul(case_list *l) {
         {{7, 3, 1, 1}, L_CONT, {7, 5, 1, 1}, L_CONT, 0},
         {{33, 65, 1, 1}, L_CONT, {33, 7, 1, 1}, L_CONT, 0},
         {{65, 33, 2, 1}, L_CONT, {65, 7, 4, 2}, L_CONT, 0},      /* a broadcasts in 2 and 3 */
+        /* a per dim-2 entry, shared over a longer dim 3 (the rel-pos term;
+         * the GPU batches over dim 3): contiguous, then a's heads permuted */
+        {{32, 12, 3, 1}, L_CONT, {32, 7, 3, 5}, L_CONT, 0},
+        {{48, 20, 3, 1}, L_T12, {48, 11, 3, 4}, L_CONT, 0},
+        {{32, 12, 3, 1}, L_CONT, {32, 7, 3, 5}, L_CONT, 1},
         {{127, 17, 1, 1}, L_CONT, {127, 127, 1, 1}, L_CONT, 0},
         {{256, 64, 1, 1}, L_ROWPAD, {256, 33, 2, 1}, L_T12, 0},  /* strided a, permuted b */
         {{64, 16, 3, 1}, L_CONT, {64, 9, 3, 1}, L_ROWPAD, 0},

@@ -239,17 +239,28 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
     int64_t r2 = B2 / A2, r3 = B3 / A3;
     float alpha = 1.0f, beta = 0.0f;
     int epilogue = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : 0;
-    for (int64_t i3 = 0; i3 < n_b3; i3++) {
+    /* A matrix per dim-2 entry shared over a longer dim 3 (the rel-pos
+     * term: r [hd, 2T-1, H, 1] against (q + v) [hd, T, H, B]): one call per
+     * dim-2 entry batched over dim 3, H calls instead of B. */
+    bool by_dim3 = A3 == 1 && A2 > 1 && A2 == n_b2 && n_b3 > A2;
+    for (int64_t o = 0; o < (by_dim3 ? A2 : n_b3); o++) {
         /* One call per weight matrix in dim 2, batched over the activations
          * that share it (all of dim 2 when A2 == B2 or A2 == 1). */
-        int64_t groups = (A2 == n_b2 || A2 == 1) ? 1 : A2;
+        int64_t i3 = o;
+        int64_t groups = by_dim3 || A2 == n_b2 || A2 == 1 ? 1 : A2;
         for (int64_t g = 0; g < groups; g++) {
             int64_t batch = groups == 1 ? n_b2 : r2;
             int64_t b2_0 = groups == 1 ? 0 : g * r2;
-            int64_t sa = (A2 == 1 || groups > 1) ? 0 : sa2;
+            int64_t sa = (A2 == 1 || groups > 1) ? 0 : sa2, sb = sb2, sd = sd2;
             CUdeviceptr A = pa + (CUdeviceptr)(((i3 / r3) * sa3 + (groups > 1 ? g * sa2 : 0)) * (int64_t)es);
             CUdeviceptr B = pb + (CUdeviceptr)((i3 * sb3 + b2_0 * sb2) * (int64_t)es);
             CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
+            if (by_dim3) {
+                batch = n_b3, sa = 0, sb = sb3, sd = sd3;
+                A = pa + (CUdeviceptr)(o * sa2 * (int64_t)es);
+                B = pb + (CUdeviceptr)(o * sb2 * (int64_t)es);
+                D = pd + (CUdeviceptr)(o * sd2 * 4);
+            }
             cuda_mm_key k;
             memset(&k, 0, sizeof k);
             k.atype = (int32_t)lt_type(ms.target);
@@ -258,13 +269,13 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
             k.epilogue = epilogue;
             k.m = m_tot, k.n = N, k.k = K, k.lda = lda, k.ldb = ldb, k.ldd = ldd;
             k.batch = batch;
-            k.sa = sa, k.sb = sb2, k.sd = sd2;
+            k.sa = sa, k.sb = sb, k.sd = sd;
             k.align_a = (int32_t)min_u32(align_of(A), min_u32(align_of((uint64_t)(lda * (int64_t)es)),
                                                                batch > 1 && sa ? align_of((uint64_t)(sa * (int64_t)es)) : 256));
             k.align_b = (int32_t)min_u32(align_of(B), min_u32(align_of((uint64_t)(ldb * (int64_t)es)),
-                                                               batch > 1 ? align_of((uint64_t)(sb2 * (int64_t)es)) : 256));
+                                                               batch > 1 ? align_of((uint64_t)(sb * (int64_t)es)) : 256));
             k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * 4)),
-                                                               batch > 1 ? align_of((uint64_t)(sd2 * 4)) : 256));
+                                                               batch > 1 ? align_of((uint64_t)(sd * 4)) : 256));
             if (bias) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of((uint64_t)(uintptr_t)bias->data));
             cuda_mm_plan *p = NULL;
             if ((st = mm_plan(c, &k, &p))) return tg_status_wrap(st, "mul_mat '%s'", node->name);
