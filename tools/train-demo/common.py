@@ -114,3 +114,31 @@ def read_wav(path) -> np.ndarray:
         if (w.getnchannels(), w.getsampwidth(), w.getframerate()) != (1, 2, SR):
             raise ValueError(f"{path}: not 16 kHz mono 16-bit")
         return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").copy()
+
+
+def edit_distance(a: list, b: list) -> int:
+    """Levenshtein distance between two token lists."""
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y))
+        prev = cur
+    return prev[-1]
+
+
+def normalise(text: str) -> str:
+    """Lower case, punctuation removed: the WER "with punctuation and casing normalised away"."""
+    return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace() or c == "'").split())
+
+
+def wer(refs: list, hyps: list, norm: bool = False) -> float:
+    """Word error rate in percent over a corpus (errors / reference words)."""
+    e = n = 0
+    for r, h in zip(refs, hyps):
+        if norm:
+            r, h = normalise(r), normalise(h)
+        r, h = r.split(), h.split()
+        e += edit_distance(r, h)
+        n += len(r)
+    return 100.0 * e / max(1, n)
