@@ -82,6 +82,17 @@ class Features(torch.nn.Module):
         return f, mask
 
 
+def decoder_positions(n: int, d: int) -> torch.Tensor:
+    """The decoder's fixed position table as the original model computes it (spec 3.1:
+    sin at even dims, cos at odd, frequency exp(-ln(10000)/d * 2i), divided by sqrt(d))."""
+    pos = torch.arange(n, dtype=torch.float32)[:, None]
+    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(pos * div)
+    pe[:, 1::2] = torch.cos(pos * div)
+    return pe / math.sqrt(d)
+
+
 def encoder_lengths(mel_lens: torch.Tensor) -> torch.Tensor:
     """Valid encoder frames for valid mel frames (spec 2.1: three times floor((L-1)/2)+1)."""
     L = mel_lens

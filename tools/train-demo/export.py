@@ -26,7 +26,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GUARD, N_FFT, NMEL, PREEMPH, SR, WIN, mel_filters  # noqa: E402
+from common import GUARD, N_FFT, NMEL, PREEMPH, SR, WIN, decoder_positions, mel_filters  # noqa: E402
 
 RULES = [
     ("model.encoder.subsampling.layers.", "encoder.pre_encode.conv."),
@@ -136,8 +136,12 @@ def main():
     start = sp.piece_to_id("\u2581")
     assert cfg["decoder_start_token_id"] == start, (cfg["decoder_start_token_id"], start)
 
+    state = dict(ck["model"])
+    pos = "model.decoder.pos_emb.weight"           # small.pt leaves the fixed table out
+    if pos not in state:
+        state[pos] = decoder_positions(cfg["max_position_embeddings"], cfg["hidden_size"])
     hub = {}
-    for k, v in ck["model"].items():
+    for k, v in state.items():
         hk = to_hub(k)
         hub[hk] = (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous()  # (BatchNorm's
         # num_batches_tracked stays int64, as in the Hub file)

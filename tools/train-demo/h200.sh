@@ -47,7 +47,7 @@ log "training ($SESSION min of $MINUTES)"
 n0=$(wc -l < "$D/ckpt/train.log" 2>/dev/null || echo 0)
 # shellcheck disable=SC2086
 python3 tools/train-demo/train.py --data "$D/data" --tokenizer "$D/data/tokenizer.model" --out "$D/ckpt" \
-    --size "$SIZE" --minutes "$MINUTES" --session-minutes "$SESSION" --resume --threads 8 ${DEMO_ARGS:-} \
+    --size "$SIZE" --minutes "$MINUTES" --session-minutes "$SESSION" --resume --threads 8 --eval-every 2000 --save-every 1000 ${DEMO_ARGS:-} \
     >> "$D/ckpt/train.log" 2>&1 || { tail -n 40 "$D/ckpt/train.log"; exit 1; }
 tail -n +"$((n0 + 1))" "$D/ckpt/train.log" | grep -v "Warning\|warn(" | tail -n 120
 cp "$D/ckpt/small.pt" "$D/data/tokenizer.model" "$D/data/meta.json" "$D/ckpt/train.log" "$OUT/"

@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import SR, Features, encoder_lengths, prompt_ids, read_wav, wer  # noqa: E402
+from common import SR, Features, decoder_positions, encoder_lengths, prompt_ids, read_wav, wer  # noqa: E402
 
 SIZES = {
     # encoder: width, layers, heads, ff, subsampling channels; decoder: width, layers, heads, ff
@@ -55,6 +55,7 @@ SIZES = {
     "tiny": dict(eh=96, el=2, ehd=4, eff=384, sc=32, dh=96, dl=1, dhd=4, dff=384),
 }
 EOS, PAD = 3, 2
+POS_KEY = "model.decoder.pos_emb.weight"
 
 
 def make_model(size, vocab, start_id, dropout):
@@ -77,14 +78,8 @@ def init_weights(model, how):
             if isinstance(mod, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)):
                 mod.reset_parameters()
     pe = model.model.decoder.pos_emb.weight
-    n, d = pe.shape
-    pos = torch.arange(n, dtype=torch.float32)[:, None]
-    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
     with torch.no_grad():
-        pe.zero_()
-        pe[:, 0::2] = torch.sin(pos * div)
-        pe[:, 1::2] = torch.cos(pos * div)
-        pe /= math.sqrt(d)
+        pe.copy_(decoder_positions(*pe.shape))
     pe.requires_grad_(False)
 
 
@@ -95,9 +90,9 @@ class Data:
         self.audio, self.texts = [], []
         for f in sorted(glob.glob(os.path.join(root, "train-*.npz"))):
             z = np.load(f)
-            off = z["offsets"]
+            audio, off = z["audio"], z["offsets"]        # (each z[...] reads the file again)
             for i, t in enumerate(z["texts"]):
-                self.audio.append(z["audio"][off[i]: off[i + 1]])
+                self.audio.append(audio[off[i]: off[i + 1]])
                 self.texts.append(str(t))
                 if limit and len(self.texts) == limit:
                     break
@@ -162,7 +157,7 @@ def spec_augment(f, mask, gen, n_freq=2, max_f=15, time_frac=0.05, n_time=2):
 
 
 @torch.no_grad()
-def greedy(model, feats, prompt, wavs, device, max_new=64, batch=16):
+def greedy(model, feats, prompt, wavs, device, max_new=64, batch=64):
     """Greedy transcripts of a list of float32 waveforms, through transformers' generate."""
     model.eval()
     out = []
@@ -189,8 +184,9 @@ def decode(sp, ids):
 
 
 def save(path, model, ctc, step, elapsed, args, opt=None):
+    # small.pt: bf16, and without the fixed position table (recomputed; keeps it < 16 MiB)
     sd = {k: (v.to(torch.bfloat16) if opt is None and v.is_floating_point() else v)
-          for k, v in model.state_dict().items()}
+          for k, v in model.state_dict().items() if opt is not None or k != POS_KEY}
     ck = {"model": sd, "ctc": {k: (v.to(torch.bfloat16) if opt is None else v) for k, v in ctc.state_dict().items()},
           "step": step, "elapsed": elapsed, "args": vars(args), "config": model.config.to_dict()}
     if opt is not None:
@@ -264,7 +260,9 @@ def main():
         path = full if os.path.exists(full) else small
         if os.path.exists(path):
             ck = torch.load(path, map_location=device, weights_only=False)
-            model.load_state_dict({k: v.float() for k, v in ck["model"].items()})
+            bad = model.load_state_dict({k: v.float() for k, v in ck["model"].items()}, strict=False)
+            if bad.unexpected_keys or set(bad.missing_keys) - {POS_KEY}:
+                raise SystemExit(f"{path}: does not fit --size {args.size}: {bad}")
             ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
             step, elapsed = ck["step"], ck["elapsed"]
             if "opt" in ck:
