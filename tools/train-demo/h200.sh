@@ -15,7 +15,7 @@
 # Not here: export and evaluation (export.py, eval.py: here, on the CPU, with our engine).
 #
 # usage (on the GPU machine, from the repository root): sh tools/train-demo/h200.sh
-#   env: DEMO_CLIPS (120000) DEMO_MINUTES (18) DEMO_SESSION (7) DEMO_SIZE (demo)
+#   env: DEMO_CLIPS (120000) DEMO_MINUTES (18) DEMO_SESSION (8) DEMO_SIZE (demo)
 #        DEMO_ARGS (more train.py flags) OUT (where to put what comes back; the run tool sets it)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -23,7 +23,7 @@ D=.demo
 OUT=${OUT:-$D/out}
 CLIPS=${DEMO_CLIPS:-120000}
 MINUTES=${DEMO_MINUTES:-18}
-SESSION=${DEMO_SESSION:-7}
+SESSION=${DEMO_SESSION:-8}
 SIZE=${DEMO_SIZE:-demo}
 mkdir -p "$OUT" "$D/ckpt"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
