@@ -1,0 +1,59 @@
+#!/bin/sh
+# h200.sh: one step of the demo model's training on the GPU machine; run it again until it
+# says "done". Each run does what is missing and stops within the machine's 10-minute limit
+# per command:
+#   1. the data (data.py, DEMO_CLIPS clips on every core) unless .demo/data is there,
+#   2. the tokenizer unless .demo/data/tokenizer.model is there,
+#   3. DEMO_SESSION minutes more of training (train.py --resume) towards DEMO_MINUTES in all,
+#   4. copies what must come back into $OUT: small.pt (bf16, ~15 MiB), tokenizer.model,
+#      the log, final.json once training has ended.
+# Everything is reproducible from the seed, so a fresh machine (the old one given back) only
+# needs .demo/espeak (carry it) and, to go on, the last small.pt carried as
+# .demo/resume/small.pt: it is used when .demo/ckpt has no full.pt of its own.
+# Why this shape: the machine has no network and no espeak-ng (espeak_bundle.sh makes the
+# bundle here), what travels is 64 MiB each way, and a command runs at most 10 minutes.
+# Not here: export and evaluation (export.py, eval.py: here, on the CPU, with our engine).
+#
+# usage (on the GPU machine, from the repository root): sh tools/train-demo/h200.sh
+#   env: DEMO_CLIPS (120000) DEMO_MINUTES (18) DEMO_SESSION (8) DEMO_SIZE (demo)
+#        DEMO_ARGS (more train.py flags) OUT (where to put what comes back; the run tool sets it)
+set -eu
+cd "$(dirname "$0")/../.."
+D=.demo
+OUT=${OUT:-$D/out}
+CLIPS=${DEMO_CLIPS:-120000}
+MINUTES=${DEMO_MINUTES:-18}
+SESSION=${DEMO_SESSION:-8}
+SIZE=${DEMO_SIZE:-demo}
+mkdir -p "$OUT" "$D/ckpt"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+t0=$(date +%s)
+log() { echo "[h200.sh $(($(date +%s) - t0)) s] $*"; }
+
+if [ ! -f "$D/data/meta.json" ]; then
+    test -x "$D/espeak/espeak-ng" || { echo "no $D/espeak: run tools/train-demo/espeak_bundle.sh here and carry it" >&2; exit 1; }
+    log "synthesising $CLIPS clips on $(nproc) cores"
+    python3 tools/train-demo/data.py --out "$D/data" --train "$CLIPS" --heldout 200 --seed 1 --jobs "$(nproc)"
+fi
+if [ ! -f "$D/data/tokenizer.model" ]; then
+    log "tokenizer"
+    python3 tools/train-demo/tokenizer.py --data "$D/data" --out "$D/data/tokenizer.model"
+fi
+if [ ! -f "$D/ckpt/full.pt" ] && [ -f "$D/resume/small.pt" ]; then
+    log "going on from the carried $D/resume/small.pt"
+    cp "$D/resume/small.pt" "$D/ckpt/small.pt"
+fi
+log "training ($SESSION min of $MINUTES)"
+n0=$(wc -l < "$D/ckpt/train.log" 2>/dev/null || echo 0)
+# shellcheck disable=SC2086
+python3 tools/train-demo/train.py --data "$D/data" --tokenizer "$D/data/tokenizer.model" --out "$D/ckpt" \
+    --size "$SIZE" --minutes "$MINUTES" --session-minutes "$SESSION" --resume --threads 8 --eval-every 2000 --save-every 1000 ${DEMO_ARGS:-} \
+    >> "$D/ckpt/train.log" 2>&1 || { tail -n 40 "$D/ckpt/train.log"; exit 1; }
+tail -n +"$((n0 + 1))" "$D/ckpt/train.log" | grep -v "Warning\|warn(" | tail -n 120
+cp "$D/ckpt/small.pt" "$D/data/tokenizer.model" "$D/data/meta.json" "$D/ckpt/train.log" "$OUT/"
+if [ -f "$D/ckpt/final.json" ]; then
+    cp "$D/ckpt/final.json" "$OUT/"
+    log "done: training ended; $OUT has small.pt, tokenizer.model, final.json"
+else
+    log "not done yet: run again"
+fi

@@ -1,0 +1,378 @@
+"""Trains a small Cohere Transcribe model (transformers' CohereAsrForConditionalGeneration).
+
+The architecture is the released one at a small size (--size): the FastConformer encoder
+with 8x depthwise-striding subsampling and relative-position attention, the Transformer
+decoder, the decoder prompt of spec 5.2. What makes it learn, and why:
+- features: common.Features, equal to transformers' extractor and to our engine's frontend
+  (check_features.py), computed on the device from 16 kHz audio;
+- masks: the encoder gets the feature mask (valid frames: floor(samples/160)), so the
+  subsampling, attention, convolution module and cross-attention all see the valid lengths;
+  the decoder is causal and right-padded, so padding never reaches a real position;
+- initialisation (--init torch, the default): PyTorch's own init for every Linear and Conv
+  layer. transformers' _init_weights gives all of them N(0, 0.02), under which the
+  subsampling output is ~1e-6 (three convolutions of fan-in 9 and 64 at std 0.02), far below
+  LayerNorm's eps (1e-5 on the variance), so the first blocks see almost nothing of the
+  audio; --init hf keeps that for comparison;
+- the decoder's position table is the original's fixed sinusoid (sin even, cos odd, divided
+  by sqrt(hidden)), frozen;
+- an auxiliary CTC head on the encoder output (--ctc, weight; blank = <unk> id 0), dropped at
+  export; its loss is the first sign that the encoder hears the audio;
+- SpecAugment on the features (--specaug), a curriculum that starts with the shortest clips
+  (--curriculum: the fraction of training over which the longest allowed clip grows to all),
+  batches of similar lengths holding about --batch-seconds of audio;
+- AdamW, linear warm-up, cosine decay over --steps or --minutes (whichever ends first);
+  bf16 autocast on CUDA, fp32 on the CPU.
+
+Checkpoints in --out: full.pt (fp32 weights + optimizer: resumes exactly; stays where it
+was made) and small.pt (bf16 weights only, <= 16 MiB: it travels; resuming from it starts a
+new optimizer with a short warm-up). --resume picks full.pt, else small.pt.
+
+usage: python3 train.py --data .demo/data --tokenizer .demo/data/tokenizer.model \
+         --out .demo/ckpt [--size demo] [--minutes 20] [--steps N] [--batch-seconds 600]
+         [--session-minutes 9 --resume]   (one run of at most 9 minutes; the next goes on)
+Not here: the export to our engine's layout (export.py), the full evaluation (eval.py).
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import sentencepiece as spm
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import SR, Features, decoder_positions, encoder_lengths, prompt_ids, read_wav, wer  # noqa: E402
+
+SIZES = {
+    # encoder: width, layers, heads, ff, subsampling channels; decoder: width, layers, heads, ff
+    "demo": dict(eh=192, el=6, ehd=4, eff=768, sc=64, dh=192, dl=2, dhd=4, dff=768),
+    "small": dict(eh=144, el=4, ehd=4, eff=576, sc=32, dh=144, dl=2, dhd=4, dff=576),
+    "tiny": dict(eh=96, el=2, ehd=4, eff=384, sc=32, dh=96, dl=1, dhd=4, dff=384),
+}
+EOS, PAD = 3, 2
+POS_KEY = "model.decoder.pos_emb.weight"
+
+
+def make_model(size, vocab, start_id, dropout):
+    from transformers import CohereAsrConfig, CohereAsrForConditionalGeneration
+    c = SIZES[size]
+    cfg = CohereAsrConfig(
+        encoder_config=dict(hidden_size=c["eh"], num_hidden_layers=c["el"], num_attention_heads=c["ehd"],
+                            intermediate_size=c["eff"], conv_kernel_size=9, subsampling_factor=8,
+                            subsampling_conv_channels=c["sc"], num_mel_bins=128, dropout=dropout,
+                            attention_dropout=dropout, activation_dropout=dropout),
+        vocab_size=vocab, hidden_size=c["dh"], num_hidden_layers=c["dl"], num_attention_heads=c["dhd"],
+        intermediate_size=c["dff"], max_position_embeddings=1024, attention_dropout=dropout,
+        pad_token_id=PAD, eos_token_id=EOS, bos_token_id=4, decoder_start_token_id=start_id)
+    return CohereAsrForConditionalGeneration(cfg)
+
+
+def init_weights(model, how):
+    if how == "torch":
+        for mod in model.modules():
+            if isinstance(mod, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)):
+                mod.reset_parameters()
+    pe = model.model.decoder.pos_emb.weight
+    with torch.no_grad():
+        pe.copy_(decoder_positions(*pe.shape))
+    pe.requires_grad_(False)
+
+
+class Data:
+    """All clips of DATA/train-*.npz in memory (int16), their tokens, sorted by length."""
+
+    def __init__(self, root, sp, limit=0):
+        self.audio, self.texts = [], []
+        for f in sorted(glob.glob(os.path.join(root, "train-*.npz"))):
+            z = np.load(f)
+            audio, off = z["audio"], z["offsets"]        # (each z[...] reads the file again)
+            for i, t in enumerate(z["texts"]):
+                self.audio.append(audio[off[i]: off[i + 1]])
+                self.texts.append(str(t))
+                if limit and len(self.texts) == limit:
+                    break
+            if limit and len(self.texts) == limit:
+                break
+        if not self.texts:
+            raise SystemExit(f"no clips in {root}/train-*.npz (run data.py)")
+        self.tokens = [sp.encode(t) for t in self.texts]
+        self.lens = np.array([len(a) for a in self.audio])
+        self.order = np.argsort(self.lens, kind="stable")
+        self.hours = self.lens.sum() / SR / 3600
+
+    def batch(self, rng, frac, seconds):
+        """Indices of a batch: clips of similar length around a random place among the
+        shortest `frac` of the data, padded length x count <= seconds of audio."""
+        n = max(1, int(round(frac * len(self.order))))
+        at = int(rng.integers(n))
+        longest = self.lens[self.order[at]]
+        k = max(1, int(seconds * SR // max(longest, 1)))
+        lo = max(0, at - k + 1)
+        idx = self.order[lo: lo + k]
+        return idx
+
+
+def collate(data, idx, prompt, device):
+    lens = torch.tensor([data.lens[i] for i in idx])
+    x = torch.zeros(len(idx), int(lens.max()), dtype=torch.int16)
+    for j, i in enumerate(idx):
+        x[j, : data.lens[i]] = torch.from_numpy(data.audio[i])
+    seqs = [prompt + data.tokens[i] + [EOS] for i in idx]
+    L = max(len(s) for s in seqs)
+    dec = torch.full((len(idx), L), PAD, dtype=torch.long)
+    for j, s in enumerate(seqs):
+        dec[j, : len(s)] = torch.tensor(s)
+    inp, tgt = dec[:, :-1].clone(), dec[:, 1:].clone()
+    tgt[:, : len(prompt) - 1] = -100                 # the prompt is given, not predicted
+    tgt[tgt == PAD] = -100
+    ctc_t = [torch.tensor(data.tokens[i]) for i in idx]
+    return (x.to(device, non_blocking=True).float() / 32768.0, lens.to(device), inp.to(device), tgt.to(device),
+            torch.cat(ctc_t).to(device), torch.tensor([len(t) for t in ctc_t]).to(device))
+
+
+def spec_augment(f, mask, gen, n_freq=2, max_f=15, time_frac=0.05, n_time=2):
+    """SpecAugment (no time warping): per clip n_freq bands of up to max_f mel bins and
+    n_time stretches of up to time_frac of its valid frames set to 0 (the per-bin mean of
+    the normalised features). Vectorised: a few kernels per batch, whatever its size."""
+    B, T, C = f.shape
+    dev = f.device
+    valid = mask.sum(1, keepdim=True).float()                              # [B, 1]
+    keep = torch.ones(B, T, C, dtype=torch.bool, device=dev)
+    bins = torch.arange(C, device=dev)[None, :]
+    for _ in range(n_freq):
+        w = torch.randint(0, max_f + 1, (B, 1), generator=gen, device=dev)
+        s = (torch.rand(B, 1, generator=gen, device=dev) * (C - w + 1)).long()
+        keep &= ~((bins >= s) & (bins < s + w))[:, None, :]
+    frames = torch.arange(T, device=dev)[None, :]
+    for _ in range(n_time):
+        w = (torch.rand(B, 1, generator=gen, device=dev) * time_frac * valid).long()
+        s = (torch.rand(B, 1, generator=gen, device=dev) * (valid - w + 1)).long()
+        keep &= ~((frames >= s) & (frames < s + w))[:, :, None]
+    return f * keep
+
+
+@torch.no_grad()
+def greedy(model, feats, prompt, wavs, device, max_new=64, batch=64):
+    """Greedy transcripts of a list of float32 waveforms, through transformers' generate."""
+    model.eval()
+    out = []
+    for s in range(0, len(wavs), batch):
+        ws = wavs[s: s + batch]
+        lens = torch.tensor([len(w) for w in ws])
+        x = torch.zeros(len(ws), int(lens.max()))
+        for j, w in enumerate(ws):
+            x[j, : len(w)] = torch.from_numpy(w)
+        f, m = feats(x.to(device), lens.to(device))
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            g = model.generate(input_features=f, attention_mask=m.long(),
+                               decoder_input_ids=torch.tensor([prompt] * len(ws), device=device),
+                               max_new_tokens=max_new, do_sample=False, num_beams=1)
+        out += [row[len(prompt):].tolist() for row in g]
+    model.train()
+    return out
+
+
+def decode(sp, ids):
+    if EOS in ids:
+        ids = ids[: ids.index(EOS)]
+    return sp.decode([i for i in ids if i != PAD]).strip()
+
+
+def save(path, model, ctc, step, elapsed, args, opt=None):
+    # small.pt: bf16, and without the fixed position table (recomputed; keeps it < 16 MiB)
+    sd = {k: (v.to(torch.bfloat16) if opt is None and v.is_floating_point() else v)
+          for k, v in model.state_dict().items() if opt is not None or k != POS_KEY}
+    ck = {"model": sd, "ctc": {k: (v.to(torch.bfloat16) if opt is None else v) for k, v in ctc.state_dict().items()},
+          "step": step, "elapsed": elapsed, "args": vars(args), "config": model.config.to_dict()}
+    if opt is not None:
+        ck["opt"] = opt.state_dict()
+    torch.save(ck, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--tokenizer", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--heldout", default=None, help="folder with heldout.tsv (default: --data)")
+    ap.add_argument("--size", default="demo", choices=sorted(SIZES))
+    ap.add_argument("--init", default="torch", choices=["torch", "hf"])
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: no limit)")
+    ap.add_argument("--minutes", type=float, default=0, help="stop after this much training time (in all, "
+                    "over resumed runs; the learning-rate schedule ends there)")
+    ap.add_argument("--session-minutes", type=float, default=0,
+                    help="stop this run (saving checkpoints) after this much wall time; --resume goes on")
+    ap.add_argument("--batch-seconds", type=float, default=600.0)
+    ap.add_argument("--lr", type=float, default=1.5e-3)
+    ap.add_argument("--warmup", type=int, default=500)
+    ap.add_argument("--wd", type=float, default=1e-2)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--ctc", type=float, default=0.3, help="weight of the CTC loss (0: no CTC head)")
+    ap.add_argument("--specaug", type=int, default=1)
+    ap.add_argument("--curriculum", type=float, default=0.3)
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N clips")
+    ap.add_argument("--log-every", type=int, default=20)
+    ap.add_argument("--eval-every", type=int, default=500)
+    ap.add_argument("--eval-n", type=int, default=50)
+    ap.add_argument("--save-every", type=int, default=500)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--resume", action="store_true")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(args.seed)
+    sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
+    prompt = prompt_ids(sp)
+    data = Data(args.data, sp, args.limit)
+    print(f"data: {len(data.texts)} clips, {data.hours:.2f} h, longest {data.lens.max() / SR:.1f} s; "
+          f"device {device}", flush=True)
+
+    model = make_model(args.size, sp.get_piece_size(), prompt[0], args.dropout)
+    init_weights(model, args.init)
+    model.generation_config.decoder_start_token_id = prompt[0]
+    model.generation_config.eos_token_id = EOS
+    model.generation_config.pad_token_id = PAD
+    model.generation_config.bos_token_id = 4
+    ctc = torch.nn.Linear(model.config.encoder_config.hidden_size, sp.get_piece_size())
+    model.to(device).train()
+    ctc.to(device)
+    feats = Features().to(device)
+    n_par = sum(p.numel() for p in model.parameters())
+    print(f"model {args.size}: {n_par / 1e6:.2f} M parameters ({2 * n_par / 2 ** 20:.1f} MiB in bf16)", flush=True)
+
+    params = [p for p in list(model.parameters()) + list(ctc.parameters()) if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
+    os.makedirs(args.out, exist_ok=True)
+    step, elapsed, rewarm = 0, 0.0, 0
+    if args.resume:
+        full, small = os.path.join(args.out, "full.pt"), os.path.join(args.out, "small.pt")
+        path = full if os.path.exists(full) else small
+        if os.path.exists(path):
+            ck = torch.load(path, map_location=device, weights_only=False)
+            bad = model.load_state_dict({k: v.float() for k, v in ck["model"].items()}, strict=False)
+            if bad.unexpected_keys or set(bad.missing_keys) - {POS_KEY}:
+                raise SystemExit(f"{path}: does not fit --size {args.size}: {bad}")
+            ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
+            step, elapsed = ck["step"], ck["elapsed"]
+            if "opt" in ck:
+                opt.load_state_dict(ck["opt"])
+            else:
+                rewarm = step
+            print(f"resumed from {path} at step {step} ({elapsed / 60:.1f} min)", flush=True)
+
+    held = []
+    hdir = args.heldout or args.data
+    tsv = os.path.join(hdir, "heldout.tsv")
+    if os.path.exists(tsv):
+        for line in open(tsv, encoding="utf-8"):
+            f, text, _ = line.rstrip("\n").split("\t")
+            held.append((read_wav(os.path.join(hdir, f)).astype(np.float32) / 32768.0, text))
+        held = held[: args.eval_n]
+    ev_idx = np.random.default_rng(args.seed + 7).choice(len(data.texts), size=min(args.eval_n, len(data.texts)),
+                                                         replace=False)
+    ev_train = [(data.audio[i].astype(np.float32) / 32768.0, data.texts[i]) for i in ev_idx]
+
+    def evaluate():
+        res = {}
+        for name, items in (("train", ev_train), ("heldout", held)):
+            if not items:
+                continue
+            hyps = [decode(sp, ids) for ids in greedy(model, feats, prompt, [w for w, _ in items], device)]
+            refs = [t for _, t in items]
+            res[name] = dict(wer=wer(refs, hyps), wer_norm=wer(refs, hyps, norm=True),
+                             exact=sum(r == h for r, h in zip(refs, hyps)), n=len(refs),
+                             example=[refs[0], hyps[0]])
+        return res
+
+    def lr_at(s, t):
+        p = 0.0
+        if args.steps:
+            p = max(p, s / args.steps)
+        if args.minutes:
+            p = max(p, t / (60 * args.minutes))
+        warm = min(1.0, (s + 1) / args.warmup) if not rewarm else min(1.0, (s - rewarm + 1) / 50)
+        return args.lr * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+
+    use_amp = device.type == "cuda"
+    log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
+    t_last = t_start = time.time()
+    while True:
+        if (args.steps and step >= args.steps) or (args.minutes and elapsed >= 60 * args.minutes):
+            break
+        if args.session_minutes and time.time() - t_start >= 60 * args.session_minutes:
+            save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt)
+            save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args)
+            print(f"session time up at step {step} ({elapsed / 60:.1f} min trained); go on with --resume",
+                  flush=True)
+            return
+        rng = np.random.default_rng([args.seed, step])
+        frac = 1.0
+        if args.curriculum > 0:
+            p = max(step / args.steps if args.steps else 0, elapsed / (60 * args.minutes) if args.minutes else 0)
+            frac = min(1.0, 0.1 + 0.9 * p / args.curriculum)
+        idx = data.batch(rng, frac, args.batch_seconds)
+        x, lens, inp, tgt, ctc_t, ctc_l = collate(data, idx, prompt, device)
+        f, m = feats(x, lens)
+        if args.specaug:
+            f = spec_augment(f, m, torch.Generator(device=device).manual_seed(args.seed * 1000003 + step))
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, elapsed)
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_amp):
+            enc = model.model.encoder(f, attention_mask=m.long())
+            out = model(encoder_outputs=enc, attention_mask=m.long(), decoder_input_ids=inp, use_cache=False)
+        ce = F.cross_entropy(out.logits.float().transpose(1, 2), tgt, ignore_index=-100)
+        loss = ce
+        ctc_loss = torch.zeros(())
+        if args.ctc > 0:
+            with torch.autocast(device_type=device.type, enabled=False):
+                lp = F.log_softmax(ctc(enc.last_hidden_state.float()), dim=-1).transpose(0, 1)
+                elen = encoder_lengths(m.sum(1))
+                ctc_loss = F.ctc_loss(lp, ctc_t, elen, ctc_l, blank=0, reduction="sum",
+                                      zero_infinity=True) / ctc_l.sum()
+            loss = loss + args.ctc * ctc_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        step += 1
+        now = time.time()
+        elapsed += now - t_last
+        t_last = now
+        log["ce"] += ce.item()
+        log["ctc"] += ctc_loss.item()
+        log["n"] += 1
+        log["sec"] += float(lens.sum()) / SR
+        if step % args.log_every == 0:
+            dt = time.time() - log["t"]
+            print(f"step {step} {elapsed / 60:.1f} min lr {lr_at(step, elapsed):.2e} ce {log['ce'] / log['n']:.3f} "
+                  f"ctc {log['ctc'] / log['n']:.3f} batch {len(idx)} frac {frac:.2f} "
+                  f"{dt / log['n'] * 1000:.0f} ms/step {log['sec'] / dt:.0f} s audio/s", flush=True)
+            log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
+        if args.eval_every and step % args.eval_every == 0:
+            t0 = time.time()
+            print(f"eval step {step}: {json.dumps(evaluate())} ({time.time() - t0:.0f} s)", flush=True)
+            t_last = time.time()
+        if args.save_every and step % args.save_every == 0:
+            save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt)
+            save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args)
+            t_last = time.time()
+    save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt)
+    save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args)
+    r = evaluate()
+    print(f"final step {step} ({elapsed / 60:.1f} min): {json.dumps(r)}", flush=True)
+    json.dump(dict(step=step, minutes=elapsed / 60, eval=r), open(os.path.join(args.out, "final.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
