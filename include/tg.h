@@ -397,6 +397,10 @@ void tg_sched_free(tg_sched *sched);
 tg_status tg_sched_alloc(tg_sched *sched, tg_graph *g);
 /* Runs g (allocating first if it was not). Blocking. */
 tg_status tg_sched_compute(tg_sched *sched, tg_graph *g);
+/* Frees the arenas (and forgets the last allocation): what the graphs it
+ * placed held is gone, and the next tg_sched_alloc plans and allocates
+ * anew. For giving memory back after running out of it. */
+void tg_sched_release(tg_sched *sched);
 int tg_sched_n_splits(const tg_sched *sched);
 int tg_sched_n_copies(const tg_sched *sched);
 /* The backend a node of the last allocated graph was placed on. */

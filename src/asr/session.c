@@ -68,7 +68,8 @@ struct ct_session {
     void *abort_user;
     ct_backend_kind kind;    /* the backends' device, for making them again */
     ct_fault_stats faults;
-    char lost[512];          /* why the backends could not be made again ("": they were) */
+    char lost[512];          /* why the backends could not be made again ("": they were);
+                                once set, the session stays without them */
 };
 
 static double now_ms(void) {
@@ -417,6 +418,9 @@ static tg_status run_batches(ct_session *s, const float *const *clips, const siz
                     bs, tg_status_message(st), bs / 2, bs / 2);
             tg_status_free(st);
             for (int i = 0; i < bs; i++) ct_clip_text_free(&o[sl ? sl[i] : i]);
+            /* give back what the larger batch held, so the retry has it */
+            ct_enc_result_free(&s->enc);
+            tg_sched_release(s->sched);
             s->faults.batch_limit = bs / 2;
             s->faults.oom_halvings++;
             continue;

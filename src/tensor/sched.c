@@ -125,6 +125,16 @@ void tg_sched_free(tg_sched *s) {
     tg_free(s);
 }
 
+void tg_sched_release(tg_sched *s) {
+    if (!s) return;
+    reset_plan(s);
+    for (int b = 0; s->arenas && b < s->n_backends; b++) {
+        tg_buffer_free(s->arenas[b]);
+        s->arenas[b] = NULL;
+        s->planned[b] = 0;
+    }
+}
+
 int tg_sched_n_splits(const tg_sched *s) { return s ? s->n_splits : 0; }
 int tg_sched_n_copies(const tg_sched *s) { return s ? s->n_copies : 0; }
 

@@ -280,6 +280,7 @@ static void test_abort_between_splits(void) {
     env_close(&e);
 }
 
+/* Arenas grow and never shrink, until tg_sched_release gives them back. */
 static void test_arenas_grow_never_shrink(void) {
     env e;
     env_open(&e, GPU_OPS);
@@ -304,6 +305,20 @@ static void test_arenas_grow_never_shrink(void) {
     /* compute of a graph not allocated last allocates it first */
     set_f32(big->src[0], (float[4096]){[0] = 1, [4095] = 2});
     CHECK(tg_sched_compute(e.sched, gb) == NULL);
+    /* released (after running out of memory): no arena is left, and the
+     * next allocation plans and makes one as large as it needs */
+    tg_sched_release(e.sched);
+    CHECK(test_backend_n_buffers(e.gpu) == 0 && tg_sched_planned_bytes(e.sched, e.gpu) == 0);
+    CHECK_OK(tg_sched_alloc(e.sched, gs));
+    CHECK(test_backend_n_buffers(e.gpu) == 1 && tg_sched_planned_bytes(e.sched, e.gpu) == ps);
+    CHECK(tg_buffer_size(small->buffer) < pb);
+    set_f32(small->src[0], (float[16]){[0] = 3});
+    set_f32(small->src[1], (float[16]){[0] = 4});
+    CHECK_OK(tg_sched_compute(e.sched, gs));
+    float got = 0;
+    CHECK_OK(tg_tensor_get(small, &got, 0, sizeof got));
+    CHECK(got == 7);
+    tg_sched_release(NULL);
     tg_ctx_free(ctx);
     env_close(&e);
 }
