@@ -55,14 +55,16 @@ int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, c
     range *run = NULL;
     int n_run = 0, cap = 0, run_id = -1, run_len = 0;
     bool run_exclusive = false, run_alone = false;
+    int covered_to = 0; /* nodes before this one belong to an accepted group */
     for (int i = 0; i < n; i++) {
         const tg_tensor *t = nodes[i];
         int len = group ? group[i] : 1;
-        if (len == 0 && i > 0) {
+        if (len == 0 && i < covered_to) {
             out_run[i] = out_run[i - 1]; /* launched with the group before it */
             continue;
         }
-        if (len < 1 || len > GROUP_MAX || i + len > n) len = 1;
+        if (len < 1 || len > GROUP_MAX || i + len > n) len = 1; /* refused: a launch of its own */
+        covered_to = i + len;
         if (tg_op_is_view(t->op)) {
             out_run[i] = -1;
             continue;

@@ -114,6 +114,11 @@ static void test_fused_group_writes_at_its_first_node(void) {
     int group[3] = {1, 2, 0};
     CHECK(tg_hazard_runs_grouped(nodes, 3, NULL, group, 0, run) == 2);
     CHECK_MSG(run[0] == 0 && run[1] == 1 && run[2] == 1, "runs %d %d %d", run[0], run[1], run[2]);
+    /* a 0 with no accepted group before it (a refused length) is a launch
+     * of its own, its ranges counted: here the add, reading mm, waits */
+    int refused[3] = {1, 9, 0};
+    CHECK(tg_hazard_runs_grouped(nodes, 3, NULL, refused, 0, run) == 2);
+    CHECK_MSG(run[0] == 0 && run[1] == 0 && run[2] == 1, "runs %d %d %d", run[0], run[1], run[2]);
     tg_ctx_free(ctx);
 }
 

@@ -289,8 +289,10 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
         tg_is_contiguous(nodes[i + 2]))
         len = 3;
     /* The fused launch writes the last result while the product reads its
-     * operands: never over them (the planners keep them apart,
-     * tg_plan_fused_product; storage placed by hand might not). */
+     * operands and the bias: never over them. The planners keep the
+     * product's operands apart (tg_plan_fused_product); a bias that is not
+     * a weight, or storage placed by hand, may still overlap, and then the
+     * nodes run one by one. */
     const tg_tensor *out = nodes[i + len - 1];
     if (overlaps(out, mm->src[0]) || overlaps(out, mm->src[1]) || overlaps(out, bias)) return 1;
     return len;
