@@ -27,8 +27,15 @@
 static void arm_test_fault(void) {
     const char *e = getenv("CT_TEST_COMPUTE_FAULT");
     if (!e || !*e) return;
-    char *end;
-    long n = strtol(e, &end, 10), times = *end == ':' ? strtol(end + 1, NULL, 10) : 1;
+    char *end, *end2 = NULL;
+    long n = strtol(e, &end, 10), times = 1;
+    if (*end == ':') times = strtol(end + 1, &end2, 10);
+    if (end == e || n < 0 || (*end && (*end != ':' || end2 == end + 1 || *end2 || times < 1))) {
+        TG_WARN("CT_TEST_COMPUTE_FAULT=%s is not N[:TIMES] (N >= 0, TIMES >= 1); no fault armed", e);
+        return;
+    }
+    TG_WARN("CT_TEST_COMPUTE_FAULT: backend compute %ld (and %ld after it) will fail, for a test", n,
+            times - 1);
     tg_backend_fail_after(TG_BACKEND_FAULT_COMPUTE, n, times);
 }
 

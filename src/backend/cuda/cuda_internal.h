@@ -285,8 +285,8 @@ void tg_cuda_prof_report(const tg_cuda_ctx *c, const tg_graph *g, const cuda_pro
                          double t_submit_us, double t0_us);
 /* Closes the dump, frees the events; pf is all zero after. */
 void tg_cuda_prof_end(const tg_cuda_ctx *c, cuda_prof *pf);
-/* CT_CUDA_CHECK_FINITE=N: after node i of g (stored as emit[i]: the emit
- * fusion's type, F32 where it changed nothing) has run on s, waits for it
+/* CT_CUDA_CHECK_FINITE=N: after node i of g (stored as emit[i] where the
+ * emit fusion changed its type, else as its own type) has run on s, waits for it
  * and warns when its result holds NaN or Inf, naming the node and which of
  * its sources are finite, for the first N such nodes. A finder of where non-finite
  * values start; every compute launches directly while it is on. */

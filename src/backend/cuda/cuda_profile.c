@@ -128,8 +128,9 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c) {
  * first bad element's index goes to *first. */
 static int64_t count_nonfinite(const tg_cu_api *cu, const tg_tensor *t, tg_type stored, int64_t *first) {
     if (!t->data || !tg_is_contiguous(t) || (stored != TG_F32 && stored != TG_BF16 && stored != TG_F16)) return -1;
-    int64_t n = tg_nelements(t), bad = 0, chunk = (int64_t)1 << 24;
+    int64_t n = tg_nelements(t), bad = 0, chunk = n < ((int64_t)1 << 24) ? n : (int64_t)1 << 24;
     size_t es = tg_type_size(stored);
+    if (chunk <= 0) return 0;
     void *buf = tg_malloc((size_t)chunk * es);
     if (!buf) return -1;
     *first = -1;
@@ -156,7 +157,8 @@ static int64_t count_nonfinite(const tg_cu_api *cu, const tg_tensor *t, tg_type 
 void tg_cuda_check_finite(tg_cuda_ctx *c, CUstream s, const tg_graph *g, const tg_type *emit, int i) {
     const tg_tensor *t = g->nodes[i];
     if (c->dev->cu->cuStreamSynchronize(s) != CUDA_SUCCESS) return;
-    int64_t first = -1, bad = count_nonfinite(c->dev->cu, t, emit[i], &first);
+    tg_type st = emit[i] != TG_F32 ? emit[i] : t->type;
+    int64_t first = -1, bad = count_nonfinite(c->dev->cu, t, st, &first);
     if (bad <= 0) return;
     c->check_finite--;
     char srcs[512];
@@ -167,7 +169,7 @@ void tg_cuda_check_finite(tg_cuda_ctx *c, CUstream s, const tg_graph *g, const t
         tg_type rt = r->type;
         for (int j = i - 1; j >= 0; j--)
             if (g->nodes[j] == r) {
-                rt = emit[j];
+                if (emit[j] != TG_F32) rt = emit[j];
                 break;
             }
         int64_t f2 = -1, b2 = count_nonfinite(c->dev->cu, r, rt, &f2);
@@ -177,6 +179,6 @@ void tg_cuda_check_finite(tg_cuda_ctx *c, CUstream s, const tg_graph *g, const t
     }
     TG_WARN("%s: node %d '%s' (%s, %s [%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "]) holds %" PRId64
             " non-finite values of %" PRId64 ", the first at %" PRId64 ";%s",
-            c->name, i, t->name[0] ? t->name : "-", tg_op_name(t->op), tg_type_name(emit[i]), t->ne[0], t->ne[1],
+            c->name, i, t->name[0] ? t->name : "-", tg_op_name(t->op), tg_type_name(st), t->ne[0], t->ne[1],
             t->ne[2], t->ne[3], bad, tg_nelements(t), first, srcs);
 }
