@@ -421,8 +421,7 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
             cur_run = p->run[i];
             slot = 0;
             int run_len = 0;
-            for (int j = i; j < n && (p->run[j] == cur_run || p->run[j] < 0); j++)
-                run_len += p->run[j] == cur_run && p->fuse[j] > 0; /* launches, not covered nodes */
+            for (int j = i; j < n && (p->run[j] == cur_run || p->run[j] < 0); j++) run_len += p->run[j] == cur_run;
             if (run_len > 1) {
                 CUresult r = cu->cuEventRecord(c->fork_ev, c->stream);
                 for (int k = 0; k < CUDA_N_STREAMS - 1 && r == CUDA_SUCCESS; k++)
