@@ -18,6 +18,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_variants.h"
+#include "hazard.h"
 #include "op_params.h"
 
 _Static_assert(TG_KT_F32 == TG_F32 && TG_KT_F16 == TG_F16 && TG_KT_BF16 == TG_BF16 && TG_KT_I32 == TG_I32 &&
@@ -265,12 +266,6 @@ static bool is_bias_for(const tg_tensor *bias, const tg_tensor *mm) {
            bias->ne[1] == 1 && bias->ne[2] == 1 && bias->ne[3] == 1;
 }
 
-/* True when the bytes a and b span share an address. */
-static bool overlaps(const tg_tensor *a, const tg_tensor *b) {
-    uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
-    return pa && pb && pa < pb + tg_nbytes(b) && pb < pa + tg_nbytes(a);
-}
-
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     if (!c->use_fusion || i + 1 >= n) return 1;
     const tg_tensor *mm = nodes[i], *add = nodes[i + 1];
@@ -294,7 +289,8 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
      * a weight, or storage placed by hand, may still overlap, and then the
      * nodes run one by one. */
     const tg_tensor *out = nodes[i + len - 1];
-    if (overlaps(out, mm->src[0]) || overlaps(out, mm->src[1]) || overlaps(out, bias)) return 1;
+    if (tg_hazard_overlap(out, mm->src[0]) || tg_hazard_overlap(out, mm->src[1]) || tg_hazard_overlap(out, bias))
+        return 1;
     return len;
 }
 
