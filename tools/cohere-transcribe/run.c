@@ -40,7 +40,6 @@
 #define MAX_OPEN 32
 #define WINDOW_BATCHES 4
 #define MIN_SAMPLES 320 /* the frontend needs two frames (ct_transcribe_pcm) */
-#define RATE 16000
 
 /* ------------------------------------------------------------- the queue */
 
@@ -230,6 +229,14 @@ static void fail_file(run_state *r, open_file *f, const char *why) {
     print_ready(r);
 }
 
+/* fail_file with an error's text, escaped for the terminal; frees st. */
+static void fail_file_status(run_state *r, open_file *f, tg_status st) {
+    char *e = ct_escape_line(tg_status_message(st), false);
+    tg_status_free(st);
+    fail_file(r, f, e ? e : "out of memory");
+    ct_free(e);
+}
+
 static int make_dirs(const char *dir) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", dir);
@@ -287,8 +294,6 @@ static void finish_file(run_state *r, open_file *f) {
         }
         if (!x->text) st = tg_status_new(TG_ERR_NO_MEMORY, "out of memory");
     } else {
-        tg_backend_stats bs;
-        ct_session_stats(r->s, &bs);
         ct_transcript t = {.source = x->path,
                            .duration_s = l->pcm.duration_s,
                            .segments = segs,
@@ -311,10 +316,7 @@ static void finish_file(run_state *r, open_file *f) {
     }
     free(segs);
     if (st) {
-        char *e = ct_escape_line(tg_status_message(st), false);
-        tg_status_free(st);
-        fail_file(r, f, e ? e : "out of memory");
-        ct_free(e);
+        fail_file_status(r, f, st);
         return;
     }
     if (r->o->verbose)
@@ -414,10 +416,7 @@ static bool run_batch(run_state *r) {
                     tg_status_free(st);
                     return false;
                 }
-                char *e = ct_escape_line(tg_status_message(st), false);
-                tg_status_free(st);
-                fail_file(r, f, e ? e : "out of memory");
-                ct_free(e);
+                fail_file_status(r, f, st);
                 continue;
             }
         }
