@@ -580,7 +580,6 @@ ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const si
     const ct_config *c = &s->model->cfg;
     double max_s = c->max_audio_clip_s > 0 ? c->max_audio_clip_s : 35;
     for (int i = 0; i < n_clips; i++) {
-        out_results[i] = NULL;
         tg_status st = check_pcm(clips[i], n[i]);
         if (st) return tg_status_wrap(st, "clip %d", i);
         if ((double)n[i] / SAMPLE_RATE > max_s)

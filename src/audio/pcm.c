@@ -323,14 +323,6 @@ static tg_status load_src(const ct_audio_src *src, const uint8_t *image, size_t 
                          what);
 }
 
-static const char *file_kind(mode_t m) {
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
-}
-
 tg_status ct_pcm_load(const char *path, size_t max_bytes, ct_pcm *out) {
     if (!out) return tg_status_new(TG_ERR_INVALID_ARG, "ct_pcm_load: NULL argument");
     memset(out, 0, sizeof *out);
@@ -350,7 +342,7 @@ tg_status ct_pcm_load(const char *path, size_t max_bytes, ct_pcm *out) {
     if (!S_ISREG(sb.st_mode))
         return tg_status_new(TG_ERR_INVALID_ARG,
                              "%s: is %s; only regular files are read", path,
-                             file_kind(sb.st_mode));
+                             tg_file_kind(sb.st_mode));
     /* O_NONBLOCK: should the path become a FIFO between stat and open, the
      * open does not wait for a writer; fstat then refuses it */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -366,7 +358,7 @@ tg_status ct_pcm_load(const char *path, size_t max_bytes, ct_pcm *out) {
     }
     if (!S_ISREG(sb.st_mode)) {
         st = tg_status_new(TG_ERR_INVALID_ARG, "%s: is %s; only regular files are read", path,
-                           file_kind(sb.st_mode));
+                           tg_file_kind(sb.st_mode));
         goto done;
     }
     if (sb.st_size == 0) {
@@ -408,7 +400,7 @@ tg_status ct_pcm_load_memory(const uint8_t *data, size_t size, const char *what,
 }
 
 const char *ct_audio_decoder_version(void) {
-    return ct_ffmpeg_present() ? ct_ffmpeg_version() : "built-in WAV reader (no FFmpeg)";
+    return ct_ffmpeg_version(); /* without FFmpeg: the built-in WAV reader's name */
 }
 
 bool ct_audio_has_ffmpeg(void) { return ct_ffmpeg_present(); }

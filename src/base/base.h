@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "tg_status.h"
 
@@ -96,6 +97,10 @@ int tg_cpu_count(void);
 /* ------------------------------------------------------------------ files */
 
 /* A read-only mapping of a whole file. */
+/* What a stat mode that is not a regular file is, for messages ("a FIFO",
+ * "a directory", ...; "not a regular file" for any other). Static text. */
+const char *tg_file_kind(mode_t mode);
+
 typedef struct tg_file_map {
     const uint8_t *data; /* NULL for an empty file */
     size_t size;

@@ -57,7 +57,7 @@ static tg_code open_error_code(int err) {
     return err == ENOENT || err == ENOTDIR ? TG_ERR_NOT_FOUND : TG_ERR_IO;
 }
 
-static const char *kind_of(mode_t mode) {
+const char *tg_file_kind(mode_t mode) {
     if (S_ISDIR(mode)) return "a directory";
     if (S_ISFIFO(mode)) return "a FIFO";
     if (S_ISCHR(mode)) return "a character device";
@@ -71,7 +71,7 @@ static tg_status not_regular(const char *verb, const char *path, mode_t mode) {
         return tg_status_new(TG_ERR_INVALID_ARG, "%s %s: is a directory, not a regular file",
                              verb, path);
     return tg_status_new(TG_ERR_INVALID_ARG, "%s %s: is %s, not a regular file", verb, path,
-                         kind_of(mode));
+                         tg_file_kind(mode));
 }
 
 /* Opens path for reading when it is a regular file, without ever blocking:
