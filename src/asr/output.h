@@ -12,12 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Decodes the UTF-8 sequence at s (n bytes left, n >= 1) into *cp and
- * returns its length; an invalid or truncated sequence gives length 1 and
- * *cp = 0xFFFFFFFF. */
-size_t ct_utf8_next(const char *s, size_t n, uint32_t *cp);
-/* Code points of s[0..n). */
-size_t ct_utf8_count(const char *s, size_t n);
 /* True for code points that end a sentence: . ! ? and U+2026 U+3002 U+FF01
  * U+FF1F U+FF0E U+061F (Arabic question mark) U+06D4. */
 bool ct_is_sentence_end(uint32_t cp);

@@ -1,6 +1,6 @@
 /*
  * output_cues.c: segments to subtitle cues (ct_cues_make in
- * cohere_transcribe.h), and the UTF-8 helpers of output.h.
+ * cohere_transcribe.h), and the sentence-end test of output.h.
  *
  * The model gives no word times, so each word is placed by interpolating
  * its segment's [start, end] over the segment's characters (code points):
@@ -19,39 +19,6 @@
 #include "cohere_transcribe.h"
 #include "output.h"
 #include "text.h"
-
-size_t ct_utf8_next(const char *str, size_t n, uint32_t *cp) {
-    const unsigned char *s = (const unsigned char *)str;
-    unsigned c = s[0];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 1) {
-        *cp = c;
-        return 1;
-    }
-    if (len == 0 || len > n) goto bad;
-    uint32_t v = c & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) goto bad;
-        v = v << 6 | (s[i] & 0x3F);
-    }
-    /* overlong forms, surrogates and values past U+10FFFF are invalid */
-    static const uint32_t min_for_len[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < min_for_len[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) goto bad;
-    *cp = v;
-    return len;
-bad:
-    *cp = 0xFFFFFFFFu;
-    return 1;
-}
-
-size_t ct_utf8_count(const char *s, size_t n) {
-    size_t k = 0;
-    for (size_t i = 0; i < n; k++) {
-        uint32_t cp;
-        i += ct_utf8_next(s + i, n - i, &cp);
-    }
-    return k;
-}
 
 bool ct_is_sentence_end(uint32_t cp) {
     return cp == '.' || cp == '!' || cp == '?' || cp == 0x2026 || cp == 0x3002 ||

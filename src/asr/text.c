@@ -1,6 +1,7 @@
 /*
- * text.c: Python's str.strip() for UTF-8 text and the chunk rejoin of spec 5.4
- * (see text.h).
+ * text.c: strict UTF-8 decoding (ct_utf8_next, shared by the tokenizer's
+ * byte fallback and the outputs), Python's str.strip() for UTF-8 text and
+ * the chunk rejoin of spec 5.4 (see text.h).
  *
  * The set is exactly the code points for which CPython's str.isspace() is
  * true (Unicode White_Space plus the bidirectional classes WS, B and S):
@@ -10,6 +11,7 @@
  */
 #include "text.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "base.h"
@@ -76,4 +78,37 @@ tg_status ct_text_join(char *const *texts, int n, const char *sep, char **out_te
     out[k] = 0;
     *out_text = out;
     return NULL;
+}
+
+size_t ct_utf8_next(const char *str, size_t n, uint32_t *cp) {
+    const unsigned char *s = (const unsigned char *)str;
+    unsigned c = s[0];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 1) {
+        *cp = c;
+        return 1;
+    }
+    if (len == 0 || len > n) goto bad;
+    uint32_t v = c & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) goto bad;
+        v = v << 6 | (s[i] & 0x3F);
+    }
+    /* overlong forms, surrogates and values past U+10FFFF are invalid */
+    static const uint32_t min_for_len[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < min_for_len[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) goto bad;
+    *cp = v;
+    return len;
+bad:
+    *cp = 0xFFFFFFFFu;
+    return 1;
+}
+
+size_t ct_utf8_count(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; k++) {
+        uint32_t cp;
+        i += ct_utf8_next(s + i, n - i, &cp);
+    }
+    return k;
 }

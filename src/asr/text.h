@@ -1,6 +1,6 @@
 /*
- * text.h: whitespace trimming of decoded text, as Python's str.strip()
- * does it (internal).
+ * text.h: UTF-8 decoding, and whitespace trimming of decoded text as
+ * Python's str.strip() does it (internal).
  *
  * spec 5.4 rejoins chunk texts with str.strip()/rstrip(), which strip every
  * character for which str.isspace() is true, not only ASCII blanks: NBSP,
@@ -12,8 +12,16 @@
 #define CT_TEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tg_status.h"
+
+/* Decodes the UTF-8 sequence at s (n bytes left, n >= 1) into *cp and
+ * returns its length; an invalid or truncated sequence (an overlong form, a
+ * surrogate, a value past U+10FFFF) gives length 1 and *cp = 0xFFFFFFFF. */
+size_t ct_utf8_next(const char *s, size_t n, uint32_t *cp);
+/* Code points of s[0..n). */
+size_t ct_utf8_count(const char *s, size_t n);
 
 /* Byte length of the whitespace character (str.isspace()) that starts s,
  * s holding n bytes; 0 when s does not start with one. */

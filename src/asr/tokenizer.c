@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 
 #include "base.h"
+#include "text.h"
 
 /* SentencePiece.Type (sentencepiece_model.proto). */
 enum { PT_NORMAL = 1, PT_UNKNOWN = 2, PT_CONTROL = 3, PT_USER = 4, PT_UNUSED = 5, PT_BYTE = 6 };
@@ -510,33 +511,13 @@ static int out_put(out_buf *o, const void *s, size_t len) {
     return 1;
 }
 
-/* Length of the valid UTF-8 character at s (strict: no overlongs, no
- * surrogates, at most U+10FFFF), or 0 when invalid. */
-static size_t utf8_valid(const uint8_t *s, size_t n) {
-    if (n == 0) return 0;
-    uint8_t c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
-    else return 0;
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return 0;
-    return len;
-}
-
 /* Writes a run of raw bytes as UTF-8, each invalid byte as U+FFFD. */
 static int flush_bytes(out_buf *o, const uint8_t *b, size_t n) {
     size_t i = 0;
     while (i < n) {
-        size_t k = utf8_valid(b + i, n - i);
-        if (k) {
+        uint32_t cp;
+        size_t k = ct_utf8_next((const char *)b + i, n - i, &cp);
+        if (cp != 0xFFFFFFFFu) {
             if (!out_put(o, b + i, k)) return 0;
             i += k;
         } else {
