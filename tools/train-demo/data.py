@@ -143,6 +143,9 @@ def main():
     ap.add_argument("--min-words", type=int, default=3)
     ap.add_argument("--max-words", type=int, default=12)
     ap.add_argument("--clean", action="store_true", help="one voice, one speed, no noise")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the shards already in --out (they are the same clips: each depends on the seed and "
+                         "its index only) and make only the missing ones")
     default_exe = os.path.join(HERE, "..", "..", ".demo", "espeak", "espeak-ng")
     ap.add_argument("--espeak", default=default_exe if os.path.exists(default_exe) else "espeak-ng")
     a = ap.parse_args()
@@ -176,12 +179,18 @@ def main():
         seconds = 0.0
         for sh in range(0, a.train, a.shard):
             part = train[sh: sh + a.shard]
+            shard = os.path.join(a.out, f"train-{sh // a.shard:04d}.npz")
+            if a.keep and os.path.exists(shard):
+                with np.load(shard) as z:
+                    if list(z["texts"]) == part:
+                        seconds += len(z["audio"]) / SR
+                        continue
             jobs = [(a.espeak, "train", a.seed, sh + i, s, a.clean) for i, s in enumerate(part)]
             res = pool.map(synth_one, jobs, chunksize=16)
             pcms = [r[0] for r in res]
             offsets = np.cumsum([0] + [len(p) for p in pcms]).astype(np.int64)
             seconds += offsets[-1] / SR
-            np.savez(os.path.join(a.out, f"train-{sh // a.shard:04d}.npz"), audio=np.concatenate(pcms),
+            np.savez(shard, audio=np.concatenate(pcms),
                      offsets=offsets, texts=np.array(part), voices=np.array([r[1] for r in res]))
             print(f"  {sh + len(part)}/{a.train} clips, {seconds / 3600:.2f} h, {time.time() - t0:.0f} s",
                   flush=True)

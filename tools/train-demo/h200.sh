@@ -6,7 +6,8 @@
 #   2. the tokenizer unless .demo/data/tokenizer.model is there,
 #   3. DEMO_SESSION minutes more of training (train.py --resume) towards DEMO_MINUTES in all,
 #   4. copies what must come back into $OUT: small.pt (bf16, ~15 MiB), tokenizer.model,
-#      the log, final.json once training has ended.
+#      the log, final.json once training has ended; small.pt and the log also while it
+#      trains (every 15 s), so that a call killed at its limit still brings them back.
 # Everything is reproducible from the seed, so a fresh machine (the old one given back) only
 # needs .demo/espeak (carry it) and, to go on, the last small.pt carried as
 # .demo/resume/small.pt: it is used when .demo/ckpt has no full.pt of its own.
@@ -45,9 +46,21 @@ if [ ! -f "$D/ckpt/full.pt" ] && [ -f "$D/resume/small.pt" ]; then
 fi
 log "training ($SESSION min of $MINUTES)"
 n0=$(wc -l < "$D/ckpt/train.log" 2>/dev/null || echo 0)
+# Copy each new checkpoint and the log into $OUT as they come: a call killed at its time
+# limit (which is the device time left, when that is less than asked) still brings back
+# what $OUT holds, so at most save-every steps are lost.
+cp "$D/data/tokenizer.model" "$D/data/meta.json" "$OUT/"
+( while sleep 15; do
+      if [ "$D/ckpt/small.pt" -nt "$OUT/small.pt" ] 2>/dev/null || [ ! -f "$OUT/small.pt" ]; then
+          [ -f "$D/ckpt/small.pt" ] && cp "$D/ckpt/small.pt" "$OUT/small.pt.part" && mv "$OUT/small.pt.part" "$OUT/small.pt"
+      fi
+      cp "$D/ckpt/train.log" "$OUT/" 2>/dev/null
+  done ) &
+mirror=$!
+trap 'kill $mirror 2>/dev/null' EXIT
 # shellcheck disable=SC2086
 python3 tools/train-demo/train.py --data "$D/data" --tokenizer "$D/data/tokenizer.model" --out "$D/ckpt" \
-    --size "$SIZE" --minutes "$MINUTES" --session-minutes "$SESSION" --resume --threads 8 --eval-every 2000 --save-every 1000 ${DEMO_ARGS:-} \
+    --size "$SIZE" --minutes "$MINUTES" --session-minutes "$SESSION" --resume --threads 8 --eval-every 2000 --save-every 500 ${DEMO_ARGS:-} \
     >> "$D/ckpt/train.log" 2>&1 || { tail -n 40 "$D/ckpt/train.log"; exit 1; }
 tail -n +"$((n0 + 1))" "$D/ckpt/train.log" | grep -v "Warning\|warn(" | tail -n 120
 cp "$D/ckpt/small.pt" "$D/data/tokenizer.model" "$D/data/meta.json" "$D/ckpt/train.log" "$OUT/"

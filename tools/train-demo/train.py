@@ -224,6 +224,10 @@ def main():
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--init-from", default=None,
+                    help="start from the weights of an exported model folder (export.py's layout, e.g. "
+                         "models/cohere-demo-en) with a new CTC head and optimizer; used when no checkpoint "
+                         "of --out is resumed")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -270,6 +274,15 @@ def main():
             else:
                 rewarm = step
             print(f"resumed from {path} at step {step} ({elapsed / 60:.1f} min)", flush=True)
+
+    if args.init_from and step == 0:
+        from export import load_hf
+        src = load_hf(args.init_from).state_dict()
+        bad = model.load_state_dict({k: v for k, v in src.items() if k != POS_KEY}, strict=False)
+        if bad.unexpected_keys or set(bad.missing_keys) - {POS_KEY}:
+            raise SystemExit(f"{args.init_from}: does not fit --size {args.size}: {bad}")
+        model.to(device)
+        print(f"weights from {args.init_from} (new CTC head and optimizer)", flush=True)
 
     held = []
     hdir = args.heldout or args.data
