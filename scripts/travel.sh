@@ -1,0 +1,53 @@
+#!/bin/sh
+# travel.sh: what goes to the GPU machine. The device tool sends the working tree (tracked
+# and untracked-not-ignored files, and the carried paths), at most 64 MiB a call; the tree
+# holds more than that once the demo model (models/cohere-demo-en, 15 MB) and its test clips
+# are in it. None of the GPU runs (scripts/gpu-check.sh, bench/, tools/train-demo/h200.sh)
+# reads those, so before a device call `slim` takes them out of the index and ignores them
+# locally (.git/info/exclude): they stay on disk, untouched, but do not travel. `full` puts
+# them back exactly as HEAD has them. Do not commit while slim: the commit would delete them
+# (`status` says which state the tree is in; a commit while slim is refused by the hook that
+# `slim` installs).
+#
+# usage: scripts/travel.sh status | slim | full      (from anywhere in the repository)
+# Not here: what each call carries (name .debs, .demo/espeak, ... in the tool's carry).
+set -eu
+cd "$(git rev-parse --show-toplevel)"
+PATHS="models/cohere-demo-en tests/data/demo fuzz/corpus"
+MARK="# travel.sh slim"
+EXCL=.git/info/exclude
+HOOK=.git/hooks/pre-commit
+
+size() {
+    git ls-files -co --exclude-standard -z | xargs -0 -r stat -c %s 2>/dev/null |
+        awk '{ s += $1 } END { printf "%.1f MiB", s / 1048576 }'
+}
+
+case "${1:-status}" in
+status)
+    if grep -qF "$MARK" "$EXCL" 2>/dev/null; then state=slim; else state=full; fi
+    echo "travel: $state; the tree that travels is $(size) (limit 64 MiB, carried paths on top)"
+    ;;
+slim)
+    grep -qF "$MARK" "$EXCL" 2>/dev/null && { echo "travel: already slim"; exit 0; }
+    git diff --quiet HEAD -- $PATHS || { echo "travel: uncommitted changes under $PATHS; commit them first" >&2; exit 1; }
+    git rm -r -q --cached --ignore-unmatch -- $PATHS
+    { echo "$MARK"; for p in $PATHS; do echo "/$p/"; done; echo "$MARK end"; } >> "$EXCL"
+    if [ ! -e "$HOOK" ]; then
+        printf '#!/bin/sh\n# installed by scripts/travel.sh\nif grep -qF "%s" .git/info/exclude; then\n    echo "pre-commit: the tree is slim (scripts/travel.sh); run scripts/travel.sh full first" >&2\n    exit 1\nfi\n' "$MARK" > "$HOOK"
+        chmod +x "$HOOK"
+    fi
+    echo "travel: slim; the tree that travels is $(size); scripts/travel.sh full puts $PATHS back"
+    ;;
+full)
+    git reset -q HEAD -- $PATHS
+    if grep -qF "$MARK" "$EXCL" 2>/dev/null; then
+        sed -i "/^$MARK\$/,/^$MARK end\$/d" "$EXCL"
+    fi
+    echo "travel: full; the tree that travels is $(size)"
+    ;;
+*)
+    echo "usage: scripts/travel.sh status | slim | full" >&2
+    exit 2
+    ;;
+esac
