@@ -1,0 +1,156 @@
+/*
+ * test_demo.c: the bundled demo model (models/cohere-demo-en, trained by
+ * tools/train-demo) transcribes real, if synthetic, speech: 20 held-out
+ * clips (tests/data/demo: sentences and voices it never trained on, FLAC)
+ * through the public API on the CPU, scored by word error rate against the
+ * sentences they were made from. The test fails when the WER is above
+ * DEMO_MAX_WER, or when fewer than DEMO_MIN_SAME of the 20 transcripts equal
+ * transformers' (fp32, CPU, greedy: the third column of clips.tsv, written
+ * by tools/train-demo/eval.py on the same files); it prints every clip that
+ * is not exact.
+ *
+ * This is the check that random weights cannot give: the fixtures compare
+ * numbers with transformers, this compares words with speech. The WER here
+ * is eval.py's: Levenshtein distance over whitespace-separated words,
+ * summed over clips, divided by the reference words; "normalised" lowers
+ * the case and drops punctuation first (apostrophes stay).
+ *
+ * Not here: the 200-clip measurement (tools/train-demo/eval.py) and parity
+ * with transformers (the fixtures). Without FFmpeg (no FLAC reader) the
+ * test says it is skipped.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "cohere_transcribe.h"
+
+#define DEMO_MODEL TEST_DATA_DIR "/../../models/cohere-demo-en"
+#define DEMO_DATA TEST_DATA_DIR "/demo"
+/* The bar for these 20 clips. The model measures 45.7% on them (43.9% on
+ * all 200; models/cohere-demo-en/README.md), far from issue 11's 10%, which
+ * needs more training; this bar is the measurement plus ten points, so that
+ * a broken engine, export or tokenizer (~100%) fails while the model stays. */
+#define DEMO_MAX_WER 55.0
+/* Transcripts that must equal transformers' to the letter: the same weights
+ * in f32 on both sides; one may differ by a near-tie in the argmax. */
+#define DEMO_MIN_SAME 19
+#define MAX_WORDS 64
+
+/* Splits s (modified) into at most MAX_WORDS words; returns the count. */
+static int split_words(char *s, char **w) {
+    int n = 0;
+    for (char *t = strtok(s, " \t\r\n"); t && n < MAX_WORDS; t = strtok(NULL, " \t\r\n")) w[n++] = t;
+    return n;
+}
+
+/* Lower case, punctuation removed except apostrophes (common.normalise). */
+static void normalise(char *s) {
+    char *o = s;
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (isalnum(c) || isspace(c) || c == '\'' || c >= 0x80) *o++ = (char)tolower(c);
+    }
+    *o = 0;
+}
+
+/* Word-level Levenshtein distance between ref and hyp; *n_ref gets the
+ * reference's word count. */
+static int word_errors(const char *ref, const char *hyp, bool norm, int *n_ref) {
+    char rb[1024], hb[1024];
+    snprintf(rb, sizeof rb, "%s", ref);
+    snprintf(hb, sizeof hb, "%s", hyp);
+    if (norm) {
+        normalise(rb);
+        normalise(hb);
+    }
+    char *r[MAX_WORDS], *h[MAX_WORDS];
+    int nr = split_words(rb, r), nh = split_words(hb, h);
+    int prev[MAX_WORDS + 1], cur[MAX_WORDS + 1];
+    for (int j = 0; j <= nh; j++) prev[j] = j;
+    for (int i = 1; i <= nr; i++) {
+        cur[0] = i;
+        for (int j = 1; j <= nh; j++) {
+            int sub = prev[j - 1] + (strcmp(r[i - 1], h[j - 1]) != 0);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof(int) * (size_t)(nh + 1));
+    }
+    *n_ref = nr;
+    return prev[nh];
+}
+
+static void word_error_rate_counts_words(void) {
+    int n = 0;
+    CHECK(word_errors("a b c d", "a b c d", false, &n) == 0 && n == 4);
+    CHECK(word_errors("a b c d", "a x c", false, &n) == 2 && n == 4);
+    CHECK(word_errors("a b", "a b c d", false, &n) == 2 && n == 2);
+    CHECK(word_errors("Hello, world.", "hello world", false, &n) == 2);
+    CHECK(word_errors("Hello, world.", "hello world", true, &n) == 0);
+    CHECK(word_errors("It's red.", "its red", true, &n) == 1);
+}
+
+static void demo_model_transcribes_held_out_speech(void) {
+    if (!ct_audio_has_ffmpeg()) {
+        printf("  skipped: this build has no FFmpeg to read FLAC (%s)\n", ct_audio_decoder_version());
+        return;
+    }
+    FILE *tsv = fopen(DEMO_DATA "/clips.tsv", "r");
+    CHECK_MSG(tsv, "cannot open %s", DEMO_DATA "/clips.tsv");
+    if (!tsv) return;
+    ct_options o;
+    ct_options_init(&o);
+    o.model_dir = DEMO_MODEL;
+    o.backend = CT_BACKEND_CPU;
+    o.n_threads = 2;
+    ct_session *s = NULL;
+    CHECK_OK(ct_session_open(&o, &s));
+    if (!s) {
+        fclose(tsv);
+        return;
+    }
+    int clips = 0, exact = 0, same = 0, errs = 0, words = 0, errs_norm = 0, words_norm = 0;
+    char line[1024];
+    while (fgets(line, sizeof line, tsv)) {
+        char *tab = strchr(line, '\t');
+        if (!tab) continue;
+        *tab = 0;
+        char *ref = tab + 1;
+        ref[strcspn(ref, "\r\n")] = 0;
+        char *hf = strchr(ref, '\t');
+        if (hf) *hf++ = 0;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", DEMO_DATA, line);
+        ct_result *r = NULL;
+        CHECK_OK(ct_transcribe_file(s, path, &r));
+        const char *hyp = r && r->text ? r->text : "";
+        while (*hyp == ' ') hyp++;
+        int n = 0, nn = 0;
+        int e = word_errors(ref, hyp, false, &n);
+        errs += e;
+        words += n;
+        errs_norm += word_errors(ref, hyp, true, &nn);
+        words_norm += nn;
+        clips++;
+        if (e == 0) exact++;
+        else printf("  %s: \"%s\" -> \"%s\" (%d of %d words wrong)\n", line, ref, hyp, e, n);
+        if (hf && !strcmp(hf, hyp)) same++;
+        else printf("  %s: transformers said \"%s\"\n", line, hf ? hf : "(not in clips.tsv)");
+        ct_result_free(r);
+    }
+    fclose(tsv);
+    ct_session_close(s);
+    double wer = 100.0 * errs / (words ? words : 1);
+    double wer_norm = 100.0 * errs_norm / (words_norm ? words_norm : 1);
+    printf("  demo model on %d held-out clips: WER %.2f%% (normalised %.2f%%), %d exact, %d as transformers\n",
+           clips, wer, wer_norm, exact, same);
+    CHECK_MSG(same >= DEMO_MIN_SAME, "%d of %d transcripts equal transformers', not %d", same, clips,
+              DEMO_MIN_SAME);
+    CHECK_MSG(clips == 20, "%s lists %d clips, not 20", DEMO_DATA "/clips.tsv", clips);
+    CHECK_MSG(wer <= DEMO_MAX_WER, "WER %.2f%% is above %.1f%%", wer, DEMO_MAX_WER);
+}
+
+TEST_MAIN(T(word_error_rate_counts_words), T(demo_model_transcribes_held_out_speech))
