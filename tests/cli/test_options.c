@@ -6,7 +6,9 @@
  * and `--model --verbose x.wav` (item 10); a file name with an escape
  * sequence is echoed escaped (item 11); --threads above the cores is
  * capped with a warning unless forced (item 12); output to /dev/full
- * fails (item 9); a Hub id is found in a fake Hugging Face cache.
+ * fails (item 9); a Hub id is found in a fake Hugging Face cache; without
+ * --model, $COHERE_TRANSCRIBE_MODEL or else the bundled demo model is used,
+ * and the demo model says its bundled sentence (what `make run` shows).
  */
 #include "cli_harness.h"
 
@@ -21,7 +23,6 @@ static void bad_flags_exit_2_naming_the_flag(void) {
         const char *needle;
     } cases[] = {
         {{"--bogus", B_WAV}, "--bogus"},
-        {{B_WAV}, "--model"},
         {{"--model", MODEL}, "no input files"},
         {{"--model", MODEL, "--threads", "abc", B_WAV}, "--threads"},
         {{"--model", MODEL, "--formats", "doc", B_WAV}, "--formats"},
@@ -50,6 +51,29 @@ static void bad_flags_exit_2_naming_the_flag(void) {
         CHECK_MSG(rc == 2 && h_err_has(cases[i].needle), "case %zu (%s): rc %d", i,
                   cases[i].needle, rc);
     }
+    h_rmtree();
+}
+
+#define DEMO TEST_DATA_DIR "/../../models/cohere-demo-en"
+
+static void default_model_is_the_env_or_the_demo(void) {
+    if (h_skip_without_cli()) return;
+    h_mkdtemp();
+    setenv("COHERE_TRANSCRIBE_MODEL", "/no/such/model", 1);
+    CHECK(h_run("--text-only", B_WAV, NULL) == 2 && h_err_has("/no/such/model") &&
+          h_err_has("COHERE_TRANSCRIBE_MODEL") && h_err_has("pass --model"));
+    setenv("COHERE_TRANSCRIBE_MODEL", MODEL, 1);
+    CHECK(h_run("--text-only", "--quiet", B_WAV, NULL) == 0 && h_out[0]);
+    /* --model wins over the variable */
+    CHECK(h_run("--model", "/no/such/dir", "--text-only", B_WAV, NULL) == 2 && h_err_has("/no/such/dir"));
+    unsetenv("COHERE_TRANSCRIBE_MODEL");
+    char *want = h_read(DEMO "/sample.txt");
+    CHECK_MSG(want, "no %s", DEMO "/sample.txt");
+    int rc = h_run("--text-only", "--quiet", "--device", "cpu", DEMO "/sample.wav", NULL);
+    CHECK_MSG(rc == 0 && want && !strcmp(h_out, want), "rc %d: the demo model said \"%s\", not \"%s\"", rc,
+              h_out, want ? want : "");
+    free(want);
+    CHECK(h_run("--help", NULL) == 0 && strstr(h_out, "models/cohere-demo-en"));
     h_rmtree();
 }
 
@@ -199,7 +223,7 @@ static void hub_ids_resolve_in_the_local_cache(void) {
     h_rmtree();
 }
 
-TEST_MAIN(T(bad_flags_exit_2_naming_the_flag), T(help_lists_every_flag),
+TEST_MAIN(T(default_model_is_the_env_or_the_demo), T(bad_flags_exit_2_naming_the_flag), T(help_lists_every_flag),
           T(stdin_folders_and_swallowed_values), T(dump_tensors_never_replaces_what_it_must_not),
           T(file_names_are_echoed_escaped), T(threads_above_the_cores_are_capped),
           T(a_full_stdout_is_a_failure), T(hub_ids_resolve_in_the_local_cache))

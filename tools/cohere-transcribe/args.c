@@ -21,7 +21,7 @@
 
 void cli_usage(FILE *f) {
     fprintf(f,
-"usage: " PROG " --model MODEL [options] [--] INPUT...\n"
+"usage: " PROG " [--model MODEL] [options] [--] INPUT...\n"
 "       " PROG " doctor [--model MODEL] [--model-revision REV]\n"
 "\n"
 "Transcribes audio files and folders with a Cohere Transcribe checkpoint and\n"
@@ -32,7 +32,10 @@ void cli_usage(FILE *f) {
 "model:\n"
 "  --model MODEL            checkpoint folder, or a Hub id (ORG/NAME) found in the\n"
 "                           local Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub,\n"
-"                           ~/.cache/huggingface/hub); nothing is downloaded\n"
+"                           ~/.cache/huggingface/hub); nothing is downloaded.\n"
+"                           Default: $" CLI_MODEL_ENV ", else the bundled demo\n"
+"                           model (synthetic English speech only):\n"
+"                           " CT_BUNDLED_MODEL "\n"
 "  --model-revision REV     cache revision: a ref (default main) or a commit hash\n"
 "  --language CODE          en fr de es it pt nl pl el ar ja zh vi ko (default en)\n"
 "  --punctuation            ask for punctuated text (default)\n"
@@ -351,8 +354,14 @@ int cli_parse_args(int argc, char **argv, int first, cli_opts *o, bool *out_exit
     }
     if (!retry_given && o->max_retry_tokens <= o->max_new_tokens) o->max_retry_tokens = 0;
     if (!o->model_arg) {
-        fprintf(stderr, PROG ": --model is required (see --help)\n");
-        return EXIT_USAGE;
+        const char *env = getenv(CLI_MODEL_ENV);
+        if (env && *env) {
+            o->model_arg = env;
+            o->model_from = CLI_MODEL_ENV;
+        } else {
+            o->model_arg = CT_BUNDLED_MODEL;
+            o->model_from = "the bundled demo model";
+        }
     }
     if (!o->n_paths) {
         fprintf(stderr, PROG ": no input files (see --help)\n");

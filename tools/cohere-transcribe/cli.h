@@ -27,6 +27,13 @@
 #include "cohere_transcribe.h"
 
 #define PROG "cohere-transcribe"
+/* The model used when --model is not given: $COHERE_TRANSCRIBE_MODEL, else
+ * the bundled demo model of the source tree the program was built from
+ * (CT_BUNDLED_MODEL, set by CMake). */
+#define CLI_MODEL_ENV "COHERE_TRANSCRIBE_MODEL"
+#ifndef CT_BUNDLED_MODEL
+#define CT_BUNDLED_MODEL "models/cohere-demo-en"
+#endif
 #define CLI_VERSION "0.1.0" /* keep with project(VERSION) in CMakeLists.txt */
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_SIGINT = 130, EXIT_SIGTERM = 143 };
@@ -34,7 +41,8 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_SIGINT = 130, EXIT_SIG
 typedef enum existing_policy { EXISTING_ERROR = 0, EXISTING_OVERWRITE, EXISTING_SKIP } existing_policy;
 
 typedef struct cli_opts {
-    const char *model_arg;      /* --model as given */
+    const char *model_arg;      /* --model as given, else the default (cli_default_model) */
+    const char *model_from;     /* NULL: --model; else where the default came from */
     const char *revision;       /* --model-revision; NULL: main */
     char *model_dir;            /* resolved folder (owned) */
     const char *language;

@@ -50,6 +50,9 @@ int main(int argc, char **argv) {
     if (o.quiet && tg_log_get_level() < TG_LOG_ERROR) tg_log_set_level(TG_LOG_ERROR);
     if (o.verbose && tg_log_get_level() > TG_LOG_INFO) tg_log_set_level(TG_LOG_INFO);
     if (!(o.model_dir = cli_resolve_model(o.model_arg, o.revision))) {
+        if (o.model_from)
+            fprintf(stderr, PROG ": no --model given, so %s was tried (%s); pass --model MODEL\n",
+                    o.model_from, o.model_arg);
         rc = EXIT_USAGE;
         goto out;
     }
