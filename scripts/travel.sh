@@ -15,8 +15,8 @@ set -eu
 cd "$(git rev-parse --show-toplevel)"
 PATHS="models/cohere-demo-en tests/data/demo fuzz/corpus"
 MARK="# travel.sh slim"
-EXCL=.git/info/exclude
-HOOK=.git/hooks/pre-commit
+EXCL=$(git rev-parse --git-path info/exclude)
+HOOK=$(git rev-parse --git-path hooks)/pre-commit
 
 size() {
     git ls-files -co --exclude-standard -z | xargs -0 -r stat -c %s 2>/dev/null |
@@ -31,10 +31,11 @@ status)
 slim)
     grep -qF "$MARK" "$EXCL" 2>/dev/null && { echo "travel: already slim"; exit 0; }
     git diff --quiet HEAD -- $PATHS || { echo "travel: uncommitted changes under $PATHS; commit them first" >&2; exit 1; }
+    mkdir -p "$(dirname "$EXCL")" "$(dirname "$HOOK")"
     git rm -r -q --cached --ignore-unmatch -- $PATHS
     { echo "$MARK"; for p in $PATHS; do echo "/$p/"; done; echo "$MARK end"; } >> "$EXCL"
     if [ ! -e "$HOOK" ]; then
-        printf '#!/bin/sh\n# installed by scripts/travel.sh\nif grep -qF "%s" .git/info/exclude; then\n    echo "pre-commit: the tree is slim (scripts/travel.sh); run scripts/travel.sh full first" >&2\n    exit 1\nfi\n' "$MARK" > "$HOOK"
+        printf '#!/bin/sh\n# installed by scripts/travel.sh\nif grep -qF "%s" "$(git rev-parse --git-path info/exclude)"; then\n    echo "pre-commit: the tree is slim (scripts/travel.sh); run scripts/travel.sh full first" >&2\n    exit 1\nfi\n' "$MARK" > "$HOOK"
         chmod +x "$HOOK"
     fi
     echo "travel: slim; the tree that travels is $(size); scripts/travel.sh full puts $PATHS back"
