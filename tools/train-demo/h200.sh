@@ -45,7 +45,7 @@ if [ ! -f "$D/ckpt/full.pt" ] && [ -f "$D/resume/small.pt" ]; then
     cp "$D/resume/small.pt" "$D/ckpt/small.pt"
 fi
 log "training ($SESSION min of $MINUTES)"
-n0=$(wc -l < "$D/ckpt/train.log" 2>/dev/null || echo 0)
+n0=$(cat "$D/ckpt/train.log" 2>/dev/null | wc -l)
 # Copy each new checkpoint and the log into $OUT as they come: a call killed at its time
 # limit (which is the device time left, when that is less than asked) still brings back
 # what $OUT holds, so at most save-every steps are lost.
