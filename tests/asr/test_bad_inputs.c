@@ -281,7 +281,10 @@ static void cli_usage_errors_exit_2(void) {
     char a[1024];
     CHECK(run_cli("--help") == 0);
     CHECK(run_cli("--bogus x.wav") == 2 && err_has("--bogus"));
-    CHECK(run_cli(TINY "/audio/a.wav") == 2 && err_has("--model"));
+    /* without --model, a default that is not there is a usage error naming it */
+    setenv("COHERE_TRANSCRIBE_MODEL", "/no/such/model", 1);
+    CHECK(run_cli(TINY "/audio/a.wav") == 2 && err_has("COHERE_TRANSCRIBE_MODEL") && err_has("/no/such/model"));
+    unsetenv("COHERE_TRANSCRIBE_MODEL");
     snprintf(a, sizeof a, "%s", m);
     CHECK(run_cli(a) == 2 && err_has("no input files"));
     snprintf(a, sizeof a, "%s/nope.wav", m);
