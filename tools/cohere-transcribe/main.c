@@ -1,7 +1,7 @@
 /*
  * cohere-transcribe: the command-line front end of the ct_ API.
  *
- *   cohere-transcribe --model MODEL [options] [--] INPUT...
+ *   cohere-transcribe [--model MODEL] [options] [--] INPUT...   (default model: cli.h)
  *   cohere-transcribe doctor [--model MODEL]
  *
  * Order of work, so that a mistake costs nothing: parse the options (exit
