@@ -353,16 +353,7 @@ int cli_parse_args(int argc, char **argv, int first, cli_opts *o, bool *out_exit
         return EXIT_USAGE;
     }
     if (!retry_given && o->max_retry_tokens <= o->max_new_tokens) o->max_retry_tokens = 0;
-    if (!o->model_arg) {
-        const char *env = getenv(CLI_MODEL_ENV);
-        if (env && *env) {
-            o->model_arg = env;
-            o->model_from = CLI_MODEL_ENV;
-        } else {
-            o->model_arg = CT_BUNDLED_MODEL;
-            o->model_from = "the bundled demo model";
-        }
-    }
+    if (!o->model_arg) o->model_arg = cli_default_model(&o->model_from);
     if (!o->n_paths) {
         fprintf(stderr, PROG ": no input files (see --help)\n");
         return EXIT_USAGE;

@@ -41,7 +41,7 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_SIGINT = 130, EXIT_SIG
 typedef enum existing_policy { EXISTING_ERROR = 0, EXISTING_OVERWRITE, EXISTING_SKIP } existing_policy;
 
 typedef struct cli_opts {
-    const char *model_arg;      /* --model as given, else the default (cli_default_model) */
+    const char *model_arg;      /* --model as given, else cli_default_model() */
     const char *model_from;     /* NULL: --model; else where the default came from */
     const char *revision;       /* --model-revision; NULL: main */
     char *model_dir;            /* resolved folder (owned) */
@@ -85,6 +85,11 @@ bool cli_parse_double(const char *flag, const char *v, double lo, double hi, dou
 /* model_path.c: a folder as is, or ORG/NAME in the local Hugging Face
  * cache. Returns a new path (free), or NULL after printing where it looked. */
 char *cli_resolve_model(const char *arg, const char *revision);
+/* The model used when --model is not given: $COHERE_TRANSCRIBE_MODEL when set
+ * and not empty, else CT_BUNDLED_MODEL. *out_from gets where it came from:
+ * CLI_MODEL_ENV or "the bundled demo model". Both strings are static or the
+ * environment's. */
+const char *cli_default_model(const char **out_from);
 
 /* inputs.c */
 typedef enum input_state { IN_PENDING = 0, IN_SKIPPED, IN_FAILED, IN_DONE } input_state;

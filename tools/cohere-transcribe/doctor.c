@@ -138,8 +138,11 @@ int cli_doctor(int argc, char **argv) {
     check_cache();
     line(ct_audio_has_ffmpeg() ? "ok" : "warn", "audio decoder: %s%s", ct_audio_decoder_version(),
          ct_audio_has_ffmpeg() ? "" : " (no FFmpeg in this build: WAV only)");
-    if (!model && (model = getenv(CLI_MODEL_ENV)) && *model) line("ok", "model from $" CLI_MODEL_ENV);
-    else if (!model || !*model) model = CT_BUNDLED_MODEL;
+    if (!model || !*model) {
+        const char *from;
+        model = cli_default_model(&from);
+        if (!strcmp(from, CLI_MODEL_ENV)) line("ok", "model from $" CLI_MODEL_ENV);
+    }
     check_model(model, rev);
     if (fflush(stdout) != 0) return EXIT_FAILED;
     return failures ? EXIT_FAILED : EXIT_OK;

@@ -4,7 +4,9 @@
  * it out: CACHE/models--ORG--NAME/refs/REV holds a commit hash, and
  * CACHE/models--ORG--NAME/snapshots/HASH/ is the checkpoint. The caches
  * tried, in order: $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub.
- * --model-revision is a ref name (default main) or a commit hash.
+ * --model-revision is a ref name (default main) or a commit hash. Without
+ * --model, cli_default_model: $COHERE_TRANSCRIBE_MODEL, else the bundled
+ * demo model.
  *
  * Nothing is downloaded: when the model is not there, the message lists
  * every place looked at and how to fetch it.
@@ -49,6 +51,16 @@ static bool read_ref(const char *path, char *buf, size_t size) {
     fclose(f);
     if (ok) buf[strcspn(buf, "\r\n \t")] = 0;
     return ok && buf[0];
+}
+
+const char *cli_default_model(const char **out_from) {
+    const char *env = getenv(CLI_MODEL_ENV);
+    if (env && *env) {
+        *out_from = CLI_MODEL_ENV;
+        return env;
+    }
+    *out_from = "the bundled demo model";
+    return CT_BUNDLED_MODEL;
 }
 
 char *cli_resolve_model(const char *arg, const char *revision) {
