@@ -183,7 +183,7 @@ def main():
             if a.keep and os.path.exists(shard):
                 with np.load(shard) as z:
                     if list(z["texts"]) == part:
-                        seconds += len(z["audio"]) / SR
+                        seconds += z["offsets"][-1] / SR
                         continue
             jobs = [(a.espeak, "train", a.seed, sh + i, s, a.clean) for i, s in enumerate(part)]
             res = pool.map(synth_one, jobs, chunksize=16)
