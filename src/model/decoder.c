@@ -194,9 +194,10 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     int L = m->n_dec_layers, H = m->dec_heads, hd = m->dec_head_dim;
     /* F32 caches. BF16 ones (set_rows and attention take them) would halve
      * what a step reads (1.8 GB of cross K/V at batch 64), but measured on
-     * the H200 (2026-12-01, bench/README.md) the step got slower, not
-     * faster: 3.17 -> 3.77 ms at batch 64, 1.33 -> 1.48 at batch 1, since
-     * the split attention is bound by its loads' latency, not bandwidth. */
+     * the H200 the step got slower, not faster: 3.17 -> 3.77 ms at batch
+     * 64 (2026-12-01, the general split kernel) and again 2.61 -> 2.95 ms
+     * with attn_decode (2026-12-02, bench/README.md): the step's attention
+     * is bound by its trips to memory, not by the bytes. */
     tg_type kv_type = TG_F32;
     s->m = m;
     s->sched = sched;

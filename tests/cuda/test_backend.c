@@ -181,17 +181,41 @@ static tg_tensor *in2(tg_ctx *ctx, tg_type t, int64_t a, int64_t b) {
     return x;
 }
 
-/* A conformer-like feed-forward block: norm, matmul+bias+relu (fused),
+/* A feed-forward block on `cols` columns: norm, matmul+bias+relu (fused),
  * matmul+bias, residual, with BF16 weights. */
-static tg_tensor *build_ffn(tg_ctx *ctx) {
-    tg_tensor *x = in2(ctx, TG_F32, 256, 37);
+static tg_tensor *ffn_block(tg_ctx *ctx, int64_t cols, int64_t hidden) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, cols);
     tg_tensor *w = in2(ctx, TG_F32, 256, 1), *b = in2(ctx, TG_F32, 256, 1);
-    tg_tensor *w1 = in2(ctx, TG_BF16, 256, 512), *b1 = in2(ctx, TG_F32, 512, 1);
-    tg_tensor *w2 = in2(ctx, TG_BF16, 512, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *w1 = in2(ctx, TG_BF16, 256, hidden), *b1 = in2(ctx, TG_F32, hidden, 1);
+    tg_tensor *w2 = in2(ctx, TG_BF16, hidden, 256), *b2 = in2(ctx, TG_F32, 256, 1);
     tg_tensor *h = tg_layer_norm(ctx, x, tg_view_1d(ctx, w, 256, 0), tg_view_1d(ctx, b, 256, 0), 1e-5f);
     h = tg_relu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, h), b1));
     h = tg_add(ctx, tg_mul_mat(ctx, w2, h), b2);
     return tg_add(ctx, h, x);
+}
+
+/* The conformer-like block on 37 frames (cuBLASLt). */
+static tg_tensor *build_ffn(tg_ctx *ctx) { return ffn_block(ctx, 37, 512); }
+
+/* The decoder step's shape: two columns (one token of two batch rows),
+ * products by matvec.cu with the bias (+ relu) added there, the first
+ * reading the layer norm's BF16 store. */
+static tg_tensor *build_ffn_vec(tg_ctx *ctx) { return ffn_block(ctx, 2, 1000); }
+
+/* One query per head over an F32 cache (attn_decode), and the same over
+ * BF16 keys and values with D = 256 (two float4 groups a lane). */
+static tg_tensor *build_attn_step(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 150, H = 4, B = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+static tg_tensor *build_attn_step_bf16(tg_ctx *ctx) {
+    int64_t D = 256, Tk = 37, H = 2, B = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    return tg_set_prec(tg_attention(ctx, q, k, v, NULL, 0.0625f), TG_PREC_F32);
 }
 
 /* The conformer's FFN shape with SiLU: the SiLU stores BF16 straight for
@@ -477,6 +501,12 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     compare_with_cpu(b, build_attn_dec, 2, 5e-4, "attention D=128 f16 kv, f32 precision");
     compare_with_cpu(b, build_attn_dec_mma, 2, 5e-4, "attention D=128 f16 kv, tensor cores");
     compare_with_cpu(b, build_attn_masked_rows, 2, 5e-4, "attention with fully masked rows");
+    int mv = c->n_matvec, ad = c->n_attn_decode;
+    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (matvec, bias+relu)");
+    CHECK(c->n_matvec >= mv + 2); /* both products, encoded at least once */
+    compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
+    compare_with_cpu(b, build_attn_step_bf16, 2, 5e-4, "attention step, bf16 kv, D=256");
+    CHECK(c->n_attn_decode >= ad + 2);
     compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");
     compare_with_cpu(b, build_rows_conv, 2, 1e-6, "rows and convolutions");
     compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");

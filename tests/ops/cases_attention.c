@@ -169,6 +169,14 @@ void cases_attention(case_list *l) {
         {256, 256, 2, 64, 1, 1, MASK_NONE, 0, L_CONT, -0.125f},
         {128, 128, 1, 266, 8, 2, MASK_SHARED, 1, L_CONT, 0},
         {160, 160, 5, 333, 2, 1, MASK_PER_HEAD, 0, L_T12, 0},
+        /* One query per head at D = 128 or 256 (attn_decode for F32 and
+         * BF16 rows): few keys, a single key, fully masked rows, strided
+         * heads, many keys at F32 precision */
+        {256, 256, 1, 77, 2, 3, MASK_FULL, 0, L_T12, 0},
+        {128, 128, 1, 5, 3, 2, MASK_FULL, 0, L_CONT, 0},
+        {128, 128, 1, 1, 2, 1, MASK_NONE, 0, L_CONT, 0},
+        {128, 128, 1, 1000, 2, 1, MASK_PER_HEAD, 1, L_CONT, 0},
+        {128, 128, 1, 138, 8, 5, MASK_FULL, 0, L_T12, -0.2f},
     };
     /* BF16 keys and values: the decoder's caches on a GPU (the CPU backend
      * takes F32 and F16 only and skips them) */

@@ -63,6 +63,16 @@ void cases_matmul(case_list *l) {
         {{65, 33, 1, 1}, L_CONT, {65, 7, 1, 1}, L_CONT, 1},
         {{1280, 32, 1, 1}, L_CONT, {1280, 65, 1, 1}, L_CONT, 1},
         {{33, 9, 2, 1}, L_CONT, {33, 5, 2, 1}, L_T12, 1},
+        /* Few columns against BF16 weights: the GPU's matvec.cu (one or
+         * two columns, K a multiple of 8): columns from batch dims, fc2's
+         * K, one past the most it takes, padded weight rows, F32
+         * precision, permuted activations */
+        {{1024, 64, 1, 1}, L_CONT, {1024, 1, 2, 1}, L_CONT, 0},
+        {{4096, 40, 1, 1}, L_CONT, {4096, 1, 1, 1}, L_CONT, 0},
+        {{512, 24, 1, 1}, L_CONT, {512, 3, 1, 1}, L_CONT, 0},
+        {{256, 72, 1, 1}, L_ROWPAD, {256, 2, 1, 1}, L_CONT, 0},
+        {{1024, 50, 1, 1}, L_CONT, {1024, 2, 1, 1}, L_CONT, 1},
+        {{512, 20, 1, 1}, L_CONT, {512, 1, 2, 1}, L_T12, 0},
     };
     static const tg_type tt[] = {TG_F32, TG_F16, TG_BF16};
     char s0[96], s1[96];

@@ -80,6 +80,7 @@ void cases_norm_reduce(case_list *l) {
         {{1, 1, 1, 1}, L_CONT, 0, -0.5f, 1.5f},   {{7, 3, 1, 1}, L_CONT, 0, -0.5f, 1.5f},
         {{33, 5, 2, 2}, L_CONT, 0, -0.5f, 1.5f},  {{1280, 7, 1, 1}, L_CONT, 0, -0.5f, 1.5f},
         {{65, 7, 3, 1}, L_ROWPAD, 0, -0.5f, 1.5f}, {{33, 8, 1, 1}, L_T01, 0, -0.5f, 1.5f},
+        {{16384, 3, 1, 1}, L_CONT, 0, -0.5f, 1.5f}, /* the decoder's logit sums */
     };
     static const tg_op sops[] = {TG_OP_SUM_ROWS, TG_OP_MEAN};
     for (size_t o = 0; o < 2; o++)
@@ -100,6 +101,7 @@ void cases_norm_reduce(case_list *l) {
         {{5000, 2, 1, 1}, L_CONT, 1, -100, 100}, {{65, 7, 3, 1}, L_ROWPAD, 1, 0, 3},
         {{7, 33, 1, 1}, L_T01, 1, 0, 2},
         {{1000, 4, 1, 1}, L_CONT, 2, -5, 5},
+        {{16384, 2, 1, 1}, L_CONT, 1, 0, 4},     /* ties over a vocabulary's row */
     };
     for (size_t k = 0; k < sizeof args / sizeof args[0]; k++) {
         case_params p = cp_new();

@@ -800,12 +800,15 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     c->use_fusion = tg_cuda_env_int("CT_CUDA_FUSION", 1) != 0;
     c->use_pdl = dev->props.cc_major >= 9 && tg_cuda_env_int("CT_CUDA_PDL", 1) != 0;
     c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
+    c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
+    c->use_attn_decode = tg_cuda_env_int("CT_CUDA_ATTN_DECODE", 1) != 0;
     c->profile = tg_cuda_env_int("CT_CUDA_PROFILE", 0);
     c->debug = tg_cuda_env_int("CT_CUDA_DEBUG", 0);
     c->check_finite = tg_cuda_env_int("CT_CUDA_CHECK_FINITE", 0);
     c->sync_timeout_ms = tg_cuda_env_int("CT_CUDA_SYNC_TIMEOUT_MS", 600000);
     const char *dump = getenv("CT_CUDA_DUMP_GRAPH");
     if (dump && *dump) c->dump_path = tg_strdup(dump);
+    c->dump_skip = tg_cuda_env_int("CT_CUDA_DUMP_GRAPH_SKIP", 0);
     /* the workspace counts as the backend's memory (tg_backend_stats) */
     tg_backend_note_memory(b, (int64_t)c->lt_ws_size);
     *out_backend = b;

@@ -219,6 +219,8 @@ typedef struct tg_cuda_ctx {
     uint64_t n_computes;
     bool use_graphs, use_concurrency, use_fusion;
     bool use_pdl;              /* programmatic dependent launch (sm_90)      */
+    bool use_matvec;           /* CT_CUDA_MATVEC: few-column products (matvec.cu) */
+    bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */
     bool capturing;            /* encoding into a stream capture              */
 
@@ -227,8 +229,10 @@ typedef struct tg_cuda_ctx {
     int debug;                 /* CT_CUDA_DEBUG                              */
     int check_finite;          /* CT_CUDA_CHECK_FINITE: nodes still to report */
     char *dump_path;           /* CT_CUDA_DUMP_GRAPH: the next graph goes here */
+    int dump_skip;             /* CT_CUDA_DUMP_GRAPH_SKIP: computes before it */
     int n_fused[TG_FUSED_KINDS]; /* fusion counts by kind (cuda_ops.c)        */
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
+    int n_matvec, n_attn_decode;  /* encodes of matvec.cu and attn_decode    */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores

@@ -211,7 +211,41 @@ static size_t attn_split_scratch(const tg_tensor *n) {
     return tg_cuda_align256(n_split * (size_t)(q->ne[1] * q->ne[2] * q->ne[3]) * (size_t)(n->src[2]->ne[0] + 2) * 4);
 }
 
+/* One query per row over K/V rows that load as whole vectors
+ * (attention_split.cu's attn_decode): the decoder's step. */
+static bool kv_rows_ok(const tg_tensor *t) {
+    size_t es = t->type == TG_F32 ? 4 : 2, al = 4 * es;
+    if ((t->type != TG_F32 && t->type != TG_BF16) || t->nb[0] != es || ((uintptr_t)t->data % al) != 0) return false;
+    for (int d = 1; d < 4; d++)
+        if (t->ne[d] > 1 && t->nb[d] % al != 0) return false;
+    return true;
+}
+
+static bool attn_decodes(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    return c->use_attn_decode && q->ne[1] == 1 && q->ne[0] == v->ne[0] && (q->ne[0] == 128 || q->ne[0] == 256) && k->ne[1] >= 1 &&
+           q->ne[2] <= 65535 && q->ne[3] <= 65535 && kv_rows_ok(k) && kv_rows_ok(v);
+}
+
+/* Keys per warp: one round of loads (8 keys at D = 128, 4 at 256), so a
+ * call has ceil(Tk / 32) (or / 16) x H x B blocks of 4 warps and every
+ * warp's loads are issued at once; more only past 65535 chunks. */
+enum { ATD_WARPS = TG_ATD_WARPS };
+static int attn_decode_kpw(const tg_tensor *n) {
+    int64_t ku = n->src[0]->ne[0] == 128 ? 8 : 4, kpw = ku;
+    while ((n->src[1]->ne[1] + ATD_WARPS * kpw - 1) / (ATD_WARPS * kpw) > 65535) kpw += ku;
+    return (int)kpw;
+}
+
+static int64_t attn_decode_splits(const tg_tensor *n) {
+    int64_t chunk = (int64_t)ATD_WARPS * attn_decode_kpw(n);
+    return (n->src[1]->ne[1] + chunk - 1) / chunk;
+}
+
 static size_t attn_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
+    if (attn_decodes(c, n))
+        return tg_cuda_align256((size_t)attn_decode_splits(n) * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
+                                (size_t)(n->src[0]->ne[0] + 2) * 4);
     if (attn_splits(n)) return attn_split_scratch(n);
     if (!attn_packs(c, n)) return 0;
     const tg_tensor *q = n->src[0], *v = n->src[2];
@@ -429,6 +463,19 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
                                 : LAUNCH(c, s, module, "", kernel, (unsigned)tg_nrows((n)->src[0]), 1, 1,       \
                                          row_block((n)->src[0]->ne[0]), 0, args))
 
+/* A reduction (reduce.cu) with one block per row of node n's source: up
+ * to 1024 threads, so a row of the vocabulary's 16384 logits takes four
+ * float4 loads a thread instead of 64 one by one. */
+static unsigned reduce_block(int64_t ne0) {
+    unsigned b = 32;
+    while (b < 1024 && (int64_t)b * 16 < ne0) b *= 2;
+    return b;
+}
+#define LAUNCH_REDUCE(c, s, kernel, n, args)                                                                    \
+    (tg_nrows((n)->src[0]) == 0 ? NULL                                                                          \
+                                : LAUNCH(c, s, "reduce.cu", "", kernel, (unsigned)tg_nrows((n)->src[0]), 1, 1, \
+                                         reduce_block((n)->src[0]->ne[0]), 0, args))
+
 /* F32 rows contiguous in dim 0 and 16-byte aligned everywhere a warp's
  * float4 loads land, short enough for the registers (softmax.cu's
  * TG_SM_WV: 4*32*12 floats). */
@@ -450,6 +497,20 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
+    if (attn_decodes(c, n)) {
+        int kpw = attn_decode_kpw(n);
+        int64_t n_split = attn_decode_splits(n);
+        c->n_attn_decode++;
+        tg_args_attn_decode da = {.part = c->scratch, .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m),
+                                  .has_mask = m != NULL, .scale = scale, .kpw = kpw};
+        tg_status st = D == 128 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode, (unsigned)n_split, (unsigned)H,
+                                         (unsigned)B, ATD_WARPS * 32, 0, da)
+                                : LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256, (unsigned)n_split,
+                                         (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da);
+        if (st) return st;
+        tg_args_attn_split_combine ca = {.o = desc(n), .part = c->scratch, .n_split = (int)n_split, .tq = 1, .h = (int)H};
+        return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, 1, (unsigned)H, (unsigned)B, 128, 0, ca);
+    }
     if (attn_splits(n)) {
         tg_args_attn_split sa = {.part = c->scratch, .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m),
                                  .has_mask = m != NULL, .scale = scale};
@@ -615,6 +676,47 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     return LAUNCH_FLAT(c, s, "copy.cu", cpy, g);
 }
 
+/* Columns of t (dims 1-3) evenly spaced at nb[1]: column c at c * nb[1]. */
+static bool even_columns(const tg_tensor *t) {
+    return (t->ne[2] <= 1 || t->nb[2] == t->nb[1] * (size_t)t->ne[1]) &&
+           (t->ne[3] <= 1 || t->nb[3] == t->nb[2] * (size_t)t->ne[2]);
+}
+
+/* A product with few columns against BF16 weights (matvec.cu): the
+ * decoder's step. The kernel takes up to TG_MV_MAXM columns, but on the
+ * H200 (2026-12-02, a full-size decoder step) it beat cuBLASLt only for
+ * one (6.6 against ~11 us a product at batch 1); at 8 columns it was
+ * slower (17 us, the step 1.70 ms against 1.20 with cuBLASLt), so the
+ * decoder's batches of more than two rows go to cuBLASLt. x is F32 as the node says, or BF16 when its producer
+ * stored it so (stored). */
+enum { MATVEC_MAX_COLUMNS = 2 };
+static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored) {
+    const tg_tensor *w = n->src[0], *x = n->src[1];
+    int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
+    if (!c->use_matvec || M > MATVEC_MAX_COLUMNS || w->type != TG_BF16 || w->ne[2] != 1 || w->ne[3] != 1 || w->nb[0] != 2 ||
+        w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || w->ne[0] % 8 != 0 || w->ne[1] < 1 ||
+        w->ne[1] > (int64_t)1 << 34 || M < 1 || M > TG_MV_MAXM)
+        return false;
+    if (out->type != TG_F32 || out->nb[0] != 4 || !even_columns(out) || ((uintptr_t)out->data & 3) != 0) return false;
+    if (stored == TG_BF16) return ((uintptr_t)x->data & 15) == 0;
+    return stored == TG_F32 && x->type == TG_F32 && x->nb[0] == 4 && x->nb[1] % 16 == 0 && even_columns(x) &&
+           ((uintptr_t)x->data & 15) == 0;
+}
+
+static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_tensor *bias, bool relu,
+                                const tg_tensor *out, tg_type stored) {
+    if (!matvec_ok(c, n, out, stored)) return tg_cuda_encode_mul_mat(c, s, n, bias, relu, out, stored);
+    const tg_tensor *w = n->src[0], *x = n->src[1];
+    int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
+    tg_args_mul_mat_vec a = {.w = dptr(w->data), .x = dptr(x->data), .out = dptr(out->data),
+                             .bias = bias ? dptr(bias->data) : 0, .n = w->ne[1], .k = w->ne[0],
+                             .lda = (int64_t)w->nb[1], .ldx = stored == TG_BF16 ? 2 * w->ne[0] : (int64_t)x->nb[1],
+                             .ldo = M > 1 ? (int64_t)out->nb[1] : 0, .m = (int32_t)M,
+                             .x_bf16 = stored == TG_BF16, .relu = relu};
+    c->n_matvec++;
+    return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, 0, a);
+}
+
 /* The type nodes[i]'s source `src` was stored in (the emit fusion). */
 static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
     if (!c->emit) return TG_F32;
@@ -629,8 +731,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         const tg_tensor *add = nodes[i + 1];
         const tg_tensor *bias = add->src[0] == n ? add->src[1] : add->src[0];
         c->n_fused[len == 3 ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
-        return tg_cuda_encode_mul_mat(c, s, n, bias, len == 3, nodes[i + len - 1],
-                                      stored_type(c, nodes, i, n->src[1]));
+        return encode_product(c, s, n, bias, len == 3, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]));
     }
     int out16 = TG_EMIT_F32;
     if (c->emit && c->emit[i] != TG_F32) {
@@ -650,7 +751,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16);
     case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16);
     case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16);
-    case TG_OP_MUL_MAT: return tg_cuda_encode_mul_mat(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
+    case TG_OP_MUL_MAT: return encode_product(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
     case TG_OP_LAYER_NORM:
         if (n->src[1] || n->src[2]) c->n_fused[TG_FUSED_NORM_AFFINE]++;
         return encode_layer_norm(c, s, n, out16);
@@ -676,12 +777,12 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     }
     case TG_OP_ARGMAX: {
         tg_args_argmax a = {.o = dd, .a = da};
-        return LAUNCH_ROWS(c, s, "reduce.cu", argmax, n, a);
+        return LAUNCH_REDUCE(c, s, argmax, n, a);
     }
     case TG_OP_SUM_ROWS:
     case TG_OP_MEAN: {
         tg_args_sum_rows a = {.o = dd, .a = da, .div = n->op == TG_OP_MEAN ? (float)n->src[0]->ne[0] : 1.0f};
-        return LAUNCH_ROWS(c, s, "reduce.cu", sum_rows, n, a);
+        return LAUNCH_REDUCE(c, s, sum_rows, n, a);
     }
     case TG_OP_GET_ROWS: {
         tg_args_get_rows a = {.d = dd, .a = da, .ids = db, .n = tg_nelements(n)};

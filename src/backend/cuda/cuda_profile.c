@@ -28,7 +28,9 @@ void tg_cuda_prof_begin(tg_cuda_ctx *c, const tg_graph *g, int n_runs, cuda_prof
     const tg_cu_api *cu = c->dev->cu;
     cuda_prof *pf = out_pf;
     memset(pf, 0, sizeof *pf);
-    if (c->dump_path) {
+    if (c->dump_path && c->dump_skip > 0) {
+        c->dump_skip--;
+    } else if (c->dump_path) {
         pf->dump = fopen(c->dump_path, "w");
         if (!pf->dump) TG_WARN("%s: cannot write the graph dump to %s", c->name, c->dump_path);
         else fprintf(pf->dump, "# %s: graph of %d nodes, %d concurrency runs\n", c->name, g->n_nodes, n_runs);
@@ -113,12 +115,12 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c) {
     fprintf(stderr,
             "[debug] %s: %" PRIu64 " computes: %d direct, %d graph replays, %d captures, %d updates; fused: "
             "%d matmul+bias, %d matmul+bias+relu, %d layer norm+affine, %d softmax+scale/mask, %d attention, "
-            "%d glu, %d norm/elementwise storing bf16/f16 for a product; %d kernel files compiled, %d from the "
-            "cache\n",
+            "%d glu, %d norm/elementwise storing bf16/f16 for a product; encoded: %d matvec, %d attention "
+            "decode; %d kernel files compiled, %d from the cache\n",
             c->name, c->n_computes, c->n_direct, c->n_graph_hits, c->n_graph_captures, c->n_graph_updates,
             c->n_fused[TG_FUSED_MM_BIAS], c->n_fused[TG_FUSED_MM_BIAS_RELU], c->n_fused[TG_FUSED_NORM_AFFINE],
             c->n_fused[TG_FUSED_SOFTMAX], c->n_fused[TG_FUSED_ATTENTION], c->n_fused[TG_FUSED_GLU],
-            c->n_fused[TG_FUSED_EMIT], dev->n_compiled, dev->n_cache_hits);
+            c->n_fused[TG_FUSED_EMIT], c->n_matvec, c->n_attn_decode, dev->n_compiled, dev->n_cache_hits);
 }
 
 /* ------------------------------------------------------ finite check */

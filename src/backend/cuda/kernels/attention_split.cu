@@ -125,7 +125,151 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split(const tg_ar
     }
 }
 
-/* One block per query row (qi, h, b): the chunks rescaled to the common max. */
+/* attn_decode: the step's common case, one query per (head, batch row)
+ * (Tq == 1), D == Dv = 128 (attn_decode) or 256 (attn_decode_d256), K and
+ * V rows contiguous F32 or BF16 and 16/8-byte aligned. attn_split above is
+ * general but reads element by element with a type switch and an offset
+ * per load; here each lane holds 4 (or 8) dimensions, so one key's row is a
+ * float4 (or 8-byte) load per lane, coalesced, and each warp runs its own
+ * online softmax over kpw keys, KU at a time with all their K and V rows
+ * and mask values loaded before any reduction: a block's time is its trips
+ * to memory (measured at batch 64 on the H200, gating the rows' loads on
+ * the mask, a second trip, kept the cross-attention at ~1.6 TB/s), so a
+ * round is one trip, and a masked key (-inf) is loaded and dropped. The
+ * block's warps are merged in shared memory and the chunk's
+ * partial (attn_split's layout) goes to the scratch for attn_split_combine.
+ * G: float4 groups per lane (D / 128). */
+#define ATD_WARPS TG_ATD_WARPS
+
+__device__ __forceinline__ void atd_row(const char *p, int type, int g, int lane, float r[4]) {
+    if (type == TG_KT_F32) {
+        float4 x = ((const float4 *)p)[lane + 32 * g];
+        r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
+    } else {
+        uint2 x = ((const uint2 *)p)[lane + 32 * g];
+        r[0] = __uint_as_float(x.x << 16), r[1] = __uint_as_float(x.x & 0xffff0000u);
+        r[2] = __uint_as_float(x.y << 16), r[3] = __uint_as_float(x.y & 0xffff0000u);
+    }
+}
+
+template <int G, int KU>
+__device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
+    float *part = (float *)args.part;
+    const tg_t &q = args.q, &k = args.k, &v = args.v, &mask = args.mask;
+    constexpr int D = 128 * G;
+    const int H = (int)q.ne[2], B = (int)q.ne[3];
+    const i64 Tk = k.ne[1];
+    const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, kpw = args.kpw;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __shared__ float os[ATD_WARPS][D];
+    __shared__ float ms[ATD_WARPS], ls[ATD_WARPS];
+
+    float qr[G][4], acc[G][4];
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            qr[g][i] = tg_ld(q.p + tg_off(q, 128 * g + 4 * lane + i, 0, h, b), q.type) * args.scale;
+            acc[g][i] = 0.0f;
+        }
+    float m = -TG_INF, l = 0.0f;
+    const char *kb = k.p + (i64)h * k.nb[2] + (i64)b * k.nb[3];
+    const char *vb = v.p + (i64)h * v.nb[2] + (i64)b * v.nb[3];
+    const i64 j0 = ((i64)s * ATD_WARPS + warp) * kpw;
+    for (int jj = 0; jj < kpw; jj += KU) {
+        float kr[KU][G][4], vr[KU][G][4], sc[KU];
+        bool ok[KU];
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            /* every load of the round at once: the mask does not gate the
+             * rows' loads (that would cost a second trip to memory) */
+            const i64 j = j0 + jj + u < Tk ? j0 + jj + u : Tk - 1;
+            ok[u] = j0 + jj + u < Tk && jj + u < kpw;
+            sc[u] = args.has_mask ? tg_ld(mask.p + tg_off_bc(mask, j, 0, h, b), mask.type) : 0.0f;
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                atd_row(kb + j * k.nb[1], k.type, g, lane, kr[u][g]);
+                atd_row(vb + j * v.nb[1], v.type, g, lane, vr[u][g]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < KU; u++)
+            if (sc[u] == -TG_INF) ok[u] = false;
+        float mx = m;
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            float dot = 0.0f;
+            if (ok[u]) {
+#pragma unroll
+                for (int g = 0; g < G; g++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) dot += qr[g][i] * kr[u][g][i];
+            }
+            dot = tg_warp_sum(dot);
+            sc[u] = ok[u] ? sc[u] + dot : -TG_INF;
+            mx = fmaxf(mx, sc[u]);
+        }
+        if (mx == -TG_INF) continue; /* every key so far masked */
+        const float corr = m == -TG_INF ? 0.0f : expf(m - mx);
+        l *= corr;
+#pragma unroll
+        for (int g = 0; g < G; g++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[g][i] *= corr;
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            if (!ok[u]) continue;
+            const float p = expf(sc[u] - mx);
+            l += p;
+#pragma unroll
+            for (int g = 0; g < G; g++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[g][i] += p * vr[u][g][i];
+        }
+        m = mx;
+    }
+#pragma unroll
+    for (int g = 0; g < G; g++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) os[warp][128 * g + 4 * lane + i] = acc[g][i];
+    if (lane == 0) ms[warp] = m, ls[warp] = l;
+    __syncthreads();
+    float M = -TG_INF;
+#pragma unroll
+    for (int w = 0; w < ATD_WARPS; w++) M = fmaxf(M, ms[w]);
+    const i64 rows = (i64)H * B, r = (i64)b * H + h;
+    float *pr = part + ((i64)s * rows + r) * (D + 2);
+    float L = 0.0f, sw[ATD_WARPS];
+#pragma unroll
+    for (int w = 0; w < ATD_WARPS; w++) {
+        sw[w] = ms[w] == -TG_INF ? 0.0f : expf(ms[w] - M);
+        L += ls[w] * sw[w];
+    }
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < ATD_WARPS; w++) o += os[w][d] * sw[w];
+        pr[d] = o;
+    }
+    if (threadIdx.x == 0) pr[D] = M, pr[D + 1] = M == -TG_INF ? 0.0f : L;
+}
+
+/* kpw a multiple of 8 (D = 128) or 4 (D = 256). */
+extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode(const tg_args_attn_decode args) {
+    TG_PDL();
+    atd_body<1, 8>(args);
+}
+
+extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256(const tg_args_attn_decode args) {
+    TG_PDL();
+    atd_body<2, 4>(args);
+}
+
+/* One block per query row (qi, h, b): the chunks rescaled to the common
+ * max. The chunks' maxima and sums are read by the first warp at once (a
+ * lane per chunk), their weights exp(m_s - M) kept in shared memory, so
+ * the output's sums over chunks are loads in flight, not a chain. */
+#define ATS_MAX_SPLIT 512
 extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split_combine(const tg_args_attn_split_combine args) {
     TG_PDL();
     const tg_t &o = args.o;
@@ -135,22 +279,41 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split_combine(con
     const int qi = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const i64 rows = (i64)Tq * H * o.ne[3];
     const i64 r = ((i64)b * H + h) * Tq + qi;
-    float M = -TG_INF;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, part[((i64)s * rows + r) * (Dv + 2) + Dv]);
-    float L = 0.0f;
-    if (M != -TG_INF)
-        for (int s = 0; s < n_split; s++) {
+    __shared__ float wsh[ATS_MAX_SPLIT];
+    __shared__ float inv_sh;
+    const bool cached = n_split <= ATS_MAX_SPLIT;
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        float M = -TG_INF;
+        for (int s = lane; s < n_split; s += 32) M = fmaxf(M, part[((i64)s * rows + r) * (Dv + 2) + Dv]);
+        M = tg_warp_max(M);
+        float L = 0.0f;
+        for (int s = lane; s < n_split; s += 32) {
             const float *pr = part + ((i64)s * rows + r) * (Dv + 2);
-            if (pr[Dv] != -TG_INF) L += pr[Dv + 1] * expf(pr[Dv] - M);
+            const float w = pr[Dv] == -TG_INF ? 0.0f : expf(pr[Dv] - M);
+            if (cached) wsh[s] = w;
+            L += pr[Dv + 1] * w;
         }
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        L = tg_warp_sum(L);
+        if (lane == 0) inv_sh = M != -TG_INF && L > 0.0f ? 1.0f / L : 0.0f;
+        if (!cached && lane == 0) wsh[0] = M;
+    }
+    __syncthreads();
+    const float inv = inv_sh;
     for (int d = threadIdx.x; d < Dv; d += blockDim.x) {
         float acc = 0.0f;
-        if (M != -TG_INF)
-            for (int s = 0; s < n_split; s++) {
-                const float *pr = part + ((i64)s * rows + r) * (Dv + 2);
-                if (pr[Dv] != -TG_INF) acc += pr[d] * expf(pr[Dv] - M);
+        if (inv != 0.0f) {
+            if (cached) {
+#pragma unroll 8
+                for (int s = 0; s < n_split; s++) acc += part[((i64)s * rows + r) * (Dv + 2) + d] * wsh[s];
+            } else {
+                const float M = wsh[0];
+                for (int s = 0; s < n_split; s++) {
+                    const float *pr = part + ((i64)s * rows + r) * (Dv + 2);
+                    if (pr[Dv] != -TG_INF) acc += pr[d] * expf(pr[Dv] - M);
+                }
             }
+        }
         tg_st(o.p + tg_off(o, d, h, qi, b), o.type, acc * inv);
     }
 }

@@ -201,6 +201,33 @@ typedef struct tg_attn_split_combine_args {
 } tg_attn_split_combine_args;
 TG_KARGS_SIZE(tg_attn_split_combine_args, 104);
 
+/* attn_decode(_d256): kpw keys per warp, TG_ATD_WARPS warps a block. */
+#define TG_ATD_WARPS 4
+typedef struct tg_attn_decode_args {
+    tg_dp_void part;
+    tg_t q, k, v, mask;
+    tg_i32 has_mask;
+    float scale;
+    tg_i32 kpw, pad_;
+} tg_attn_decode_args;
+TG_KARGS_SIZE(tg_attn_decode_args, 344);
+
+/* ---------------------------------------------------------- matvec.cu */
+
+/* Columns mul_mat_vec takes at most. */
+#define TG_MV_MAXM 8
+
+/* out[n, m] = sum_k w[k, n] x[k, m] + bias[n]: byte strides lda (rows of
+ * w), ldx and ldo (columns of x and out); bias 0 when absent. */
+typedef struct tg_mul_mat_vec_args {
+    tg_dp_cchar w, x;
+    tg_dp_char out;
+    tg_dp_cfloat bias;
+    tg_i64 n, k, lda, ldx, ldo;
+    tg_i32 m, x_bf16, relu, pad_;
+} tg_mul_mat_vec_args;
+TG_KARGS_SIZE(tg_mul_mat_vec_args, 88);
+
 /* ------------------------------------------------------------ conv.cu */
 
 /* Output channels per block of conv_2d_c1_3x3: their 9 weights sit in
@@ -318,6 +345,9 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(conv, conv_2d_c1_3x3, tg_conv_c1_args)                 \
     X(attention_split, attn_split, tg_attn_split_args)       \
     X(attention_split, attn_split_combine, tg_attn_split_combine_args) \
+    X(attention_split, attn_decode, tg_attn_decode_args)     \
+    X(attention_split, attn_decode_d256, tg_attn_decode_args) \
+    X(matvec, mul_mat_vec, tg_mul_mat_vec_args)             \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
     X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
     X(conv, conv_2d_dw_3x3, tg_conv2d_dw3_args)              \

@@ -1,13 +1,19 @@
 /*
  * reduce.cu: reductions over dim 0 (argmax, sum_rows, mean, GLU's halves).
  *
- * One block per row. argmax keeps the first index of the largest value, so
+ * One block per row (up to 1024 threads for long rows such as the
+ * vocabulary's logits, float4 loads where the row is contiguous F32). argmax keeps the first index of the largest value, so
  * the decoder's greedy choice matches the CPU's on ties; only the chosen ids
  * need to leave the device.
  *
  * Not here: reductions over other dims (the graph permutes first).
  */
 #include "common.cuh"
+
+/* A row read as float4s: contiguous F32, 16-byte aligned, a multiple of 4. */
+__device__ __forceinline__ bool rd_vec(const tg_t &a, const char *row) {
+    return a.type == TG_KT_F32 && a.nb[0] == 4 && a.ne[0] % 4 == 0 && ((unsigned long long)row & 15) == 0;
+}
 
 extern "C" __global__ void argmax(const tg_args_argmax args) {
     TG_PDL();
@@ -19,11 +25,27 @@ extern "C" __global__ void argmax(const tg_args_argmax args) {
     const char *src = a.p + tg_off(a, 0, i1, i2, i3);
     float best = -TG_INF;
     i64 bi = -1;
-    for (i64 i = threadIdx.x; i < a.ne[0]; i += blockDim.x) {
-        float x = tg_ld(src + i * a.nb[0], a.type);
-        if (bi < 0 || x > best) {
-            best = x;
-            bi = i;
+    if (rd_vec(a, src)) {
+        /* contiguous F32 (the decoder's logits): float4 loads, 4 in flight */
+        const float4 *s4 = (const float4 *)src;
+#pragma unroll 4
+        for (i64 i = threadIdx.x; i < a.ne[0] / 4; i += blockDim.x) {
+            float4 x = s4[i];
+            float e[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (bi < 0 || e[k] > best) {
+                    best = e[k];
+                    bi = 4 * i + k;
+                }
+        }
+    } else {
+        for (i64 i = threadIdx.x; i < a.ne[0]; i += blockDim.x) {
+            float x = tg_ld(src + i * a.nb[0], a.type);
+            if (bi < 0 || x > best) {
+                best = x;
+                bi = i;
+            }
         }
     }
     for (int off = 16; off > 0; off >>= 1) {
@@ -60,7 +82,16 @@ extern "C" __global__ void sum_rows(const tg_args_sum_rows args) {
     i64 i1 = r % a.ne[1], i2 = (r / a.ne[1]) % a.ne[2], i3 = r / (a.ne[1] * a.ne[2]);
     const char *src = a.p + tg_off(a, 0, i1, i2, i3);
     float s = 0.0f;
-    for (i64 i = threadIdx.x; i < a.ne[0]; i += blockDim.x) s += tg_ld(src + i * a.nb[0], a.type);
+    if (rd_vec(a, src)) {
+        const float4 *s4 = (const float4 *)src;
+#pragma unroll 4
+        for (i64 i = threadIdx.x; i < a.ne[0] / 4; i += blockDim.x) {
+            float4 x = s4[i];
+            s += (x.x + x.y) + (x.z + x.w);
+        }
+    } else {
+        for (i64 i = threadIdx.x; i < a.ne[0]; i += blockDim.x) s += tg_ld(src + i * a.nb[0], a.type);
+    }
     s = tg_block_sum(s, sh);
     if (threadIdx.x == 0) tg_st(o.p + tg_off(o, 0, i1, i2, i3), o.type, s / div);
 }
