@@ -24,7 +24,8 @@
  * error, not a failure of the context.
  *
  * Environment: CT_CUDA_GRAPHS=0 (no capture), CT_CUDA_CONCURRENCY=0,
- * CT_CUDA_PDL=0 (no programmatic dependent launch on sm_90), CT_CUDA_ATTN_MMA=0
+ * CT_CUDA_PDL=0 (no programmatic dependent launch on sm_90), CT_CUDA_MATVEC=0,
+ * CT_CUDA_ATTN_DECODE=0 (the decoder step's kernels: cuda_ops.c), CT_CUDA_ATTN_MMA=0
  * (attention on the F32 FMA kernel even where the tensor-core one applies),
  * CT_CUDA_FUSION=0, CT_CUDA_PROFILE=1 (per compute: host submit and GPU
  * time; =2 adds per-op kernel times, which launches directly), CT_CUDA_DEBUG=1
