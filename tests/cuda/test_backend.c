@@ -18,6 +18,7 @@
 #include "tg.h"
 
 #ifdef TG_HAVE_CUDA
+#include <math.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -513,6 +514,48 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     tg_backend_free(b);
 }
 
+/* A NaN in one query reaches that row's output as NaN (as on the CPU) and
+ * no other row: attn_decode and the combine keep NaN through their maxima
+ * (fmaxf would drop it and give a row of zeros, hiding where it began). */
+static tg_tensor *build_attn_step_nomask(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 150, H = 4, B = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
+    return tg_attention(ctx, q, k, v, NULL, 0.088f);
+}
+
+static void test_attention_step_keeps_nan(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    int ad = c->n_attn_decode;
+    run r;
+    CHECK_OK(run_make(b, build_attn_step_nomask, &r));
+    if (r.g && r.buf) {
+        CHECK_OK(fill_leaves(&r, 7));
+        const tg_tensor *q = r.out->src[0];
+        float nan = NAN;
+        /* q [128, 1, 4, 3]: element 5 of head 1, batch row 2 */
+        CHECK_OK(tg_tensor_set((tg_tensor *)q, &nan, (size_t)((2 * 4 + 1) * 128 + 5) * 4, 4));
+        CHECK_OK(tg_backend_graph_compute(b, r.g));
+        CHECK(c->n_attn_decode > ad);
+        double *o = get_out(r.out); /* [128, 4, 1, 3] */
+        CHECK(o != NULL);
+        int nan_rows = 0, bad = 0;
+        for (int row = 0; o && row < 4 * 3; row++) {
+            int n_nan = 0;
+            for (int d = 0; d < 128; d++) n_nan += isnan(o[row * 128 + d]);
+            if (row == 2 * 4 + 1) nan_rows += n_nan == 128;
+            else bad += n_nan;
+        }
+        CHECK_MSG(nan_rows == 1, "the row with a NaN query is not all NaN");
+        CHECK_MSG(bad == 0, "%d NaN outside the row with a NaN query", bad);
+        tg_free(o);
+    }
+    run_free(&r);
+    tg_backend_free(b);
+}
+
 /* Under the scheduler (split graphs) the fusions still apply when nothing
  * outside reads the fused-away intermediates, and stand down when something
  * does: here a tensor outside the graph reads the product, whose value must
@@ -841,6 +884,7 @@ int main(int argc, char **argv) {
         T(test_event_synchronize_times_out),
         T(test_graphs_capture_replay_and_update),
         T(test_fused_and_mixed_graphs_match_cpu),
+        T(test_attention_step_keeps_nan),
         T(test_abort_between_segments_leaves_context_usable),
         T(test_fusion_under_the_scheduler_respects_outside_readers),
         T(test_graph_dump_and_profile),

@@ -177,6 +177,8 @@ void cases_attention(case_list *l) {
         {128, 128, 1, 1, 2, 1, MASK_NONE, 0, L_CONT, 0},
         {128, 128, 1, 1000, 2, 1, MASK_PER_HEAD, 1, L_CONT, 0},
         {128, 128, 1, 138, 8, 5, MASK_FULL, 0, L_T12, -0.2f},
+        /* more chunks than the combine keeps weights for (512) */
+        {128, 128, 1, 20000, 2, 1, MASK_PER_SEQ, 0, L_CONT, 0},
     };
     /* BF16 keys and values: the decoder's caches on a GPU (the CPU backend
      * takes F32 and F16 only and skips them) */

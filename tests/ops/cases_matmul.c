@@ -65,8 +65,9 @@ void cases_matmul(case_list *l) {
         {{33, 9, 2, 1}, L_CONT, {33, 5, 2, 1}, L_T12, 1},
         /* Few columns against BF16 weights: the GPU's matvec.cu (one or
          * two columns, K a multiple of 8): columns from batch dims, fc2's
-         * K, one past the most it takes, padded weight rows, F32
-         * precision, permuted activations */
+         * K, one past the most it takes, padded weight rows it cannot load
+         * as 16 bytes (cuBLASLt then), F32 precision, and two columns whose
+         * dim 1 (extent 1) has a stride unlike theirs */
         {{1024, 64, 1, 1}, L_CONT, {1024, 1, 2, 1}, L_CONT, 0},
         {{4096, 40, 1, 1}, L_CONT, {4096, 1, 1, 1}, L_CONT, 0},
         {{512, 24, 1, 1}, L_CONT, {512, 3, 1, 1}, L_CONT, 0},

@@ -676,10 +676,21 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     return LAUNCH_FLAT(c, s, "copy.cu", cpy, g);
 }
 
-/* Columns of t (dims 1-3) evenly spaced at nb[1]: column c at c * nb[1]. */
-static bool even_columns(const tg_tensor *t) {
-    return (t->ne[2] <= 1 || t->nb[2] == t->nb[1] * (size_t)t->ne[1]) &&
-           (t->ne[3] <= 1 || t->nb[3] == t->nb[2] * (size_t)t->ne[2]);
+/* The byte distance between consecutive columns of t (dims 1-3 flattened,
+ * dim 1 fastest) when every column c lies at c times it: the stride of the
+ * first dim of extent > 1, each later such dim spaced by the product of the
+ * extents before it (a dim of extent 1 may have any stride). 0 for a
+ * single column; false when the columns are not evenly spaced. */
+static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
+    int64_t ld = 0, span = 1;
+    for (int d = 1; d < 4; d++) {
+        if (t->ne[d] == 1) continue;
+        if (ld == 0) ld = (int64_t)t->nb[d];
+        else if ((int64_t)t->nb[d] != ld * span) return false;
+        span *= t->ne[d];
+    }
+    *out_ld = ld;
+    return true;
 }
 
 /* A product with few columns against BF16 weights (matvec.cu): the
@@ -687,31 +698,37 @@ static bool even_columns(const tg_tensor *t) {
  * H200 (2026-12-02, a full-size decoder step) it beat cuBLASLt only for
  * one (6.6 against ~11 us a product at batch 1); at 8 columns it was
  * slower (17 us, the step 1.70 ms against 1.20 with cuBLASLt), so the
- * decoder's batches of more than two rows go to cuBLASLt. x is F32 as the node says, or BF16 when its producer
- * stored it so (stored). */
+ * decoder's batches of more than two rows go to cuBLASLt. x is F32 as the
+ * node says, or BF16 when its producer stored it so (stored); *ldx and
+ * *ldo get the column strides in bytes. */
 enum { MATVEC_MAX_COLUMNS = 2 };
-static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored) {
+static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored,
+                      int64_t *ldx, int64_t *ldo) {
     const tg_tensor *w = n->src[0], *x = n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
-    if (!c->use_matvec || M > MATVEC_MAX_COLUMNS || w->type != TG_BF16 || w->ne[2] != 1 || w->ne[3] != 1 || w->nb[0] != 2 ||
-        w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || w->ne[0] % 8 != 0 || w->ne[1] < 1 ||
-        w->ne[1] > (int64_t)1 << 34 || M < 1 || M > TG_MV_MAXM)
+    if (!c->use_matvec || M > MATVEC_MAX_COLUMNS || w->type != TG_BF16 || w->ne[2] != 1 || w->ne[3] != 1 ||
+        w->nb[0] != 2 || w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || w->ne[0] % 8 != 0 ||
+        w->ne[1] < 1 || (w->ne[1] + 7) / 8 > INT32_MAX || M < 1)
         return false;
-    if (out->type != TG_F32 || out->nb[0] != 4 || !even_columns(out) || ((uintptr_t)out->data & 3) != 0) return false;
-    if (stored == TG_BF16) return ((uintptr_t)x->data & 15) == 0;
-    return stored == TG_F32 && x->type == TG_F32 && x->nb[0] == 4 && x->nb[1] % 16 == 0 && even_columns(x) &&
+    if (out->type != TG_F32 || out->nb[0] != 4 || !column_stride(out, ldo) || ((uintptr_t)out->data & 3) != 0)
+        return false;
+    if (stored == TG_BF16) {
+        *ldx = 2 * w->ne[0];
+        return ((uintptr_t)x->data & 15) == 0;
+    }
+    return stored == TG_F32 && x->type == TG_F32 && x->nb[0] == 4 && column_stride(x, ldx) && *ldx % 16 == 0 &&
            ((uintptr_t)x->data & 15) == 0;
 }
 
 static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_tensor *bias, bool relu,
                                 const tg_tensor *out, tg_type stored) {
-    if (!matvec_ok(c, n, out, stored)) return tg_cuda_encode_mul_mat(c, s, n, bias, relu, out, stored);
+    int64_t ldx = 0, ldo = 0;
+    if (!matvec_ok(c, n, out, stored, &ldx, &ldo)) return tg_cuda_encode_mul_mat(c, s, n, bias, relu, out, stored);
     const tg_tensor *w = n->src[0], *x = n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
     tg_args_mul_mat_vec a = {.w = dptr(w->data), .x = dptr(x->data), .out = dptr(out->data),
                              .bias = bias ? dptr(bias->data) : 0, .n = w->ne[1], .k = w->ne[0],
-                             .lda = (int64_t)w->nb[1], .ldx = stored == TG_BF16 ? 2 * w->ne[0] : (int64_t)x->nb[1],
-                             .ldo = M > 1 ? (int64_t)out->nb[1] : 0, .m = (int32_t)M,
+                             .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo, .m = (int32_t)M,
                              .x_bf16 = stored == TG_BF16, .relu = relu};
     c->n_matvec++;
     return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, 0, a);

@@ -152,6 +152,10 @@ __device__ __forceinline__ void atd_row(const char *p, int type, int g, int lane
     }
 }
 
+/* max that keeps a NaN (fmaxf drops it): a NaN score reaches the output as
+ * NaN, as on the CPU, instead of vanishing behind -inf. */
+__device__ __forceinline__ float atd_max(float a, float b) { return a != a ? a : b != b ? b : fmaxf(a, b); }
+
 template <int G, int KU>
 __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     float *part = (float *)args.part;
@@ -207,7 +211,7 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
             }
             dot = tg_warp_sum(dot);
             sc[u] = ok[u] ? sc[u] + dot : -TG_INF;
-            mx = fmaxf(mx, sc[u]);
+            mx = atd_max(mx, sc[u]);
         }
         if (mx == -TG_INF) continue; /* every key so far masked */
         const float corr = m == -TG_INF ? 0.0f : expf(m - mx);
@@ -236,7 +240,7 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     __syncthreads();
     float M = -TG_INF;
 #pragma unroll
-    for (int w = 0; w < ATD_WARPS; w++) M = fmaxf(M, ms[w]);
+    for (int w = 0; w < ATD_WARPS; w++) M = atd_max(M, ms[w]);
     const i64 rows = (i64)H * B, r = (i64)b * H + h;
     float *pr = part + ((i64)s * rows + r) * (D + 2);
     float L = 0.0f, sw[ATD_WARPS];
@@ -285,8 +289,8 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split_combine(con
     if (threadIdx.x < 32) {
         const int lane = threadIdx.x;
         float M = -TG_INF;
-        for (int s = lane; s < n_split; s += 32) M = fmaxf(M, part[((i64)s * rows + r) * (Dv + 2) + Dv]);
-        M = tg_warp_max(M);
+        for (int s = lane; s < n_split; s += 32) M = atd_max(M, part[((i64)s * rows + r) * (Dv + 2) + Dv]);
+        for (int o = 16; o > 0; o >>= 1) M = atd_max(M, __shfl_xor_sync(0xffffffffu, M, o));
         float L = 0.0f;
         for (int s = lane; s < n_split; s += 32) {
             const float *pr = part + ((i64)s * rows + r) * (Dv + 2);
@@ -295,14 +299,14 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split_combine(con
             L += pr[Dv + 1] * w;
         }
         L = tg_warp_sum(L);
-        if (lane == 0) inv_sh = M != -TG_INF && L > 0.0f ? 1.0f / L : 0.0f;
+        if (lane == 0) inv_sh = M == -TG_INF ? 0.0f : 1.0f / L; /* NaN stays NaN */
         if (!cached && lane == 0) wsh[0] = M;
     }
     __syncthreads();
     const float inv = inv_sh;
     for (int d = threadIdx.x; d < Dv; d += blockDim.x) {
         float acc = 0.0f;
-        if (inv != 0.0f) {
+        if (inv != 0.0f) { /* true for NaN too */
             if (cached) {
 #pragma unroll 8
                 for (int s = 0; s < n_split; s++) acc += part[((i64)s * rows + r) * (Dv + 2) + d] * wsh[s];
