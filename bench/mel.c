@@ -12,7 +12,8 @@
  *
  * Then ct_mel_compute_batch on a batch of 35 s clips (64 by default, the
  * batch the problem was seen at) with 1 and with N threads of the project's
- * pool, in clips per second (median of a few runs).
+ * pool, in clips per second (median of a few runs), and ct_mel_compute_padded
+ * (what the pipeline calls: one padded batch, allocated per call) beside it.
  *
  * Usage: bench-mel [reps] [threads] [batch]; threads 0 or absent means one
  * per core. Not a test: it checks nothing but that every
@@ -127,6 +128,22 @@ int main(int argc, char **argv) {
         printf("batch of %d x 35 s, %d thread%s: median %.1f ms, %.1f clips/s (%.2f ms/clip)\n",
                batch, counts[c], counts[c] > 1 ? "s" : "", 1e3 * bw[BATCH_REPS / 2],
                batch / bw[BATCH_REPS / 2], 1e3 * bw[BATCH_REPS / 2] / batch);
+        /* the pipeline's path: into one padded batch, a fresh one per call
+         * as the pipeline allocates it */
+        int pad = ct_mel_frames(CLIP_SAMPLES);
+        for (int r = -1; r < BATCH_REPS; r++) {
+            double t0 = now_s(CLOCK_MONOTONIC);
+            float *out = tg_malloc((size_t)batch * pad * 128 * sizeof *out);
+            if (!out) return fail(tg_status_new(TG_ERR_NO_MEMORY, "padded batch"), "tg_malloc");
+            st = ct_mel_compute_padded(&mel, clips, lens, batch, pool, pad, out, frames, valid);
+            tg_free(out);
+            double t1 = now_s(CLOCK_MONOTONIC);
+            if (st) return fail(st, "ct_mel_compute_padded");
+            if (r >= 0) bw[r] = t1 - t0;
+        }
+        qsort(bw, BATCH_REPS, sizeof *bw, cmp_double);
+        printf("  padded batch (ct_mel_compute_padded), %d thread%s: median %.1f ms (%.2f ms/clip)\n",
+               counts[c], counts[c] > 1 ? "s" : "", 1e3 * bw[BATCH_REPS / 2], 1e3 * bw[BATCH_REPS / 2] / batch);
         tg_threadpool_free(pool);
     }
     tg_free(clips);

@@ -37,39 +37,34 @@ tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const si
     memset(out, 0, sizeof *out);
     int M = p->model->n_mels;
     tg_status st = NULL;
-    float **feats = tg_calloc((size_t)n, sizeof(float *));
     out->frames = tg_calloc((size_t)n * 3, sizeof(int)); /* frames, valid, clip */
-    if (!feats || !out->frames) {
-        st = oom("features");
-        goto fail;
-    }
+    if (!out->frames) return oom("features");
     out->n_rows = n;
     out->n_mels = M;
     out->valid = out->frames + n;
     out->clip = out->frames + 2 * n;
+    /* the batch's length is known from the clips' before any feature is
+     * made, so the frontend writes straight into the padded batch */
     int T = 0;
-    st = ct_mel_compute_batch(p->mel, clips, lens, n, p->pool, feats, out->frames, out->valid);
-    if (st) goto fail;
     for (int i = 0; i < n; i++) {
+        int f = lens ? ct_mel_frames(lens[i]) : 0;
+        if (f > T) T = f;
         out->clip[i] = clip_ids ? clip_ids[i] : i;
-        if (out->frames[i] > T) T = out->frames[i];
     }
-    if (p->frame_bucket > 0) T = (T + p->frame_bucket - 1) / p->frame_bucket * p->frame_bucket;
+    if (p->frame_bucket > 0 && T <= INT32_MAX - p->frame_bucket)
+        T = (T + p->frame_bucket - 1) / p->frame_bucket * p->frame_bucket;
     out->n_frames = T;
-    out->features = tg_calloc((size_t)n * T * M, sizeof(float));
+    out->features = T > 0 && (size_t)T <= SIZE_MAX / sizeof(float) / (size_t)M / (size_t)n
+                        ? tg_malloc((size_t)n * T * M * sizeof(float))
+                        : NULL;
     if (!out->features) {
         st = oom("features");
         goto fail;
     }
-    for (int i = 0; i < n; i++)
-        memcpy(out->features + (size_t)i * T * M, feats[i],
-               (size_t)out->frames[i] * M * sizeof(float));
-    goto release;
+    st = ct_mel_compute_padded(p->mel, clips, lens, n, p->pool, T, out->features, out->frames, out->valid);
+    if (!st) return NULL;
 fail:
     ct_feature_batch_free(out);
-release:
-    for (int i = 0; feats && i < n; i++) tg_free(feats[i]);
-    tg_free(feats);
     return st;
 }
 

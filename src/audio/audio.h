@@ -118,6 +118,20 @@ struct tg_threadpool;
 tg_status ct_mel_compute_batch(const ct_mel *mel, const float *const *clips, const size_t *lens,
                                int n, struct tg_threadpool *pool, float **out_feats,
                                int *out_frames, int *out_valid);
+/* The frames ct_mel_compute gives n samples (n/160 + 1; clamped to
+ * INT32_MAX), so that a caller can size a padded batch first. */
+int ct_mel_frames(size_t n);
+/* ct_mel_compute_batch straight into one padded batch: clip i's features
+ * go to out + i * pad_frames * 128 (out: the caller's, [n][pad_frames][128]
+ * floats), its rows past its own frames are zeroed, and its frames and
+ * valid counts to out_frames[i] and out_valid[i]. No clip's features are
+ * copied or allocated apart, and each thread of the pool reuses its own
+ * buffers from clip to clip. A clip with more frames than pad_frames is an
+ * error naming it; on any failure out's contents are unspecified and the
+ * two arrays are untouched. */
+tg_status ct_mel_compute_padded(const ct_mel *mel, const float *const *clips, const size_t *lens,
+                                int n, struct tg_threadpool *pool, int pad_frames, float *out,
+                                int *out_frames, int *out_valid);
 
 /* Energy-based split of spec 5.4 (the model's values: max_clip_s 35,
  * overlap_s 5; the quiet window is 1600 samples): returns chunk boundaries

@@ -32,10 +32,12 @@
  * generator by default; it cannot be reproduced in C and only perturbs the
  * features at the noise floor, so this frontend is the reference with
  * dither = 0 (spec 4). ct_mel_compute_batch runs whole clips in parallel
- * (one clip per task, taken from a shared counter so uneven lengths balance)
- * and does not pad: a padded batch row equals the single clip's features
- * followed by zero frames, so callers pad. Not here either: any other
- * sample rate (resample first, resample.c).
+ * (one clip per task, taken from a shared counter so uneven lengths
+ * balance), each thread reusing its own buffers (mel_work) from clip to
+ * clip; ct_mel_compute_padded does the same straight into a padded batch
+ * (a padded row is the single clip's features followed by zero frames), so
+ * the pipeline neither allocates nor copies a clip's features apart. Not
+ * here either: any other sample rate (resample first, resample.c).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -196,48 +198,88 @@ static void log_inplace(double *restrict x, int n) {
     }
 }
 
-tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
-                         float **out_features, int *out_frames, int *out_valid) {
-    enum { L = CT_FFT_LANES };
-    tg_status st = NULL;
-    float *pad = NULL, *feat = NULL;
-    double *logmel = NULL, *scratch = NULL;
-    /* the sizes are ct_mel_init's constants, not mel's fields, so that the
-     * loops below have trip counts the compiler knows (at -O2 it vectorises
-     * only loops that need no remainder) */
-    enum { n_mels = MEL_N_MELS, n_fft = MEL_N_FFT, hop = MEL_HOP, win = MEL_WIN };
-    enum { n_bins = n_fft / 2 + 1, half = n_fft / 2, win_off = (n_fft - win) / 2 };
+/* One thread's buffers for clips, grown as a clip needs and kept from clip
+ * to clip (a batch's threads each reuse theirs instead of mapping ~6 MB of
+ * fresh pages per 35 s clip): the padded signal, the log-mel frames in
+ * double, the per-block scratch. The scratch's frame rows outside the
+ * window stay zero from its calloc (nothing writes them). */
+typedef struct mel_work {
+    float *pad;
+    double *logmel, *scratch;
+    size_t cap_samples, cap_frames;
+} mel_work;
 
+static void mel_work_free(mel_work *w) {
+    tg_free(w->pad);
+    tg_free(w->logmel);
+    tg_free(w->scratch);
+    memset(w, 0, sizeof *w);
+}
+
+enum { MW_N_FFT = MEL_N_FFT, MW_BINS = MEL_N_FFT / 2 + 1 };
+
+static tg_status mel_work_reserve(mel_work *w, size_t n) {
+    size_t frames = n / MEL_HOP + 1;
+    if (!w->scratch) {
+        size_t n_scratch = ((size_t)2 * MW_N_FFT + 2 * (size_t)MW_BINS + (size_t)MEL_N_MELS) * CT_FFT_LANES;
+        if (!(w->scratch = tg_calloc(n_scratch, sizeof *w->scratch))) goto oom;
+    }
+    if (n > w->cap_samples) {
+        tg_free(w->pad);
+        if (!(w->pad = tg_malloc((n + (size_t)MW_N_FFT) * sizeof *w->pad))) goto oom;
+        w->cap_samples = n;
+    }
+    if (frames > w->cap_frames) {
+        tg_free(w->logmel);
+        if (!(w->logmel = tg_malloc(frames * MEL_N_MELS * sizeof *w->logmel))) goto oom;
+        w->cap_frames = frames;
+    }
+    return NULL;
+oom:
+    mel_work_free(w);
+    return tg_status_new(TG_ERR_NO_MEMORY, "mel features of %zu samples: out of memory", n);
+}
+
+/* What ct_mel_compute refuses, before anything is allocated. */
+static tg_status mel_check(const float *samples, size_t n) {
     if (n == 0) return tg_status_new(TG_ERR_INVALID_ARG, "empty audio (0 samples)");
     /* the unbiased variance divides by (valid frames - 1) */
-    if (n / (size_t)hop < 2)
+    if (n / (size_t)MEL_HOP < 2)
         return tg_status_new(TG_ERR_INVALID_ARG,
                              "audio too short: %zu samples (need at least %d, %d ms at 16 kHz)",
-                             n, 2 * hop, 2 * hop * 1000 / MEL_SR);
-    if (n / (size_t)hop + 1 > (size_t)INT32_MAX / (size_t)n_mels)
+                             n, 2 * MEL_HOP, 2 * MEL_HOP * 1000 / MEL_SR);
+    if (n / (size_t)MEL_HOP + 1 > (size_t)INT32_MAX / (size_t)MEL_N_MELS)
         return tg_status_new(TG_ERR_INVALID_ARG,
                              "audio too long for one frontend call: %zu samples", n);
     for (size_t i = 0; i < n; i++)
         if (!isfinite(samples[i]))
             return tg_status_new(TG_ERR_INVALID_ARG, "audio sample %zu is %s", i,
                                  isnan(samples[i]) ? "NaN" : "infinite");
+    return NULL;
+}
 
-    const int n_valid = (int)(n / (size_t)hop);
-    const int n_frames = n_valid + 1;
+int ct_mel_frames(size_t n) { return n / MEL_HOP + 1 > (size_t)INT32_MAX ? INT32_MAX : (int)(n / MEL_HOP + 1); }
+
+/* The features of one checked clip into feat ([n/160 + 1][128]), with w's
+ * buffers (mw, reserved for n). */
+static void mel_into(const ct_mel *mel, const float *samples, size_t n, mel_work *mw, float *feat) {
+    enum { L = CT_FFT_LANES };
+    /* the sizes are ct_mel_init's constants, not mel's fields, so that the
+     * loops below have trip counts the compiler knows (at -O2 it vectorises
+     * only loops that need no remainder) */
+    enum { n_mels = MEL_N_MELS, n_fft = MEL_N_FFT, hop = MEL_HOP, win = MEL_WIN };
+    enum { n_bins = n_fft / 2 + 1, half = n_fft / 2, win_off = (n_fft - win) / 2 };
+    float *pad = mw->pad;
+    double *logmel = mw->logmel, *scratch = mw->scratch;
     /* the pre-emphasised signal with the STFT's n_fft/2 zeros on each side,
      * so that every frame reads n_fft samples without bounds checks */
-    pad = tg_calloc(n + (size_t)n_fft, sizeof *pad);
-    logmel = tg_malloc((size_t)n_frames * n_mels * sizeof *logmel);
+    memset(pad, 0, half * sizeof *pad);
+    memset(pad + half + n, 0, half * sizeof *pad);
+    const int n_valid = (int)(n / (size_t)hop);
+    const int n_frames = n_valid + 1;
     /* per block of L frames: the windowed frames [n_fft][L], the FFT's work
      * [n_fft][L], the spectrum's real and imaginary parts (the real part
      * becomes the power) [n_bins][L] each, the mel sums [n_mels][L] */
-    size_t n_scratch = ((size_t)2 * n_fft + 2 * (size_t)n_bins + (size_t)n_mels) * L;
-    scratch = tg_calloc(n_scratch, sizeof *scratch);
-    feat = tg_malloc((size_t)n_frames * n_mels * sizeof *feat);
-    if (!pad || !logmel || !scratch || !feat) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "mel features of %zu samples: out of memory", n);
-        goto fail;
-    }
     double *frames = scratch, *work = frames + (size_t)n_fft * L;
     double *restrict spec_re = work + (size_t)n_fft * L, *restrict spec_im = spec_re + (size_t)n_bins * L;
     double *melv = spec_im + (size_t)n_bins * L;
@@ -320,20 +362,26 @@ tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
     }
     for (int t = n_valid; t < n_frames; t++)
         memset(feat + (size_t)t * n_mels, 0, (size_t)n_mels * sizeof *feat);
+}
 
-    tg_free(pad);
-    tg_free(logmel);
-    tg_free(scratch);
+tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
+                         float **out_features, int *out_frames, int *out_valid) {
+    tg_status st = mel_check(samples, n);
+    if (st) return st;
+    mel_work w = {0};
+    if ((st = mel_work_reserve(&w, n))) return st;
+    int n_frames = ct_mel_frames(n);
+    float *feat = tg_malloc((size_t)n_frames * MEL_N_MELS * sizeof *feat);
+    if (!feat) {
+        mel_work_free(&w);
+        return tg_status_new(TG_ERR_NO_MEMORY, "mel features of %zu samples: out of memory", n);
+    }
+    mel_into(mel, samples, n, &w, feat);
+    mel_work_free(&w);
     *out_features = feat;
     *out_frames = n_frames;
-    *out_valid = n_valid;
+    *out_valid = n_frames - 1;
     return NULL;
-fail:
-    tg_free(pad);
-    tg_free(logmel);
-    tg_free(scratch);
-    tg_free(feat);
-    return st;
 }
 
 typedef struct batch_job {
@@ -342,57 +390,122 @@ typedef struct batch_job {
     const size_t *lens;
     int n;
     atomic_int next;        /* the next clip to take */
-    float **feats;          /* [n] results, ours until success */
+    mel_work *works;        /* [threads] each thread's buffers */
+    int n_works;
+    float **feats;          /* [n] results, ours until success (NULL when padded) */
+    float *padded;          /* or all clips into [n][pad_frames][128] */
+    int pad_frames;
     int *frames, *valid;
     tg_status *status;      /* [n] each clip's error, NULL if none */
 } batch_job;
 
+static tg_status batch_clip(batch_job *j, mel_work *w, int i) {
+    const float *x = j->clips[i];
+    size_t n = j->lens[i];
+    tg_status st = mel_check(x, n);
+    if (st) return st;
+    int frames = ct_mel_frames(n);
+    float *out;
+    if (j->padded) {
+        if (frames > j->pad_frames)
+            return tg_status_new(TG_ERR_INVALID_ARG, "%d frames, more than the batch's %d", frames,
+                                 j->pad_frames);
+        out = j->padded + (size_t)i * j->pad_frames * MEL_N_MELS;
+    } else if (!(out = j->feats[i] = tg_malloc((size_t)frames * MEL_N_MELS * sizeof *out))) {
+        return tg_status_new(TG_ERR_NO_MEMORY, "mel features of %zu samples: out of memory", n);
+    }
+    if ((st = mel_work_reserve(w, n))) return st;
+    mel_into(j->mel, x, n, w, out);
+    if (j->padded)
+        memset(out + (size_t)frames * MEL_N_MELS, 0,
+               (size_t)(j->pad_frames - frames) * MEL_N_MELS * sizeof *out);
+    j->frames[i] = frames;
+    j->valid[i] = frames - 1;
+    return NULL;
+}
+
 static void batch_task(void *arg, int ith, int nth) {
-    (void)ith;
     (void)nth;
     batch_job *j = arg;
-    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;)
-        j->status[i] = ct_mel_compute(j->mel, j->clips[i], j->lens[i], &j->feats[i],
-                                      &j->frames[i], &j->valid[i]);
+    mel_work *w = &j->works[ith < j->n_works ? ith : 0];
+    for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) j->status[i] = batch_clip(j, w, i);
+}
+
+static tg_status batch_run(batch_job *j, struct tg_threadpool *pool) {
+    tg_status st = NULL;
+    int n = j->n;
+    atomic_init(&j->next, 0);
+    j->n_works = pool ? tg_threadpool_size(pool) : 1;
+    if (j->n_works < 1) j->n_works = 1;
+    j->works = tg_calloc((size_t)j->n_works, sizeof *j->works);
+    j->frames = tg_calloc((size_t)n, sizeof *j->frames);
+    j->valid = tg_calloc((size_t)n, sizeof *j->valid);
+    j->status = tg_calloc((size_t)n, sizeof *j->status);
+    if (!j->padded) j->feats = tg_calloc((size_t)n, sizeof *j->feats);
+    if (!j->works || !j->frames || !j->valid || !j->status || (!j->padded && !j->feats)) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "mel batch of %d clips: out of memory", n);
+    } else {
+        if (pool && j->n_works > 1)
+            tg_threadpool_run(pool, batch_task, j);
+        else
+            batch_task(j, 0, 1);
+        for (int i = 0; i < n; i++)
+            if (j->status[i] && !st) {
+                st = tg_status_wrap(j->status[i], "mel batch: clip %d", i);
+                j->status[i] = NULL;
+            }
+    }
+    for (int i = 0; j->works && i < j->n_works; i++) mel_work_free(&j->works[i]);
+    for (int i = 0; j->status && i < n; i++) tg_status_free(j->status[i]);
+    tg_free(j->works);
+    tg_free(j->status);
+    return st;
+}
+
+static void batch_release(batch_job *j, bool keep_feats) {
+    for (int i = 0; !keep_feats && j->feats && i < j->n; i++) tg_free(j->feats[i]);
+    tg_free(j->feats);
+    tg_free(j->frames);
+    tg_free(j->valid);
+}
+
+static tg_status batch_args(const float *const *clips, const size_t *lens, int n) {
+    if (n < 1) return tg_status_new(TG_ERR_INVALID_ARG, "mel batch of %d clips (need at least 1)", n);
+    if (!clips || !lens) return tg_status_new(TG_ERR_INVALID_ARG, "mel batch: NULL clips or lengths");
+    for (int i = 0; i < n; i++)
+        if (!clips[i]) return tg_status_new(TG_ERR_INVALID_ARG, "mel batch: clip %d is NULL", i);
+    return NULL;
 }
 
 tg_status ct_mel_compute_batch(const ct_mel *mel, const float *const *clips, const size_t *lens,
                                int n, struct tg_threadpool *pool, float **out_feats,
                                int *out_frames, int *out_valid) {
-    tg_status st = NULL;
-    if (n < 1) return tg_status_new(TG_ERR_INVALID_ARG, "mel batch of %d clips (need at least 1)", n);
-    for (int i = 0; i < n; i++)
-        if (!clips[i]) return tg_status_new(TG_ERR_INVALID_ARG, "mel batch: clip %d is NULL", i);
+    tg_status st = batch_args(clips, lens, n);
+    if (st) return st;
     batch_job j = {.mel = mel, .clips = clips, .lens = lens, .n = n};
-    atomic_init(&j.next, 0);
-    j.feats = tg_calloc((size_t)n, sizeof *j.feats);
-    j.frames = tg_calloc((size_t)n, sizeof *j.frames);
-    j.valid = tg_calloc((size_t)n, sizeof *j.valid);
-    j.status = tg_calloc((size_t)n, sizeof *j.status);
-    if (!j.feats || !j.frames || !j.valid || !j.status) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "mel batch of %d clips: out of memory", n);
-        goto done;
-    }
-    if (pool)
-        tg_threadpool_run(pool, batch_task, &j);
-    else
-        batch_task(&j, 0, 1);
-    for (int i = 0; i < n; i++)
-        if (j.status[i] && !st) {
-            st = tg_status_wrap(j.status[i], "mel batch: clip %d", i);
-            j.status[i] = NULL;
-        }
+    st = batch_run(&j, pool);
     if (!st) {
         memcpy(out_feats, j.feats, (size_t)n * sizeof *out_feats);
         memcpy(out_frames, j.frames, (size_t)n * sizeof *out_frames);
         memcpy(out_valid, j.valid, (size_t)n * sizeof *out_valid);
     }
-done:
-    for (int i = 0; st && j.feats && i < n; i++) tg_free(j.feats[i]);
-    for (int i = 0; j.status && i < n; i++) tg_status_free(j.status[i]);
-    tg_free(j.feats);
-    tg_free(j.frames);
-    tg_free(j.valid);
-    tg_free(j.status);
+    batch_release(&j, !st);
+    return st;
+}
+
+tg_status ct_mel_compute_padded(const ct_mel *mel, const float *const *clips, const size_t *lens,
+                                int n, struct tg_threadpool *pool, int pad_frames, float *out,
+                                int *out_frames, int *out_valid) {
+    tg_status st = batch_args(clips, lens, n);
+    if (st) return st;
+    if (!out || pad_frames < 1)
+        return tg_status_new(TG_ERR_INVALID_ARG, "mel batch: no output (%d frames a clip)", pad_frames);
+    batch_job j = {.mel = mel, .clips = clips, .lens = lens, .n = n, .padded = out, .pad_frames = pad_frames};
+    st = batch_run(&j, pool);
+    if (!st) {
+        memcpy(out_frames, j.frames, (size_t)n * sizeof *out_frames);
+        memcpy(out_valid, j.valid, (size_t)n * sizeof *out_valid);
+    }
+    batch_release(&j, false);
     return st;
 }

@@ -370,6 +370,65 @@ static void test_batch_equals_single_calls(void) {
     ct_mel_free(&mel);
 }
 
+/* Straight into a padded batch: each clip's rows are the bits of its own
+ * ct_mel_compute, the rows past them zeros (the buffer starts as garbage),
+ * with and without a pool; too few frames a clip, NULL output and running
+ * out of memory are errors that leave the counts alone. */
+static void test_padded_batch_equals_single_calls(void) {
+    enum { N = 5, PAD = 255 };
+    ct_mel mel;
+    CHECK_OK(ct_mel_init(&mel));
+    tg_threadpool *pool = NULL;
+    CHECK_OK(tg_threadpool_new(2, &pool));
+    static float x[40000];
+    for (int i = 0; i < 40000; i++) x[i] = (float)(0.3 * sin(i * 0.021) + 0.2 * sin(i * 0.0037));
+    const size_t lens[N] = {40000, 320, 16000, 33333, 479};
+    const float *clips[N];
+    for (int i = 0; i < N; i++) clips[i] = x + (40000 - lens[i]);
+    CHECK(ct_mel_frames(40000) == 251 && ct_mel_frames(320) == 3);
+    float *out = tg_malloc((size_t)N * PAD * 128 * sizeof *out);
+    CHECK(out != NULL);
+    for (int use_pool = 0; out && use_pool < 2; use_pool++) {
+        memset(out, 0x7f, (size_t)N * PAD * 128 * sizeof *out);
+        int frames[N] = {0}, valid[N] = {0};
+        CHECK_OK(ct_mel_compute_padded(&mel, clips, lens, N, use_pool ? pool : NULL, PAD, out, frames, valid));
+        for (int i = 0; i < N; i++) {
+            float *one = NULL;
+            int f1 = 0, v1 = 0;
+            CHECK_OK(ct_mel_compute(&mel, clips[i], lens[i], &one, &f1, &v1));
+            CHECK(frames[i] == f1 && valid[i] == v1);
+            const float *row = out + (size_t)i * PAD * 128;
+            if (one && frames[i] == f1)
+                CHECK_MSG(memcmp(one, row, (size_t)f1 * 128 * sizeof *one) == 0,
+                          "clip %d (%zu samples): padded and single features differ", i, lens[i]);
+            int nonzero = 0;
+            for (size_t k = (size_t)f1 * 128; k < (size_t)PAD * 128; k++) nonzero += row[k] != 0.0f;
+            CHECK_MSG(nonzero == 0, "clip %d: %d nonzero values past its frames", i, nonzero);
+            tg_free(one);
+        }
+    }
+    int frames[N] = {-7, -7, -7, -7, -7}, valid[N] = {-7, -7, -7, -7, -7};
+    CHECK_ERR(ct_mel_compute_padded(&mel, clips, lens, N, pool, 250, out, frames, valid), TG_ERR_INVALID_ARG,
+              "clip 0: 251 frames, more than the batch's 250");
+    CHECK_ERR(ct_mel_compute_padded(&mel, clips, lens, N, pool, PAD, NULL, frames, valid), TG_ERR_INVALID_ARG,
+              "no output");
+    int ok = 0;
+    for (long k = 0; k < 40 && !ok && out; k++) {
+        tg_alloc_fail_after(k);
+        tg_status st = ct_mel_compute_padded(&mel, clips, lens, N, NULL, PAD, out, frames, valid);
+        tg_alloc_fail_after(-1);
+        if (!st) ok = frames[0] == 251 && valid[4] == 2;
+        else {
+            CHECK_ERR(st, TG_ERR_NO_MEMORY, "out of memory");
+            CHECK(frames[0] == -7 && valid[4] == -7);
+        }
+    }
+    CHECK(ok);
+    tg_free(out);
+    tg_threadpool_free(pool);
+    ct_mel_free(&mel);
+}
+
 /* Bad batches are refused naming the clip, and leave the outputs alone. */
 static void test_batch_bad_inputs_name_the_clip(void) {
     ct_mel mel;
@@ -424,4 +483,5 @@ TEST_MAIN(T(test_fft_matches_direct_dft), T(test_filters_match_librosa), T(test_
           T(test_features_b_and_padded_batch_row), T(test_bad_inputs_are_refused),
           T(test_shortest_and_silent_audio), T(test_matches_direct_formula),
           T(test_out_of_memory_is_reported), T(test_batch_equals_single_calls),
+          T(test_padded_batch_equals_single_calls),
           T(test_batch_bad_inputs_name_the_clip))
