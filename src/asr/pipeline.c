@@ -47,7 +47,7 @@ tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const si
      * made, so the frontend writes straight into the padded batch */
     int T = 0;
     for (int i = 0; i < n; i++) {
-        int f = lens ? ct_mel_frames(lens[i]) : 0;
+        int f = ct_mel_frames(lens[i]);
         if (f > T) T = f;
         out->clip[i] = clip_ids ? clip_ids[i] : i;
     }

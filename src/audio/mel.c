@@ -216,17 +216,16 @@ static void mel_work_free(mel_work *w) {
     memset(w, 0, sizeof *w);
 }
 
-enum { MW_N_FFT = MEL_N_FFT, MW_BINS = MEL_N_FFT / 2 + 1 };
-
 static tg_status mel_work_reserve(mel_work *w, size_t n) {
     size_t frames = n / MEL_HOP + 1;
     if (!w->scratch) {
-        size_t n_scratch = ((size_t)2 * MW_N_FFT + 2 * (size_t)MW_BINS + (size_t)MEL_N_MELS) * CT_FFT_LANES;
+        size_t n_scratch =
+            ((size_t)2 * MEL_N_FFT + 2 * (size_t)(MEL_N_FFT / 2 + 1) + (size_t)MEL_N_MELS) * CT_FFT_LANES;
         if (!(w->scratch = tg_calloc(n_scratch, sizeof *w->scratch))) goto oom;
     }
     if (n > w->cap_samples) {
         tg_free(w->pad);
-        if (!(w->pad = tg_malloc((n + (size_t)MW_N_FFT) * sizeof *w->pad))) goto oom;
+        if (!(w->pad = tg_malloc((n + (size_t)MEL_N_FFT) * sizeof *w->pad))) goto oom;
         w->cap_samples = n;
     }
     if (frames > w->cap_frames) {
@@ -258,7 +257,9 @@ static tg_status mel_check(const float *samples, size_t n) {
     return NULL;
 }
 
-int ct_mel_frames(size_t n) { return n / MEL_HOP + 1 > (size_t)INT32_MAX ? INT32_MAX : (int)(n / MEL_HOP + 1); }
+int ct_mel_frames(size_t n) {
+    return n / MEL_HOP + 1 > (size_t)INT32_MAX ? INT32_MAX : (int)(n / MEL_HOP + 1);
+}
 
 /* The features of one checked clip into feat ([n/160 + 1][128]), with w's
  * buffers (mw, reserved for n). */
@@ -431,7 +432,11 @@ static void batch_task(void *arg, int ith, int nth) {
     for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) j->status[i] = batch_clip(j, w, i);
 }
 
-static tg_status batch_run(batch_job *j, struct tg_threadpool *pool) {
+/* Runs the job's clips on pool; on success hands the features (when not
+ * padded), frames and valid counts to the out arrays, else leaves them
+ * alone. Frees everything the job allocated either way. */
+static tg_status batch_run(batch_job *j, struct tg_threadpool *pool, float **out_feats, int *out_frames,
+                           int *out_valid) {
     tg_status st = NULL;
     int n = j->n;
     atomic_init(&j->next, 0);
@@ -455,18 +460,20 @@ static tg_status batch_run(batch_job *j, struct tg_threadpool *pool) {
                 j->status[i] = NULL;
             }
     }
+    if (!st) {
+        if (out_feats) memcpy(out_feats, j->feats, (size_t)n * sizeof *out_feats);
+        memcpy(out_frames, j->frames, (size_t)n * sizeof *out_frames);
+        memcpy(out_valid, j->valid, (size_t)n * sizeof *out_valid);
+    }
+    for (int i = 0; st && j->feats && i < n; i++) tg_free(j->feats[i]);
     for (int i = 0; j->works && i < j->n_works; i++) mel_work_free(&j->works[i]);
     for (int i = 0; j->status && i < n; i++) tg_status_free(j->status[i]);
-    tg_free(j->works);
-    tg_free(j->status);
-    return st;
-}
-
-static void batch_release(batch_job *j, bool keep_feats) {
-    for (int i = 0; !keep_feats && j->feats && i < j->n; i++) tg_free(j->feats[i]);
     tg_free(j->feats);
     tg_free(j->frames);
     tg_free(j->valid);
+    tg_free(j->works);
+    tg_free(j->status);
+    return st;
 }
 
 static tg_status batch_args(const float *const *clips, const size_t *lens, int n) {
@@ -483,14 +490,7 @@ tg_status ct_mel_compute_batch(const ct_mel *mel, const float *const *clips, con
     tg_status st = batch_args(clips, lens, n);
     if (st) return st;
     batch_job j = {.mel = mel, .clips = clips, .lens = lens, .n = n};
-    st = batch_run(&j, pool);
-    if (!st) {
-        memcpy(out_feats, j.feats, (size_t)n * sizeof *out_feats);
-        memcpy(out_frames, j.frames, (size_t)n * sizeof *out_frames);
-        memcpy(out_valid, j.valid, (size_t)n * sizeof *out_valid);
-    }
-    batch_release(&j, !st);
-    return st;
+    return batch_run(&j, pool, out_feats, out_frames, out_valid);
 }
 
 tg_status ct_mel_compute_padded(const ct_mel *mel, const float *const *clips, const size_t *lens,
@@ -501,11 +501,5 @@ tg_status ct_mel_compute_padded(const ct_mel *mel, const float *const *clips, co
     if (!out || pad_frames < 1)
         return tg_status_new(TG_ERR_INVALID_ARG, "mel batch: no output (%d frames a clip)", pad_frames);
     batch_job j = {.mel = mel, .clips = clips, .lens = lens, .n = n, .padded = out, .pad_frames = pad_frames};
-    st = batch_run(&j, pool);
-    if (!st) {
-        memcpy(out_frames, j.frames, (size_t)n * sizeof *out_frames);
-        memcpy(out_valid, j.valid, (size_t)n * sizeof *out_valid);
-    }
-    batch_release(&j, false);
-    return st;
+    return batch_run(&j, pool, NULL, out_frames, out_valid);
 }
