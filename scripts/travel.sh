@@ -7,13 +7,16 @@
 # locally (.git/info/exclude): they stay on disk, untouched, but do not travel. `full` puts
 # them back exactly as HEAD has them. Do not commit while slim: the commit would delete them
 # (`status` says which state the tree is in; a commit while slim is refused by the hook that
-# `slim` installs).
+# `slim` installs). `slim train` also leaves out the fixtures under tests/data (45 MB): the
+# demo model's training (tools/train-demo/h200.sh) reads none of them, and it carries a 16 MB
+# checkpoint to go on from, which would not fit beside them.
 #
-# usage: scripts/travel.sh status | slim | full      (from anywhere in the repository)
+# usage: scripts/travel.sh status | slim [train] | full      (from anywhere in the repository)
 # Not here: what each call carries (name .debs, .demo/espeak, ... in the tool's carry).
 set -eu
 cd "$(git rev-parse --show-toplevel)"
 PATHS="models/cohere-demo-en tests/data/demo fuzz/corpus"
+TRAIN_PATHS="tests/data/tiny tests/data/small2"
 MARK="# travel.sh slim"
 EXCL=$(git rev-parse --git-path info/exclude)
 HOOK=$(git rev-parse --git-path hooks)/pre-commit
@@ -30,6 +33,7 @@ status)
     ;;
 slim)
     grep -qF "$MARK" "$EXCL" 2>/dev/null && { echo "travel: already slim"; exit 0; }
+    [ "${2:-}" = train ] && PATHS="$PATHS $TRAIN_PATHS"
     git diff --quiet HEAD -- $PATHS || { echo "travel: uncommitted changes under $PATHS; commit them first" >&2; exit 1; }
     mkdir -p "$(dirname "$EXCL")" "$(dirname "$HOOK")"
     git rm -r -q --cached --ignore-unmatch -- $PATHS
@@ -41,14 +45,14 @@ slim)
     echo "travel: slim; the tree that travels is $(size); scripts/travel.sh full puts $PATHS back"
     ;;
 full)
-    git reset -q HEAD -- $PATHS
+    git reset -q HEAD -- $PATHS $TRAIN_PATHS
     if grep -qF "$MARK" "$EXCL" 2>/dev/null; then
         sed -i "/^$MARK\$/,/^$MARK end\$/d" "$EXCL"
     fi
     echo "travel: full; the tree that travels is $(size)"
     ;;
 *)
-    echo "usage: scripts/travel.sh status | slim | full" >&2
+    echo "usage: scripts/travel.sh status | slim [train] | full" >&2
     exit 2
     ;;
 esac

@@ -7,15 +7,20 @@ Every clip is reproducible from (--seed, its index) alone, whatever --jobs is:
 - a voice: one of espeak-ng's English accents with a +m1..+m7 / +f1..+f5 variant (or none);
   the held-out split uses variants (HELDOUT_VARIANTS) that training never hears;
 - speed 120-220 words a minute, pitch 20-80, amplitude 70-150, sometimes a longer word gap;
-- resampled from espeak-ng's 22,050 Hz to 16 kHz (polyphase, 320/441), then a random gain,
+- resampled from espeak-ng's 22,050 Hz to 16 kHz (polyphase, 320/441); training clips made
+  with --speed-perturb P are also resampled by a random factor in [1-P, 1+P] (tempo, pitch
+  and formants move together, Kaldi's speed perturbation: voices training never heard are
+  what the held-out split tests), then a random gain,
   a short synthetic reverberation (exponentially decaying noise, RT60 50-350 ms) half of
   the time, white/pink/brown noise at 12-40 dB SNR most of the time, and 50-400 ms of
   leading and trailing room tone.
 --clean turns off all of that variation (one voice, one speed, no noise): the overfit test.
+The held-out clips are the same whatever --speed-perturb is (they draw nothing for it).
 
 Output in --out: train-NNNN.npz shards (int16 audio concatenated, offsets, texts, voices) of
 --shard clips each, and heldout/NNNN.wav (16 kHz mono 16-bit) with heldout.tsv (file, text,
-voice). The held-out sentences are drawn first from their own random stream and training
+voice). A shard is written under a temporary name and renamed when complete, so a reader
+(train.py --grow) never sees half of one. The held-out sentences are drawn first from their own random stream and training
 never uses the same sentence.
 
 usage: python3 data.py --out .demo/data --train 40000 --heldout 200 --seed 1 --jobs 16
@@ -120,11 +125,16 @@ def augment(rng, x):
 
 
 def synth_one(job):
-    exe, split, seed, i, text, clean = job
+    exe, split, seed, i, text, clean, perturb = job
     rng = item_rng(seed, split, i)
     p = voice_params(rng, split, clean)
     x = espeak(exe, text, p)
     x = resample_poly(x.astype(np.float64), 320, 441)
+    if split == "train" and perturb > 0 and not clean:
+        # factor f: the clip plays f times as fast (resampled to 1/f of its length)
+        f = rng.uniform(1.0 - perturb, 1.0 + perturb)
+        x = resample_poly(x, 200, int(round(200 * f)))
+        p["voice"] += f" x{200 / int(round(200 * f)):.3f}"
     if not clean:
         x = augment(rng, x)
     pcm = np.clip(np.round(x * 32767), -32768, 32767).astype(np.int16)
@@ -143,6 +153,8 @@ def main():
     ap.add_argument("--min-words", type=int, default=3)
     ap.add_argument("--max-words", type=int, default=12)
     ap.add_argument("--clean", action="store_true", help="one voice, one speed, no noise")
+    ap.add_argument("--speed-perturb", type=float, default=0.0,
+                    help="training clips: resample by a random factor in [1-P, 1+P] (0: off)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the shards already in --out (they are the same clips: each depends on the seed and "
                          "its index only) and make only the missing ones")
@@ -170,12 +182,16 @@ def main():
     os.makedirs(os.path.join(a.out, "heldout"), exist_ok=True)
     t0 = time.time()
     with Pool(a.jobs) as pool:
-        jobs = [(a.espeak, "heldout", a.seed, i, s, a.clean) for i, s in enumerate(held)]
-        with open(os.path.join(a.out, "heldout.tsv"), "w", encoding="utf-8") as tsv:
-            for i, (pcm, voice) in enumerate(pool.imap(synth_one, jobs, chunksize=8)):
-                name = f"{i:04d}.wav"
-                write_wav(os.path.join(a.out, "heldout", name), pcm)
-                tsv.write(f"heldout/{name}\t{held[i]}\t{voice}\n")
+        tsv_path = os.path.join(a.out, "heldout.tsv")
+        have = open(tsv_path, encoding="utf-8").read().splitlines() if os.path.exists(tsv_path) else []
+        if not (a.keep and [ln.split("\t")[1] for ln in have] == held):
+            jobs = [(a.espeak, "heldout", a.seed, i, s, a.clean, 0.0) for i, s in enumerate(held)]
+            with open(tsv_path + ".part", "w", encoding="utf-8") as tsv:
+                for i, (pcm, voice) in enumerate(pool.imap(synth_one, jobs, chunksize=8)):
+                    name = f"{i:04d}.wav"
+                    write_wav(os.path.join(a.out, "heldout", name), pcm)
+                    tsv.write(f"heldout/{name}\t{held[i]}\t{voice}\n")
+            os.replace(tsv_path + ".part", tsv_path)
         seconds = 0.0
         for sh in range(0, a.train, a.shard):
             part = train[sh: sh + a.shard]
@@ -185,16 +201,19 @@ def main():
                     if list(z["texts"]) == part:
                         seconds += z["offsets"][-1] / SR
                         continue
-            jobs = [(a.espeak, "train", a.seed, sh + i, s, a.clean) for i, s in enumerate(part)]
+            jobs = [(a.espeak, "train", a.seed, sh + i, s, a.clean, a.speed_perturb) for i, s in enumerate(part)]
             res = pool.map(synth_one, jobs, chunksize=16)
             pcms = [r[0] for r in res]
             offsets = np.cumsum([0] + [len(p) for p in pcms]).astype(np.int64)
             seconds += offsets[-1] / SR
-            np.savez(shard, audio=np.concatenate(pcms),
+            part_file = os.path.join(a.out, f"part-{sh // a.shard:04d}.npz")
+            np.savez(part_file, audio=np.concatenate(pcms),
                      offsets=offsets, texts=np.array(part), voices=np.array([r[1] for r in res]))
+            os.replace(part_file, shard)
             print(f"  {sh + len(part)}/{a.train} clips, {seconds / 3600:.2f} h, {time.time() - t0:.0f} s",
                   flush=True)
     meta = dict(seed=a.seed, train=a.train, heldout=a.heldout, vocab=len(words), clean=a.clean,
+                speed_perturb=a.speed_perturb,
                 min_words=a.min_words, max_words=a.max_words, train_hours=seconds / 3600,
                 seconds=time.time() - t0)
     json.dump(meta, open(os.path.join(a.out, "meta.json"), "w"), indent=1)

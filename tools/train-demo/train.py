@@ -20,6 +20,8 @@ decoder, the decoder prompt of spec 5.2. What makes it learn, and why:
 - SpecAugment on the features (--specaug), a curriculum that starts with the shortest clips
   (--curriculum: the fraction of training over which the longest allowed clip grows to all),
   batches of similar lengths holding about --batch-seconds of audio;
+- --grow: the training starts on the first shards while data.py is still writing the rest
+  (on a fresh GPU machine the synthesis takes minutes) and reads new shards as they come;
 - AdamW, linear warm-up, cosine decay over --steps or --minutes (whichever ends first);
   bf16 autocast on CUDA, fp32 on the CPU.
 
@@ -84,26 +86,36 @@ def init_weights(model, how):
 
 
 class Data:
-    """All clips of DATA/train-*.npz in memory (int16), their tokens, sorted by length."""
+    """All clips of DATA/train-*.npz in memory (int16), their tokens, sorted by length.
+    grow() reads the shards that have appeared since (data.py writing beside the training)."""
 
     def __init__(self, root, sp, limit=0):
-        self.audio, self.texts = [], []
-        for f in sorted(glob.glob(os.path.join(root, "train-*.npz"))):
+        self.root, self.sp, self.limit = root, sp, limit
+        self.audio, self.texts, self.tokens, self.seen = [], [], [], set()
+        self.grow()
+        if not self.texts:
+            raise SystemExit(f"no clips in {root}/train-*.npz (run data.py)")
+
+    def grow(self):
+        """Reads new complete shards (data.py renames a shard into place when it is whole);
+        returns how many clips were added."""
+        n0 = len(self.texts)
+        for f in sorted(glob.glob(os.path.join(self.root, "train-*.npz"))):
+            if f in self.seen or (self.limit and len(self.texts) >= self.limit):
+                continue
+            self.seen.add(f)
             z = np.load(f)
             audio, off = z["audio"], z["offsets"]        # (each z[...] reads the file again)
             for i, t in enumerate(z["texts"]):
+                if self.limit and len(self.texts) == self.limit:
+                    break
                 self.audio.append(audio[off[i]: off[i + 1]])
                 self.texts.append(str(t))
-                if limit and len(self.texts) == limit:
-                    break
-            if limit and len(self.texts) == limit:
-                break
-        if not self.texts:
-            raise SystemExit(f"no clips in {root}/train-*.npz (run data.py)")
-        self.tokens = [sp.encode(t) for t in self.texts]
+                self.tokens.append(np.array(self.sp.encode(str(t)), dtype=np.int64))
         self.lens = np.array([len(a) for a in self.audio])
         self.order = np.argsort(self.lens, kind="stable")
         self.hours = self.lens.sum() / SR / 3600
+        return len(self.texts) - n0
 
     def batch(self, rng, frac, seconds):
         """Indices of a batch: clips of similar length around a random place among the
@@ -118,21 +130,31 @@ class Data:
 
 
 def collate(data, idx, prompt, device):
-    lens = torch.tensor([data.lens[i] for i in idx])
-    x = torch.zeros(len(idx), int(lens.max()), dtype=torch.int16)
-    for j, i in enumerate(idx):
-        x[j, : data.lens[i]] = torch.from_numpy(data.audio[i])
-    seqs = [prompt + data.tokens[i] + [EOS] for i in idx]
-    L = max(len(s) for s in seqs)
-    dec = torch.full((len(idx), L), PAD, dtype=torch.long)
-    for j, s in enumerate(seqs):
-        dec[j, : len(s)] = torch.tensor(s)
+    """A batch on the device: padded audio [B, N] in [-1, 1) and lengths, decoder input and
+    targets (prompt and padding not predicted), CTC targets. The clips go over as one
+    concatenated array and are padded on the device by a gather: one copy and a few kernels
+    whatever the clip count (a copy per clip cost ~40 ms a batch of 180 clips)."""
+    lens_np = data.lens[idx]
+    flat = torch.from_numpy(np.concatenate([data.audio[i] for i in idx])).to(device, non_blocking=True)
+    starts = torch.from_numpy(np.concatenate([[0], np.cumsum(lens_np)[:-1]])).to(device)
+    lens = torch.from_numpy(lens_np).to(device)
+    t = torch.arange(int(lens_np.max()), device=device)
+    valid = t[None, :] < lens[:, None]
+    x = flat[(starts[:, None] + t[None, :]).clamp(max=flat.numel() - 1)].float().masked_fill(~valid, 0.0) / 32768.0
+    toks = [data.tokens[i] for i in idx]
+    n_tok = np.array([len(k) for k in toks])
+    L = len(prompt) + int(n_tok.max()) + 1
+    dec = np.full((len(idx), L), PAD, dtype=np.int64)
+    dec[:, : len(prompt)] = prompt
+    for j, k in enumerate(toks):
+        dec[j, len(prompt): len(prompt) + len(k)] = k
+        dec[j, len(prompt) + len(k)] = EOS
+    dec = torch.from_numpy(dec)
     inp, tgt = dec[:, :-1].clone(), dec[:, 1:].clone()
     tgt[:, : len(prompt) - 1] = -100                 # the prompt is given, not predicted
     tgt[tgt == PAD] = -100
-    ctc_t = [torch.tensor(data.tokens[i]) for i in idx]
-    return (x.to(device, non_blocking=True).float() / 32768.0, lens.to(device), inp.to(device), tgt.to(device),
-            torch.cat(ctc_t).to(device), torch.tensor([len(t) for t in ctc_t]).to(device))
+    return (x, lens, inp.to(device), tgt.to(device),
+            torch.from_numpy(np.concatenate(toks)).to(device), torch.from_numpy(n_tok).to(device))
 
 
 def spec_augment(f, mask, gen, n_freq=2, max_f=15, time_frac=0.05, n_time=2):
@@ -218,6 +240,9 @@ def main():
     ap.add_argument("--specaug", type=int, default=1)
     ap.add_argument("--curriculum", type=float, default=0.3)
     ap.add_argument("--limit", type=int, default=0, help="use only the first N clips")
+    ap.add_argument("--grow", type=int, default=0,
+                    help="every N steps read the shards data.py has finished since, until its meta.json "
+                         "appears (training beside the synthesis; which clips a step sees then depends on timing)")
     ap.add_argument("--log-every", type=int, default=20)
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--eval-n", type=int, default=50)
@@ -225,9 +250,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--init-from", default=None,
-                    help="start from the weights of an exported model folder (export.py's layout, e.g. "
-                         "models/cohere-demo-en) with a new CTC head and optimizer; used when no checkpoint "
-                         "of --out is resumed")
+                    help="start from these weights at step 0 (a new schedule and optimizer): an exported model "
+                         "folder (export.py's layout, e.g. models/cohere-demo-en; a new CTC head) or a checkpoint "
+                         "of this script (small.pt/full.pt; its CTC head is kept); used when no checkpoint of "
+                         "--out is resumed")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -275,14 +301,20 @@ def main():
                 rewarm = step
             print(f"resumed from {path} at step {step} ({elapsed / 60:.1f} min)", flush=True)
 
+
     if args.init_from and step == 0:
-        from export import load_hf
-        src = load_hf(args.init_from).state_dict()
-        bad = model.load_state_dict({k: v for k, v in src.items() if k != POS_KEY}, strict=False)
+        if os.path.isfile(args.init_from):
+            ck = torch.load(args.init_from, map_location=device, weights_only=False)
+            src, what = ck["model"], f"step {ck['step']} of {args.init_from}, its CTC head"
+            ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
+        else:
+            from export import load_hf
+            src, what = load_hf(args.init_from).state_dict(), f"{args.init_from} (a new CTC head)"
+        bad = model.load_state_dict({k: v.float() for k, v in src.items() if k != POS_KEY}, strict=False)
         if bad.unexpected_keys or set(bad.missing_keys) - {POS_KEY}:
             raise SystemExit(f"{args.init_from}: does not fit --size {args.size}: {bad}")
         model.to(device)
-        print(f"weights from {args.init_from} (new CTC head and optimizer)", flush=True)
+        print(f"weights from {what}; a new optimizer and schedule from step 0", flush=True)
 
     held = []
     hdir = args.heldout or args.data
@@ -318,6 +350,7 @@ def main():
         return args.lr * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
 
     use_amp = device.type == "cuda"
+    growing = args.grow > 0
     log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
     t_last = t_start = time.time()
     while True:
@@ -362,16 +395,22 @@ def main():
         now = time.time()
         elapsed += now - t_last
         t_last = now
-        log["ce"] += ce.item()
-        log["ctc"] += ctc_loss.item()
+        log["ce"] += ce.detach()                     # summed on the device: no wait for the GPU each step
+        log["ctc"] += ctc_loss.detach()
         log["n"] += 1
-        log["sec"] += float(lens.sum()) / SR
+        log["sec"] += float(data.lens[idx].sum()) / SR
         if step % args.log_every == 0:
             dt = time.time() - log["t"]
-            print(f"step {step} {elapsed / 60:.1f} min lr {lr_at(step, elapsed):.2e} ce {log['ce'] / log['n']:.3f} "
-                  f"ctc {log['ctc'] / log['n']:.3f} batch {len(idx)} frac {frac:.2f} "
+            print(f"step {step} {elapsed / 60:.1f} min lr {lr_at(step, elapsed):.2e} "
+                  f"ce {float(log['ce']) / log['n']:.3f} ctc {float(log['ctc']) / log['n']:.3f} "
+                  f"batch {len(idx)} frac {frac:.2f} "
                   f"{dt / log['n'] * 1000:.0f} ms/step {log['sec'] / dt:.0f} s audio/s", flush=True)
             log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
+        if growing and step % args.grow == 0:
+            growing = not os.path.exists(os.path.join(args.data, "meta.json"))   # then read the last shards
+            added = data.grow()
+            if added:
+                print(f"data: +{added} clips, {len(data.texts)} in all ({data.hours:.1f} h)", flush=True)
         if args.eval_every and step % args.eval_every == 0:
             t0 = time.time()
             print(f"eval step {step}: {json.dumps(evaluate())} ({time.time() - t0:.0f} s)", flush=True)
