@@ -205,12 +205,13 @@ def decode(sp, ids):
     return sp.decode([i for i in ids if i != PAD]).strip()
 
 
-def save(path, model, ctc, step, elapsed, args, opt=None):
+def save(path, model, ctc, step, elapsed, args, opt=None, lr_scale=1.0):
     # small.pt: bf16, and without the fixed position table (recomputed; keeps it < 16 MiB)
     sd = {k: (v.to(torch.bfloat16) if opt is None and v.is_floating_point() else v)
           for k, v in model.state_dict().items() if opt is not None or k != POS_KEY}
     ck = {"model": sd, "ctc": {k: (v.to(torch.bfloat16) if opt is None else v) for k, v in ctc.state_dict().items()},
-          "step": step, "elapsed": elapsed, "args": vars(args), "config": model.config.to_dict()}
+          "step": step, "elapsed": elapsed, "args": vars(args), "config": model.config.to_dict(),
+          "lr_scale": lr_scale}
     if opt is not None:
         ck["opt"] = opt.state_dict()
     torch.save(ck, path + ".tmp")
@@ -248,6 +249,9 @@ def main():
     ap.add_argument("--eval-n", type=int, default=50)
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--guard", type=float, default=0,
+                    help="divergence guard: when a logged window's CE exceeds GUARD x the best window's + 0.3, "
+                         "go back to the last checkpoint (saved only while healthy) at half the learning rate")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--init-from", default=None,
                     help="start from these weights at step 0 (a new schedule and optimizer): an exported model "
@@ -284,23 +288,26 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
     os.makedirs(args.out, exist_ok=True)
-    step, elapsed, rewarm = 0, 0.0, 0
+    step, elapsed, rewarm, lr_scale = 0, 0.0, 0, 1.0
+
+    def load(path):
+        """Model, CTC head and (full.pt) optimizer of a checkpoint; its step, time, lr scale."""
+        ck = torch.load(path, map_location=device, weights_only=False)
+        bad = model.load_state_dict({k: v.float() for k, v in ck["model"].items()}, strict=False)
+        if bad.unexpected_keys or set(bad.missing_keys) - {POS_KEY}:
+            raise SystemExit(f"{path}: does not fit --size {args.size}: {bad}")
+        ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
+        if "opt" in ck:
+            opt.load_state_dict(ck["opt"])
+        return ck["step"], ck["elapsed"], ck.get("lr_scale", 1.0), "opt" in ck
+
     if args.resume:
         full, small = os.path.join(args.out, "full.pt"), os.path.join(args.out, "small.pt")
         path = full if os.path.exists(full) else small
         if os.path.exists(path):
-            ck = torch.load(path, map_location=device, weights_only=False)
-            bad = model.load_state_dict({k: v.float() for k, v in ck["model"].items()}, strict=False)
-            if bad.unexpected_keys or set(bad.missing_keys) - {POS_KEY}:
-                raise SystemExit(f"{path}: does not fit --size {args.size}: {bad}")
-            ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
-            step, elapsed = ck["step"], ck["elapsed"]
-            if "opt" in ck:
-                opt.load_state_dict(ck["opt"])
-            else:
-                rewarm = step
+            step, elapsed, lr_scale, has_opt = load(path)
+            rewarm = 0 if has_opt else step
             print(f"resumed from {path} at step {step} ({elapsed / 60:.1f} min)", flush=True)
-
 
     if args.init_from and step == 0:
         if os.path.isfile(args.init_from):
@@ -347,22 +354,29 @@ def main():
         if args.minutes:
             p = max(p, t / (60 * args.minutes))
         warm = min(1.0, (s + 1) / args.warmup) if not rewarm else min(1.0, (s - rewarm + 1) / 50)
-        return args.lr * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
+        return args.lr * lr_scale * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
 
     use_amp = device.type == "cuda"
     growing = args.grow > 0
+    best_ce, healthy, backs = math.inf, True, 0
+
+    def checkpoint():
+        if not healthy:          # never replace a good checkpoint with a diverged one
+            print(f"step {step}: not saved (diverged)", flush=True)
+            return
+        save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt, lr_scale)
+        save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args, lr_scale=lr_scale)
     log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
     t_last = t_start = time.time()
     while True:
         if (args.steps and step >= args.steps) or (args.minutes and elapsed >= 60 * args.minutes):
             break
         if args.session_minutes and time.time() - t_start >= 60 * args.session_minutes:
-            save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt)
-            save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args)
+            checkpoint()
             print(f"session time up at step {step} ({elapsed / 60:.1f} min trained); go on with --resume",
                   flush=True)
             return
-        rng = np.random.default_rng([args.seed, step])
+        rng = np.random.default_rng([args.seed, step] + ([backs] if backs else []))   # new batches after a step back
         frac = 1.0
         if args.curriculum > 0:
             p = max(step / args.steps if args.steps else 0, elapsed / (60 * args.minutes) if args.minutes else 0)
@@ -405,7 +419,23 @@ def main():
                   f"ce {float(log['ce']) / log['n']:.3f} ctc {float(log['ctc']) / log['n']:.3f} "
                   f"batch {len(idx)} frac {frac:.2f} "
                   f"{dt / log['n'] * 1000:.0f} ms/step {log['sec'] / dt:.0f} s audio/s", flush=True)
+            window = float(log["ce"]) / log["n"]
             log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
+            if args.guard:
+                best_ce = min(best_ce, window)
+                healthy = window <= args.guard * best_ce + 0.3
+                full = os.path.join(args.out, "full.pt")
+                if not healthy and os.path.exists(full):
+                    backs += 1
+                    if backs > 4:
+                        raise SystemExit(f"diverged {backs} times; the last good checkpoint is {full}")
+                    bad_step = step
+                    step, elapsed, ck_scale, _ = load(full)
+                    lr_scale = 0.5 * min(lr_scale, ck_scale)
+                    healthy, t_last = True, time.time()
+                    print(f"diverged at step {bad_step} (ce {window:.3f}, best {best_ce:.3f}): back to step {step}, "
+                          f"learning rate x{lr_scale:g}", flush=True)
+                    continue
         if growing and step % args.grow == 0:
             growing = not os.path.exists(os.path.join(args.data, "meta.json"))   # then read the last shards
             added = data.grow()
@@ -416,11 +446,9 @@ def main():
             print(f"eval step {step}: {json.dumps(evaluate())} ({time.time() - t0:.0f} s)", flush=True)
             t_last = time.time()
         if args.save_every and step % args.save_every == 0:
-            save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt)
-            save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args)
+            checkpoint()
             t_last = time.time()
-    save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt)
-    save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args)
+    checkpoint()
     r = evaluate()
     print(f"final step {step} ({elapsed / 60:.1f} min): {json.dumps(r)}", flush=True)
     json.dump(dict(step=step, minutes=elapsed / 60, eval=r), open(os.path.join(args.out, "final.json"), "w"), indent=1)
