@@ -32,7 +32,14 @@ status)
     echo "travel: $state; the tree that travels is $(size) (limit 64 MiB, carried paths on top)"
     ;;
 slim)
-    grep -qF "$MARK" "$EXCL" 2>/dev/null && { echo "travel: already slim"; exit 0; }
+    if grep -qF "$MARK" "$EXCL" 2>/dev/null; then
+        if [ "${2:-}" = train ] && ! grep -qxF "/tests/data/tiny/" "$EXCL"; then
+            echo "travel: slim without the training paths; run scripts/travel.sh full, then slim train" >&2
+            exit 1
+        fi
+        echo "travel: already slim"
+        exit 0
+    fi
     [ "${2:-}" = train ] && PATHS="$PATHS $TRAIN_PATHS"
     git diff --quiet HEAD -- $PATHS || { echo "travel: uncommitted changes under $PATHS; commit them first" >&2; exit 1; }
     mkdir -p "$(dirname "$EXCL")" "$(dirname "$HOOK")"

@@ -134,7 +134,7 @@ def synth_one(job):
         # factor f: the clip plays f times as fast (resampled to 1/f of its length)
         f = rng.uniform(1.0 - perturb, 1.0 + perturb)
         x = resample_poly(x, 200, int(round(200 * f)))
-        p["voice"] += f" x{200 / int(round(200 * f)):.3f}"
+        p["voice"] += f" x{int(round(200 * f)) / 200:.3f}"
     if not clean:
         x = augment(rng, x)
     pcm = np.clip(np.round(x * 32767), -32768, 32767).astype(np.int16)
@@ -156,8 +156,8 @@ def main():
     ap.add_argument("--speed-perturb", type=float, default=0.0,
                     help="training clips: resample by a random factor in [1-P, 1+P] (0: off)")
     ap.add_argument("--keep", action="store_true",
-                    help="keep the shards already in --out (they are the same clips: each depends on the seed and "
-                         "its index only) and make only the missing ones")
+                    help="keep the shards already in --out that were made with the same settings (they are the "
+                         "same clips: each depends on the seed and its index only) and make only the missing ones")
     default_exe = os.path.join(HERE, "..", "..", ".demo", "espeak", "espeak-ng")
     ap.add_argument("--espeak", default=default_exe if os.path.exists(default_exe) else "espeak-ng")
     a = ap.parse_args()
@@ -198,7 +198,8 @@ def main():
             shard = os.path.join(a.out, f"train-{sh // a.shard:04d}.npz")
             if a.keep and os.path.exists(shard):
                 with np.load(shard) as z:
-                    if list(z["texts"]) == part:
+                    made = (float(z["speed_perturb"]), bool(z["clean"])) if "clean" in z.files else None
+                    if list(z["texts"]) == part and made == (a.speed_perturb, a.clean):
                         seconds += z["offsets"][-1] / SR
                         continue
             jobs = [(a.espeak, "train", a.seed, sh + i, s, a.clean, a.speed_perturb) for i, s in enumerate(part)]
@@ -208,7 +209,8 @@ def main():
             seconds += offsets[-1] / SR
             part_file = os.path.join(a.out, f"part-{sh // a.shard:04d}.npz")
             np.savez(part_file, audio=np.concatenate(pcms),
-                     offsets=offsets, texts=np.array(part), voices=np.array([r[1] for r in res]))
+                     offsets=offsets, texts=np.array(part), voices=np.array([r[1] for r in res]),
+                     speed_perturb=np.float64(a.speed_perturb), clean=np.bool_(a.clean))
             os.replace(part_file, shard)
             print(f"  {sh + len(part)}/{a.train} clips, {seconds / 3600:.2f} h, {time.time() - t0:.0f} s",
                   flush=True)

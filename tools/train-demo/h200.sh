@@ -16,7 +16,8 @@
 # Everything is reproducible from the seed, so a fresh machine (the old one given back) only
 # needs .demo/espeak (carry it) and, to go on, the last small.pt carried as
 # .demo/resume/small.pt: it is used when .demo/ckpt has no full.pt of its own. (Which clips
-# a step sees while the data still grow depends on timing.)
+# a step sees while the data still grow depends on timing. Finished data on a warm machine
+# are reused as they are, whatever DEMO_PERTURB says now.)
 # Why this shape: the machine has no network and no espeak-ng (espeak_bundle.sh makes the
 # bundle here), what travels is 64 MiB each way, and a command runs at most 10 minutes.
 # Not here: export and evaluation (export.py, eval.py: here, on the CPU, with our engine).
@@ -83,10 +84,10 @@ n0=$(cat "$D/ckpt/train.log" 2>/dev/null | wc -l)
 cp "$D/data/tokenizer.model" "$OUT/"
 ( while sleep 15; do
       if [ "$D/ckpt/small.pt" -nt "$OUT/small.pt" ] 2>/dev/null || [ ! -f "$OUT/small.pt" ]; then
-          [ -f "$D/ckpt/small.pt" ] && cp "$D/ckpt/small.pt" "$OUT/small.pt.part" && mv "$OUT/small.pt.part" "$OUT/small.pt"
+          { [ -f "$D/ckpt/small.pt" ] && cp "$D/ckpt/small.pt" "$OUT/small.pt.part" && mv "$OUT/small.pt.part" "$OUT/small.pt"; } || true
       fi
-      cp "$D/ckpt/train.log" "$OUT/" 2>/dev/null
-      tail -n 3 "$D/data.log" > "$OUT/data.log" 2>/dev/null
+      cp "$D/ckpt/train.log" "$OUT/" 2>/dev/null || true
+      tail -n 3 "$D/data.log" > "$OUT/data.log" 2>/dev/null || true
   done ) &
 mirror=$!
 trap 'kill $mirror 2>/dev/null' EXIT

@@ -27,7 +27,12 @@ decoder, the decoder prompt of spec 5.2. What makes it learn, and why:
 
 Checkpoints in --out: full.pt (fp32 weights + optimizer: resumes exactly; stays where it
 was made) and small.pt (bf16 weights only, <= 16 MiB: it travels; resuming from it starts a
-new optimizer with a short warm-up). --resume picks full.pt, else small.pt.
+new optimizer with a short warm-up). --resume picks full.pt, else small.pt. --init-from
+starts a new run (step 0, new optimizer and schedule) from another run's weights. --guard
+keeps a divergence from costing the run: checkpoints are written only while the loss is
+healthy, and a runaway window sends the run back to the last one at half the learning rate
+(the first H200 call of 2026-12-02 diverged at 1.1e-3 and its saves overwrote the good
+checkpoints).
 
 usage: python3 train.py --data .demo/data --tokenizer .demo/data/tokenizer.model \
          --out .demo/ckpt [--size demo] [--minutes 20] [--steps N] [--batch-seconds 600]
@@ -205,13 +210,13 @@ def decode(sp, ids):
     return sp.decode([i for i in ids if i != PAD]).strip()
 
 
-def save(path, model, ctc, step, elapsed, args, opt=None, lr_scale=1.0):
+def save(path, model, ctc, step, elapsed, args, opt=None, guard=None):
     # small.pt: bf16, and without the fixed position table (recomputed; keeps it < 16 MiB)
     sd = {k: (v.to(torch.bfloat16) if opt is None and v.is_floating_point() else v)
           for k, v in model.state_dict().items() if opt is not None or k != POS_KEY}
     ck = {"model": sd, "ctc": {k: (v.to(torch.bfloat16) if opt is None else v) for k, v in ctc.state_dict().items()},
           "step": step, "elapsed": elapsed, "args": vars(args), "config": model.config.to_dict(),
-          "lr_scale": lr_scale}
+          "guard": guard or {}}
     if opt is not None:
         ck["opt"] = opt.state_dict()
     torch.save(ck, path + ".tmp")
@@ -288,7 +293,7 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
     os.makedirs(args.out, exist_ok=True)
-    step, elapsed, rewarm, lr_scale = 0, 0.0, 0, 1.0
+    step, elapsed, rewarm, lr_scale, backs0, best0 = 0, 0.0, 0, 1.0, 0, math.inf
 
     def load(path):
         """Model, CTC head and (full.pt) optimizer of a checkpoint; its step, time, lr scale."""
@@ -299,13 +304,14 @@ def main():
         ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
         if "opt" in ck:
             opt.load_state_dict(ck["opt"])
-        return ck["step"], ck["elapsed"], ck.get("lr_scale", 1.0), "opt" in ck
+        return ck["step"], ck["elapsed"], ck.get("guard", {}), "opt" in ck
 
     if args.resume:
         full, small = os.path.join(args.out, "full.pt"), os.path.join(args.out, "small.pt")
         path = full if os.path.exists(full) else small
         if os.path.exists(path):
-            step, elapsed, lr_scale, has_opt = load(path)
+            step, elapsed, g, has_opt = load(path)
+            lr_scale, backs0, best0 = g.get("lr_scale", 1.0), g.get("backs", 0), g.get("best_ce", math.inf)
             rewarm = 0 if has_opt else step
             print(f"resumed from {path} at step {step} ({elapsed / 60:.1f} min)", flush=True)
 
@@ -358,14 +364,18 @@ def main():
 
     use_amp = device.type == "cuda"
     growing = args.grow > 0
-    best_ce, healthy, backs = math.inf, True, 0
+    best_ce, healthy, backs = best0, True, backs0
 
     def checkpoint():
         if not healthy:          # never replace a good checkpoint with a diverged one
             print(f"step {step}: not saved (diverged)", flush=True)
             return
-        save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt, lr_scale)
-        save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args, lr_scale=lr_scale)
+        g = dict(lr_scale=lr_scale, backs=backs, best_ce=best_ce)
+        save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt, g)
+        save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args, guard=g)
+
+    if args.guard and not os.path.exists(os.path.join(args.out, "full.pt")):
+        checkpoint()             # something to go back to from the first step
     log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
     t_last = t_start = time.time()
     while True:
@@ -430,11 +440,13 @@ def main():
                     if backs > 4:
                         raise SystemExit(f"diverged {backs} times; the last good checkpoint is {full}")
                     bad_step = step
-                    step, elapsed, ck_scale, _ = load(full)
-                    lr_scale = 0.5 * min(lr_scale, ck_scale)
-                    healthy, t_last = True, time.time()
+                    step, elapsed, g, _ = load(full)
+                    lr_scale = 0.5 * min(lr_scale, g.get("lr_scale", 1.0))
+                    healthy = True
                     print(f"diverged at step {bad_step} (ce {window:.3f}, best {best_ce:.3f}): back to step {step}, "
                           f"learning rate x{lr_scale:g}", flush=True)
+                    checkpoint()         # the good weights with the new scale: a killed call goes on from here
+                    t_last = time.time()
                     continue
         if growing and step % args.grow == 0:
             growing = not os.path.exists(os.path.join(args.data, "meta.json"))   # then read the last shards
@@ -449,6 +461,10 @@ def main():
             checkpoint()
             t_last = time.time()
     checkpoint()
+    if not healthy:
+        print(f"final step {step}: diverged; the last good checkpoint is in {args.out}, final.json not written",
+              flush=True)
+        sys.exit(1)
     r = evaluate()
     print(f"final step {step} ({elapsed / 60:.1f} min): {json.dumps(r)}", flush=True)
     json.dump(dict(step=step, minutes=elapsed / 60, eval=r), open(os.path.join(args.out, "final.json"), "w"), indent=1)
