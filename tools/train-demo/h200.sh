@@ -38,6 +38,14 @@ mkdir -p "$OUT" "$D/ckpt"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s)
 log() { echo "[h200.sh $(($(date +%s) - t0)) s] $*"; }
+# wait_for FILE: until data.py has written FILE; fails if data.py stops without it
+wait_for() {
+    while [ ! -f "$1" ]; do
+        sleep 2
+        pgrep -f "data.py --out $D/data" > /dev/null || [ -f "$1" ] ||
+            { tail -n 20 "$D/data.log" >&2; echo "data.py stopped before writing $1" >&2; exit 1; }
+    done
+}
 
 GROW=""
 if [ ! -f "$D/data/meta.json" ]; then
@@ -51,11 +59,7 @@ if [ ! -f "$D/data/meta.json" ]; then
         nohup python3 tools/train-demo/data.py --out "$D/data" --train "$CLIPS" --heldout 200 --seed 1 \
             --jobs "$jobs" --shard 2000 --keep --speed-perturb "${DEMO_PERTURB:-0}" >> "$D/data.log" 2>&1 < /dev/null &
     fi
-    while [ ! -f "$D/data/train-0000.npz" ]; do
-        sleep 2
-        pgrep -f "data.py --out $D/data" > /dev/null || [ -f "$D/data/train-0000.npz" ] ||
-            { tail -n 20 "$D/data.log" >&2; echo "data.py stopped before its first shard" >&2; exit 1; }
-    done
+    wait_for "$D/data/train-0000.npz"
 fi
 if [ ! -f "$D/data/tokenizer.model" ]; then
     if [ -f "$D/init/tokenizer.model" ]; then
@@ -63,11 +67,7 @@ if [ ! -f "$D/data/tokenizer.model" ]; then
         cp "$D/init/tokenizer.model" "$D/data/tokenizer.model"
     else
         log "tokenizer (after the whole synthesis)"
-        while [ ! -f "$D/data/meta.json" ]; do
-            sleep 5
-            pgrep -f "data.py --out $D/data" > /dev/null || [ -f "$D/data/meta.json" ] ||
-                { tail -n 20 "$D/data.log" >&2; echo "data.py stopped" >&2; exit 1; }
-        done
+        wait_for "$D/data/meta.json"
         GROW=""
         python3 tools/train-demo/tokenizer.py --data "$D/data" --out "$D/data/tokenizer.model"
     fi

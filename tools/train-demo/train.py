@@ -295,12 +295,16 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     step, elapsed, rewarm, lr_scale, backs0, best0 = 0, 0.0, 0, 1.0, 0, math.inf
 
-    def load(path):
-        """Model, CTC head and (full.pt) optimizer of a checkpoint; its step, time, lr scale."""
-        ck = torch.load(path, map_location=device, weights_only=False)
-        bad = model.load_state_dict({k: v.float() for k, v in ck["model"].items()}, strict=False)
+    def load_weights(sd, where):
+        """The model's weights from a state dict (the fixed position table is recomputed)."""
+        bad = model.load_state_dict({k: v.float() for k, v in sd.items() if k != POS_KEY}, strict=False)
         if bad.unexpected_keys or set(bad.missing_keys) - {POS_KEY}:
-            raise SystemExit(f"{path}: does not fit --size {args.size}: {bad}")
+            raise SystemExit(f"{where}: does not fit --size {args.size}: {bad}")
+
+    def load(path):
+        """Model, CTC head and (full.pt) optimizer of a checkpoint; its step, time, guard state."""
+        ck = torch.load(path, map_location=device, weights_only=False)
+        load_weights(ck["model"], path)
         ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
         if "opt" in ck:
             opt.load_state_dict(ck["opt"])
@@ -323,9 +327,7 @@ def main():
         else:
             from export import load_hf
             src, what = load_hf(args.init_from).state_dict(), f"{args.init_from} (a new CTC head)"
-        bad = model.load_state_dict({k: v.float() for k, v in src.items() if k != POS_KEY}, strict=False)
-        if bad.unexpected_keys or set(bad.missing_keys) - {POS_KEY}:
-            raise SystemExit(f"{args.init_from}: does not fit --size {args.size}: {bad}")
+        load_weights(src, args.init_from)
         model.to(device)
         print(f"weights from {what}; a new optimizer and schedule from step 0", flush=True)
 
@@ -425,11 +427,11 @@ def main():
         log["sec"] += float(data.lens[idx].sum()) / SR
         if step % args.log_every == 0:
             dt = time.time() - log["t"]
+            window = float(log["ce"]) / log["n"]
             print(f"step {step} {elapsed / 60:.1f} min lr {lr_at(step, elapsed):.2e} "
-                  f"ce {float(log['ce']) / log['n']:.3f} ctc {float(log['ctc']) / log['n']:.3f} "
+                  f"ce {window:.3f} ctc {float(log['ctc']) / log['n']:.3f} "
                   f"batch {len(idx)} frac {frac:.2f} "
                   f"{dt / log['n'] * 1000:.0f} ms/step {log['sec'] / dt:.0f} s audio/s", flush=True)
-            window = float(log["ce"]) / log["n"]
             log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
             if args.guard:
                 best_ce = min(best_ce, window)
