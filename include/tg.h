@@ -88,6 +88,8 @@ typedef enum tg_op {
     TG_OP_ARGMAX,
     TG_OP_SUM_ROWS,
     TG_OP_MEAN,
+    TG_OP_LOG,
+    TG_OP_SQRT,
     TG_OP_COUNT,
 } tg_op;
 
@@ -241,6 +243,11 @@ tg_tensor *tg_layer_norm(tg_ctx *ctx, tg_tensor *a, tg_tensor *w, tg_tensor *b, 
 tg_tensor *tg_relu(tg_ctx *ctx, tg_tensor *a);
 tg_tensor *tg_silu(tg_ctx *ctx, tg_tensor *a);
 tg_tensor *tg_sigmoid(tg_ctx *ctx, tg_tensor *a);
+/* Natural log (op "log"; tg_log is the logger) and square root, elementwise
+ * (F32; IEEE results outside the domain: log(0) = -inf, log(-1) and
+ * sqrt(-1) NaN). The log-mel frontend's. */
+tg_tensor *tg_ln(tg_ctx *ctx, tg_tensor *a);
+tg_tensor *tg_sqrt(tg_ctx *ctx, tg_tensor *a);
 /* GLU over dim 0: first half times sigmoid of the second; ne[0] must be even. */
 tg_tensor *tg_glu(tg_ctx *ctx, tg_tensor *a);
 

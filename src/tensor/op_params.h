@@ -16,7 +16,7 @@
  *   CONV_2D_DW   kernel  input   -       -        [0] s0 [1] s1 [2] p0 [3] p1
  *   CONV_1D_DW   kernel  input   -       -        [0] s  [1] p
  *   LAYER_NORM   a       w|NULL  b|NULL  -        f32 [0] = eps
- *   RELU/SILU/SIGMOID/GLU  a
+ *   RELU/SILU/SIGMOID/GLU/LOG/SQRT  a
  *   SOFT_MAX     a       mask|NULL -     -        f32 [0] = scale
  *   ATTENTION    q       k       v       mask|NULL f32 [0] = scale, [TG_P_PREC]
  *   CPY          a       dst|NULL -      -        with dst: node is a view of dst

@@ -33,6 +33,7 @@ const char *tg_op_name(tg_op op) {
         [TG_OP_CPY] = "cpy",             [TG_OP_CONCAT] = "concat",
         [TG_OP_PAD] = "pad",             [TG_OP_ARGMAX] = "argmax",
         [TG_OP_SUM_ROWS] = "sum_rows",   [TG_OP_MEAN] = "mean",
+        [TG_OP_LOG] = "log",             [TG_OP_SQRT] = "sqrt",
     };
     if ((int)op < 0 || op >= TG_OP_COUNT || !names[op]) return "invalid-op";
     return names[op];
@@ -215,6 +216,8 @@ tg_tensor *tg_scale(tg_ctx *ctx, tg_tensor *a, float s) {
 tg_tensor *tg_relu(tg_ctx *ctx, tg_tensor *a) { return unary(ctx, TG_OP_RELU, a); }
 tg_tensor *tg_silu(tg_ctx *ctx, tg_tensor *a) { return unary(ctx, TG_OP_SILU, a); }
 tg_tensor *tg_sigmoid(tg_ctx *ctx, tg_tensor *a) { return unary(ctx, TG_OP_SIGMOID, a); }
+tg_tensor *tg_ln(tg_ctx *ctx, tg_tensor *a) { return unary(ctx, TG_OP_LOG, a); }
+tg_tensor *tg_sqrt(tg_ctx *ctx, tg_tensor *a) { return unary(ctx, TG_OP_SQRT, a); }
 
 tg_tensor *tg_glu(tg_ctx *ctx, tg_tensor *a) {
     if (!ctx || !a) return NULL;

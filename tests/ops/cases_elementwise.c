@@ -1,6 +1,6 @@
 /*
  * cases_elementwise.c: conformance cases for add, sub, mul, div, scale, relu,
- * silu, sigmoid and glu.
+ * silu, sigmoid, log, sqrt and glu.
  *
  * Shapes go from a single element to encoder rows (1280), with odd sizes so
  * vector loops have tails, broadcasting in every dimension and both ways (a
@@ -50,7 +50,11 @@ static tg_tensor *build_add_rel_shift(case_env *e, const case_params *p) {
 /* i[0]: the op; f[0]: scale's factor. */
 static tg_tensor *build_unary(case_env *e, const case_params *p) {
     tg_ctx *ctx = env_ctx(e);
-    tg_tensor *a = env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], fill_u(-6, 6));
+    tg_op op = (tg_op)p->i[0];
+    /* log and sqrt over their domain, down to small values (the frontend's
+     * log reads mel sums from 2^-24 up) */
+    fill_spec f = op == TG_OP_LOG || op == TG_OP_SQRT ? fill_u(1e-6, 60) : fill_u(-6, 6);
+    tg_tensor *a = env_input(e, TG_F32, p->ne[0], (layout)p->layout[0], f);
     switch ((tg_op)p->i[0]) {
     case TG_OP_SCALE: {
         tg_tensor *out = tg_scale(ctx, a, p->f[0]);
@@ -60,6 +64,8 @@ static tg_tensor *build_unary(case_env *e, const case_params *p) {
     case TG_OP_RELU: return tg_relu(ctx, a);
     case TG_OP_SILU: return tg_silu(ctx, a);
     case TG_OP_SIGMOID: return tg_sigmoid(ctx, a);
+    case TG_OP_LOG: return tg_ln(ctx, a);
+    case TG_OP_SQRT: return tg_sqrt(ctx, a);
     default: return tg_glu(ctx, a);
     }
 }
@@ -121,7 +127,8 @@ void cases_elementwise(case_list *l) {
         {{1, 1, 1, 1}, L_CONT},   {{7, 3, 1, 1}, L_CONT},     {{127, 5, 2, 1}, L_T01},
         {{1280, 7, 1, 1}, L_CONT}, {{33, 3, 2, 1}, L_ROWPAD}, {{16, 5, 4, 3}, L_PERM},
     };
-    static const tg_op uops[] = {TG_OP_RELU, TG_OP_SILU, TG_OP_SIGMOID, TG_OP_SCALE};
+    static const tg_op uops[] = {TG_OP_RELU, TG_OP_SILU, TG_OP_SIGMOID, TG_OP_SCALE, TG_OP_LOG,
+                                 TG_OP_SQRT};
     static const float scales[] = {0.125f, -3.0f, 0.5f, 1.0f, 2.5f, -0.0625f};
     for (size_t o = 0; o < sizeof uops / sizeof uops[0]; o++)
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {

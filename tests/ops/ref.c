@@ -189,6 +189,8 @@ static bool ref_unary(ref_state *r, const tg_tensor *n, char *msg, size_t sz) {
         case TG_OP_SCALE: y = x * s; break;
         case TG_OP_RELU: y = x > 0 ? x : 0; break;
         case TG_OP_SILU: y = x * sigmoid(x); break;
+        case TG_OP_LOG: y = log(x); break;
+        case TG_OP_SQRT: y = sqrt(x); break;
         default: y = sigmoid(x); break;
         }
         put(r, n, i0, i1, i2, i3, y);
@@ -508,6 +510,7 @@ bool ref_compute(ref_state *r, const tg_tensor *node, char *msg, size_t msg_size
     case TG_OP_ADD: case TG_OP_SUB: case TG_OP_MUL: case TG_OP_DIV:
         return ref_binary(r, node, msg, msg_size);
     case TG_OP_SCALE: case TG_OP_RELU: case TG_OP_SILU: case TG_OP_SIGMOID:
+    case TG_OP_LOG: case TG_OP_SQRT:
         return ref_unary(r, node, msg, msg_size);
     case TG_OP_GLU: return ref_glu(r, node, msg, msg_size);
     case TG_OP_MUL_MAT: return ref_mul_mat(r, node, msg, msg_size);

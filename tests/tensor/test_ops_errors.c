@@ -133,6 +133,8 @@ static void test_unary_errors(void) {
     EXPECT_FAIL(tg_relu(ctx, h), "relu: a 'h'");
     EXPECT_FAIL(tg_silu(ctx, h), "silu: a 'h'");
     EXPECT_FAIL(tg_sigmoid(ctx, h), "sigmoid: a 'h'");
+    EXPECT_FAIL(tg_ln(ctx, h), "log: a 'h'");
+    EXPECT_FAIL(tg_sqrt(ctx, h), "sqrt: a 'h'");
     EXPECT_FAIL(tg_glu(ctx, h), "glu: a 'h'");
     EXPECT_FAIL(tg_glu(ctx, odd), "glu: a 'odd' [5,3]: ne[0] = 5 is odd");
     tg_ctx *ctx = tg_ctx_new();
@@ -147,6 +149,10 @@ static void test_unary_errors(void) {
     CHECK(r->op == TG_OP_SIGMOID);
     EXPECT_OK(r, tg_relu(ctx, a));
     CHECK(r->op == TG_OP_RELU);
+    EXPECT_OK(r, tg_ln(ctx, a));
+    CHECK(r->op == TG_OP_LOG && tg_same_shape(r, a));
+    EXPECT_OK(r, tg_sqrt(ctx, a));
+    CHECK(r->op == TG_OP_SQRT && tg_same_shape(r, a));
     tg_ctx_free(ctx);
 }
 
@@ -374,6 +380,7 @@ static void test_null_propagates_silently(void) {
     CHECK(tg_mul(ctx, NULL, NULL) == NULL && tg_div(ctx, a, NULL) == NULL);
     CHECK(tg_scale(ctx, NULL, 2) == NULL && tg_relu(ctx, NULL) == NULL);
     CHECK(tg_silu(ctx, NULL) == NULL && tg_sigmoid(ctx, NULL) == NULL && tg_glu(ctx, NULL) == NULL);
+    CHECK(tg_ln(ctx, NULL) == NULL && tg_sqrt(ctx, NULL) == NULL);
     CHECK(tg_mul_mat(ctx, NULL, a) == NULL && tg_mul_mat(ctx, a, NULL) == NULL);
     CHECK(tg_conv_2d(ctx, NULL, a, 1, 1, 0, 0) == NULL && tg_conv_2d(ctx, a, NULL, 1, 1, 0, 0) == NULL);
     CHECK(tg_conv_2d_dw(ctx, NULL, a, 1, 1, 0, 0) == NULL);

@@ -157,6 +157,8 @@ static bool cpu_supports_op(tg_backend *b, const tg_tensor *n) {
     case TG_OP_RELU:
     case TG_OP_SILU:
     case TG_OP_SIGMOID:
+    case TG_OP_LOG:
+    case TG_OP_SQRT:
     case TG_OP_GLU:
     case TG_OP_SUM_ROWS:
     case TG_OP_MEAN:
@@ -204,7 +206,9 @@ static tg_status compute_node(cpu_backend *be, tg_tensor *n) {
     case TG_OP_SCALE:
     case TG_OP_RELU:
     case TG_OP_SILU:
-    case TG_OP_SIGMOID: return cpu_op_unary(be, n);
+    case TG_OP_SIGMOID:
+    case TG_OP_LOG:
+    case TG_OP_SQRT: return cpu_op_unary(be, n);
     case TG_OP_GLU: return cpu_op_glu(be, n);
     case TG_OP_MUL_MAT: return cpu_op_mul_mat(be, n);
     case TG_OP_CONV_2D: return cpu_op_conv_2d(be, n);

@@ -247,6 +247,8 @@ tg_status cpu_op_unary(cpu_backend *be, tg_tensor *node) {
     case TG_OP_RELU: t.iparam = CPU_RELU; break;
     case TG_OP_SILU: t.iparam = CPU_SILU; break;
     case TG_OP_SIGMOID: t.iparam = CPU_SIGMOID; break;
+    case TG_OP_LOG: t.iparam = CPU_LOG; break;
+    case TG_OP_SQRT: t.iparam = CPU_SQRT; break;
     default:
         t.iparam = CPU_SCALE;
         t.fparam = tg_param_f32(node, 0);

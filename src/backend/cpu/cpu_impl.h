@@ -31,7 +31,7 @@
 /* Elementwise binary ops understood by cpu_kernels.binary. */
 enum cpu_binop { CPU_ADD, CPU_SUB, CPU_MUL, CPU_DIV };
 /* Elementwise unary ops understood by cpu_kernels.unary (p: the scale). */
-enum cpu_unop { CPU_RELU, CPU_SILU, CPU_SIGMOID, CPU_SCALE };
+enum cpu_unop { CPU_RELU, CPU_SILU, CPU_SIGMOID, CPU_SCALE, CPU_LOG, CPU_SQRT };
 
 /* The vector kernels of one instruction set. Every function works on
  * contiguous arrays; n may be any count (tails are handled inside). */

@@ -121,6 +121,12 @@ static void s_unary(enum cpu_unop op, int64_t n, float *y, const float *x, float
     case CPU_SCALE:
         for (int64_t i = 0; i < n; i++) y[i] = x[i] * p;
         break;
+    case CPU_LOG:
+        for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
+        break;
+    case CPU_SQRT:
+        for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+        break;
     }
 }
 

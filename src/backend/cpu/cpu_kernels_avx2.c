@@ -208,6 +208,10 @@ static inline __m256 sigmoid8(__m256 x) {
 }
 
 static void unary(enum cpu_unop op, int64_t n, float *y, const float *x, float p) {
+    if (op == CPU_LOG) { /* no vector log of our own: libm's, per value */
+        S->unary(op, n, y, x, p);
+        return;
+    }
     __m256 pv = _mm256_set1_ps(p), zero = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -216,6 +220,7 @@ static void unary(enum cpu_unop op, int64_t n, float *y, const float *x, float p
         case CPU_RELU: r = _mm256_max_ps(v, zero); break;
         case CPU_SILU: r = _mm256_mul_ps(v, sigmoid8(v)); break;
         case CPU_SIGMOID: r = sigmoid8(v); break;
+        case CPU_SQRT: r = _mm256_sqrt_ps(v); break;
         default: r = _mm256_mul_ps(v, pv); break;
         }
         _mm256_storeu_ps(y + i, r);

@@ -299,6 +299,10 @@ static inline __m512 sigmoid16(__m512 x) {
 }
 
 static void unary(enum cpu_unop op, int64_t n, float *y, const float *x, float p) {
+    if (op == CPU_LOG) { /* no vector log of our own: libm's, per value */
+        cpu_kernels_scalar.unary(op, n, y, x, p);
+        return;
+    }
     __m512 pv = _mm512_set1_ps(p), zero = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 m = tail(n - i);
@@ -307,6 +311,7 @@ static void unary(enum cpu_unop op, int64_t n, float *y, const float *x, float p
         case CPU_RELU: r = _mm512_max_ps(v, zero); break;
         case CPU_SILU: r = _mm512_mul_ps(v, sigmoid16(v)); break;
         case CPU_SIGMOID: r = sigmoid16(v); break;
+        case CPU_SQRT: r = _mm512_sqrt_ps(v); break;
         default: r = _mm512_mul_ps(v, pv); break;
         }
         _mm512_mask_storeu_ps(y + i, m, r);

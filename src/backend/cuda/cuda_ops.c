@@ -139,6 +139,8 @@ bool tg_cuda_supports(const tg_cuda_device *dev, const tg_tensor *n) {
     case TG_OP_RELU:
     case TG_OP_SILU:
     case TG_OP_SIGMOID:
+    case TG_OP_LOG:
+    case TG_OP_SQRT:
     case TG_OP_GLU:
     case TG_OP_PAD:
     case TG_OP_SUM_ROWS:
@@ -371,7 +373,9 @@ bool tg_cuda_can_emit16(const tg_tensor *n) {
     case TG_OP_SCALE:
     case TG_OP_RELU:
     case TG_OP_SILU:
-    case TG_OP_SIGMOID: return unary_vec_ok(n);
+    case TG_OP_SIGMOID:
+    case TG_OP_LOG:
+    case TG_OP_SQRT: return unary_vec_ok(n);
     case TG_OP_LAYER_NORM: return norm_vec_ok(n);
     default: return false;
     }
@@ -768,6 +772,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16);
     case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16);
     case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16);
+    case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16);
+    case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16);
     case TG_OP_MUL_MAT: return encode_product(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
     case TG_OP_LAYER_NORM:
         if (n->src[1] || n->src[2]) c->n_fused[TG_FUSED_NORM_AFFINE]++;

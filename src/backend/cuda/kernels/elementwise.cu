@@ -1,6 +1,6 @@
 /*
  * elementwise.cu: binary ops with broadcasting (add, sub, mul, div) and unary
- * ops (scale, relu, silu, sigmoid).
+ * ops (scale, relu, silu, sigmoid, log, sqrt).
  *
  * Specialised at compile time by TG_OP (the op, see the table below), so each
  * op is its own small kernel. Two shapes of kernel: a general one that walks
@@ -38,6 +38,10 @@ __device__ __forceinline__ float un(float x, float s) {
     return x > 0.0f ? x : 0.0f;
 #elif TG_OP == TG_EW_SILU
     return x / (1.0f + expf(-x));
+#elif TG_OP == TG_EW_LOG
+    return logf(x);
+#elif TG_OP == TG_EW_SQRT
+    return sqrtf(x);
 #else
     return 1.0f / (1.0f + expf(-x));
 #endif

@@ -67,7 +67,9 @@ typedef uint64_t tg_dp_void, tg_dp_char, tg_dp_cchar, tg_dp_cfloat, tg_dp_cfloat
 #define TG_EW_RELU 5
 #define TG_EW_SILU 6
 #define TG_EW_SIGMOID 7
-#define TG_EW_COUNT 8
+#define TG_EW_LOG 8
+#define TG_EW_SQRT 9
+#define TG_EW_COUNT 10
 
 /* The emit fusion (TG_OUT16, a specialisation of the vectorised
  * elementwise and layer norm kernels): what they store for their
