@@ -49,8 +49,8 @@ fi
 cmake --build "$BUILD" -j"$JOBS" --target test-ops >> "$LOG/build.log" 2>&1 || row "build test-ops" "FAILED"
 HAVE_FIXTURES=0
 if [ -f tests/model/test_fixtures.c ]; then
-  cmake --build "$BUILD" -j"$JOBS" --target test-model-fixtures >> "$LOG/build.log" 2>&1 && HAVE_FIXTURES=1 ||
-    row "build test-model-fixtures" "FAILED"
+  cmake --build "$BUILD" -j"$JOBS" --target test-model-fixtures test-model-frontend >> "$LOG/build.log" 2>&1 &&
+    HAVE_FIXTURES=1 || row "build test-model-fixtures, test-model-frontend" "FAILED"
 fi
 row "build" "ok ($(( $(date +%s) - T0 )) s)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -2
@@ -86,6 +86,12 @@ if [ "$HAVE_FIXTURES" = 1 ] && stage fixtures; then
   rc=$?
   row "model fixtures on cuda" "rc=$rc: $(tail -1 "$LOG/test-model-fixtures-cuda.log") ($(( $(date +%s) - T0 )) s)"
   grep -E "FAIL|CHECK failed|failed:" "$LOG/test-model-fixtures-cuda.log" | head -20
+  # the log-mel frontend as graph nodes on the GPU against mel.c
+  T0=$(date +%s)
+  CT_TEST_BACKEND=cuda timeout "$(cap 120)" "./$BUILD/test-model-frontend" > "$LOG/test-model-frontend-cuda.log" 2>&1
+  rc=$?
+  row "frontend graph on cuda" "rc=$rc: $(tail -1 "$LOG/test-model-frontend-cuda.log") ($(( $(date +%s) - T0 )) s)"
+  grep -E "worst|rel L2|FAIL|CHECK failed|failed:" "$LOG/test-model-frontend-cuda.log" | head -20
 fi
 
 # --- benchmarks ---------------------------------------------------------------------

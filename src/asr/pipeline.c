@@ -26,6 +26,7 @@ static tg_status oom(const char *what) {
 void ct_feature_batch_free(ct_feature_batch *fb) {
     if (!fb) return;
     tg_free(fb->features);
+    tg_free(fb->grid);
     tg_free(fb->frames);
     memset(fb, 0, sizeof *fb);
 }
@@ -54,14 +55,22 @@ tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const si
     if (p->frame_bucket > 0 && T <= INT32_MAX - p->frame_bucket)
         T = (T + p->frame_bucket - 1) / p->frame_bucket * p->frame_bucket;
     out->n_frames = T;
-    out->features = T > 0 && (size_t)T <= SIZE_MAX / sizeof(float) / (size_t)M / (size_t)n
-                        ? tg_malloc((size_t)n * T * M * sizeof(float))
-                        : NULL;
-    if (!out->features) {
+    /* a row: its features, or (frontend on the backend) its window grid */
+    size_t row = p->frontend ? ct_mel_grid_len(T) : (size_t)M * (size_t)T;
+    float *rows = T > 0 && row <= SIZE_MAX / sizeof(float) / (size_t)n
+                      ? tg_malloc((size_t)n * row * sizeof(float))
+                      : NULL;
+    if (!rows) {
         st = oom("features");
         goto fail;
     }
-    st = ct_mel_compute_padded(p->mel, clips, lens, n, p->pool, T, out->features, out->frames, out->valid);
+    if (p->frontend) {
+        out->grid = rows;
+        st = ct_mel_grid_padded(p->mel, clips, lens, n, p->pool, T, rows, out->frames, out->valid);
+    } else {
+        out->features = rows;
+        st = ct_mel_compute_padded(p->mel, clips, lens, n, p->pool, T, rows, out->frames, out->valid);
+    }
     if (!st) return NULL;
 fail:
     ct_feature_batch_free(out);
@@ -73,6 +82,9 @@ fail:
 tg_status ct_pipe_encode(const ct_pipe *p, const ct_feature_batch *fb, ct_enc_result *out) {
     if (!p || !fb || !out) return tg_status_new(TG_ERR_INVALID_ARG, "ct_pipe_encode: NULL argument");
     ct_enc_opts eo = {.f32 = p->f32, .keep_hidden = p->keep_intermediates};
+    if (fb->grid)
+        return ct_encoder_run_grid(p->model, p->sched, p->frontend, fb->grid, fb->n_rows,
+                                   fb->n_frames, fb->valid, &eo, out);
     return ct_encoder_run(p->model, p->sched, fb->features, fb->n_rows, fb->n_frames, fb->valid,
                           &eo, out);
 }
@@ -130,7 +142,7 @@ static void report(const ct_pipe_observer *o, int row, const char *name, tg_type
 }
 
 tg_status ct_pipe_observe_features(const ct_pipe_observer *o, const ct_feature_batch *fb) {
-    if (!o || !o->dump || !fb) return NULL;
+    if (!o || !o->dump || !fb || !fb->features) return NULL;
     for (int r = 0; r < fb->n_rows; r++) {
         int64_t shape[2] = {fb->frames[r], fb->n_mels};
         report(o, r, "features", TG_F32, 2, shape,

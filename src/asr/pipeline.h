@@ -2,7 +2,9 @@
  * pipeline.h: one batch of clips through the four stages of a
  * transcription, each with typed input and output (internal):
  *
- *   clips --ct_pipe_features--> ct_feature_batch   (host: padded log-mel)
+ *   clips --ct_pipe_features--> ct_feature_batch   (host: padded log-mel, or
+ *                                                   the window grids that a GPU
+ *                                                   turns into log-mel)
  *         --ct_pipe_encode----> ct_enc_result      (backend memory)
  *         --ct_pipe_decode----> ct_greedy_result   (host: ids, finish, scores)
  *         --ct_pipe_text------> ct_clip_text[]     (host: text, tokens)
@@ -39,6 +41,7 @@ typedef struct ct_pipe {
     const ct_model *model;
     tg_sched *sched;
     const ct_mel *mel;
+    const ct_frontend *frontend; /* features on the model's backend; NULL: mel on the host */
     tg_threadpool *pool;     /* the frontend's clips in parallel; NULL: in turn */
     const ct_tokenizer *tok;
     const int32_t *prompt;   /* [n_prompt], spec 5.2 */
@@ -61,7 +64,11 @@ typedef struct ct_feature_batch {
     int n_frames;      /* T: the longest row's frames, rounded up to the bucket */
     int n_mels;
     float *features;   /* [n_rows][n_frames][n_mels]; a row is its clip's own
-                          features followed by zero frames                    */
+                          features followed by zero frames; NULL when grid is
+                          set                                                 */
+    float *grid;       /* or, with a frontend on the backend: [n_rows]
+                          [ct_mel_grid_len(n_frames)], each row's window grid
+                          (audio.h), which the encoder's graph makes features of */
     int *frames;       /* [n_rows] the row's own mel frames (floor(N/160) + 1)  */
     int *valid;        /* [n_rows] the mask, as lengths: frame t of row r is
                           real iff t < valid[r] (floor(N/160), spec 4; HF's
@@ -118,7 +125,8 @@ typedef struct ct_pipe_observer {
     int first_index;
 } ct_pipe_observer;
 
-/* After stage 1: "features" [frames[r], n_mels] per row. */
+/* After stage 1: "features" [frames[r], n_mels] per row (nothing for a
+ * batch of grids: the session gives a dump hook host features). */
 tg_status ct_pipe_observe_features(const ct_pipe_observer *o, const ct_feature_batch *fb);
 /* After stage 2: "encoder_hidden.i" (when kept) and "encoder_out",
  * [ct_enc_len(frames[r]), d] per row, read back from the backend. */

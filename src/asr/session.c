@@ -27,6 +27,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -56,6 +57,7 @@ struct ct_session {
     ct_mel mel;
     bool mel_ready;
     tg_threadpool *pool; /* the frontend's clips of a batch in parallel */
+    ct_frontend *frontend; /* the log-mel on backends[0] (a GPU); NULL: on the host */
     int32_t prompt[MAX_PROMPT];
     int n_prompt;
     int eos_id, pad_id;
@@ -186,6 +188,8 @@ static tg_status open_backends(ct_session *s, ct_backend_kind kind) {
  * weights, the scheduler's arenas) and then the backends. */
 static void close_backends(ct_session *s) {
     ct_enc_result_free(&s->enc);
+    ct_frontend_free(s->frontend);
+    s->frontend = NULL;
     ct_model_free(s->model);
     s->model = NULL;
     tg_sched_free(s->sched);
@@ -197,11 +201,41 @@ static void close_backends(ct_session *s) {
     s->n_backends = 0;
 }
 
-/* Opens the backends of s->kind, the scheduler and the model on them. */
+/* On a GPU the log-mel frontend runs there, in the encoder's graph
+ * (src/model/frontend.c): a batch's features never cross to the host, and
+ * the host's share is one pass over the samples. The CPU keeps mel.c's
+ * double-precision frontend. CT_FRONTEND=host keeps it on a GPU too, and
+ * CT_FRONTEND=backend puts the graph on any backend (the CPU tests of that
+ * path). */
+static tg_status open_frontend(ct_session *s) {
+    const char *e = getenv("CT_FRONTEND");
+    bool on_backend = e && *e ? !strcmp(e, "backend") : !tg_backend_is_cpu(s->backends[0]);
+    if (e && *e && strcmp(e, "host") && strcmp(e, "backend"))
+        return tg_status_new(TG_ERR_INVALID_ARG, "CT_FRONTEND=%s: use host or backend", e);
+    if (!on_backend) return NULL;
+    float *dft = tg_malloc((size_t)CT_MEL_SPEC * CT_MEL_GRID_WIN * sizeof *dft);
+    float *pairs = tg_malloc((size_t)s->mel.n_mels * CT_MEL_SPEC * sizeof *pairs);
+    tg_status st = NULL;
+    if (!dft || !pairs) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "the frontend's tables: out of memory");
+    } else {
+        ct_mel_dft_table(&s->mel, dft);
+        ct_mel_filter_pairs(&s->mel, pairs);
+        st = ct_frontend_new(s->backends[0], s->mel.n_mels, CT_MEL_GRID_WIN, CT_MEL_GRID_HOP,
+                             CT_MEL_SPEC, dft, pairs, &s->frontend);
+    }
+    tg_free(dft);
+    tg_free(pairs);
+    return st;
+}
+
+/* Opens the backends of s->kind, the scheduler and the model on them (and
+ * the frontend's tables, once the mel frontend exists). */
 static tg_status open_model(ct_session *s, ct_backend_kind kind) {
     tg_status st = open_backends(s, kind);
     if (!st) st = tg_sched_new(s->backends, s->n_backends, &s->sched);
     if (!st) st = ct_model_load(s->model_dir, s->backends[0], &s->model);
+    if (!st && s->mel_ready) st = open_frontend(s);
     for (int i = 0; !st && i < s->n_backends; i++)
         tg_backend_set_abort(s->backends[i], s->abort, s->abort_user);
     return st;
@@ -302,6 +336,7 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     }
     if ((st = ct_mel_init(&s->mel))) goto fail;
     s->mel_ready = true;
+    if ((st = open_frontend(s))) goto fail;
     /* One frontend thread per core (or --threads): a batch's clips are
      * independent, and on a GPU the frontend is the host's whole share. */
     if ((opts->n_threads > 1 || (opts->n_threads <= 0 && tg_cpu_count() > 1)) &&
@@ -349,6 +384,9 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
     const ct_pipe p = {.model = s->model,
                        .sched = s->sched,
                        .mel = &s->mel,
+                       /* a dump hook hears the host's features, the ones the
+                        * encoder then reads */
+                       .frontend = s->opts.dump ? NULL : s->frontend,
                        .pool = s->pool,
                        .tok = s->tok,
                        .prompt = s->prompt,

@@ -133,6 +133,32 @@ tg_status ct_mel_compute_padded(const ct_mel *mel, const float *const *clips, co
                                 int n, struct tg_threadpool *pool, int pad_frames, float *out,
                                 int *out_frames, int *out_valid);
 
+/* The frontend on another device (src/model/frontend.c builds it as a graph)
+ * starts from the "window grid": per clip, the pre-emphasised samples placed
+ * so that frame t's windowed samples are grid[t * 160 .. t * 160 + 400)
+ * (the STFT's centring zeros and the window's zero margins folded in), a
+ * row of ct_mel_grid_len(pad_frames) floats. The graph then multiplies each
+ * frame by ct_mel_dft_table, squares, sums by ct_mel_filter_pairs, takes
+ * the log and normalises, which is mel_into's arithmetic in float32 order
+ * instead of double. */
+#define CT_MEL_GRID_WIN 400 /* samples a frame reads from the grid (the window) */
+#define CT_MEL_GRID_HOP 160
+#define CT_MEL_SPEC 514     /* real and imaginary parts of the 257 bins */
+size_t ct_mel_grid_len(int pad_frames);
+/* ct_mel_compute_padded's clips, checks and counts, but each row of out
+ * ([n][ct_mel_grid_len(pad_frames)] floats, the caller's) gets the clip's
+ * window grid instead of its features. */
+tg_status ct_mel_grid_padded(const ct_mel *mel, const float *const *clips, const size_t *lens,
+                             int n, struct tg_threadpool *pool, int pad_frames, float *out,
+                             int *out_frames, int *out_valid);
+/* dft ([CT_MEL_SPEC][400], the caller's): row k < 257 is the window times
+ * cos(2 pi k (56 + i) / 512), row 257 + k minus the same with sin, so that a
+ * grid frame times row k is bin k's real (imaginary) part. pairs ([128]
+ * [CT_MEL_SPEC]): each mel filter twice, over the real and the imaginary
+ * parts' squares. Both computed in double and rounded once. */
+void ct_mel_dft_table(const ct_mel *mel, float *dft);
+void ct_mel_filter_pairs(const ct_mel *mel, float *pairs);
+
 /* Energy-based split of spec 5.4 (the model's values: max_clip_s 35,
  * overlap_s 5; the quiet window is 1600 samples): returns chunk boundaries
  * [start, end) in samples, in order, covering [0, n) without overlap

@@ -36,8 +36,12 @@
  * balance), each thread reusing its own buffers (mel_work) from clip to
  * clip; ct_mel_compute_padded does the same straight into a padded batch
  * (a padded row is the single clip's features followed by zero frames), so
- * the pipeline neither allocates nor copies a clip's features apart. Not
- * here either: any other sample rate (resample first, resample.c).
+ * the pipeline neither allocates nor copies a clip's features apart.
+ * ct_mel_grid_padded writes, instead of features, each clip's window grid
+ * (pre-emphasis and placement only) for the same arithmetic as graph nodes
+ * on a GPU (src/model/frontend.c), and ct_mel_dft_table and
+ * ct_mel_filter_pairs give that graph its constants. Not here either: any
+ * other sample rate (resample first, resample.c).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -385,6 +389,46 @@ tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
     return NULL;
 }
 
+size_t ct_mel_grid_len(int pad_frames) {
+    return (size_t)MEL_HOP * (size_t)(pad_frames > 1 ? pad_frames - 1 : 0) + MEL_WIN;
+}
+
+/* Grid index p holds padded sample p + (n_fft - win)/2, that is
+ * pre-emphasised sample p - lead: the first lead values are the centring
+ * zeros the window reaches, then the clip, then zeros to the row's end. */
+static void grid_into(const float *x, size_t n, int pad_frames, float *row) {
+    const size_t lead = MEL_N_FFT / 2 - (MEL_N_FFT - MEL_WIN) / 2;
+    size_t len = ct_mel_grid_len(pad_frames);
+    memset(row, 0, lead * sizeof *row);
+    float *pre = row + lead;
+    pre[0] = x[0];
+    for (size_t i = 1; i < n; i++) { /* as mel_into: float32, torch's order */
+        float p = MEL_PREEMPH * x[i - 1];
+        pre[i] = x[i] - p;
+    }
+    memset(pre + n, 0, (len - lead - n) * sizeof *row);
+}
+
+void ct_mel_dft_table(const ct_mel *mel, float *dft) {
+    const int n_bins = MEL_N_FFT / 2 + 1, off = (MEL_N_FFT - MEL_WIN) / 2;
+    const double two_pi = 6.283185307179586476925286766559;
+    for (int k = 0; k < n_bins; k++)
+        for (int i = 0; i < MEL_WIN; i++) {
+            /* the angle's index reduced mod n_fft first: exact in integers */
+            int r = (int)(((long)k * (off + i)) % MEL_N_FFT);
+            double a = two_pi * r / MEL_N_FFT, w = mel->window[i];
+            dft[(size_t)k * MEL_WIN + i] = (float)(w * cos(a));
+            dft[(size_t)(n_bins + k) * MEL_WIN + i] = (float)(-w * sin(a));
+        }
+}
+
+void ct_mel_filter_pairs(const ct_mel *mel, float *pairs) {
+    const int n_bins = MEL_N_FFT / 2 + 1;
+    for (int b = 0; b < MEL_N_MELS; b++)
+        for (int k = 0; k < 2 * n_bins; k++)
+            pairs[(size_t)b * 2 * n_bins + k] = mel->filters[(size_t)b * n_bins + k % n_bins];
+}
+
 typedef struct batch_job {
     const ct_mel *mel;
     const float *const *clips;
@@ -396,6 +440,7 @@ typedef struct batch_job {
     float **feats;          /* [n] results, ours until success (NULL when padded) */
     float *padded;          /* or all clips into [n][pad_frames][128] */
     int pad_frames;
+    bool grid;              /* padded rows hold window grids, not features */
     int *frames, *valid;
     tg_status *status;      /* [n] each clip's error, NULL if none */
 } batch_job;
@@ -407,6 +452,15 @@ static tg_status batch_clip(batch_job *j, mel_work *w, int i) {
     if (st) return st;
     int frames = ct_mel_frames(n);
     float *out;
+    if (j->grid) {
+        if (frames > j->pad_frames)
+            return tg_status_new(TG_ERR_INVALID_ARG, "%d frames, more than the batch's %d", frames,
+                                 j->pad_frames);
+        grid_into(x, n, j->pad_frames, j->padded + (size_t)i * ct_mel_grid_len(j->pad_frames));
+        j->frames[i] = frames;
+        j->valid[i] = frames - 1;
+        return NULL;
+    }
     if (j->padded) {
         if (frames > j->pad_frames)
             return tg_status_new(TG_ERR_INVALID_ARG, "%d frames, more than the batch's %d", frames,
@@ -493,13 +547,27 @@ tg_status ct_mel_compute_batch(const ct_mel *mel, const float *const *clips, con
     return batch_run(&j, pool, out_feats, out_frames, out_valid);
 }
 
-tg_status ct_mel_compute_padded(const ct_mel *mel, const float *const *clips, const size_t *lens,
-                                int n, struct tg_threadpool *pool, int pad_frames, float *out,
-                                int *out_frames, int *out_valid) {
+/* A padded batch of features or (grid) of window grids into out. */
+static tg_status padded_run(const ct_mel *mel, const float *const *clips, const size_t *lens, int n,
+                            struct tg_threadpool *pool, int pad_frames, float *out, bool grid,
+                            int *out_frames, int *out_valid) {
     tg_status st = batch_args(clips, lens, n);
     if (st) return st;
     if (!out || pad_frames < 1)
         return tg_status_new(TG_ERR_INVALID_ARG, "mel batch: no output (%d frames a clip)", pad_frames);
-    batch_job j = {.mel = mel, .clips = clips, .lens = lens, .n = n, .padded = out, .pad_frames = pad_frames};
+    batch_job j = {.mel = mel, .clips = clips, .lens = lens, .n = n, .padded = out,
+                   .pad_frames = pad_frames, .grid = grid};
     return batch_run(&j, pool, NULL, out_frames, out_valid);
+}
+
+tg_status ct_mel_compute_padded(const ct_mel *mel, const float *const *clips, const size_t *lens,
+                                int n, struct tg_threadpool *pool, int pad_frames, float *out,
+                                int *out_frames, int *out_valid) {
+    return padded_run(mel, clips, lens, n, pool, pad_frames, out, false, out_frames, out_valid);
+}
+
+tg_status ct_mel_grid_padded(const ct_mel *mel, const float *const *clips, const size_t *lens,
+                             int n, struct tg_threadpool *pool, int pad_frames, float *out,
+                             int *out_frames, int *out_valid) {
+    return padded_run(mel, clips, lens, n, pool, pad_frames, out, true, out_frames, out_valid);
 }

@@ -18,6 +18,11 @@
  * reach a valid frame. The extra frame HF yields when floor(N/160) is a
  * multiple of 8 is simply one more padded frame here.
  *
+ * The features come from the host (ct_encoder_run), or are made from the
+ * clips' window grids by the frontend's nodes at the head of the same graph
+ * (ct_encoder_run_grid, frontend.c), so on a GPU they never cross to the
+ * host.
+ *
  * The rel-pos table (spec 2.2) is computed on the host in fp32: device
  * sin/cos differ at sensitive tokens (spec 7.1 item 5).
  *
@@ -249,11 +254,17 @@ static tg_tensor *subsample_batch(builder *b, tg_tensor *feat, tg_tensor *m1, tg
     return part[0];
 }
 
-tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *features,
-                         int n_batch, int n_frames, const int *valid_frames,
-                         const ct_enc_opts *opts, ct_enc_result *out) {
-    if (!m || !sched || !features || n_batch <= 0 || n_frames <= 0 || !valid_frames || !out)
-        return tg_status_new(TG_ERR_INVALID_ARG, "ct_encoder_run: bad arguments");
+/* The batch's input: features on the host, or window grids and the
+ * frontend that turns them into features in the encoder's graph. */
+typedef struct enc_input {
+    const float *features;
+    const float *grid;
+    const ct_frontend *fe;
+} enc_input;
+
+static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input *in,
+                             int n_batch, int n_frames, const int *valid_frames,
+                             const ct_enc_opts *opts, ct_enc_result *out) {
     ct_enc_opts o = opts ? *opts : (ct_enc_opts){0};
     int B = n_batch, T0 = n_frames, d = m->d;
     int T1 = ct_sub_len(T0), T2 = ct_sub_len(T1), T3 = ct_sub_len(T2);
@@ -287,7 +298,9 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
 
     builder bl = {{ctx, o.f32}, m};
     const ct_nn *nn = &bl.nn;
-    tg_tensor *feat = ct_nn_input(nn, TG_F32, m->n_mels, T0, 1, B, "features");
+    ct_frontend_graph fg;
+    tg_tensor *feat = in->fe ? ct_frontend_build(in->fe, ctx, T0, B, &fg)
+                             : ct_nn_input(nn, TG_F32, m->n_mels, T0, 1, B, "features");
     /* Without padding every mask is all ones (or, for keys, zeros): the
      * graph leaves them out, which changes no value, and saves a pass over
      * the largest tensors (the first conv's output is 7.3 GB at batch 64). */
@@ -334,7 +347,8 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
         st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
         goto fail;
     }
-    st = tg_tensor_set(feat, features, 0, (size_t)B * T0 * m->n_mels * sizeof(float));
+    st = in->fe ? ct_frontend_set(&fg, in->grid, valid_frames)
+                : tg_tensor_set(feat, in->features, 0, (size_t)B * T0 * m->n_mels * sizeof(float));
     if (padded) {
         fill_mask(host, T1, B, l1);
         if (!st) st = tg_tensor_set(m1, host, 0, (size_t)T1 * B * sizeof(float));
@@ -364,4 +378,26 @@ fail:
     tg_ctx_free(ctx);
     ct_enc_result_free(out);
     return st;
+}
+
+tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *features,
+                         int n_batch, int n_frames, const int *valid_frames,
+                         const ct_enc_opts *opts, ct_enc_result *out) {
+    if (!m || !sched || !features || n_batch <= 0 || n_frames <= 0 || !valid_frames || !out)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_encoder_run: bad arguments");
+    const enc_input in = {.features = features};
+    return encoder_run(m, sched, &in, n_batch, n_frames, valid_frames, opts, out);
+}
+
+tg_status ct_encoder_run_grid(const ct_model *m, tg_sched *sched, const ct_frontend *fe,
+                              const float *grid, int n_batch, int n_frames,
+                              const int *valid_frames, const ct_enc_opts *opts,
+                              ct_enc_result *out) {
+    if (!m || !sched || !fe || !grid || n_batch <= 0 || n_frames <= 0 || !valid_frames || !out)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_encoder_run_grid: bad arguments");
+    if (ct_frontend_mels(fe) != m->n_mels)
+        return tg_status_new(TG_ERR_INVALID_ARG, "encoder: the frontend makes %d mel bins, the model "
+                             "reads %d", ct_frontend_mels(fe), m->n_mels);
+    const enc_input in = {.grid = grid, .fe = fe};
+    return encoder_run(m, sched, &in, n_batch, n_frames, valid_frames, opts, out);
 }

@@ -169,6 +169,54 @@ tg_status ct_encoder_run(const ct_model *m, tg_sched *sched, const float *featur
                          int n_batch, int n_frames, const int *valid_frames,
                          const ct_enc_opts *opts, ct_enc_result *out);
 
+/* ----------------------------------------------------------------- frontend */
+
+/* The log-mel frontend of spec 4 as graph nodes (frontend.c): its constant
+ * tables live in a buffer of one backend, and ct_frontend_build adds the
+ * nodes that turn a batch's window grids (audio.h, ct_mel_grid_padded) into
+ * the encoder's features on that backend. */
+typedef struct ct_frontend ct_frontend;
+
+#define CT_FRONTEND_LOG_GUARD 5.9604644775390625e-08f /* 2^-24, before the log */
+#define CT_FRONTEND_NORM_EPS 1e-5f                    /* on the standard deviation */
+
+/* Uploads dft (F32 [spec][win]: row k, a frame's weights for spectrum value
+ * k) and pairs (F32 [n_mels][spec]: mel filter m over the spectrum's
+ * squares) to backend (borrowed; must outlive the frontend). Frames are
+ * win samples, hop apart. Returns a new frontend: free with
+ * ct_frontend_free. */
+tg_status ct_frontend_new(tg_backend *backend, int n_mels, int win, int hop, int spec,
+                          const float *dft, const float *pairs, ct_frontend **out);
+void ct_frontend_free(ct_frontend *f);
+int ct_frontend_mels(const ct_frontend *f);
+
+/* One batch's frontend in a graph: its inputs and its output. */
+typedef struct ct_frontend_graph {
+    int n_frames, n_batch;
+    tg_tensor *grid;   /* input F32 [hop (T-1) + win, B]: the rows' window grids */
+    tg_tensor *valid;  /* input F32 [T, B]: 1 on a row's valid frames, else 0  */
+    tg_tensor *inv_n;  /* input F32 [1, B, 2]: 1/n, then 1/(n - 1), n = valid  */
+    tg_tensor *consts; /* input F32 [2]: the log's guard, the deviation's eps  */
+    tg_tensor *out;    /* F32 [n_mels, T, 1, B]: the features, 0 past valid   */
+} ct_frontend_graph;
+
+/* Adds the nodes for n_batch rows of n_frames frames to ctx (which owns
+ * them) and fills *g; returns g->out, or NULL with the error in ctx. */
+tg_tensor *ct_frontend_build(const ct_frontend *f, tg_ctx *ctx, int n_frames, int n_batch,
+                             ct_frontend_graph *g);
+/* After allocation: sets g's inputs from grid ([B][hop (T-1) + win] floats)
+ * and each row's valid frames (2..T; fewer cannot be normalised). */
+tg_status ct_frontend_set(const ct_frontend_graph *g, const float *grid, const int *valid);
+
+/* ct_encoder_run on a batch given as window grids (grid [n_batch][hop
+ * (n_frames - 1) + win]) whose features fe computes in the same graph, on
+ * the backend fe's tables live on (the model's), so they never cross to the
+ * host. */
+tg_status ct_encoder_run_grid(const ct_model *m, tg_sched *sched, const ct_frontend *fe,
+                              const float *grid, int n_batch, int n_frames,
+                              const int *valid_frames, const ct_enc_opts *opts,
+                              ct_enc_result *out);
+
 /* ------------------------------------------------------------------ decoder */
 
 /* Decoder state for one batch of clips: cross-attention K/V computed once
