@@ -183,7 +183,7 @@ static tg_tensor *in2(tg_ctx *ctx, tg_type t, int64_t a, int64_t b) {
 }
 
 /* A feed-forward block on `cols` columns: norm, matmul+bias+relu (fused),
- * matmul+bias, residual, with BF16 weights. */
+ * matmul+bias+residual (fused), with BF16 weights. */
 static tg_tensor *ffn_block(tg_ctx *ctx, int64_t cols, int64_t hidden) {
     tg_tensor *x = in2(ctx, TG_F32, 256, cols);
     tg_tensor *w = in2(ctx, TG_F32, 256, 1), *b = in2(ctx, TG_F32, 256, 1);
@@ -492,8 +492,9 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     tg_backend *b = cuda_or_skip();
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    compare_with_cpu(b, build_ffn, 3, 5e-4, "ffn block (bf16, fused bias+relu)");
+    compare_with_cpu(b, build_ffn, 3, 5e-4, "ffn block (bf16, fused bias+relu, bias+residual)");
     CHECK(c->n_fused[1] >= 1);
+    CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] >= 1); /* the second product's residual (cuBLASLt's C) */
     CHECK(c->n_fused[6] >= 1); /* the layer norm stored BF16 for the product */
     int emitted = c->n_fused[6];
     compare_with_cpu(b, build_ffn_silu, 3, 5e-4, "ffn block (silu stores bf16)");
@@ -503,8 +504,10 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     compare_with_cpu(b, build_attn_dec_mma, 2, 5e-4, "attention D=128 f16 kv, tensor cores");
     compare_with_cpu(b, build_attn_masked_rows, 2, 5e-4, "attention with fully masked rows");
     int mv = c->n_matvec, ad = c->n_attn_decode;
-    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (matvec, bias+relu)");
+    int res = c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL];
+    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (matvec, bias+relu, bias+residual)");
     CHECK(c->n_matvec >= mv + 2); /* both products, encoded at least once */
+    CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] > res); /* matvec's residual */
     compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
     compare_with_cpu(b, build_attn_step_bf16, 2, 5e-4, "attention step, bf16 kv, D=256");
     CHECK(c->n_attn_decode >= ad + 2);

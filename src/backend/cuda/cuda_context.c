@@ -802,6 +802,10 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     c->use_pdl = dev->props.cc_major >= 9 && tg_cuda_env_int("CT_CUDA_PDL", 1) != 0;
     c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
+    c->use_residual = tg_cuda_env_int("CT_CUDA_FUSE_RESIDUAL", 1) != 0;
+    c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);
+    if (c->matvec_columns < 1) c->matvec_columns = 1;
+    if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;
     c->use_attn_decode = tg_cuda_env_int("CT_CUDA_ATTN_DECODE", 1) != 0;
     c->profile = tg_cuda_env_int("CT_CUDA_PROFILE", 0);
     c->debug = tg_cuda_env_int("CT_CUDA_DEBUG", 0);

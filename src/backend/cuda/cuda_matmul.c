@@ -193,9 +193,11 @@ void tg_cuda_mm_free(tg_cuda_ctx *c) {
 
 
 /* The product of node = mul_mat(a, b), optionally with a bias vector added
- * (and relu applied) by the cuBLASLt epilogue; the result goes to out. */
+ * (and relu applied) by the cuBLASLt epilogue and a residual as C (beta 1:
+ * D = A B + bias + C, C of D's layout, possibly D itself, which cuBLASLt
+ * allows in place); the result goes to out. */
 tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_tensor *bias,
-                                 bool relu, const tg_tensor *out, tg_type b_stored) {
+                                 bool relu, const tg_tensor *res, const tg_tensor *out, tg_type b_stored) {
     const tg_tensor *a = node->src[0], *b = node->src[1];
     const tg_cublaslt_api *lt = c->dev->lt;
     mm_setup ms = mm_choose(c, node);
@@ -237,7 +239,9 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
         n_b2 = n_b3 = 1;
     }
     int64_t r2 = B2 / A2, r3 = B3 / A3;
-    float alpha = 1.0f, beta = 0.0f;
+    float alpha = 1.0f, beta = res ? 1.0f : 0.0f;
+    /* C at D's offsets: the residual has the result's shape and layout */
+    CUdeviceptr pc = res ? (CUdeviceptr)(uintptr_t)res->data : pd;
     int epilogue = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : 0;
     /* A matrix per dim-2 entry shared over a longer dim 3 (the rel-pos
      * term: r [hd, 2T-1, H, 1] against (q + v) [hd, T, H, B]): one call per
@@ -255,11 +259,13 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
             CUdeviceptr A = pa + (CUdeviceptr)(((i3 / r3) * sa3 + (groups > 1 ? g * sa2 : 0)) * (int64_t)es);
             CUdeviceptr B = pb + (CUdeviceptr)((i3 * sb3 + b2_0 * sb2) * (int64_t)es);
             CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
+            CUdeviceptr C = pc + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
             if (by_dim3) {
                 batch = n_b3, sa = 0, sb = sb3, sd = sd3;
                 A = pa + (CUdeviceptr)(o * sa2 * (int64_t)es);
                 B = pb + (CUdeviceptr)(o * sb2 * (int64_t)es);
                 D = pd + (CUdeviceptr)(o * sd2 * 4);
+                C = pc + (CUdeviceptr)(o * sd2 * 4);
             }
             cuda_mm_key k;
             memset(&k, 0, sizeof k);
@@ -277,6 +283,7 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
             k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * 4)),
                                                                batch > 1 ? align_of((uint64_t)(sd * 4)) : 256));
             if (bias) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of((uint64_t)(uintptr_t)bias->data));
+            if (res) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of(C));
             cuda_mm_plan *p = NULL;
             if ((st = mm_plan(c, &k, &p))) return tg_status_wrap(st, "mul_mat '%s'", node->name);
             if (bias) {
@@ -290,7 +297,7 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
             c->last_grid[2] = (unsigned)batch;
             c->last_block = (unsigned)K;
             cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
-                                                   (const void *)(uintptr_t)B, p->lb, &beta, (void *)(uintptr_t)D, p->ld,
+                                                   (const void *)(uintptr_t)B, p->lb, &beta, (void *)(uintptr_t)C, p->ld,
                                                    (void *)(uintptr_t)D, p->ld, &p->algo, (void *)(uintptr_t)c->lt_ws,
                                                    p->ws, s);
             if (ls) {

@@ -1,7 +1,7 @@
 /*
  * cuda_ops.c: one encode function per op: kernel choice, launch shape and
  * arguments; the op/type support matrix; the scratch each node needs; the
- * fusions (matmul + bias (+ relu), emit for the product).
+ * fusions (matmul + bias (+ relu, or + a residual), emit for the product).
  *
  * Every encode only enqueues work on the given stream, so the same code runs
  * for direct launches and inside a CUDA-graph capture. Temporaries (type
@@ -302,6 +302,19 @@ static bool is_bias_for(const tg_tensor *bias, const tg_tensor *mm) {
            bias->ne[1] == 1 && bias->ne[2] == 1 && bias->ne[3] == 1;
 }
 
+/* The other source of add = sum + r when it can ride a product's epilogue
+ * as the residual; NULL when not. */
+static const tg_tensor *fused_residual(const tg_tensor *add, const tg_tensor *sum) {
+    const tg_tensor *r = add->src[0] == sum ? add->src[1] : add->src[1] == sum ? add->src[0] : NULL;
+    if (!r || r == sum || r->type != TG_F32 || !r->data || !tg_same_shape(r, add) || !tg_is_contiguous(r))
+        return NULL;
+    return r;
+}
+
+const tg_tensor *tg_cuda_fused_residual(tg_tensor *const *nodes, int i, int len) {
+    return len == 3 && nodes[i + 2]->op == TG_OP_ADD ? fused_residual(nodes[i + 2], nodes[i + 1]) : NULL;
+}
+
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     if (!c->use_fusion || i + 1 >= n) return 1;
     const tg_tensor *mm = nodes[i], *add = nodes[i + 1];
@@ -315,9 +328,16 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     const tg_tensor *a = mm->src[0];
     if (a->ne[2] != 1 || a->ne[3] != 1) return 1;
     int len = 2;
-    if (i + 2 < n && nodes[i + 2]->op == TG_OP_RELU && nodes[i + 2]->src[0] == add && n_uses[i + 1] == 1 &&
-        !(add->flags & TG_FLAG_OUTPUT) && tg_same_shape(nodes[i + 2], add) && nodes[i + 2]->type == TG_F32 &&
-        tg_is_contiguous(nodes[i + 2]))
+    const tg_tensor *third = i + 2 < n ? nodes[i + 2] : NULL;
+    bool chain = third && n_uses[i + 1] == 1 && !(add->flags & TG_FLAG_OUTPUT) && tg_same_shape(third, add) &&
+                 third->type == TG_F32 && tg_is_contiguous(third);
+    if (chain && third->op == TG_OP_RELU && third->src[0] == add) len = 3;
+    /* + a residual r (a layer's output product and its skip connection):
+     * an F32 tensor of the result's shape and layout, read at the element
+     * the launch writes, so r may be the result's own storage but must not
+     * overlap it otherwise */
+    const tg_tensor *res = chain && c->use_residual && third->op == TG_OP_ADD ? fused_residual(third, add) : NULL;
+    if (res && (!tg_hazard_overlap(res, third) || (res->data == third->data && tg_same_shape(res, third))))
         len = 3;
     /* The fused launch writes the last result while the product reads its
      * operands and the bias: never over them. The planners keep the
@@ -702,15 +722,15 @@ static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
  * H200 (2026-12-02, a full-size decoder step) it beat cuBLASLt only for
  * one (6.6 against ~11 us a product at batch 1); at 8 columns it was
  * slower (17 us, the step 1.70 ms against 1.20 with cuBLASLt), so the
- * decoder's batches of more than two rows go to cuBLASLt. x is F32 as the
+ * decoder's batches of more than two rows go to cuBLASLt
+ * (CT_CUDA_MATVEC_COLUMNS moves the limit, for measuring). x is F32 as the
  * node says, or BF16 when its producer stored it so (stored); *ldx and
  * *ldo get the column strides in bytes. */
-enum { MATVEC_MAX_COLUMNS = 2 };
 static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored,
                       int64_t *ldx, int64_t *ldo) {
     const tg_tensor *w = n->src[0], *x = n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
-    if (!c->use_matvec || M > MATVEC_MAX_COLUMNS || w->type != TG_BF16 || w->ne[2] != 1 || w->ne[3] != 1 ||
+    if (!c->use_matvec || M > c->matvec_columns || w->type != TG_BF16 || w->ne[2] != 1 || w->ne[3] != 1 ||
         w->nb[0] != 2 || w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || w->ne[0] % 8 != 0 ||
         w->ne[1] < 1 || (w->ne[1] + 7) / 8 > INT32_MAX || M < 1)
         return false;
@@ -725,15 +745,16 @@ static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor 
 }
 
 static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_tensor *bias, bool relu,
-                                const tg_tensor *out, tg_type stored) {
-    int64_t ldx = 0, ldo = 0;
-    if (!matvec_ok(c, n, out, stored, &ldx, &ldo)) return tg_cuda_encode_mul_mat(c, s, n, bias, relu, out, stored);
+                                const tg_tensor *res, const tg_tensor *out, tg_type stored) {
+    int64_t ldx = 0, ldo = 0, ldr = 0;
+    if (!matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr)))
+        return tg_cuda_encode_mul_mat(c, s, n, bias, relu, res, out, stored);
     const tg_tensor *w = n->src[0], *x = n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
     tg_args_mul_mat_vec a = {.w = dptr(w->data), .x = dptr(x->data), .out = dptr(out->data),
-                             .bias = bias ? dptr(bias->data) : 0, .n = w->ne[1], .k = w->ne[0],
-                             .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo, .m = (int32_t)M,
-                             .x_bf16 = stored == TG_BF16, .relu = relu};
+                             .bias = bias ? dptr(bias->data) : 0, .res = res ? dptr(res->data) : 0,
+                             .n = w->ne[1], .k = w->ne[0], .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo,
+                             .ldr = ldr, .m = (int32_t)M, .x_bf16 = stored == TG_BF16, .relu = relu};
     c->n_matvec++;
     return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, 0, a);
 }
@@ -751,8 +772,10 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     if (len > 1) {
         const tg_tensor *add = nodes[i + 1];
         const tg_tensor *bias = add->src[0] == n ? add->src[1] : add->src[0];
-        c->n_fused[len == 3 ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
-        return encode_product(c, s, n, bias, len == 3, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]));
+        const tg_tensor *res = tg_cuda_fused_residual(nodes, i, len);
+        bool relu = len == 3 && !res;
+        c->n_fused[res ? TG_FUSED_MM_BIAS_RESIDUAL : relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
+        return encode_product(c, s, n, bias, relu, res, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]));
     }
     int out16 = TG_EMIT_F32;
     if (c->emit && c->emit[i] != TG_F32) {
@@ -774,7 +797,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16);
     case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16);
     case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16);
-    case TG_OP_MUL_MAT: return encode_product(c, s, n, NULL, false, n, stored_type(c, nodes, i, n->src[1]));
+    case TG_OP_MUL_MAT: return encode_product(c, s, n, NULL, false, NULL, n, stored_type(c, nodes, i, n->src[1]));
     case TG_OP_LAYER_NORM:
         if (n->src[1] || n->src[2]) c->n_fused[TG_FUSED_NORM_AFFINE]++;
         return encode_layer_norm(c, s, n, out16);

@@ -87,6 +87,7 @@ enum {
     TG_FUSED_ATTENTION,
     TG_FUSED_GLU,
     TG_FUSED_EMIT,
+    TG_FUSED_MM_BIAS_RESIDUAL,
     TG_FUSED_KINDS
 };
 
@@ -219,16 +220,18 @@ TG_KARGS_SIZE(tg_attn_decode_args, 344);
 /* Columns mul_mat_vec takes at most. */
 #define TG_MV_MAXM 8
 
-/* out[n, m] = sum_k w[k, n] x[k, m] + bias[n]: byte strides lda (rows of
- * w), ldx and ldo (columns of x and out); bias 0 when absent. */
+/* out[n, m] = sum_k w[k, n] x[k, m] + bias[n] (relu) + res[n, m]: byte
+ * strides lda (rows of w), ldx, ldo and ldr (columns of x, out and res);
+ * bias and res 0 when absent (res may be out itself, element for element). */
 typedef struct tg_mul_mat_vec_args {
     tg_dp_cchar w, x;
     tg_dp_char out;
     tg_dp_cfloat bias;
-    tg_i64 n, k, lda, ldx, ldo;
+    tg_dp_cchar res;
+    tg_i64 n, k, lda, ldx, ldo, ldr;
     tg_i32 m, x_bf16, relu, pad_;
 } tg_mul_mat_vec_args;
-TG_KARGS_SIZE(tg_mul_mat_vec_args, 88);
+TG_KARGS_SIZE(tg_mul_mat_vec_args, 104);
 
 /* ------------------------------------------------------------ conv.cu */
 

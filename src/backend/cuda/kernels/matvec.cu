@@ -1,7 +1,8 @@
 /*
  * matvec.cu: matrix products with few columns (the decoder's step: one
  * token per batch row, M <= TG_MV_MAXM columns) against BF16 weights:
- * out[n, m] = sum_k W[k, n] x[k, m] (+ bias[n]) (relu).
+ * out[n, m] = sum_k W[k, n] x[k, m] (+ bias[n]) (relu) (+ res[n, m]), the
+ * last the residual add that follows a decoder layer's output products.
  *
  * A step's products read each weight once for 1 to 8 columns: the work is
  * the weight bytes, and cuBLASLt spent ~10 us a call on them (65 calls a
@@ -77,6 +78,8 @@ extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) mul_mat_vec(const tg
         if (m >= M) break;
         float r = tg_warp_sum(acc[m]) + bias;
         if (args.relu) r = fmaxf(r, 0.0f);
+        /* the residual: read and written by the same lane, so res may be out */
+        if (args.res && lane == 0) r += *(const float *)(args.res + m * args.ldr + n * 4);
         if (lane == 0) *(float *)(args.out + m * args.ldo + n * 4) = r;
     }
 }
