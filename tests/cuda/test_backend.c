@@ -264,9 +264,11 @@ static tg_tensor *build_attn_masked_rows(tg_ctx *ctx) {
     return tg_attention(ctx, q, k, v, tg_reshape_4d(ctx, full, T, T, 1, 1), 0.125f);
 }
 
-/* Many small independent branches (concurrent runs inside the capture). */
+/* Many independent branches (concurrent runs inside the capture): each
+ * node 1 MiB, the size from which runs are spread over streams (smaller
+ * ones run in turn, cuda_context.c). */
 static tg_tensor *build_branches(tg_ctx *ctx) {
-    tg_tensor *x = in2(ctx, TG_F32, 64, 8);
+    tg_tensor *x = in2(ctx, TG_F32, 512, 512);
     tg_tensor *acc = NULL;
     for (int i = 0; i < 24; i++) {
         tg_tensor *y = tg_scale(ctx, tg_silu(ctx, tg_mul(ctx, x, x)), 0.5f + (float)i);
