@@ -362,16 +362,21 @@ static void test_bad_inputs(void) {
  * makes the features): CT_FRONTEND=backend puts it on the CPU, and a batch
  * of three clips transcribes to the same tokens as with mel.c. A bad value
  * of the variable is refused by name. */
-static ct_result **session_tokens(const char *frontend, const float *const *x, const size_t *n,
-                                  int k) {
-    if (frontend) setenv("CT_FRONTEND", frontend, 1);
-    else unsetenv("CT_FRONTEND");
+static ct_options tiny_on_cpu(void) {
     ct_options o;
     ct_options_init(&o);
     o.model_dir = TINY "/hub";
     o.backend = CT_BACKEND_CPU;
     o.n_threads = 2;
     o.max_new_tokens = 12;
+    return o;
+}
+
+static ct_result **session_tokens(const char *frontend, const float *const *x, const size_t *n,
+                                  int k) {
+    if (frontend) setenv("CT_FRONTEND", frontend, 1);
+    else unsetenv("CT_FRONTEND");
+    ct_options o = tiny_on_cpu();
     ct_session *s = NULL;
     ct_result **r = tg_calloc((size_t)k, sizeof *r);
     CHECK_OK(ct_session_open(&o, &s));
@@ -408,10 +413,7 @@ static void test_session_with_graph_frontend(void) {
     clips_free(&c);
 
     setenv("CT_FRONTEND", "gpu", 1);
-    ct_options o;
-    ct_options_init(&o);
-    o.model_dir = TINY "/hub";
-    o.backend = CT_BACKEND_CPU;
+    ct_options o = tiny_on_cpu();
     ct_session *s = NULL;
     CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "CT_FRONTEND=gpu");
     CHECK(s == NULL);
