@@ -95,6 +95,11 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session);
 void ct_session_close(ct_session *s);
 /* Name of the backend the session runs on ("cpu", "cuda:0 ..."); owned by s. */
 const char *ct_session_backend(const ct_session *s);
+/* Where the log-mel frontend runs: "backend" (graph nodes on the session's
+ * backend, the default on a GPU) or "host" (the CPU's frontend; also with a
+ * debug hook, which then reports the features the encoder reads). Static
+ * storage. */
+const char *ct_session_frontend(const ct_session *s);
 /* Replaces the progress callback for later calls (NULL: none). */
 void ct_session_set_progress(ct_session *s, ct_progress_fn fn, void *user);
 /* The pad token id (finished rows of a batch are padded with it). */

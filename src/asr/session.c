@@ -58,6 +58,7 @@ struct ct_session {
     bool mel_ready;
     tg_threadpool *pool; /* the frontend's clips of a batch in parallel */
     ct_frontend *frontend; /* the log-mel on backends[0] (a GPU); NULL: on the host */
+    int frontend_mode;     /* CT_FRONTEND as read at open: 0 auto, 1 host, 2 backend */
     int32_t prompt[MAX_PROMPT];
     int n_prompt;
     int eos_id, pad_id;
@@ -101,6 +102,8 @@ ct_status ct_backend_parse(const char *name, ct_backend_kind *out_kind) {
 }
 
 const char *ct_session_backend(const ct_session *s) { return s ? s->backend_name : ""; }
+
+const char *ct_session_frontend(const ct_session *s) { return s && s->frontend ? "backend" : "host"; }
 
 void ct_session_set_progress(ct_session *s, ct_progress_fn fn, void *user) {
     if (!s) return;
@@ -206,12 +209,19 @@ static void close_backends(ct_session *s) {
  * the host's share is one pass over the samples. The CPU keeps mel.c's
  * double-precision frontend. CT_FRONTEND=host keeps it on a GPU too, and
  * CT_FRONTEND=backend puts the graph on any backend (the CPU tests of that
- * path). */
-static tg_status open_frontend(ct_session *s) {
+ * path); the variable is read once, when the session opens, so a restart
+ * after a fault makes the same choice. */
+static tg_status read_frontend_mode(ct_session *s) {
     const char *e = getenv("CT_FRONTEND");
-    bool on_backend = e && *e ? !strcmp(e, "backend") : !tg_backend_is_cpu(s->backends[0]);
-    if (e && *e && strcmp(e, "host") && strcmp(e, "backend"))
-        return tg_status_new(TG_ERR_INVALID_ARG, "CT_FRONTEND=%s: use host or backend", e);
+    if (!e || !*e) s->frontend_mode = 0;
+    else if (!strcmp(e, "host")) s->frontend_mode = 1;
+    else if (!strcmp(e, "backend")) s->frontend_mode = 2;
+    else return tg_status_new(TG_ERR_INVALID_ARG, "CT_FRONTEND=%s: use host or backend", e);
+    return NULL;
+}
+
+static tg_status open_frontend(ct_session *s) {
+    bool on_backend = s->frontend_mode ? s->frontend_mode == 2 : !tg_backend_is_cpu(s->backends[0]);
     if (!on_backend) return NULL;
     float *dft = tg_malloc((size_t)CT_MEL_SPEC * CT_MEL_GRID_WIN * sizeof *dft);
     float *pairs = tg_malloc((size_t)s->mel.n_mels * CT_MEL_SPEC * sizeof *pairs);
@@ -322,6 +332,7 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     s->opts.model_dir = s->model_dir;
     s->opts.language = NULL; /* copied into s->language below */
 
+    if ((st = read_frontend_mode(s))) goto fail;
     if ((st = open_model(s, opts->backend))) goto fail;
     if ((st = ct_tokenizer_load_dir(s->model_dir, &s->tok)))
         goto fail;

@@ -389,6 +389,10 @@ tg_status ct_mel_compute(const ct_mel *mel, const float *samples, size_t n,
     return NULL;
 }
 
+_Static_assert(CT_MEL_GRID_WIN == MEL_WIN && CT_MEL_GRID_HOP == MEL_HOP &&
+                   CT_MEL_SPEC == 2 * (MEL_N_FFT / 2 + 1),
+               "audio.h's grid sizes are mel.c's");
+
 size_t ct_mel_grid_len(int pad_frames) {
     return (size_t)MEL_HOP * (size_t)(pad_frames > 1 ? pad_frames - 1 : 0) + MEL_WIN;
 }

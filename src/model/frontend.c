@@ -1,8 +1,8 @@
 /*
  * frontend.c: the log-mel frontend of spec 4 as tg graph nodes, so that a
  * GPU computes a batch's features where the encoder reads them (the host's
- * frontend took 117-183 ms of a 64-clip batch on 16 cores, more than a
- * fifth of the whole batch).
+ * frontend took 78-183 ms of a 64-clip batch on 16 cores in runs of
+ * 2026-12-02, a tenth to a fifth of the whole batch).
  *
  * Input: each clip's window grid (audio.h, ct_mel_grid_padded: the
  * pre-emphasised samples placed so frame t reads grid[160 t, 160 t + 400)),

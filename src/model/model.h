@@ -201,7 +201,9 @@ typedef struct ct_frontend_graph {
 } ct_frontend_graph;
 
 /* Adds the nodes for n_batch rows of n_frames frames to ctx (which owns
- * them) and fills *g; returns g->out, or NULL with the error in ctx. */
+ * them) and fills *g; returns g->out, or NULL: with the error in ctx when
+ * an op failed, with nothing recorded for NULL f, ctx or g or no frames or
+ * rows. */
 tg_tensor *ct_frontend_build(const ct_frontend *f, tg_ctx *ctx, int n_frames, int n_batch,
                              ct_frontend_graph *g);
 /* After allocation: sets g's inputs from grid ([B][hop (T-1) + win] floats)

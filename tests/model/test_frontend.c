@@ -144,7 +144,7 @@ static tg_status graph_features(env *e, const float *grid, const int *valid, int
 
 static void check_against_host(bool gpu) {
     env e;
-    clips c;
+    clips c = {0};
     if (!env_open(&e, gpu) || !clips_make(&c)) {
         env_close(&e);
         clips_free(&c);
@@ -239,7 +239,7 @@ static void test_grid_layout(void) {
  * features: same model, same batch (rows of different lengths). */
 static void check_encoder(bool gpu) {
     env e;
-    clips c;
+    clips c = {0};
     ct_model *m = NULL;
     if (!env_open(&e, gpu) || !clips_make(&c)) {
         env_close(&e);
@@ -380,6 +380,8 @@ static ct_result **session_tokens(const char *frontend, const float *const *x, c
     ct_session *s = NULL;
     ct_result **r = tg_calloc((size_t)k, sizeof *r);
     CHECK_OK(ct_session_open(&o, &s));
+    /* the path asked for is the one taken */
+    if (s) CHECK(!strcmp(ct_session_frontend(s), frontend ? frontend : "host"));
     if (s && r) CHECK_OK(ct_transcribe_batch(s, x, n, k, r));
     ct_session_close(s);
     unsetenv("CT_FRONTEND");
@@ -387,7 +389,7 @@ static ct_result **session_tokens(const char *frontend, const float *const *x, c
 }
 
 static void test_session_with_graph_frontend(void) {
-    clips c;
+    clips c = {0};
     if (!clips_make(&c)) {
         clips_free(&c);
         return;
