@@ -68,6 +68,8 @@ static void cuda_error_mid_transcription_then_the_session_recovers(void) {
         ct_result_free(r);
         r = NULL;
         CHECK(!strncmp(ct_session_backend(s), "cuda", 4));
+        /* the frontend's tables were made again on the new backend */
+        CHECK(!strcmp(ct_session_frontend(s), "backend"));
     }
     ct_fault_stats fs;
     ct_session_fault_stats(s, &fs);

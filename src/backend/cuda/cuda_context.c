@@ -429,10 +429,13 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
              * than the overlap, and their events break the programmatic
              * dependent launch chain (a full-size decoder step: 0.77 -> 0.72
              * ms at batch 1, 1.12 -> 0.98 at batch 8 launched in turn), so a
-             * run with fewer than two large nodes stays on the main stream. */
+             * run with fewer than two large launches stays on the main
+             * stream. A fused group is one launch (counted at its first
+             * node, by what its last node writes). */
             int run_big = 0;
             for (int j = i; j < n && (p->run[j] == cur_run || p->run[j] < 0); j++)
-                run_big += p->run[j] == cur_run && tg_nbytes(g->nodes[j]) >= CUDA_RUN_BIG_BYTES;
+                run_big += p->run[j] == cur_run && p->fuse[j] > 0 &&
+                           tg_nbytes(g->nodes[j + p->fuse[j] - 1]) >= CUDA_RUN_BIG_BYTES;
             if (run_big > 1) {
                 CUresult r = cu->cuEventRecord(c->fork_ev, c->stream);
                 for (int k = 0; k < CUDA_N_STREAMS - 1 && r == CUDA_SUCCESS; k++)

@@ -334,8 +334,9 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     if (chain && third->op == TG_OP_RELU && third->src[0] == add) len = 3;
     /* + a residual r (a layer's output product and its skip connection):
      * an F32 tensor of the result's shape and layout, read at the element
-     * the launch writes, so r may be the result's own storage but must not
-     * overlap it otherwise */
+     * the launch writes, so r may be the result's own storage (storage
+     * placed by hand; the planners never put an add's result on its
+     * source) but must not overlap it otherwise */
     const tg_tensor *res = chain && c->use_residual && third->op == TG_OP_ADD ? fused_residual(third, add) : NULL;
     if (res && (!tg_hazard_overlap(res, third) || (res->data == third->data && tg_same_shape(res, third))))
         len = 3;
