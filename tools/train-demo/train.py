@@ -223,6 +223,36 @@ def save(path, model, ctc, step, elapsed, args, opt=None, guard=None):
     os.replace(path + ".tmp", path)
 
 
+def profile_start(device):
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
+        torch.cuda.synchronize()
+    prof = torch.profiler.profile(activities=acts)
+    prof.__enter__()
+    prof.t0 = time.time()
+    return prof
+
+
+def profile_end(prof, device):
+    """Prints the profiled steps' wall time against the time their kernels ran, and the ops
+    that took the most host time (is a step bound by the host or by the device?)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    wall = time.time() - prof.t0
+    prof.__exit__(None, None, None)
+    try:                         # a report, never a reason to stop the training
+        ev = prof.key_averages()
+        key = "self_device_time_total" if hasattr(ev[0], "self_device_time_total") else "self_cuda_time_total"
+        dev = sum(getattr(e, key) for e in ev) / 1e6 if device.type == "cuda" else 0.0
+        print(f"profile: 5 steps in {wall * 1000:.0f} ms wall, kernels {dev * 1000:.0f} ms", flush=True)
+        print(ev.table(sort_by="self_cpu_time_total", row_limit=20), flush=True)
+        if device.type == "cuda":
+            print(ev.table(sort_by=key, row_limit=12), flush=True)
+    except Exception as e:       # noqa: BLE001
+        print(f"profile: no report ({e})", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True)
@@ -243,6 +273,10 @@ def main():
     ap.add_argument("--wd", type=float, default=1e-2)
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--ctc", type=float, default=0.3, help="weight of the CTC loss (0: no CTC head)")
+    ap.add_argument("--ctc-warm", type=int, default=0,
+                    help="for the first N steps of a run from --init-from a folder (a new CTC head), the CTC loss "
+                         "trains only the head: its gradient does not reach the encoder, which a random head would "
+                         "pull away from what it learned")
     ap.add_argument("--specaug", type=int, default=1)
     ap.add_argument("--curriculum", type=float, default=0.3)
     ap.add_argument("--limit", type=int, default=0, help="use only the first N clips")
@@ -257,6 +291,8 @@ def main():
     ap.add_argument("--guard", type=float, default=0,
                     help="divergence guard: when a logged window's CE exceeds GUARD x the best window's + 0.3, "
                          "go back to the last checkpoint (saved only while healthy) at half the learning rate")
+    ap.add_argument("--profile-step", type=int, default=0,
+                    help="profile 5 steps from this one (torch.profiler) and print where the time went")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--init-from", default=None,
                     help="start from these weights at step 0 (a new schedule and optimizer): an exported model "
@@ -388,6 +424,10 @@ def main():
             print(f"session time up at step {step} ({elapsed / 60:.1f} min trained); go on with --resume",
                   flush=True)
             return
+        if args.profile_step and step == args.profile_step:
+            prof = profile_start(device)
+        if args.profile_step and step == args.profile_step + 5:
+            profile_end(prof, device)
         rng = np.random.default_rng([args.seed, step] + ([backs] if backs else []))   # new batches after a step back
         frac = 1.0
         if args.curriculum > 0:
@@ -408,7 +448,10 @@ def main():
         ctc_loss = torch.zeros(())
         if args.ctc > 0:
             with torch.autocast(device_type=device.type, enabled=False):
-                lp = F.log_softmax(ctc(enc.last_hidden_state.float()), dim=-1).transpose(0, 1)
+                h = enc.last_hidden_state.float()
+                if step < args.ctc_warm:
+                    h = h.detach()
+                lp = F.log_softmax(ctc(h), dim=-1).transpose(0, 1)
                 elen = encoder_lengths(m.sum(1))
                 ctc_loss = F.ctc_loss(lp, ctc_t, elen, ctc_l, blank=0, reduction="sum",
                                       zero_infinity=True) / ctc_l.sum()
