@@ -303,6 +303,13 @@ def main():
 
     torch.set_num_threads(args.threads)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cuda" and hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        # cuDNN's attention builds a plan for each new shape on the host, and every batch here
+        # has a new shape: profiled on the H200 (--profile-step), its 4 calls a step (the
+        # decoder's self and cross attention) took ~55 ms of host time each, forward and
+        # backward, for 0.1 ms of kernels, most of a ~390 ms step. Flash/efficient SDPA
+        # need no plan.
+        torch.backends.cuda.enable_cudnn_sdp(False)
     torch.manual_seed(args.seed)
     sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
     prompt = prompt_ids(sp)
