@@ -92,9 +92,17 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
         const ct_dec_layer *l = &m->dec[i];
         /* causal self-attention over the cache */
         tg_tensor *h = ct_nn_norm(nn, x, l->ln1_w, l->ln1_b);
-        tg_tensor *q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wq, l->sa_bq, h), hd, H);
-        tg_tensor *k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wk, l->sa_bk, h), hd, H);
-        tg_tensor *v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wv, l->sa_bv, h), hd, H);
+        tg_tensor *q, *k, *v;
+        if (l->sa_wqkv) { /* one product for the three (weights.c) */
+            tg_tensor *qkv = ct_nn_linear(nn, l->sa_wqkv, l->sa_bqkv, h);
+            q = ct_nn_split_heads_of(nn, qkv, 0, hd, H);
+            k = ct_nn_split_heads_of(nn, qkv, 1, hd, H);
+            v = ct_nn_split_heads_of(nn, qkv, 2, hd, H);
+        } else {
+            q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wq, l->sa_bq, h), hd, H);
+            k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wk, l->sa_bk, h), hd, H);
+            v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wv, l->sa_bv, h), hd, H);
+        }
         tg_tensor *kc = tg_set_rows(ctx, s->self_k[i], k, dg->wids);
         tg_tensor *vc = tg_set_rows(ctx, s->self_v[i], v, dg->wids);
         tg_tensor *a = attend(s, nn, q, kc, vc, dg->self_mask);

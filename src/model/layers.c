@@ -46,6 +46,20 @@ tg_tensor *ct_nn_split_heads(const ct_nn *nn, tg_tensor *x, int hd, int H) {
     return tg_cont(nn->ctx, tg_permute(nn->ctx, t, 0, 2, 1, 3));
 }
 
+tg_tensor *ct_nn_split_heads_of(const ct_nn *nn, tg_tensor *x, int part, int hd, int H) {
+    if (!x) return NULL;
+    size_t es = tg_type_size(x->type), off = (size_t)part * (size_t)hd * (size_t)H * es;
+    if (x->ne[1] == 1) {
+        int64_t ne[4] = {hd, 1, H, x->ne[2]};
+        size_t nb[4] = {es, (size_t)hd * es, (size_t)hd * es, x->nb[2]};
+        return tg_view(nn->ctx, x, 4, ne, nb, off);
+    }
+    int64_t ne[4] = {hd, H, x->ne[1], x->ne[2]};
+    size_t nb[4] = {es, (size_t)hd * es, x->nb[1], x->nb[2]};
+    tg_tensor *t = tg_view(nn->ctx, x, 4, ne, nb, off);
+    return tg_cont(nn->ctx, tg_permute(nn->ctx, t, 0, 2, 1, 3));
+}
+
 tg_tensor *ct_nn_attention(const ct_nn *nn, tg_tensor *q, tg_tensor *k, tg_tensor *v,
                            tg_tensor *mask, float scale) {
     tg_tensor *a = tg_attention(nn->ctx, q, k, v, mask, scale); /* [hd, H, Tq, B] */

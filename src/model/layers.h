@@ -42,6 +42,10 @@ tg_tensor *ct_nn_linear(const ct_nn *nn, tg_tensor *w, tg_tensor *bias, tg_tenso
 tg_tensor *ct_nn_norm(const ct_nn *nn, tg_tensor *x, tg_tensor *w, tg_tensor *bias);
 /* [hd*H, T, B] -> [hd, T, H, B], contiguous (head n is dims [hd*n, hd*n+hd)). */
 tg_tensor *ct_nn_split_heads(const ct_nn *nn, tg_tensor *x, int hd, int H);
+/* The same for part `part` of x [n * hd*H, T, B], the result of a packed
+ * product (q, k, v side by side in each column): [hd, T, H, B], a strided
+ * view of x when T == 1. */
+tg_tensor *ct_nn_split_heads_of(const ct_nn *nn, tg_tensor *x, int part, int hd, int H);
 /* softmax(q·kᵀ·scale + mask)·v with the precision request, heads merged:
  * q [hd, Tq, H, B], k and v [hd, Tk, H, B], mask as tg_attention's; result
  * [hd*H, Tq, B] (the heads concatenated, ready for the output linear). */

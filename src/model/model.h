@@ -51,6 +51,9 @@ typedef struct ct_enc_layer {
 typedef struct ct_dec_layer {
     tg_tensor *ln1_w, *ln1_b;
     tg_tensor *sa_wq, *sa_bq, *sa_wk, *sa_bk, *sa_wv, *sa_bv, *sa_wo, *sa_bo;
+    /* q, k, v packed [dd, 3 dd] / [3 dd], sa_wq ... views of them; NULL
+     * when the checkpoint stores the three in different types */
+    tg_tensor *sa_wqkv, *sa_bqkv;
     tg_tensor *ln2_w, *ln2_b;
     tg_tensor *ca_wq, *ca_bq, *ca_wk, *ca_bk, *ca_wv, *ca_bv, *ca_wo, *ca_bo;
     tg_tensor *ln3_w, *ln3_b;

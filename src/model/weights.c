@@ -29,7 +29,10 @@
  * place from the read-only mapping (no copy of a 4 GB checkpoint); on any
  * other backend they are copied into one device buffer. Norms, biases, conv
  * kernels and the rel-pos biases are converted to F32 into a buffer of their
- * own; BatchNorm is folded into the depthwise conv in f32 (spec 2.5).
+ * own; BatchNorm is folded into the depthwise conv in f32 (spec 2.5). The
+ * decoder's self-attention q, k, v are packed into one matrix and one bias
+ * (take_qkv), copied on every backend, so that a decoder step runs one
+ * product for the three.
  *
  * Not here: running anything (encoder.c, decoder.c). Of the tensors this
  * model does not use, only preprocessor.* and num_batches_tracked are
@@ -38,6 +41,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -151,6 +155,16 @@ static tg_status find_checked(const loader *L, const char *name, int n, const in
     return NULL;
 }
 
+/* Queues runtime tensor t (named after src) to be filled from src. */
+static tg_status queue(loader *L, tg_tensor *t, const st_tensor *src, enum kind kind, int layer) {
+    tg_set_name(t, "%s", src->name);
+    t->flags |= TG_FLAG_WEIGHT;
+    if (!tg_grow((void **)&L->items, &L->cap_items, L->n_items + 1, sizeof(pending)))
+        return tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", L->dir);
+    L->items[L->n_items++] = (pending){t, src, kind, layer};
+    return NULL;
+}
+
 /* Declares one weight: checks it, makes its runtime tensor with the
  * runtime shape ne[0..tg_n) and queues it for placement. */
 static tg_status take(loader *L, const char *name, int n, const int64_t *want,
@@ -166,11 +180,7 @@ static tg_status take(loader *L, const char *name, int n, const int64_t *want,
     }
     tg_tensor *t = tg_new_tensor(L->m->ctx, type, tg_n, ne);
     if (!t) return tg_status_wrap(tg_ctx_check(L->m->ctx), "%s: tensor '%s'", L->dir, name);
-    tg_set_name(t, "%s", name);
-    t->flags |= TG_FLAG_WEIGHT;
-    if (!tg_grow((void **)&L->items, &L->cap_items, L->n_items + 1, sizeof(pending)))
-        return tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", L->dir);
-    L->items[L->n_items++] = (pending){t, src, kind, layer};
+    if ((st = queue(L, t, src, kind, layer))) return st;
     *out = t;
     return NULL;
 }
@@ -217,6 +227,59 @@ static tg_status take_lin(loader *L, bool dec, lname n, int layer, int64_t out_d
     if (st || !bias) return st;
     lname_fmt(L, name, dec, n, ".bias", layer);
     return take_vec(L, name, out_dim, b);
+}
+
+/* A decoder layer's self-attention projections q, k, v as one matrix
+ * [dd, 3 dd] and one bias [3 dd] (l->sa_wqkv, l->sa_bqkv), the three
+ * checkpoint tensors filled into consecutive slices of them and each kept
+ * as a view (l->sa_wq ...): a decoder step then runs one product where it
+ * ran three (16 launches fewer a step at 8 layers, at every batch size).
+ * The views are copied, never used in place, since they are no longer the
+ * mapping's bytes: 6 MB a layer at the released size on a CPU backend.
+ * When the three matrices differ in stored type they stay apart
+ * (sa_wqkv NULL), as they do with CT_DECODER_QKV=separate (for measuring
+ * the difference). */
+static tg_status take_qkv(loader *L, int layer, int64_t dd, ct_dec_layer *l) {
+    static const lname names[3] = {{"first_sub_layer.query_net", "self_attn.q_proj"},
+                                   {"first_sub_layer.key_net", "self_attn.k_proj"},
+                                   {"first_sub_layer.value_net", "self_attn.v_proj"}};
+    tg_tensor **w[3] = {&l->sa_wq, &l->sa_wk, &l->sa_wv}, **b[3] = {&l->sa_bq, &l->sa_bk, &l->sa_bv};
+    const st_tensor *ws[3], *bs[3];
+    int64_t want_w[2] = {dd, dd}, want_b[1] = {dd};
+    char name[MAX_NAME];
+    tg_status st;
+    for (int i = 0; i < 3; i++) {
+        lname_fmt(L, name, true, names[i], ".weight", layer);
+        if ((st = find_checked(L, name, 2, want_w, &ws[i]))) return st;
+        lname_fmt(L, name, true, names[i], ".bias", layer);
+        if ((st = find_checked(L, name, 1, want_b, &bs[i]))) return st;
+    }
+    const char *env = getenv("CT_DECODER_QKV"); /* "separate": for measuring */
+    if (ws[1]->dtype != ws[0]->dtype || ws[2]->dtype != ws[0]->dtype || (env && !strcmp(env, "separate"))) {
+        l->sa_wqkv = l->sa_bqkv = NULL;
+        for (int i = 0; i < 3; i++)
+            if ((st = take_lin(L, true, names[i], layer, dd, dd, true, w[i], b[i]))) return st;
+        return NULL;
+    }
+    tg_type type;
+    if ((st = st_dtype_to_tg(ws[0]->dtype, &type))) return st;
+    tg_ctx *ctx = L->m->ctx;
+    l->sa_wqkv = tg_new_2d(ctx, type, dd, 3 * dd);
+    l->sa_bqkv = tg_new_1d(ctx, TG_F32, 3 * dd);
+    if (!l->sa_wqkv || !l->sa_bqkv)
+        return tg_status_wrap(tg_ctx_check(ctx), "%s: decoder layer %d's packed q/k/v", L->dir, layer);
+    tg_set_name(l->sa_wqkv, "decoder.%d.self_attn.qkv.weight (packed)", layer);
+    tg_set_name(l->sa_bqkv, "decoder.%d.self_attn.qkv.bias (packed)", layer);
+    l->sa_wqkv->flags |= TG_FLAG_WEIGHT;
+    l->sa_bqkv->flags |= TG_FLAG_WEIGHT;
+    for (int i = 0; i < 3; i++) {
+        *w[i] = tg_view_2d(ctx, l->sa_wqkv, dd, dd, l->sa_wqkv->nb[1], (size_t)i * dd * l->sa_wqkv->nb[1]);
+        *b[i] = tg_view_1d(ctx, l->sa_bqkv, dd, (size_t)i * dd * sizeof(float));
+        if (!*w[i] || !*b[i])
+            return tg_status_wrap(tg_ctx_check(ctx), "%s: decoder layer %d's packed q/k/v", L->dir, layer);
+        if ((st = queue(L, *w[i], ws[i], KIND_MATRIX, 0)) || (st = queue(L, *b[i], bs[i], KIND_F32, 0))) return st;
+    }
+    return NULL;
 }
 
 static tg_status take_norm(loader *L, bool dec, lname n, int layer, int64_t dim,
@@ -503,12 +566,7 @@ static tg_status declare_decoder(loader *L) {
         int64_t ff = m->dec_ff;
         TRY(take_norm(L, true, (lname){"layer_norm_1", "input_layernorm"}, i, dd, &l->ln1_w,
                       &l->ln1_b));
-        TRY(take_lin(L, true, (lname){"first_sub_layer.query_net", "self_attn.q_proj"}, i, dd,
-                     dd, true, &l->sa_wq, &l->sa_bq));
-        TRY(take_lin(L, true, (lname){"first_sub_layer.key_net", "self_attn.k_proj"}, i, dd, dd,
-                     true, &l->sa_wk, &l->sa_bk));
-        TRY(take_lin(L, true, (lname){"first_sub_layer.value_net", "self_attn.v_proj"}, i, dd,
-                     dd, true, &l->sa_wv, &l->sa_bv));
+        TRY(take_qkv(L, i, dd, l));
         TRY(take_lin(L, true, (lname){"first_sub_layer.out_projection", "self_attn.o_proj"}, i,
                      dd, dd, true, &l->sa_wo, &l->sa_bo));
         TRY(take_norm(L, true, (lname){"layer_norm_2", "post_attention_layernorm"}, i, dd,
@@ -652,7 +710,7 @@ static tg_status place_in_place(loader *L) {
         const uint8_t *lo = NULL, *hi = NULL;
         for (int i = 0; i < L->n_items; i++) {
             const pending *p = &L->items[i];
-            if (p->kind != KIND_MATRIX || p->src->file != f || !p->src->size) continue;
+            if (p->kind != KIND_MATRIX || p->t->view_src || p->src->file != f || !p->src->size) continue;
             if ((uintptr_t)p->src->data % tg_type_size(p->t->type)) continue; /* copied */
             if (!lo || p->src->data < lo) lo = p->src->data;
             if (!hi || p->src->data + p->src->size > hi) hi = p->src->data + p->src->size;
@@ -667,7 +725,7 @@ static tg_status place_in_place(loader *L) {
         m->bufs[m->n_bufs++] = buf;
         for (int i = 0; i < L->n_items; i++) {
             pending *p = &L->items[i];
-            if (p->kind != KIND_MATRIX || p->src->file != f || !p->src->size) continue;
+            if (p->kind != KIND_MATRIX || p->t->view_src || p->src->file != f || !p->src->size) continue;
             if ((uintptr_t)p->src->data % tg_type_size(p->t->type)) continue;
             st = tg_tensor_place(p->t, buf, (size_t)(p->src->data - lo));
             if (st) return tg_status_wrap(st, "placing '%s'", p->src->name);

@@ -472,6 +472,61 @@ static void expect_load_error(const edit *ed, const char *cfg_from, const char *
     rm_tmp();
 }
 
+/* The decoder's q, k, v are one packed matrix and bias (weights.c,
+ * take_qkv), each a view holding exactly the checkpoint's values; a layer
+ * whose three matrices differ in stored type keeps them apart and still
+ * loads. */
+static void decoder_qkv_is_packed(void) {
+    tg_backend *be = get_cpu();
+    ct_model *m = NULL;
+    CHECK_OK(ct_model_load(TINY "/hub", be, &m));
+    if (m) {
+        const ct_dec_layer *l = &m->dec[1];
+        int64_t dd = m->dd;
+        CHECK(l->sa_wqkv && l->sa_bqkv && l->sa_wqkv->ne[0] == dd && l->sa_wqkv->ne[1] == 3 * dd);
+        CHECK(l->sa_wk->view_src == l->sa_wqkv && l->sa_wv->view_offs == 2 * (size_t)dd * l->sa_wqkv->nb[1]);
+        CHECK(l->sa_bv->view_src == l->sa_bqkv && l->sa_bv->view_offs == 2 * (size_t)dd * sizeof(float));
+        const st_tensor *src = st_find(m->st, "transf_decoder._decoder.layers.1.first_sub_layer.value_net.weight");
+        CHECK(src != NULL);
+        if (src) {
+            uint8_t *got = tg_malloc(src->size);
+            CHECK_OK(tg_tensor_get(l->sa_wv, got, 0, src->size));
+            CHECK(got && memcmp(got, src->data, src->size) == 0);
+            tg_free(got);
+        }
+        const st_tensor *bsrc = st_find(m->st, "transf_decoder._decoder.layers.1.first_sub_layer.key_net.bias");
+        CHECK(bsrc && bsrc->dtype == ST_BF16 && bsrc->size == 2 * (size_t)dd);
+        if (bsrc && bsrc->dtype == ST_BF16 && bsrc->size == 2 * (size_t)dd) {
+            float *got = tg_malloc((size_t)dd * sizeof(float));
+            CHECK_OK(tg_tensor_get(l->sa_bk, got, 0, (size_t)dd * sizeof(float)));
+            int same = 0;
+            for (int64_t i = 0; got && i < dd; i++) {
+                uint16_t h;
+                memcpy(&h, (const uint8_t *)bsrc->data + 2 * i, 2);
+                same += got[i] == tg_bf16_to_f32(h);
+            }
+            CHECK(same == dd);
+            tg_free(got);
+        }
+        ct_model_free(m);
+        m = NULL;
+    }
+    if (!make_tmp()) {
+        CHECK(0);
+        return;
+    }
+    edit e = {.name = "transf_decoder._decoder.layers.0.first_sub_layer.key_net.weight", .convert = true,
+              .dtype = ST_F32};
+    write_altered(TINY "/hub", &e, NULL, NULL, NULL);
+    CHECK_OK(ct_model_load(tmp_dir, be, &m));
+    if (m) {
+        CHECK(m->dec[0].sa_wqkv == NULL && m->dec[0].sa_wk->type == TG_F32 && m->dec[0].sa_wq->type == TG_BF16);
+        CHECK(m->dec[1].sa_wqkv != NULL);
+        ct_model_free(m);
+    }
+    rm_tmp();
+}
+
 static void missing_tensor_is_named(void) {
     edit e = {.name = "encoder.layers.1.conv.depthwise_conv.weight", .drop = true};
     expect_load_error(&e, NULL, NULL, TG_ERR_NOT_FOUND, e.name, "missing");
@@ -682,7 +737,7 @@ static void cleanup(void) {
     CHECK(1);
 }
 
-TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(copied_weights_match_in_place), T(native_layout_matches_reference),
+TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(copied_weights_match_in_place), T(native_layout_matches_reference), T(decoder_qkv_is_packed),
           T(f16_checkpoint_matches_reference), T(odd_header_length_loads),
           T(missing_tensor_is_named), T(misshapen_tensor_names_both_shapes),
           T(unsupported_dtype_is_named), T(foreign_config_is_rejected), T(head_counts_must_fit),
