@@ -4,8 +4,10 @@ Every clip is reproducible from (--seed, its index) alone, whatever --jobs is:
 - a sentence of 3-12 words (--min-words/--max-words) drawn from words.txt with a weight
   1/(rank+30)^0.8 (common words often, the rest of the list still now and then), or from its
   first --vocab words; capitalised, ending in "." (or "?" one time in ten);
-- a voice: one of espeak-ng's English accents with a +m1..+m7 / +f1..+f5 variant (or none);
-  the held-out split uses variants (HELDOUT_VARIANTS) that training never hears;
+- a voice: one of espeak-ng's English accents with a +m1..+m7 / +f1..+f5 variant (or none),
+  or with --named P, for that fraction of the training clips, one of 69 named variants
+  (NAMED_VARIANTS: Annie, klatt3, grandpa, ...); the held-out split uses variants
+  (HELDOUT_VARIANTS) that training never hears;
 - speed 120-220 words a minute, pitch 20-80, amplitude 70-150, sometimes a longer word gap;
 - resampled from espeak-ng's 22,050 Hz to 16 kHz (polyphase, 320/441); training clips made
   with --speed-perturb P are also resampled by a random factor in [1-P, 1+P] (tempo, pitch
@@ -47,6 +49,19 @@ ACCENTS = ["en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan", "
            "en-029", "en-us-nyc"]
 TRAIN_VARIANTS = ["", "m1", "m2", "m3", "m4", "m5", "m7", "f1", "f2", "f3", "f5"]
 HELDOUT_VARIANTS = ["m6", "f4"]
+# espeak-ng's named variants (voices/!v), for --named P of the training clips: more vocal
+# tracts than the 11 numbered ones, so that the held-out voices are one more among many.
+# Left out: the held-out m6 and f4; linda and belinda (f4's upper formants, copied);
+# whisper, whisperf and caleb (no voicing); fast (a test of espeak-ng's speed limit); the
+# robots and effects (robosoft*, UniRobot, anikaRobot, Demonic, croak, Tweaky, "Mr serious").
+NAMED_VARIANTS = ["Alex", "Alicia", "Andrea", "Andy", "Annie", "AnxiousAndy", "Denis", "Diogo", "Gene",
+                  "Gene2", "Henrique", "Hugo", "Jacky", "Lee", "Marco", "Mario", "Michael", "Mike", "Nguyen",
+                  "RicishayMax", "RicishayMax2", "RicishayMax3", "Storm", "adam", "anika", "announcer",
+                  "antonio", "aunty", "benjamin", "boris", "david", "ed", "edward", "edward2", "grandma",
+                  "grandpa", "gustave", "iven", "iven2", "iven3", "iven4", "john", "kaukovalta", "klatt",
+                  "klatt2", "klatt3", "klatt4", "klatt5", "klatt6", "m8", "marcelo", "max", "michel", "miguel",
+                  "norbert", "pablo", "paul", "pedro", "quincy", "rob", "robert", "sandro", "shelby", "steph",
+                  "steph2", "steph3", "travis", "victor", "zac"]
 ESPEAK_SR = 22050
 
 
@@ -67,10 +82,12 @@ def item_rng(seed, split, i):
     return np.random.default_rng([seed, 0 if split == "train" else 1, i])
 
 
-def voice_params(rng, split, clean):
+def voice_params(rng, split, clean, named=0.0):
     if clean:
         return dict(voice="en-us", speed=160, pitch=50, amp=100, gap=0)
     variants = TRAIN_VARIANTS if split == "train" else HELDOUT_VARIANTS
+    if split == "train" and named > 0 and rng.random() < named:     # (the held-out draws stay as they were)
+        variants = NAMED_VARIANTS
     acc = ACCENTS[int(rng.integers(len(ACCENTS)))]
     var = variants[int(rng.integers(len(variants)))]
     return dict(voice=acc + ("+" + var if var else ""), speed=int(rng.integers(120, 221)),
@@ -125,9 +142,9 @@ def augment(rng, x):
 
 
 def synth_one(job):
-    exe, split, seed, i, text, clean, perturb = job
+    exe, split, seed, i, text, clean, perturb, named = job
     rng = item_rng(seed, split, i)
-    p = voice_params(rng, split, clean)
+    p = voice_params(rng, split, clean, named)
     x = espeak(exe, text, p)
     x = resample_poly(x.astype(np.float64), 320, 441)
     if split == "train" and perturb > 0 and not clean:
@@ -155,6 +172,9 @@ def main():
     ap.add_argument("--clean", action="store_true", help="one voice, one speed, no noise")
     ap.add_argument("--speed-perturb", type=float, default=0.0,
                     help="training clips: resample by a random factor in [1-P, 1+P] (0: off)")
+    ap.add_argument("--named", type=float, default=0.0,
+                    help="training clips: this fraction spoken with one of espeak-ng's named variants "
+                         "(NAMED_VARIANTS) instead of +m1..+f5 (0: none)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the shards already in --out that were made with the same settings (they are the "
                          "same clips: each depends on the seed and its index only) and make only the missing ones")
@@ -185,7 +205,7 @@ def main():
         tsv_path = os.path.join(a.out, "heldout.tsv")
         have = open(tsv_path, encoding="utf-8").read().splitlines() if os.path.exists(tsv_path) else []
         if not (a.keep and [ln.split("\t")[1] for ln in have] == held):
-            jobs = [(a.espeak, "heldout", a.seed, i, s, a.clean, 0.0) for i, s in enumerate(held)]
+            jobs = [(a.espeak, "heldout", a.seed, i, s, a.clean, 0.0, 0.0) for i, s in enumerate(held)]
             with open(tsv_path + ".part", "w", encoding="utf-8") as tsv:
                 for i, (pcm, voice) in enumerate(pool.imap(synth_one, jobs, chunksize=8)):
                     name = f"{i:04d}.wav"
@@ -198,11 +218,13 @@ def main():
             shard = os.path.join(a.out, f"train-{sh // a.shard:04d}.npz")
             if a.keep and os.path.exists(shard):
                 with np.load(shard) as z:
-                    made = (float(z["speed_perturb"]), bool(z["clean"])) if "clean" in z.files else None
-                    if list(z["texts"]) == part and made == (a.speed_perturb, a.clean):
+                    made = ((float(z["speed_perturb"]), bool(z["clean"]),
+                             float(z["named"]) if "named" in z.files else 0.0) if "clean" in z.files else None)
+                    if list(z["texts"]) == part and made == (a.speed_perturb, a.clean, a.named):
                         seconds += z["offsets"][-1] / SR
                         continue
-            jobs = [(a.espeak, "train", a.seed, sh + i, s, a.clean, a.speed_perturb) for i, s in enumerate(part)]
+            jobs = [(a.espeak, "train", a.seed, sh + i, s, a.clean, a.speed_perturb, a.named)
+                    for i, s in enumerate(part)]
             res = pool.map(synth_one, jobs, chunksize=16)
             pcms = [r[0] for r in res]
             offsets = np.cumsum([0] + [len(p) for p in pcms]).astype(np.int64)
@@ -210,12 +232,12 @@ def main():
             part_file = os.path.join(a.out, f"part-{sh // a.shard:04d}.npz")
             np.savez(part_file, audio=np.concatenate(pcms),
                      offsets=offsets, texts=np.array(part), voices=np.array([r[1] for r in res]),
-                     speed_perturb=np.float64(a.speed_perturb), clean=np.bool_(a.clean))
+                     speed_perturb=np.float64(a.speed_perturb), clean=np.bool_(a.clean), named=np.float64(a.named))
             os.replace(part_file, shard)
             print(f"  {sh + len(part)}/{a.train} clips, {seconds / 3600:.2f} h, {time.time() - t0:.0f} s",
                   flush=True)
     meta = dict(seed=a.seed, train=a.train, heldout=a.heldout, vocab=len(words), clean=a.clean,
-                speed_perturb=a.speed_perturb,
+                speed_perturb=a.speed_perturb, named=a.named,
                 min_words=a.min_words, max_words=a.max_words, train_hours=seconds / 3600,
                 seconds=time.time() - t0)
     json.dump(meta, open(os.path.join(a.out, "meta.json"), "w"), indent=1)

@@ -24,7 +24,8 @@
 #
 # usage (on the GPU machine, from the repository root): sh tools/train-demo/h200.sh
 #   env: DEMO_CLIPS (120000) DEMO_MINUTES (18) DEMO_SESSION (8) DEMO_SIZE (demo)
-#        DEMO_PERTURB (data.py --speed-perturb, 0) DEMO_ARGS (more train.py flags)
+#        DEMO_PERTURB (data.py --speed-perturb, 0) DEMO_NAMED (data.py --named, 0)
+#        DEMO_ARGS (more train.py flags)
 #        OUT (where to put what comes back; the run tool sets it)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -57,7 +58,7 @@ if [ ! -f "$D/data/meta.json" ]; then
         jobs=$(($(nproc) > 4 ? $(nproc) - 2 : 2))
         log "synthesising $CLIPS clips on $jobs cores, beside the training"
         nohup python3 tools/train-demo/data.py --out "$D/data" --train "$CLIPS" --heldout 200 --seed 1 \
-            --jobs "$jobs" --shard 2000 --keep --speed-perturb "${DEMO_PERTURB:-0}" >> "$D/data.log" 2>&1 < /dev/null &
+            --jobs "$jobs" --shard 2000 --keep --speed-perturb "${DEMO_PERTURB:-0}" --named "${DEMO_NAMED:-0}" >> "$D/data.log" 2>&1 < /dev/null &
     fi
     wait_for "$D/data/train-0000.npz"
 fi

@@ -17,7 +17,8 @@ decoder, the decoder prompt of spec 5.2. What makes it learn, and why:
   by sqrt(hidden)), frozen;
 - an auxiliary CTC head on the encoder output (--ctc, weight; blank = <unk> id 0), dropped at
   export; its loss is the first sign that the encoder hears the audio;
-- SpecAugment on the features (--specaug), a curriculum that starts with the shortest clips
+- SpecAugment on the features (--specaug), a speed perturbation of each batch on the device
+  (--speed-aug: clips seen again are heard at a new speed), a curriculum that starts with the shortest clips
   (--curriculum: the fraction of training over which the longest allowed clip grows to all),
   batches of similar lengths holding about --batch-seconds of audio;
 - --grow: the training starts on the first shards while data.py is still writing the rest
@@ -162,6 +163,16 @@ def collate(data, idx, prompt, device):
             torch.from_numpy(np.concatenate(toks)).to(device), torch.from_numpy(n_tok).to(device))
 
 
+def speed_augment(x, lens, factor):
+    """The batch played `factor` times as fast: every clip resampled (linear interpolation on
+    the device) to 1/factor of its length, tempo, pitch and formants together, as data.py's
+    --speed-perturb does once per clip; here a new factor each time a clip comes round again."""
+    n = max(1, int(x.shape[1] / factor))
+    y = F.interpolate(x[:, None, :], size=n, mode="linear", align_corners=False)[:, 0]
+    lens = torch.clamp(torch.floor(lens.double() / factor).long(), 1, n)
+    return y.masked_fill(torch.arange(n, device=x.device)[None, :] >= lens[:, None], 0.0), lens
+
+
 def spec_augment(f, mask, gen, n_freq=2, max_f=15, time_frac=0.05, n_time=2):
     """SpecAugment (no time warping): per clip n_freq bands of up to max_f mel bins and
     n_time stretches of up to time_frac of its valid frames set to 0 (the per-bin mean of
@@ -278,6 +289,8 @@ def main():
                          "trains only the head: its gradient does not reach the encoder, which a random head would "
                          "pull away from what it learned")
     ap.add_argument("--specaug", type=int, default=1)
+    ap.add_argument("--speed-aug", type=float, default=0.0,
+                    help="each batch resampled on the device by a random factor in [1-P, 1+P] (0: off)")
     ap.add_argument("--curriculum", type=float, default=0.3)
     ap.add_argument("--limit", type=int, default=0, help="use only the first N clips")
     ap.add_argument("--grow", type=int, default=0,
@@ -442,6 +455,8 @@ def main():
             frac = min(1.0, 0.1 + 0.9 * p / args.curriculum)
         idx = data.batch(rng, frac, args.batch_seconds)
         x, lens, inp, tgt, ctc_t, ctc_l = collate(data, idx, prompt, device)
+        if args.speed_aug > 0:
+            x, lens = speed_augment(x, lens, float(rng.uniform(1 - args.speed_aug, 1 + args.speed_aug)))
         f, m = feats(x, lens)
         if args.specaug:
             f = spec_augment(f, m, torch.Generator(device=device).manual_seed(args.seed * 1000003 + step))
