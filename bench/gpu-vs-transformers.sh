@@ -18,7 +18,8 @@
 # else .ref/, carried), CT_FULL_MODEL (checkpoint folder, default
 # /tmp/ct-full-random; reused when present), PEER=0 (ours only), PROFILE=1
 # (adds a CT_CUDA_PROFILE=2 run at PROFILE_BATCHES, default 1,64, to the log),
-# GPU_CHECK_PRECOMPILE=OFF (no nvcc fatbins: a faster build; NVRTC compiles).
+# GPU_CHECK_PRECOMPILE=OFF (no nvcc fatbins: a faster build; NVRTC compiles),
+# COLD=0 (no cold-start run: for runs that compare levers).
 # Logs and JSON go to /tmp/gpu-vs-transformers and, as one archive, to $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -53,10 +54,12 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
   echo "written in $(( $(date +%s) - T0 )) s"
 fi
 
-echo "== ours, cold: a fresh process, an empty kernel cache, batch 1"
-rm -rf /tmp/ct-bench-kcache-cold
-CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
-    --backend cuda --batches 1 --tokens "$TOKENS" --runs 1 --json "$LOG/cold.json" 2>&1 | tee "$LOG/cold.log"
+if [ "${COLD:-1}" = 1 ]; then
+  echo "== ours, cold: a fresh process, an empty kernel cache, batch 1"
+  rm -rf /tmp/ct-bench-kcache-cold
+  CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
+      --backend cuda --batches 1 --tokens "$TOKENS" --runs 1 --json "$LOG/cold.json" 2>&1 | tee "$LOG/cold.log"
+fi
 echo "== ours"
 export CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache
 CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend cuda --batches "$BATCHES" \

@@ -7,7 +7,10 @@
  * layout of spec 2.3 with rel-pos attention (spec 2.4): AC comes from
  * tg_attention with q + u, BD = (q + v)·(Wpos·P) is shifted by tg_rel_shift
  * and handed to the attention as its additive mask (scaled, plus -inf on
- * padded key frames), exactly as HF passes it to SDPA.
+ * padded key frames), exactly as HF passes it to SDPA. Heads are strided
+ * views and BD a view of its product, read in place (no [T, T, H, B]
+ * copy); the feed-forwards' 0.5 comes before their (halved) bias, so a GPU
+ * fuses the product, scale, bias and residual add.
  *
  * Padding (spec 2.6): a batch is padded to its longest clip. After every
  * subsampling conv the frames at and past a row's valid length are zeroed
@@ -34,6 +37,7 @@
  * Not here: frame bucketing, the decoder's projection (decoder.c applies it).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base.h"
@@ -43,6 +47,7 @@
 typedef struct builder {
     ct_nn nn; /* the graph's context and precision request */
     const ct_model *m;
+    bool copy_heads; /* CT_ENCODER_HEADS=copy: heads and BD copied (for measuring) */
 } builder;
 
 /* A conv bias [C] broadcast over [W, H, C, N]. */
@@ -50,40 +55,58 @@ static tg_tensor *conv_bias(builder *b, tg_tensor *x, tg_tensor *bias) {
     return tg_add(b->nn.ctx, x, tg_reshape_4d(b->nn.ctx, bias, 1, 1, bias->ne[0], 1));
 }
 
-/* FF(h) = W2 silu(W1 h + b1) + b2 */
-static tg_tensor *feed_forward(builder *b, tg_tensor *x, tg_tensor *nw, tg_tensor *nb,
-                               tg_tensor *w1, tg_tensor *b1, tg_tensor *w2, tg_tensor *b2) {
+/* FF(h) / 2 = (W2 silu(W1 h + b1)) / 2 + b2 / 2, the macaron's half
+ * step, with b2 halved at load (b2h, weights.c). Halving is exact, so this
+ * is the spec's 0.5 (W2 h' + b2) to the bit, and a GPU runs the product,
+ * the scale, the bias and the residual add after it as one launch. */
+static tg_tensor *half_feed_forward(builder *b, tg_tensor *x, tg_tensor *nw, tg_tensor *nb,
+                                    tg_tensor *w1, tg_tensor *b1, tg_tensor *w2, tg_tensor *b2h) {
     const ct_nn *nn = &b->nn;
     tg_tensor *h = ct_nn_norm(nn, x, nw, nb);
     h = tg_silu(nn->ctx, ct_nn_linear(nn, w1, b1, h));
-    return ct_nn_linear(nn, w2, b2, h);
+    return tg_add(nn->ctx, tg_scale(nn->ctx, ct_nn_matmul(nn, w2, h), 0.5f), b2h);
+}
+
+/* [hd*H, T, B] to [hd, T, H, B]: a strided view that the attention and the
+ * rel-pos product read in place, or (CT_ENCODER_HEADS=copy, the graph of
+ * before, for measuring) a copy. */
+static tg_tensor *heads(const builder *b, tg_tensor *x) {
+    return b->copy_heads ? ct_nn_split_heads(&b->nn, x, b->m->head_dim, b->m->heads)
+                         : ct_nn_heads_view(&b->nn, x, b->m->head_dim, b->m->heads);
 }
 
 /* spec 2.4: AC = (q + u)·k from the attention itself; BD = (q + v)·r,
- * rel-shifted, scaled and masked, goes in as the attention's additive mask. */
+ * rel-shifted, scaled and masked, goes in as the attention's additive mask.
+ * The scale is applied to r (2T-1 rows, not T per batch row), and the
+ * shifted BD is a view of the product's result that the attention reads
+ * in place (tg_rel_shift): a [T, T, H, B] tensor is never copied or scaled. */
 static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
                                 tg_tensor *pos, tg_tensor *key_mask) {
     const ct_nn *nn = &b->nn;
     tg_ctx *ctx = nn->ctx;
     int H = b->m->heads, hd = b->m->head_dim;
+    float scale = 1.0f / sqrtf((float)hd);
     tg_tensor *h = ct_nn_norm(nn, x, l->att_norm_w, l->att_norm_b);
 
     /* q + u and q + v: the biases [hd, H] are [d] vectors over every frame */
     tg_tensor *q = ct_nn_linear(nn, l->wq, l->bq, h);
     tg_tensor *u = tg_reshape_2d(ctx, l->pos_u, (int64_t)hd * H, 1);
     tg_tensor *vb = tg_reshape_2d(ctx, l->pos_v, (int64_t)hd * H, 1);
-    tg_tensor *qu = ct_nn_split_heads(nn, tg_add(ctx, q, u), hd, H);
-    tg_tensor *qv = ct_nn_split_heads(nn, tg_add(ctx, q, vb), hd, H);
-    tg_tensor *k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->wk, l->bk, h), hd, H);
-    tg_tensor *v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->wv, l->bv, h), hd, H);
+    tg_tensor *qu = heads(b, tg_add(ctx, q, u));
+    tg_tensor *qv = heads(b, tg_add(ctx, q, vb));
+    tg_tensor *k = heads(b, ct_nn_linear(nn, l->wk, l->bk, h));
+    tg_tensor *v = heads(b, ct_nn_linear(nn, l->wv, l->bv, h));
 
-    /* r = Wpos P: [d, 2T-1] -> [hd, 2T-1, H, 1] */
-    tg_tensor *r = ct_nn_split_heads(nn, ct_nn_linear(nn, l->wpos, NULL, pos), hd, H);
-    /* BDraw [2T-1, T, H, B]; rel_shift gives BD[j, i] = BDraw[T-1-i+j, i] */
-    tg_tensor *bd_raw = ct_nn_matmul(nn, r, qv);
-    float scale = 1.0f / sqrtf((float)hd);
-    tg_tensor *bd = tg_cont(ctx, tg_rel_shift(ctx, bd_raw));
-    tg_tensor *mask = tg_scale(ctx, bd, scale);
+    /* r = Wpos P: [d, 2T-1] -> [hd, 2T-1, H, 1]; BDraw [2T-1, T, H, B];
+     * rel_shift gives BD[j, i] = BDraw[T-1-i+j, i] */
+    tg_tensor *r = ct_nn_linear(nn, l->wpos, NULL, pos);
+    tg_tensor *mask;
+    if (b->copy_heads) {
+        tg_tensor *bd_raw = ct_nn_matmul(nn, heads(b, r), qv);
+        mask = tg_scale(ctx, tg_cont(ctx, tg_rel_shift(ctx, bd_raw)), scale);
+    } else {
+        mask = tg_rel_shift(ctx, ct_nn_matmul(nn, heads(b, tg_scale(ctx, r, scale)), qv));
+    }
     if (key_mask) mask = tg_add(ctx, mask, key_mask);
 
     tg_tensor *att = ct_nn_attention(nn, qu, k, v, mask, scale); /* [d, T, B] */
@@ -107,16 +130,14 @@ static tg_tensor *conv_module(builder *b, const ct_enc_layer *l, tg_tensor *x,
 static tg_tensor *block(builder *b, const ct_enc_layer *l, tg_tensor *x, tg_tensor *pos,
                         tg_tensor *key_mask, tg_tensor *time_mask) {
     tg_ctx *ctx = b->nn.ctx;
-    tg_tensor *f = feed_forward(b, x, l->ff1_norm_w, l->ff1_norm_b, l->ff1_w1, l->ff1_b1,
-                                l->ff1_w2, l->ff1_b2);
-    x = tg_add(ctx, x, tg_scale(ctx, f, 0.5f));
+    x = tg_add(ctx, x, half_feed_forward(b, x, l->ff1_norm_w, l->ff1_norm_b, l->ff1_w1,
+                                         l->ff1_b1, l->ff1_w2, l->ff1_b2h));
     if (!x) return NULL;
     x = tg_add(ctx, x, rel_attention(b, l, x, pos, key_mask));
     if (!x) return NULL;
     x = tg_add(ctx, x, conv_module(b, l, x, time_mask));
-    f = feed_forward(b, x, l->ff2_norm_w, l->ff2_norm_b, l->ff2_w1, l->ff2_b1, l->ff2_w2,
-                     l->ff2_b2);
-    x = tg_add(ctx, x, tg_scale(ctx, f, 0.5f));
+    x = tg_add(ctx, x, half_feed_forward(b, x, l->ff2_norm_w, l->ff2_norm_b, l->ff2_w1,
+                                         l->ff2_b1, l->ff2_w2, l->ff2_b2h));
     return ct_nn_norm(&b->nn, x, l->out_norm_w, l->out_norm_b);
 }
 
@@ -296,20 +317,28 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
         out->valid[b] = l3[b];
     }
 
-    builder bl = {{ctx, o.f32}, m};
+    const char *heads_env = getenv("CT_ENCODER_HEADS");
+    builder bl = {{ctx, o.f32}, m, heads_env && !strcmp(heads_env, "copy")};
     const ct_nn *nn = &bl.nn;
     ct_frontend_graph fg;
     tg_tensor *feat = in->fe ? ct_frontend_build(in->fe, ctx, T0, B, &fg)
                              : ct_nn_input(nn, TG_F32, m->n_mels, T0, 1, B, "features");
-    /* Without padding every mask is all ones (or, for keys, zeros): the
-     * graph leaves them out, which changes no value, and saves a pass over
-     * the largest tensors (the first conv's output is 7.3 GB at batch 64). */
-    bool padded = false;
-    for (int b = 0; b < B; b++) padded = padded || valid_frames[b] != T0;
+    /* A mask whose rows all fill its frames is all ones (or, for keys,
+     * zeros): the graph leaves it out, which changes no value, and saves a
+     * pass over the largest tensors (the first conv's output is 7.3 GB at
+     * batch 64). Each stage is decided alone: a 35 s clip has 3501 frames
+     * of which 3500 are valid, so its first two convs need masks and
+     * nothing after them does (both lengths come to 438 frames). */
+    bool pad1 = false, pad2 = false, pad3 = false;
+    for (int b = 0; b < B; b++) {
+        pad1 = pad1 || l1[b] != T1;
+        pad2 = pad2 || l2[b] != T2;
+        pad3 = pad3 || l3[b] != T3;
+    }
     tg_tensor *m1 = NULL, *m2 = NULL, *m3 = NULL, *kmask = NULL, *tmask = NULL;
-    if (padded) {
-        m1 = ct_nn_input(nn, TG_F32, 1, T1, 1, B, "mask1");
-        m2 = ct_nn_input(nn, TG_F32, 1, T2, 1, B, "mask2");
+    if (pad1) m1 = ct_nn_input(nn, TG_F32, 1, T1, 1, B, "mask1");
+    if (pad2) m2 = ct_nn_input(nn, TG_F32, 1, T2, 1, B, "mask2");
+    if (pad3) {
         m3 = ct_nn_input(nn, TG_F32, 1, T3, 1, B, "mask3");
         kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
     }
@@ -321,7 +350,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
         goto fail;
     }
     tg_tensor *pos2 = tg_reshape_2d(ctx, pos, d, 2 * T3 - 1);
-    if (padded) tmask = tg_reshape_3d(ctx, m3, 1, T3, B);
+    if (pad3) tmask = tg_reshape_3d(ctx, m3, 1, T3, B);
 
     /* the graph ends in copies into the result's own buffer; the hidden
      * states are copied out only when asked for */
@@ -349,11 +378,15 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
     }
     st = in->fe ? ct_frontend_set(&fg, in->grid, valid_frames)
                 : tg_tensor_set(feat, in->features, 0, (size_t)B * T0 * m->n_mels * sizeof(float));
-    if (padded) {
+    if (pad1) {
         fill_mask(host, T1, B, l1);
         if (!st) st = tg_tensor_set(m1, host, 0, (size_t)T1 * B * sizeof(float));
+    }
+    if (pad2) {
         fill_mask(host, T2, B, l2);
         if (!st) st = tg_tensor_set(m2, host, 0, (size_t)T2 * B * sizeof(float));
+    }
+    if (pad3) {
         fill_mask(host, T3, B, l3);
         if (!st) st = tg_tensor_set(m3, host, 0, (size_t)T3 * B * sizeof(float));
         for (int b = 0; b < B; b++)

@@ -2,9 +2,12 @@
  * layers.c: the graph building blocks of layers.h.
  *
  * Each is a few op constructors; what they add is one precision rule and
- * one head layout for both model parts. Heads are split to [hd, T, H, B]
- * because tg_attention wants each head's rows contiguous, and merged from
- * its [hd, H, T, B] result by a reshape alone (its heads are adjacent).
+ * one head layout for both model parts. Heads are split to [hd, T, H, B],
+ * as a copy (ct_nn_split_heads) or as a strided view of the projection's
+ * output (ct_nn_heads_view, for the encoder, whose attention and products
+ * read strided operands: the copies were a pass over q, k and v a layer),
+ * and merged from tg_attention's [hd, H, T, B] result by a reshape alone
+ * (its heads are adjacent).
  *
  * Not here: weights (weights.c), model-specific blocks (encoder.c,
  * decoder.c), running graphs (the scheduler).
@@ -44,6 +47,12 @@ tg_tensor *ct_nn_split_heads(const ct_nn *nn, tg_tensor *x, int hd, int H) {
     if (x->ne[1] == 1) return tg_reshape_4d(nn->ctx, x, hd, 1, H, x->ne[2]);
     tg_tensor *t = tg_reshape_4d(nn->ctx, x, hd, H, x->ne[1], x->ne[2]);
     return tg_cont(nn->ctx, tg_permute(nn->ctx, t, 0, 2, 1, 3));
+}
+
+tg_tensor *ct_nn_heads_view(const ct_nn *nn, tg_tensor *x, int hd, int H) {
+    if (!x) return NULL;
+    tg_tensor *t = tg_reshape_4d(nn->ctx, x, hd, H, x->ne[1], x->ne[2]);
+    return tg_permute(nn->ctx, t, 0, 2, 1, 3);
 }
 
 tg_tensor *ct_nn_split_heads_of(const ct_nn *nn, tg_tensor *x, int part, int hd, int H) {

@@ -42,6 +42,9 @@ tg_tensor *ct_nn_linear(const ct_nn *nn, tg_tensor *w, tg_tensor *bias, tg_tenso
 tg_tensor *ct_nn_norm(const ct_nn *nn, tg_tensor *x, tg_tensor *w, tg_tensor *bias);
 /* [hd*H, T, B] -> [hd, T, H, B], contiguous (head n is dims [hd*n, hd*n+hd)). */
 tg_tensor *ct_nn_split_heads(const ct_nn *nn, tg_tensor *x, int hd, int H);
+/* The same as a strided view of x, no copy: for consumers that read
+ * strided operands (tg_attention's q, k, v; tg_mul_mat's operands). */
+tg_tensor *ct_nn_heads_view(const ct_nn *nn, tg_tensor *x, int hd, int H);
 /* The same for part `part` of x [n * hd*H, T, B], the result of a packed
  * product (q, k, v side by side in each column): [hd, T, H, B], a strided
  * view of x when T == 1. */

@@ -35,7 +35,7 @@ typedef enum ct_layout {
 const char *ct_layout_name(ct_layout layout);
 
 typedef struct ct_enc_layer {
-    tg_tensor *ff1_norm_w, *ff1_norm_b, *ff1_w1, *ff1_b1, *ff1_w2, *ff1_b2;
+    tg_tensor *ff1_norm_w, *ff1_norm_b, *ff1_w1, *ff1_b1, *ff1_w2, *ff1_b2h;
     tg_tensor *att_norm_w, *att_norm_b;
     tg_tensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
     tg_tensor *wpos;             /* linear_pos / relative_k_proj, no bias  */
@@ -44,8 +44,10 @@ typedef struct ct_enc_layer {
     tg_tensor *pw1_w, *pw1_b;    /* [d, 2d] as a matrix                    */
     tg_tensor *dw_w, *dw_b;      /* [k, d] F32, BatchNorm folded in        */
     tg_tensor *pw2_w, *pw2_b;    /* [d, d] as a matrix                     */
-    tg_tensor *ff2_norm_w, *ff2_norm_b, *ff2_w1, *ff2_b1, *ff2_w2, *ff2_b2;
+    tg_tensor *ff2_norm_w, *ff2_norm_b, *ff2_w1, *ff2_b1, *ff2_w2, *ff2_b2h;
     tg_tensor *out_norm_w, *out_norm_b;
+    /* ff1_b2h, ff2_b2h: the feed-forwards' second biases halved at load
+     * (weights.c), for the macaron's x + W2 h / 2 + b2 / 2 (encoder.c) */
 } ct_enc_layer;
 
 typedef struct ct_dec_layer {

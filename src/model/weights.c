@@ -29,7 +29,10 @@
  * place from the read-only mapping (no copy of a 4 GB checkpoint); on any
  * other backend they are copied into one device buffer. Norms, biases, conv
  * kernels and the rel-pos biases are converted to F32 into a buffer of their
- * own; BatchNorm is folded into the depthwise conv in f32 (spec 2.5). The
+ * own; BatchNorm is folded into the depthwise conv in f32 (spec 2.5), and
+ * the feed-forwards' second biases are halved (ff1_b2h, ff2_b2h: encoder.c
+ * adds them after the macaron's 0.5 scale, which a GPU runs in the
+ * product's epilogue; halving is exact in binary floating point). The
  * decoder's self-attention q, k, v are packed into one matrix and one bias
  * (take_qkv), copied on every backend, so that a decoder step runs one
  * product for the three.
@@ -54,6 +57,7 @@
 enum kind {
     KIND_MATRIX, /* stored type, in place on the CPU                     */
     KIND_F32,    /* converted to F32                                     */
+    KIND_F32_HALF, /* converted to F32 and halved (exact): ff*_b2h       */
     KIND_DW,     /* depthwise kernel: F32, BatchNorm folded (set later)  */
     KIND_DWB,    /* depthwise bias: F32, BatchNorm folded (set later)    */
 };
@@ -459,6 +463,13 @@ static tg_status declare_subsampling(loader *L) {
     return take_vec(L, name, m->d, &m->sub_out_b);
 }
 
+/* The tensor declared last is stored halved (KIND_F32_HALF), and its name says so. */
+static void halve_last(loader *L) {
+    pending *p = &L->items[L->n_items - 1];
+    p->kind = KIND_F32_HALF;
+    tg_set_name(p->t, "%s (halved)", p->src->name);
+}
+
 static tg_status declare_enc_layer(loader *L, int i) {
     ct_model *m = L->m;
     ct_enc_layer *e = &m->enc[i];
@@ -471,7 +482,8 @@ static tg_status declare_enc_layer(loader *L, int i) {
     TRY(take_lin(L, false, (lname){"feed_forward1.linear1", "feed_forward1.linear1"}, i, ff, d,
                  true, &e->ff1_w1, &e->ff1_b1));
     TRY(take_lin(L, false, (lname){"feed_forward1.linear2", "feed_forward1.linear2"}, i, d, ff,
-                 true, &e->ff1_w2, &e->ff1_b2));
+                 true, &e->ff1_w2, &e->ff1_b2h));
+    halve_last(L);
     TRY(take_norm(L, false, (lname){"norm_self_att", "norm_self_att"}, i, d, &e->att_norm_w,
                   &e->att_norm_b));
     TRY(take_lin(L, false, (lname){"self_attn.linear_q", "self_attn.q_proj"}, i, d, d, true,
@@ -534,7 +546,8 @@ static tg_status declare_enc_layer(loader *L, int i) {
     TRY(take_lin(L, false, (lname){"feed_forward2.linear1", "feed_forward2.linear1"}, i, ff, d,
                  true, &e->ff2_w1, &e->ff2_b1));
     TRY(take_lin(L, false, (lname){"feed_forward2.linear2", "feed_forward2.linear2"}, i, d, ff,
-                 true, &e->ff2_w2, &e->ff2_b2));
+                 true, &e->ff2_w2, &e->ff2_b2h));
+    halve_last(L);
     TRY(take_norm(L, false, (lname){"norm_out", "norm_out"}, i, d, &e->out_norm_w,
                   &e->out_norm_b));
     return NULL;
@@ -770,9 +783,10 @@ static tg_status place_copies(loader *L) {
                 break;
             }
         }
-        if (p->kind == KIND_F32)
+        if (p->kind == KIND_F32 || p->kind == KIND_F32_HALF) {
             st = to_f32(p->src, scratch, n);
-        else
+            for (size_t k = 0; !st && p->kind == KIND_F32_HALF && k < n; k++) scratch[k] *= 0.5f;
+        } else
             st = fold_bn(L, p->layer, p->kind == KIND_DWB, scratch);
         if (!st) st = tg_tensor_set(p->t, scratch, 0, n * sizeof(float));
         m->bytes_copied += n * sizeof(float);

@@ -184,6 +184,13 @@ int tg_plan_fused_product(tg_tensor *const *nodes, int i) {
     return -1;
 }
 
+int tg_plan_fused_norm(tg_tensor *const *nodes, int i) {
+    int q = nodes[i]->op == TG_OP_MUL_MAT ? i : tg_plan_fused_product(nodes, i);
+    if (q < 1) return -1;
+    const tg_tensor *ln = nodes[q - 1];
+    return ln->op == TG_OP_LAYER_NORM && nodes[q]->src[1] == ln ? q - 1 : -1;
+}
+
 /* Extends the lifetime of everything t reads (and the storage it views) to
  * step. */
 static void keep_sources(tg_plan_item *items, const tg_ptrmap *index, const tg_tensor *t, int step) {
@@ -225,6 +232,8 @@ tg_status tg_plan_graph(const tg_graph *g, size_t alignment, tg_plan *out_plan) 
         keep_sources(items, &index, t, step);
         int q = tg_plan_fused_product(g->nodes, i);
         if (q >= 0) keep_sources(items, &index, g->nodes[q], step);
+        int r = tg_plan_fused_norm(g->nodes, i);
+        if (r >= 0) keep_sources(items, &index, g->nodes[r], step);
     }
     for (int i = 0; i < g->n_nodes; i++) {
         if (!(g->nodes[i]->flags & TG_FLAG_OUTPUT)) continue;

@@ -65,10 +65,16 @@ size_t tg_plan_offset(const tg_plan *plan, const tg_tensor *t);
  * TG_PLAN_FUSE_DEPTH nodes after it: a fused result never lands on them.
  * tg_plan_fused_product gives the index of the product whose chain nodes[i]
  * ends (nodes[q + 1] reads nodes[q] for q from the product to i - 1), or -1.
- * The cost: those inputs (a layer norm's output, say) live one or two steps
+ * The cost: those inputs (a layer norm's output, say) live up to three steps
  * longer. */
-#define TG_PLAN_FUSE_DEPTH 2
+#define TG_PLAN_FUSE_DEPTH 3
 int tg_plan_fused_product(tg_tensor *const *nodes, int i);
+/* A backend may also run the layer norm that a product reads inside the
+ * product's launch (the CUDA backend's matvec at a decoder step): the
+ * norm's input is read while the chain's result is written, so it lives
+ * through the chain too. The index of that norm for nodes[i] (the product
+ * or a node of its chain), or -1. */
+int tg_plan_fused_norm(tg_tensor *const *nodes, int i);
 
 /* True when t owns storage the planner must place: not a view or in-place
  * writer, no data placed by the user. */

@@ -200,8 +200,36 @@ static tg_tensor *build_ffn(tg_ctx *ctx) { return ffn_block(ctx, 37, 512); }
 
 /* The decoder step's shape: two columns (one token of two batch rows),
  * products by matvec.cu with the bias (+ relu) added there, the first
- * reading the layer norm's BF16 store. */
+ * with the layer norm before it inside its launch. */
 static tg_tensor *build_ffn_vec(tg_ctx *ctx) { return ffn_block(ctx, 2, 1000); }
+
+/* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
+ * product, scale, bias and residual as one launch (alpha), on cuBLASLt
+ * (cols 29) and on matvec.cu (cols 2). */
+static tg_tensor *half_ffn(tg_ctx *ctx, int64_t cols) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, cols);
+    tg_tensor *w2 = in2(ctx, TG_BF16, 512, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *h = tg_silu(ctx, tg_mul_mat(ctx, in2(ctx, TG_BF16, 256, 512), x));
+    return tg_add(ctx, x, tg_add(ctx, tg_scale(ctx, tg_mul_mat(ctx, w2, h), 0.5f), b2));
+}
+static tg_tensor *build_half_ffn(tg_ctx *ctx) { return half_ffn(ctx, 29); }
+static tg_tensor *build_half_ffn_vec(tg_ctx *ctx) { return half_ffn(ctx, 2); }
+
+/* The encoder's rel-pos attention as its graph has it: q, k, v strided
+ * views of [D*H, T] projections (no head copies), and the mask the
+ * rel-shifted view of r·q, read in place (T - 1 odd, as at the released
+ * size's 438 frames: the view starts 4-byte, not 8-byte, aligned). */
+static tg_tensor *build_attn_rel(tg_ctx *ctx) {
+    int64_t D = 160, T = 70, H = 2;
+    tg_tensor *heads[3];
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *x = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, T), D, H, T, 1);
+        heads[i] = tg_permute(ctx, x, 0, 2, 1, 3);
+    }
+    tg_tensor *r = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, 2 * T - 1), D, H, 2 * T - 1, 1);
+    tg_tensor *bd = tg_mul_mat(ctx, tg_permute(ctx, r, 0, 2, 1, 3), heads[0]);
+    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_rel_shift(ctx, bd), 0.079f);
+}
 
 /* One query per head over an F32 cache (attn_decode), and the same over
  * BF16 keys and values with D = 256 (two float4 groups a lane). */
@@ -501,14 +529,23 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     int emitted = c->n_fused[6];
     compare_with_cpu(b, build_ffn_silu, 3, 5e-4, "ffn block (silu stores bf16)");
     CHECK(c->n_fused[6] > emitted);
+    int scaled = c->n_fused[TG_FUSED_MM_SCALE];
+    compare_with_cpu(b, build_half_ffn, 3, 5e-4, "half ffn step (scale as alpha, bias, residual)");
+    CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
+    scaled = c->n_fused[TG_FUSED_MM_SCALE];
+    compare_with_cpu(b, build_half_ffn_vec, 3, 5e-4, "half ffn step on 2 columns (matvec's alpha)");
+    CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
     compare_with_cpu(b, build_attn_enc, 2, 5e-4, "attention D=160 with bias");
+    compare_with_cpu(b, build_attn_rel, 2, 5e-4, "attention on strided heads, rel-shifted mask view");
     compare_with_cpu(b, build_attn_dec, 2, 5e-4, "attention D=128 f16 kv, f32 precision");
     compare_with_cpu(b, build_attn_dec_mma, 2, 5e-4, "attention D=128 f16 kv, tensor cores");
     compare_with_cpu(b, build_attn_masked_rows, 2, 5e-4, "attention with fully masked rows");
     int mv = c->n_matvec, ad = c->n_attn_decode;
     int res = c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL];
-    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (matvec, bias+relu, bias+residual)");
+    int normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (matvec, norm, bias+relu, bias+residual)");
     CHECK(c->n_matvec >= mv + 2); /* both products, encoded at least once */
+    CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed); /* the norm inside the first */
     CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] > res); /* matvec's residual */
     compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
     compare_with_cpu(b, build_attn_step_bf16, 2, 5e-4, "attention step, bf16 kv, D=256");

@@ -221,11 +221,27 @@ static void test_fused_product_inputs_stay_apart(void) {
     for (int i = 0; i < n && i < 8; i++) order[i] = tg_graph_node(g, i);
     CHECK(order[1] == mm && order[3] == r);
     CHECK(tg_plan_fused_product(order, 2) == 1 && tg_plan_fused_product(order, 3) == 1);
-    CHECK(tg_plan_fused_product(order, 4) == -1 && tg_plan_fused_product(order, 1) == -1);
+    /* up to TG_PLAN_FUSE_DEPTH (3) nodes after the product */
+    CHECK(tg_plan_fused_product(order, 4) == 1);
+    CHECK(tg_plan_fused_product(order, 5) == -1 && tg_plan_fused_product(order, 1) == -1);
+    /* the longest chain a backend fuses: product, scale, bias add, residual add */
+    tg_tensor *chain[5] = {x, mm, tg_scale(ctx, mm, 0.5f), NULL, NULL};
+    chain[3] = tg_add(ctx, chain[2], bias);
+    chain[4] = tg_add(ctx, chain[3], add);
+    CHECK(chain[4] && tg_plan_fused_product(chain, 4) == 1 && tg_plan_fused_product(chain, 3) == 1);
+    /* a layer norm the product reads: its input lives through the chain */
+    tg_tensor *ln = tg_layer_norm(ctx, x, NULL, NULL, 1e-5f);
+    tg_tensor *lmm = tg_mul_mat(ctx, tg_new_2d(ctx, TG_F32, 64, 16), ln);
+    tg_tensor *normed[4] = {ln, lmm, tg_add(ctx, lmm, tg_new_1d(ctx, TG_F32, 16)), NULL};
+    normed[3] = tg_relu(ctx, normed[2]);
+    CHECK(tg_plan_fused_norm(normed, 1) == 0 && tg_plan_fused_norm(normed, 2) == 0 &&
+          tg_plan_fused_norm(normed, 3) == 0);
+    CHECK(tg_plan_fused_norm(chain, 4) == -1 && tg_plan_fused_norm(normed, 0) == -1);
     tg_plan p;
     CHECK_OK(tg_plan_graph(g, 64, &p));
-    CHECK_MSG(!overlap(&p, h, add) && !overlap(&p, h, r), "a fused product's result over its input");
-    /* the chain ends at the relu: what follows may reuse h's storage */
+    CHECK_MSG(!overlap(&p, h, add) && !overlap(&p, h, r) && !overlap(&p, h, order[4]),
+              "a fused product's result over its input");
+    /* the chain ends three nodes after the product: the scale may reuse h's storage */
     tg_plan_free(&p);
     tg_ctx_free(ctx);
     tg_buffer_free(wbuf);

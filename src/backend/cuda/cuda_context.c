@@ -227,7 +227,9 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     if (!c->use_fusion || c->dev->props.tc_level == 0) return;
     for (int i = 0; i < n; i++) {
         tg_tensor *t = g->nodes[i];
-        if (p->fuse[i] == 0) continue; /* covered by a fused group: never emits */
+        /* covered by a fused group, or a norm leading one (its product
+         * reads its input): never emits */
+        if (p->fuse[i] != 1) continue;
         if (p->uses[i] < 1 || (t->flags & TG_FLAG_OUTPUT) || !tg_cuda_can_emit16(t)) continue;
         int readers = 0;
         tg_type wt = TG_F32;
@@ -816,6 +818,8 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_residual = tg_cuda_env_int("CT_CUDA_FUSE_RESIDUAL", 1) != 0;
+    c->use_scale = tg_cuda_env_int("CT_CUDA_FUSE_SCALE", 1) != 0;
+    c->use_ln_matvec = tg_cuda_env_int("CT_CUDA_FUSE_NORM", 1) != 0;
     c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);
     if (c->matvec_columns < 1) c->matvec_columns = 1;
     if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;

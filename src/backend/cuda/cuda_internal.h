@@ -221,6 +221,8 @@ typedef struct tg_cuda_ctx {
     bool use_pdl;              /* programmatic dependent launch (sm_90)      */
     bool use_matvec;           /* CT_CUDA_MATVEC: few-column products (matvec.cu) */
     bool use_residual;         /* CT_CUDA_FUSE_RESIDUAL: a product's residual add in its epilogue */
+    bool use_scale;            /* CT_CUDA_FUSE_SCALE: a scale after a product as its alpha */
+    bool use_ln_matvec;        /* CT_CUDA_FUSE_NORM: a layer norm inside its product's matvec */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most it takes (1..TG_MV_MAXM, default 2) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */
@@ -335,16 +337,23 @@ static inline size_t tg_cuda_align256(size_t x) { return (x + 255) & ~(size_t)25
 
 /* Scratch bytes node's operand conversions need. */
 size_t tg_cuda_mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node);
-/* The product of node = mul_mat(a, b), optionally with a bias vector added
- * (and relu applied) by the cuBLASLt epilogue, and a residual res (out's
- * shape and layout, or NULL) added as its C operand (beta = 1); the result
- * goes to out. b_stored: the type b's producer stored it in (the emit
- * fusion), F32 when as is. */
-tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_tensor *bias,
-                                 bool relu, const tg_tensor *res, const tg_tensor *out, tg_type b_stored);
-/* The residual a fused group of len nodes from nodes[i] adds (mul_mat, add
- * bias, add r), or NULL (tg_cuda_fuse_len's groups only). */
-const tg_tensor *tg_cuda_fused_residual(tg_tensor *const *nodes, int i, int len);
+/* What a fused product group (tg_cuda_fuse_len) adds to the product:
+ * out = relu?(alpha * a·b + bias) + res, from mul_mat [, scale alpha]
+ * [, add bias [, relu | add res]]; bias and res NULL when absent. */
+typedef struct tg_cuda_fused {
+    const tg_tensor *bias, *res;
+    float alpha;
+    bool relu;
+} tg_cuda_fused;
+/* The product of node = mul_mat(a, b) with f's parts: alpha as cuBLASLt's,
+ * the bias (and relu) by its epilogue, the residual (out's shape and
+ * layout) as its C operand (beta = 1); the result goes to out. b_stored:
+ * the type b's producer stored it in (the emit fusion), F32 when as is. */
+tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_cuda_fused *f,
+                                 const tg_tensor *out, tg_type b_stored);
+/* The parts of the fused group of len nodes from nodes[i] (tg_cuda_fuse_len's
+ * groups only; len 1 gives a plain product). */
+tg_cuda_fused tg_cuda_fused_parts(tg_tensor *const *nodes, int i, int len);
 /* Frees the matmul plans. */
 void tg_cuda_mm_free(tg_cuda_ctx *c);
 /* conv_2d 1x1 (stride 1, no padding, F32, pixels contiguous) as one f32

@@ -192,13 +192,16 @@ void tg_cuda_mm_free(tg_cuda_ctx *c) {
 }
 
 
-/* The product of node = mul_mat(a, b), optionally with a bias vector added
- * (and relu applied) by the cuBLASLt epilogue and a residual as C (beta 1:
- * D = A B + bias + C, C of D's layout, possibly D itself, which cuBLASLt
- * allows in place); the result goes to out. */
-tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_tensor *bias,
-                                 bool relu, const tg_tensor *res, const tg_tensor *out, tg_type b_stored) {
+/* The product of node = mul_mat(a, b), optionally scaled (alpha), with a
+ * bias vector added (and relu applied) by the cuBLASLt epilogue and a
+ * residual as C (beta 1: D = alpha A B + C + bias, C of D's layout,
+ * possibly D itself, which cuBLASLt allows in place); the result goes to
+ * out. */
+tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *node, const tg_cuda_fused *f,
+                                 const tg_tensor *out, tg_type b_stored) {
     const tg_tensor *a = node->src[0], *b = node->src[1];
+    const tg_tensor *bias = f->bias, *res = f->res;
+    bool relu = f->relu;
     const tg_cublaslt_api *lt = c->dev->lt;
     mm_setup ms = mm_choose(c, node);
     size_t es = tg_type_size(ms.target);
@@ -239,7 +242,7 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
         n_b2 = n_b3 = 1;
     }
     int64_t r2 = B2 / A2, r3 = B3 / A3;
-    float alpha = 1.0f, beta = res ? 1.0f : 0.0f;
+    float alpha = f->alpha, beta = res ? 1.0f : 0.0f;
     /* C at D's offsets: the residual has the result's shape and layout */
     CUdeviceptr pc = res ? (CUdeviceptr)(uintptr_t)res->data : pd;
     int epilogue = bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS) : 0;

@@ -274,6 +274,18 @@ static tg_status encode_cvt(tg_cuda_ctx *c, CUstream s, uint64_t dst, tg_type dt
     return LAUNCH(c, s, "copy.cu", "", cvt_c, tg_cuda_grid(c, n, 256), 1, 1, 256, 0, a);
 }
 
+/* cvt_rows_16's case: F32 rows of a multiple of 4 floats, every row start
+ * 16-byte aligned, to BF16 or F16 at an 8-byte aligned dst, the row count
+ * within 32-bit indexing. */
+static bool rows16_ok(const tg_tensor *t, tg_type dt, CUdeviceptr dst) {
+    if (t->type != TG_F32 || (dt != TG_BF16 && dt != TG_F16) || t->nb[0] != 4 || t->ne[0] % 4 != 0 ||
+        t->ne[0] == 0 || ((uintptr_t)t->data & 15) != 0 || (dst & 7) != 0)
+        return false;
+    for (int k = 1; k < 4; k++)
+        if (t->ne[k] > 1 && t->nb[k] % 16 != 0) return false;
+    return t->ne[1] * t->ne[2] * t->ne[3] <= (int64_t)UINT32_MAX / 64;
+}
+
 tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_type dt, CUdeviceptr dst) {
     int64_t n = tg_nelements(t);
     if (n == 0) return NULL;
@@ -284,6 +296,16 @@ tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_typ
     }
     if (tg_is_contiguous(t)) return encode_cvt(c, s, dst, dt, t, n);
     tg_t d;
+    if (rows16_ok(t, dt, dst)) {
+        /* F32 rows at any strides (the encoder's heads, views of the
+         * projections), a warp a row */
+        memset(&d, 0, sizeof d);
+        d.p = dst;
+        d.type = (int32_t)dt;
+        tg_args_cvt_rows_16 a = {.d = d, .a = desc(t), .n = n};
+        int64_t threads = n / t->ne[0] * 32;
+        return LAUNCH(c, s, "copy.cu", "", cvt_rows_16, tg_cuda_grid(c, threads, 256), 1, 1, 256, 0, a);
+    }
     memset(&d, 0, sizeof d);
     d.p = dst;
     d.type = (int32_t)dt;
@@ -311,27 +333,56 @@ static const tg_tensor *fused_residual(const tg_tensor *add, const tg_tensor *su
     return r;
 }
 
-const tg_tensor *tg_cuda_fused_residual(tg_tensor *const *nodes, int i, int len) {
-    return len == 3 && nodes[i + 2]->op == TG_OP_ADD ? fused_residual(nodes[i + 2], nodes[i + 1]) : NULL;
+/* The scale node of a group (mul_mat, scale s, add bias ...): it reads the
+ * product alone and stores what the product did, so s can be the
+ * product's alpha. */
+static bool is_alpha_for(const tg_tensor *sc, const tg_tensor *mm) {
+    return sc->op == TG_OP_SCALE && sc->src[0] == mm && sc->type == TG_F32 && tg_same_shape(sc, mm) &&
+           tg_is_contiguous(sc) && !(sc->flags & TG_FLAG_OUTPUT);
 }
 
-int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
+tg_cuda_fused tg_cuda_fused_parts(tg_tensor *const *nodes, int i, int len) {
+    tg_cuda_fused f = {.bias = NULL, .res = NULL, .alpha = 1.0f, .relu = false};
+    if (len < 2) return f;
+    int j = i + 1;
+    const tg_tensor *prev = nodes[i];
+    if (nodes[j]->op == TG_OP_SCALE) {
+        f.alpha = tg_param_f32(nodes[j], 0);
+        prev = nodes[j++];
+    }
+    const tg_tensor *add = nodes[j];
+    f.bias = add->src[0] == prev ? add->src[1] : add->src[0];
+    if (j + 1 < i + len) {
+        const tg_tensor *last = nodes[j + 1];
+        if (last->op == TG_OP_RELU) f.relu = true;
+        else f.res = fused_residual(last, add);
+    }
+    return f;
+}
+
+static int product_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     if (!c->use_fusion || i + 1 >= n) return 1;
-    const tg_tensor *mm = nodes[i], *add = nodes[i + 1];
-    if (mm->op != TG_OP_MUL_MAT || add->op != TG_OP_ADD) return 1;
-    if (n_uses[i] != 1 || (mm->flags & TG_FLAG_OUTPUT)) return 1;
-    const tg_tensor *bias = add->src[0] == mm ? add->src[1] : add->src[1] == mm ? add->src[0] : NULL;
-    if (!is_bias_for(bias, mm) || !tg_same_shape(add, mm) || add->type != TG_F32 || !tg_is_contiguous(add) ||
-        !tg_is_contiguous(mm))
+    const tg_tensor *mm = nodes[i];
+    if (mm->op != TG_OP_MUL_MAT || n_uses[i] != 1 || (mm->flags & TG_FLAG_OUTPUT) || !tg_is_contiguous(mm))
+        return 1;
+    /* mul_mat [, scale s] , add bias: the scale (the encoder's feed-forward
+     * halves, encoder.c) rides as the product's alpha */
+    int j = i + 1;
+    const tg_tensor *prev = mm;
+    if (c->use_scale && j + 1 < n && n_uses[j] == 1 && is_alpha_for(nodes[j], mm)) prev = nodes[j++];
+    const tg_tensor *add = nodes[j];
+    if (add->op != TG_OP_ADD) return 1;
+    const tg_tensor *bias = add->src[0] == prev ? add->src[1] : add->src[1] == prev ? add->src[0] : NULL;
+    if (!is_bias_for(bias, mm) || !tg_same_shape(add, mm) || add->type != TG_F32 || !tg_is_contiguous(add))
         return 1;
     /* The epilogue needs one product over contiguous activations. */
     const tg_tensor *a = mm->src[0];
     if (a->ne[2] != 1 || a->ne[3] != 1) return 1;
-    int len = 2;
-    const tg_tensor *third = i + 2 < n ? nodes[i + 2] : NULL;
-    bool chain = third && n_uses[i + 1] == 1 && !(add->flags & TG_FLAG_OUTPUT) && tg_same_shape(third, add) &&
+    int len = j - i + 1;
+    const tg_tensor *third = j + 1 < n ? nodes[j + 1] : NULL;
+    bool chain = third && n_uses[j] == 1 && !(add->flags & TG_FLAG_OUTPUT) && tg_same_shape(third, add) &&
                  third->type == TG_F32 && tg_is_contiguous(third);
-    if (chain && third->op == TG_OP_RELU && third->src[0] == add) len = 3;
+    if (chain && third->op == TG_OP_RELU && third->src[0] == add) len++;
     /* + a residual r (a layer's output product and its skip connection):
      * an F32 tensor of the result's shape and layout, read at the element
      * the launch writes, so r may be the result's own storage (storage
@@ -339,7 +390,7 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
      * source) but must not overlap it otherwise */
     const tg_tensor *res = chain && c->use_residual && third->op == TG_OP_ADD ? fused_residual(third, add) : NULL;
     if (res && (!tg_hazard_overlap(res, third) || (res->data == third->data && tg_same_shape(res, third))))
-        len = 3;
+        len++;
     /* The fused launch writes the last result while the product reads its
      * operands and the bias: never over them. The planners keep the
      * product's operands apart (tg_plan_fused_product); a bias that is not
@@ -348,6 +399,43 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     const tg_tensor *out = nodes[i + len - 1];
     if (tg_hazard_overlap(out, mm->src[0]) || tg_hazard_overlap(out, mm->src[1]) || tg_hazard_overlap(out, bias))
         return 1;
+    return len;
+}
+
+static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored,
+                      int64_t *ldx, int64_t *ldo);
+static bool column_stride(const tg_tensor *t, int64_t *out_ld);
+
+/* A layer norm whose only reader is the product after it, which runs on
+ * matvec.cu: the norm goes into that launch (its x in shared memory). */
+static bool ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_tensor *mm, const tg_tensor *out) {
+    const tg_tensor *x = ln->src[0];
+    int64_t ldx = 0, ldo = 0, ldx_in = 0;
+    if (ln->op != TG_OP_LAYER_NORM || mm->op != TG_OP_MUL_MAT || mm->src[1] != ln || mm->src[0] == ln ||
+        (ln->flags & TG_FLAG_OUTPUT) || ln->type != TG_F32 || !tg_same_shape(ln, x))
+        return false;
+    if (!matvec_ok(c, mm, out, TG_F32, &ldx, &ldo)) return false;
+    /* x as matvec reads it: F32 columns, 16-byte aligned; the columns fit
+     * the default 48 KB of dynamic shared memory */
+    int64_t K = x->ne[0], M = tg_nrows(x);
+    if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
+        ((uintptr_t)x->data & 15) != 0 || K * M * 4 > 48 * 1024 || K > INT32_MAX)
+        return false;
+    for (int k = 1; k < 3; k++) {
+        const tg_tensor *v = ln->src[k];
+        if (v && (v->type != TG_F32 || !tg_is_contiguous(v) || tg_nelements(v) != K || !v->data)) return false;
+    }
+    return true;
+}
+
+int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
+    if (!c->use_fusion || i + 1 >= n) return 1;
+    if (nodes[i]->op != TG_OP_LAYER_NORM) return product_fuse_len(c, nodes, n, i, n_uses);
+    if (!c->use_ln_matvec || n_uses[i] != 1) return 1;
+    int len = 1 + product_fuse_len(c, nodes, n, i + 1, n_uses);
+    const tg_tensor *ln = nodes[i], *out = nodes[i + len - 1];
+    /* every block reads all of x while others write out: never over it */
+    if (!ln_matvec_ok(c, ln, nodes[i + 1], out) || tg_hazard_overlap(out, ln->src[0])) return 1;
     return len;
 }
 
@@ -745,19 +833,38 @@ static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor 
            ((uintptr_t)x->data & 15) == 0;
 }
 
-static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_tensor *bias, bool relu,
-                                const tg_tensor *res, const tg_tensor *out, tg_type stored) {
+/* The product n (its group's parts f) into out; ln, when not NULL, the
+ * layer norm producing n's x, done inside the matvec launch
+ * (tg_cuda_fuse_len checked ln_matvec_ok). */
+static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_cuda_fused *f,
+                                const tg_tensor *out, tg_type stored, const tg_tensor *ln) {
     int64_t ldx = 0, ldo = 0, ldr = 0;
-    if (!matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr)))
-        return tg_cuda_encode_mul_mat(c, s, n, bias, relu, res, out, stored);
-    const tg_tensor *w = n->src[0], *x = n->src[1];
+    const tg_tensor *bias = f->bias, *res = f->res;
+    if (!matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr))) {
+        if (ln) return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s' fused into a product matvec.cu "
+                                     "does not take", ln->name);
+        return tg_cuda_encode_mul_mat(c, s, n, f, out, stored);
+    }
+    const tg_tensor *w = n->src[0], *x = ln ? ln->src[0] : n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
+    if (ln && !column_stride(x, &ldx))
+        return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s': input columns not evenly spaced", ln->name);
     tg_args_mul_mat_vec a = {.w = dptr(w->data), .x = dptr(x->data), .out = dptr(out->data),
                              .bias = bias ? dptr(bias->data) : 0, .res = res ? dptr(res->data) : 0,
                              .n = w->ne[1], .k = w->ne[0], .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo,
-                             .ldr = ldr, .m = (int32_t)M, .x_bf16 = stored == TG_BF16, .relu = relu};
+                             .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
+                             .relu = f->relu};
+    unsigned smem = 0;
+    if (ln) {
+        a.ln = 1;
+        a.ln_w = ln->src[1] ? dptr(ln->src[1]->data) : 0;
+        a.ln_b = ln->src[2] ? dptr(ln->src[2]->data) : 0;
+        a.ln_eps = tg_param_f32(ln, 0);
+        smem = (unsigned)(w->ne[0] * M * 4);
+        c->n_fused[TG_FUSED_NORM_MATVEC]++;
+    }
     c->n_matvec++;
-    return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, 0, a);
+    return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, smem, a);
 }
 
 /* The type nodes[i]'s source `src` was stored in (the emit fusion). */
@@ -770,13 +877,16 @@ static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i,
 
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
     const tg_tensor *n = nodes[i];
+    if (len > 1 && n->op == TG_OP_LAYER_NORM) {
+        /* the norm, then its product's group, in one matvec launch */
+        tg_cuda_fused f = tg_cuda_fused_parts(nodes, i + 1, len - 1);
+        return encode_product(c, s, nodes[i + 1], &f, nodes[i + len - 1], TG_F32, n);
+    }
     if (len > 1) {
-        const tg_tensor *add = nodes[i + 1];
-        const tg_tensor *bias = add->src[0] == n ? add->src[1] : add->src[0];
-        const tg_tensor *res = tg_cuda_fused_residual(nodes, i, len);
-        bool relu = len == 3 && !res;
-        c->n_fused[res ? TG_FUSED_MM_BIAS_RESIDUAL : relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
-        return encode_product(c, s, n, bias, relu, res, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]));
+        tg_cuda_fused f = tg_cuda_fused_parts(nodes, i, len);
+        c->n_fused[f.res ? TG_FUSED_MM_BIAS_RESIDUAL : f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
+        if (nodes[i + 1]->op == TG_OP_SCALE) c->n_fused[TG_FUSED_MM_SCALE]++;
+        return encode_product(c, s, n, &f, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]), NULL);
     }
     int out16 = TG_EMIT_F32;
     if (c->emit && c->emit[i] != TG_F32) {
@@ -798,7 +908,10 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16);
     case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16);
     case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16);
-    case TG_OP_MUL_MAT: return encode_product(c, s, n, NULL, false, NULL, n, stored_type(c, nodes, i, n->src[1]));
+    case TG_OP_MUL_MAT: {
+        const tg_cuda_fused plain = tg_cuda_fused_parts(nodes, i, 1);
+        return encode_product(c, s, n, &plain, n, stored_type(c, nodes, i, n->src[1]), NULL);
+    }
     case TG_OP_LAYER_NORM:
         if (n->src[1] || n->src[2]) c->n_fused[TG_FUSED_NORM_AFFINE]++;
         return encode_layer_norm(c, s, n, out16);

@@ -61,6 +61,39 @@ extern "C" __global__ void cpy_rows4(const tg_args_cpy_rows4 args) {
     }
 }
 
+/* Four floats to BF16 (to_bf16) or F16. */
+__device__ __forceinline__ ushort4 f32x4_to_16(float4 v, int to_bf16) {
+    ushort4 o;
+    if (to_bf16) {
+        o.x = tg_f2bf(v.x); o.y = tg_f2bf(v.y); o.z = tg_f2bf(v.z); o.w = tg_f2bf(v.w);
+    } else {
+        o.x = tg_f2h(v.x); o.y = tg_f2h(v.y); o.z = tg_f2h(v.z); o.w = tg_f2h(v.w);
+    }
+    return o;
+}
+
+/* F32 rows of ne0 (a multiple of 4) floats, 16-byte aligned, at any row
+ * strides (a strided view: the encoder's heads) into d, contiguous BF16 or
+ * F16 (d.type), a warp per row, four elements a lane: the conversion in
+ * front of a product whose operand is such a view. */
+extern "C" __global__ void cvt_rows_16(const tg_args_cvt_rows_16 args) {
+    TG_PDL();
+    const tg_t &d = args.d, &s = args.a;
+    const int n4 = (int)(s.ne[0] / 4);
+    const unsigned n1 = (unsigned)s.ne[1], n2 = (unsigned)s.ne[2];
+    const unsigned rows = n1 * n2 * (unsigned)s.ne[3];
+    const int lane = threadIdx.x & 31, to_bf16 = d.type == TG_KT_BF16;
+    const unsigned nw = (gridDim.x * blockDim.x) >> 5;
+    for (unsigned r = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += nw) {
+        const unsigned i1 = r % n1, t = r / n1, i2 = t % n2, i3 = t / n2;
+        const float4 *sp = (const float4 *)(s.p + i1 * s.nb[1] + i2 * s.nb[2] + i3 * s.nb[3]);
+        ushort4 *dp = (ushort4 *)(d.p + (i64)r * n4 * 8);
+        for (int e = lane; e < n4; e += 32) {
+            dp[e] = f32x4_to_16(sp[e], to_bf16);
+        }
+    }
+}
+
 /* Both contiguous, n elements. */
 extern "C" __global__ void cvt_c(const tg_args_cvt_c args) {
     TG_PDL();
@@ -121,13 +154,6 @@ extern "C" __global__ void cvt_f32_16_c4(const tg_args_cvt_f32_16_c4 args) {
     const i64 n4 = args.n4;
     const int to_bf16 = args.to_bf16;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
-        float4 v = s[i];
-        ushort4 o;
-        if (to_bf16) {
-            o.x = tg_f2bf(v.x); o.y = tg_f2bf(v.y); o.z = tg_f2bf(v.z); o.w = tg_f2bf(v.w);
-        } else {
-            o.x = tg_f2h(v.x); o.y = tg_f2h(v.y); o.z = tg_f2h(v.z); o.w = tg_f2h(v.w);
-        }
-        d[i] = o;
+        d[i] = f32x4_to_16(s[i], to_bf16);
     }
 }

@@ -88,6 +88,8 @@ enum {
     TG_FUSED_GLU,
     TG_FUSED_EMIT,
     TG_FUSED_MM_BIAS_RESIDUAL,
+    TG_FUSED_MM_SCALE,   /* of the groups above, those with a scale as alpha */
+    TG_FUSED_NORM_MATVEC, /* a layer norm inside its product's matvec launch */
     TG_FUSED_KINDS
 };
 
@@ -220,18 +222,23 @@ TG_KARGS_SIZE(tg_attn_decode_args, 344);
 /* Columns mul_mat_vec takes at most. */
 #define TG_MV_MAXM 8
 
-/* out[n, m] = sum_k w[k, n] x[k, m] + bias[n] (relu) + res[n, m]: byte
- * strides lda (rows of w), ldx, ldo and ldr (columns of x, out and res);
- * bias and res 0 when absent (res may be out itself, element for element). */
+/* out[n, m] = relu?(alpha sum_k w[k, n] x[k, m] + bias[n]) + res[n, m]:
+ * byte strides lda (rows of w), ldx, ldo and ldr (columns of x, out and
+ * res); bias and res 0 when absent (res may be out itself, element for
+ * element). With ln, x's columns (F32) are layer-normed first (eps,
+ * optional affine ln_w, ln_b) into dynamic shared memory, k * m floats:
+ * the layer norm before a decoder step's product, one launch fewer. */
 typedef struct tg_mul_mat_vec_args {
     tg_dp_cchar w, x;
     tg_dp_char out;
     tg_dp_cfloat bias;
     tg_dp_cchar res;
+    tg_dp_cfloat ln_w, ln_b;
     tg_i64 n, k, lda, ldx, ldo, ldr;
-    tg_i32 m, x_bf16, relu, pad_;
+    float alpha, ln_eps;
+    tg_i32 m, x_bf16, relu, ln;
 } tg_mul_mat_vec_args;
-TG_KARGS_SIZE(tg_mul_mat_vec_args, 104);
+TG_KARGS_SIZE(tg_mul_mat_vec_args, 128);
 
 /* ------------------------------------------------------------ conv.cu */
 
@@ -362,6 +369,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(copy, concat, tg_concat_args)                          \
     X(copy, pad, tg_pad_args)                                \
     X(copy, cvt_f32_16_c4, tg_cvt16_args)                    \
+    X(copy, cvt_rows_16, tg_flat2_args)                      \
     X(reduce, argmax, tg_reduce_args)                        \
     X(reduce, sum_rows, tg_reduce_args)                      \
     X(reduce, glu, tg_flat2_args)                            \
