@@ -5,18 +5,18 @@
  * runs on [mel, T, C, B] images (PyTorch's W = mel, H = time), flattens
  * channel-major (c*F + f) and projects to d. Each block is the macaron
  * layout of spec 2.3 with rel-pos attention (spec 2.4): AC comes from
- * tg_attention with q + u, BD = (q + v)·(Wpos·P) is shifted by tg_rel_shift
- * and handed to the attention as its additive mask (scaled, plus -inf on
- * padded key frames), exactly as HF passes it to SDPA. Heads are strided
- * views and BD a view of its product, read in place (no [T, T, H, B]
- * copy); the feed-forwards' 0.5 comes before their (halved) bias, so a GPU
- * fuses the product, scale, bias and residual add.
+ * tg_attention with q + u, BD = (q + v)·(Wpos·P) is shifted and handed
+ * to the attention as its additive mask (scaled, plus -inf on padded key
+ * frames), exactly as HF passes it to SDPA. Heads are strided views and
+ * the shifted BD a view of its product (bd_view), read in place: no
+ * [T, T, H, B] copy. The feed-forwards' 0.5 comes before their (halved)
+ * bias, so a GPU fuses the product, scale, bias and residual add.
  *
  * Padding (spec 2.6): a batch is padded to its longest clip. After every
  * subsampling conv the frames at and past a row's valid length are zeroed
  * (masks as data), keys past the valid length are masked in attention, and
- * the conv module zeroes padded steps before its depthwise conv. A batch
- * whose rows all fill the frames has no masks in its graph at all. Padded query
+ * the conv module zeroes padded steps before its depthwise conv. A stage
+ * whose rows all fill its frames has no mask in the graph. Padded query
  * rows still see every valid key, so nothing produces NaN, and they never
  * reach a valid frame. The extra frame HF yields when floor(N/160) is a
  * multiple of 8 is simply one more padded frame here.
@@ -75,11 +75,30 @@ static tg_tensor *heads(const builder *b, tg_tensor *x) {
                          : ct_nn_heads_view(&b->nn, x, b->m->head_dim, b->m->heads);
 }
 
+/* The rel-pos table's first position for T frames. The attention reads BD
+ * as a view of BDraw (rows = the table's) with row i starting at element
+ * first + i (rows - 1) (bd_view); its float pairs load as one 8-byte load
+ * when every row start and stride is even, so for an even T (438 at 35 s)
+ * the table gets one more position at each end (first = T, 2T + 1 rows:
+ * 0.2% more rel-pos product) instead of first = T - 1, 2T - 1 rows.
+ * With head copies (CT_ENCODER_HEADS=copy) the spec's table. */
+static int rel_pos_first(const builder *b, int T) { return !b->copy_heads && T % 2 == 0 ? T : T - 1; }
+static int rel_pos_rows(int first, int T) { return first == T ? 2 * T + 1 : 2 * T - 1; }
+
+/* BD[j, i] = BDraw[first - i + j, i] for T frames: the rel shift of spec
+ * 2.4 as a view ([T, T, H, B]) of BDraw [rows, T, H, B]. */
+static tg_tensor *bd_view(tg_ctx *ctx, tg_tensor *raw, int first, int T) {
+    if (!raw) return NULL;
+    const int64_t ne[4] = {T, T, raw->ne[2], raw->ne[3]};
+    const size_t nb[4] = {raw->nb[0], raw->nb[1] - raw->nb[0], raw->nb[2], raw->nb[3]};
+    return tg_view(ctx, raw, 4, ne, nb, (size_t)first * raw->nb[0]);
+}
+
 /* spec 2.4: AC = (q + u)·k from the attention itself; BD = (q + v)·r,
  * rel-shifted, scaled and masked, goes in as the attention's additive mask.
- * The scale is applied to r (2T-1 rows, not T per batch row), and the
- * shifted BD is a view of the product's result that the attention reads
- * in place (tg_rel_shift): a [T, T, H, B] tensor is never copied or scaled. */
+ * The scale is applied to r (2T-1 or 2T+1 rows, not T per batch row), and
+ * the shifted BD is a view of the product's result that the attention
+ * reads in place (bd_view): a [T, T, H, B] tensor is never copied or scaled. */
 static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
                                 tg_tensor *pos, tg_tensor *key_mask) {
     const ct_nn *nn = &b->nn;
@@ -97,15 +116,16 @@ static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
     tg_tensor *k = heads(b, ct_nn_linear(nn, l->wk, l->bk, h));
     tg_tensor *v = heads(b, ct_nn_linear(nn, l->wv, l->bv, h));
 
-    /* r = Wpos P: [d, 2T-1] -> [hd, 2T-1, H, 1]; BDraw [2T-1, T, H, B];
-     * rel_shift gives BD[j, i] = BDraw[T-1-i+j, i] */
+    /* r = Wpos P: [d, R] -> [hd, R, H, 1] for the table's R rows; BDraw
+     * [R, T, H, B]; the shift gives BD[j, i] = BDraw[first-i+j, i] */
     tg_tensor *r = ct_nn_linear(nn, l->wpos, NULL, pos);
     tg_tensor *mask;
     if (b->copy_heads) {
         tg_tensor *bd_raw = ct_nn_matmul(nn, heads(b, r), qv);
         mask = tg_scale(ctx, tg_cont(ctx, tg_rel_shift(ctx, bd_raw)), scale);
     } else {
-        mask = tg_rel_shift(ctx, ct_nn_matmul(nn, heads(b, tg_scale(ctx, r, scale)), qv));
+        int T = (int)x->ne[1];
+        mask = bd_view(ctx, ct_nn_matmul(nn, heads(b, tg_scale(ctx, r, scale)), qv), rel_pos_first(b, T), T);
     }
     if (key_mask) mask = tg_add(ctx, mask, key_mask);
 
@@ -141,10 +161,12 @@ static tg_tensor *block(builder *b, const ct_enc_layer *l, tg_tensor *x, tg_tens
     return ct_nn_norm(&b->nn, x, l->out_norm_w, l->out_norm_b);
 }
 
-/* spec 2.2: rows r = 0..2T-2 hold position p = T-1-r; interleaved sin/cos. */
-static void rel_pos_table(float *dst, int T, int d) {
-    for (int r = 0; r < 2 * T - 1; r++) {
-        float p = (float)(T - 1 - r);
+/* spec 2.2 for positions first, first - 1, ..., first - rows + 1 (row r
+ * holds p = first - r; the spec's table is first = T-1, 2T-1 rows):
+ * interleaved sin/cos. */
+static void rel_pos_table(float *dst, int first, int rows, int d) {
+    for (int r = 0; r < rows; r++) {
+        float p = (float)(first - r);
         for (int k = 0; k < d / 2; k++) {
             float inv = 1.0f / powf(10000.0f, (float)(2 * k) / (float)d);
             float a = p * inv;
@@ -342,14 +364,15 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
         m3 = ct_nn_input(nn, TG_F32, 1, T3, 1, B, "mask3");
         kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
     }
-    tg_tensor *pos = ct_nn_input(nn, TG_F32, d, 2 * T3 - 1, 1, 1, "rel_pos");
+    const int pos_first = rel_pos_first(&bl, T3), pos_rows = rel_pos_rows(pos_first, T3);
+    tg_tensor *pos = ct_nn_input(nn, TG_F32, d, pos_rows, 1, 1, "rel_pos");
     tg_graph *g = tg_graph_new(ctx);
     if ((st = tg_ctx_check(ctx))) goto fail;
     if (!g) {
         st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
         goto fail;
     }
-    tg_tensor *pos2 = tg_reshape_2d(ctx, pos, d, 2 * T3 - 1);
+    tg_tensor *pos2 = tg_reshape_2d(ctx, pos, d, pos_rows);
     if (pad3) tmask = tg_reshape_3d(ctx, m3, 1, T3, B);
 
     /* the graph ends in copies into the result's own buffer; the hidden
@@ -368,7 +391,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
     }
 
     /* inputs */
-    size_t n_pos = (size_t)(2 * T3 - 1) * d;
+    size_t n_pos = (size_t)pos_rows * d;
     size_t n_host = n_pos;
     if (n_host < (size_t)T1 * B) n_host = (size_t)T1 * B;
     host = tg_malloc(n_host * sizeof(float));
@@ -393,7 +416,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
             for (int t = 0; t < T3; t++) host[(size_t)b * T3 + t] = t < l3[b] ? 0.0f : -INFINITY;
         if (!st) st = tg_tensor_set(kmask, host, 0, (size_t)T3 * B * sizeof(float));
     }
-    rel_pos_table(host, T3, d);
+    rel_pos_table(host, pos_first, pos_rows, d);
     if (!st) st = tg_tensor_set(pos, host, 0, n_pos * sizeof(float));
     if (!st) st = tg_sched_compute(sched, g);
     if (!st) st = ct_model_check(m); /* weights read in place may have faulted */

@@ -179,16 +179,19 @@ int tg_plan_fused_product(tg_tensor *const *nodes, int i) {
         bool reads = false;
         for (int k = 0; k < TG_MAX_SRC; k++) reads = reads || nodes[q + 1]->src[k] == nodes[q];
         if (!reads) return -1;
-        if (nodes[q]->op == TG_OP_MUL_MAT) return q;
+        if (nodes[q]->op == TG_OP_MUL_MAT || nodes[q]->op == TG_OP_CONV_1D_DW) return q;
     }
     return -1;
 }
 
-int tg_plan_fused_norm(tg_tensor *const *nodes, int i) {
-    int q = nodes[i]->op == TG_OP_MUL_MAT ? i : tg_plan_fused_product(nodes, i);
-    if (q < 1) return -1;
-    const tg_tensor *ln = nodes[q - 1];
-    return ln->op == TG_OP_LAYER_NORM && nodes[q]->src[1] == ln ? q - 1 : -1;
+int tg_plan_fused_lead(tg_tensor *const *nodes, int i) {
+    tg_op op = nodes[i]->op;
+    int q = op == TG_OP_MUL_MAT || op == TG_OP_CONV_1D_DW ? i : tg_plan_fused_product(nodes, i);
+    if (q < 1 || nodes[q]->src[1] != nodes[q - 1]) return -1;
+    tg_op lead = nodes[q - 1]->op, head = nodes[q]->op;
+    return (lead == TG_OP_LAYER_NORM && head == TG_OP_MUL_MAT) || (lead == TG_OP_GLU && head == TG_OP_CONV_1D_DW)
+               ? q - 1
+               : -1;
 }
 
 /* Extends the lifetime of everything t reads (and the storage it views) to
@@ -232,7 +235,7 @@ tg_status tg_plan_graph(const tg_graph *g, size_t alignment, tg_plan *out_plan) 
         keep_sources(items, &index, t, step);
         int q = tg_plan_fused_product(g->nodes, i);
         if (q >= 0) keep_sources(items, &index, g->nodes[q], step);
-        int r = tg_plan_fused_norm(g->nodes, i);
+        int r = tg_plan_fused_lead(g->nodes, i);
         if (r >= 0) keep_sources(items, &index, g->nodes[r], step);
     }
     for (int i = 0; i < g->n_nodes; i++) {

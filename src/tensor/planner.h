@@ -57,24 +57,25 @@ void tg_plan_free(tg_plan *plan);
 /* The offset planned for t, or SIZE_MAX when t is not in the plan. */
 size_t tg_plan_offset(const tg_plan *plan, const tg_tensor *t);
 
-/* A backend may run a matrix product together with the nodes after it that
- * read it in a chain (a bias add and a relu in the product's epilogue), so
- * that the product's result is never stored and the chain's last result is
- * written while the product still reads its inputs. Planning for that, the
- * product's inputs live through every node of such a chain, up to
- * TG_PLAN_FUSE_DEPTH nodes after it: a fused result never lands on them.
- * tg_plan_fused_product gives the index of the product whose chain nodes[i]
- * ends (nodes[q + 1] reads nodes[q] for q from the product to i - 1), or -1.
- * The cost: those inputs (a layer norm's output, say) live up to three steps
- * longer. */
+/* A backend may run a matrix product (or a depthwise 1-D conv) together
+ * with the nodes after it that read it in a chain (a bias add and a relu
+ * in the product's epilogue), so that the product's result is never stored
+ * and the chain's last result is written while the product still reads
+ * its inputs. Planning for that, the product's inputs live through every
+ * node of such a chain, up to TG_PLAN_FUSE_DEPTH nodes after it: a fused
+ * result never lands on them. tg_plan_fused_product gives the index of the
+ * product (or conv) whose chain nodes[i] ends (nodes[q + 1] reads nodes[q]
+ * for q from the product to i - 1), or -1. The cost: those inputs (a layer
+ * norm's output, say) live up to three steps longer. */
 #define TG_PLAN_FUSE_DEPTH 3
 int tg_plan_fused_product(tg_tensor *const *nodes, int i);
-/* A backend may also run the layer norm that a product reads inside the
- * product's launch (the CUDA backend's matvec at a decoder step): the
- * norm's input is read while the chain's result is written, so it lives
- * through the chain too. The index of that norm for nodes[i] (the product
- * or a node of its chain), or -1. */
-int tg_plan_fused_norm(tg_tensor *const *nodes, int i);
+/* A backend may also compute the node that such a chain's head reads
+ * inside the head's launch: a layer norm before a product (the CUDA
+ * backend's matvec at a decoder step), a GLU before a depthwise conv (its
+ * conv module kernel). That node's input is read while the chain's result
+ * is written, so it lives through the chain too. The index of that node
+ * for nodes[i] (the head or a node of its chain), or -1. */
+int tg_plan_fused_lead(tg_tensor *const *nodes, int i);
 
 /* True when t owns storage the planner must place: not a view or in-place
  * writer, no data placed by the user. */

@@ -450,7 +450,7 @@ tg_status tg_sched_alloc(tg_sched *s, tg_graph *g) {
              * writing their result: the inputs live through their steps */
             int q = tg_plan_fused_product(sg->nodes, m);
             if (q >= 0) touch_sources(&a, s, sp, sg->nodes[q], b, step);
-            int r = tg_plan_fused_norm(sg->nodes, m);
+            int r = tg_plan_fused_lead(sg->nodes, m);
             if (r >= 0) touch_sources(&a, s, sp, sg->nodes[r], b, step);
         }
         i = j;

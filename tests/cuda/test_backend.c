@@ -216,20 +216,41 @@ static tg_tensor *build_half_ffn(tg_ctx *ctx) { return half_ffn(ctx, 29); }
 static tg_tensor *build_half_ffn_vec(tg_ctx *ctx) { return half_ffn(ctx, 2); }
 
 /* The encoder's rel-pos attention as its graph has it: q, k, v strided
- * views of [D*H, T] projections (no head copies), and the mask the
- * rel-shifted view of r·q, read in place (T - 1 odd, as at the released
- * size's 438 frames: the view starts 4-byte, not 8-byte, aligned). */
-static tg_tensor *build_attn_rel(tg_ctx *ctx) {
+ * views of [D*H, T] projections (no head copies), and the mask a shifted
+ * view of r·q, read in place: with 2T-1 rows of r (the spec's table; T - 1
+ * odd, as at the released size's 438 frames, starts the view 4-byte, not
+ * 8-byte, aligned) and with 2T+1 rows, the first at T (encoder.c's table
+ * for even T: every mask row 8-byte aligned). */
+static tg_tensor *attn_rel(tg_ctx *ctx, int64_t rows, int64_t first) {
     int64_t D = 160, T = 70, H = 2;
     tg_tensor *heads[3];
     for (int i = 0; i < 3; i++) {
         tg_tensor *x = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, T), D, H, T, 1);
         heads[i] = tg_permute(ctx, x, 0, 2, 1, 3);
     }
-    tg_tensor *r = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, 2 * T - 1), D, H, 2 * T - 1, 1);
+    tg_tensor *r = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, rows), D, H, rows, 1);
     tg_tensor *bd = tg_mul_mat(ctx, tg_permute(ctx, r, 0, 2, 1, 3), heads[0]);
-    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_rel_shift(ctx, bd), 0.079f);
+    if (!bd) return NULL;
+    const int64_t ne[4] = {T, T, H, 1};
+    const size_t nb[4] = {4, bd->nb[1] - 4, bd->nb[2], bd->nb[3]};
+    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_view(ctx, bd, 4, ne, nb, (size_t)first * 4), 0.079f);
 }
+static tg_tensor *build_attn_rel(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 - 1, 70 - 1); }
+static tg_tensor *build_attn_rel_even(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 + 1, 70); }
+
+/* The conformer's conv module middle: glu, depthwise conv (9 taps), bias,
+ * silu as one kernel (conv_glu_dw_silu_c4), storing BF16 for the product
+ * after it, and F32 when the silu is the graph's result. */
+static tg_tensor *conv_module_mid(tg_ctx *ctx) {
+    int64_t C = 64, T = 37, B = 3;
+    tg_tensor *a = tg_new_3d(ctx, TG_F32, 2 * C, T, B);
+    tg_tensor *kr = in2(ctx, TG_F32, 9, C), *bias = tg_new_1d(ctx, TG_F32, C);
+    return tg_silu(ctx, tg_add(ctx, tg_conv_1d_dw(ctx, kr, tg_glu(ctx, a), 1, 4), bias));
+}
+static tg_tensor *build_conv_module(tg_ctx *ctx) {
+    return tg_mul_mat(ctx, in2(ctx, TG_BF16, 64, 48), conv_module_mid(ctx));
+}
+static tg_tensor *build_conv_module_f32(tg_ctx *ctx) { return conv_module_mid(ctx); }
 
 /* One query per head over an F32 cache (attn_decode), and the same over
  * BF16 keys and values with D = 256 (two float4 groups a lane). */
@@ -237,6 +258,15 @@ static tg_tensor *build_attn_step(tg_ctx *ctx) {
     int64_t D = 128, Tk = 150, H = 4, B = 3;
     tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
     tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+/* The decoder's cache as it is on a GPU: BF16 K/V at D = 128 (attn_decode_bf16,
+ * 16 keys a warp's round), a key count that ends inside a round, a mask. */
+static tg_tensor *build_attn_step_bf16_128(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 150, H = 4, B = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
     return tg_attention(ctx, q, k, v, m, 0.088f);
 }
 
@@ -535,8 +565,14 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     scaled = c->n_fused[TG_FUSED_MM_SCALE];
     compare_with_cpu(b, build_half_ffn_vec, 3, 5e-4, "half ffn step on 2 columns (matvec's alpha)");
     CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
+    int convs = c->n_fused[TG_FUSED_CONV_GLU], emits = c->n_fused[TG_FUSED_EMIT];
+    compare_with_cpu(b, build_conv_module, 2, 5e-4, "conv module: glu, dw conv, bias, silu (bf16 for the product)");
+    CHECK(c->n_fused[TG_FUSED_EMIT] > emits); /* the fused kernel stored bf16 for the product */
+    compare_with_cpu(b, build_conv_module_f32, 2, 1e-5, "conv module: glu, dw conv, bias, silu (f32 result)");
+    CHECK(c->n_fused[TG_FUSED_CONV_GLU] >= convs + 2);
     compare_with_cpu(b, build_attn_enc, 2, 5e-4, "attention D=160 with bias");
     compare_with_cpu(b, build_attn_rel, 2, 5e-4, "attention on strided heads, rel-shifted mask view");
+    compare_with_cpu(b, build_attn_rel_even, 2, 5e-4, "the same, mask rows 8-byte aligned");
     compare_with_cpu(b, build_attn_dec, 2, 5e-4, "attention D=128 f16 kv, f32 precision");
     compare_with_cpu(b, build_attn_dec_mma, 2, 5e-4, "attention D=128 f16 kv, tensor cores");
     compare_with_cpu(b, build_attn_masked_rows, 2, 5e-4, "attention with fully masked rows");
@@ -549,7 +585,8 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] > res); /* matvec's residual */
     compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
     compare_with_cpu(b, build_attn_step_bf16, 2, 5e-4, "attention step, bf16 kv, D=256");
-    CHECK(c->n_attn_decode >= ad + 2);
+    compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128");
+    CHECK(c->n_attn_decode >= ad + 3);
     compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");
     compare_with_cpu(b, build_rows_conv, 2, 1e-6, "rows and convolutions");
     compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");

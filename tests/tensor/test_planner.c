@@ -234,9 +234,9 @@ static void test_fused_product_inputs_stay_apart(void) {
     tg_tensor *lmm = tg_mul_mat(ctx, tg_new_2d(ctx, TG_F32, 64, 16), ln);
     tg_tensor *normed[4] = {ln, lmm, tg_add(ctx, lmm, tg_new_1d(ctx, TG_F32, 16)), NULL};
     normed[3] = tg_relu(ctx, normed[2]);
-    CHECK(tg_plan_fused_norm(normed, 1) == 0 && tg_plan_fused_norm(normed, 2) == 0 &&
-          tg_plan_fused_norm(normed, 3) == 0);
-    CHECK(tg_plan_fused_norm(chain, 4) == -1 && tg_plan_fused_norm(normed, 0) == -1);
+    CHECK(tg_plan_fused_lead(normed, 1) == 0 && tg_plan_fused_lead(normed, 2) == 0 &&
+          tg_plan_fused_lead(normed, 3) == 0);
+    CHECK(tg_plan_fused_lead(chain, 4) == -1 && tg_plan_fused_lead(normed, 0) == -1);
     tg_plan p;
     CHECK_OK(tg_plan_graph(g, 64, &p));
     CHECK_MSG(!overlap(&p, h, add) && !overlap(&p, h, r) && !overlap(&p, h, order[4]),

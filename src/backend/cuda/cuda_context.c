@@ -225,11 +225,15 @@ static void plan_free(plan *p) {
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     int n = g->n_nodes;
     if (!c->use_fusion || c->dev->props.tc_level == 0) return;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, head = -1; i < n; i++) {
         tg_tensor *t = g->nodes[i];
-        /* covered by a fused group, or a norm leading one (its product
-         * reads its input): never emits */
-        if (p->fuse[i] != 1) continue;
+        if (p->fuse[i] > 0) head = i;
+        /* covered by a fused group, or a node leading one: never emits;
+         * except the last node of a conv module group, whose kernel
+         * stores what that node would (conv_glu_dw_silu_c4) */
+        bool glu_tail = p->fuse[i] == 0 && head >= 0 && head + p->fuse[head] - 1 == i &&
+                        g->nodes[head]->op == TG_OP_GLU;
+        if (p->fuse[i] != 1 && !glu_tail) continue;
         if (p->uses[i] < 1 || (t->flags & TG_FLAG_OUTPUT) || !tg_cuda_can_emit16(t)) continue;
         int readers = 0;
         tg_type wt = TG_F32;
@@ -820,6 +824,7 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     c->use_residual = tg_cuda_env_int("CT_CUDA_FUSE_RESIDUAL", 1) != 0;
     c->use_scale = tg_cuda_env_int("CT_CUDA_FUSE_SCALE", 1) != 0;
     c->use_ln_matvec = tg_cuda_env_int("CT_CUDA_FUSE_NORM", 1) != 0;
+    c->use_conv_glu = tg_cuda_env_int("CT_CUDA_FUSE_CONV", 1) != 0;
     c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);
     if (c->matvec_columns < 1) c->matvec_columns = 1;
     if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;

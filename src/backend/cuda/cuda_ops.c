@@ -226,15 +226,16 @@ static bool kv_rows_ok(const tg_tensor *t) {
 static bool attn_decodes(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
     return c->use_attn_decode && q->ne[1] == 1 && q->ne[0] == v->ne[0] && (q->ne[0] == 128 || q->ne[0] == 256) && k->ne[1] >= 1 &&
-           q->ne[2] <= 65535 && q->ne[3] <= 65535 && kv_rows_ok(k) && kv_rows_ok(v);
+           q->ne[2] <= 65535 && q->ne[3] <= 65535 && k->type == v->type && kv_rows_ok(k) && kv_rows_ok(v);
 }
 
-/* Keys per warp: one round of loads (8 keys at D = 128, 4 at 256), so a
- * call has ceil(Tk / 32) (or / 16) x H x B blocks of 4 warps and every
- * warp's loads are issued at once; more only past 65535 chunks. */
+/* Keys per warp: one round of loads (8 keys at D = 128, 4 at 256; twice
+ * that for BF16 K and V, the same bytes a round), so a call has
+ * ceil(Tk / (4 kpw)) x H x B blocks of 4 warps and every warp's loads are
+ * issued at once; more only past 65535 chunks. */
 enum { ATD_WARPS = TG_ATD_WARPS };
 static int attn_decode_kpw(const tg_tensor *n) {
-    int64_t ku = n->src[0]->ne[0] == 128 ? 8 : 4, kpw = ku;
+    int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1), kpw = ku;
     while ((n->src[1]->ne[1] + ATD_WARPS * kpw - 1) / (ATD_WARPS * kpw) > 65535) kpw += ku;
     return (int)kpw;
 }
@@ -428,8 +429,58 @@ static bool ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_ten
     return true;
 }
 
+static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_is_contiguous(t); }
+
+/* The conv module's glu -> conv_1d_dw (stride 1) -> add bias -> silu,
+ * each read only by the next, as conv_glu_dw_silu_c4 takes them: F32,
+ * contiguous, 16-byte aligned, channels a multiple of 4, at most
+ * TG_DW1_KMAX taps, within the grid's limits; the result apart from the
+ * GLU's input, the kernel and the bias. 4 when they fuse, else 1. */
+static int conv_glu_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
+    if (!c->use_conv_glu || i + 3 >= n) return 1;
+    const tg_tensor *glu = nodes[i], *dw = nodes[i + 1], *add = nodes[i + 2], *act = nodes[i + 3];
+    for (int k = 0; k < 3; k++)
+        if (n_uses[i + k] != 1 || (nodes[i + k]->flags & TG_FLAG_OUTPUT)) return 1;
+    if (dw->op != TG_OP_CONV_1D_DW || dw->src[1] != glu || add->op != TG_OP_ADD || act->op != TG_OP_SILU ||
+        act->src[0] != add)
+        return 1;
+    const tg_tensor *bias = add->src[0] == dw ? add->src[1] : add->src[1] == dw ? add->src[0] : NULL;
+    const tg_tensor *a = glu->src[0], *kr = dw->src[0];
+    if (!bias || !f32_contiguous(bias) || tg_nelements(bias) != dw->ne[0] || bias->ne[0] != dw->ne[0] || !bias->data)
+        return 1;
+    if (!f32_contiguous(a) || !f32_contiguous(kr) || !f32_contiguous(act) || !tg_same_shape(add, dw) ||
+        !tg_same_shape(act, dw) || tg_param_i32(dw, 0) != 1)
+        return 1;
+    int64_t C = dw->ne[0], batch = a->ne[2] * a->ne[3];
+    if (a->ne[0] != 2 * C || C % 4 != 0 || kr->ne[1] != C || kr->ne[0] > TG_DW1_KMAX || kr->ne[0] < 1 ||
+        (((uintptr_t)a->data | (uintptr_t)act->data | (uintptr_t)bias->data) & 15) != 0 ||
+        a->ne[0] * a->ne[1] >= INT32_MAX || dw->ne[1] >= INT32_MAX - TG_DW1_TT || batch > 65535 ||
+        (dw->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT > 65535 || dw->ne[2] * dw->ne[3] != batch)
+        return 1;
+    if (tg_hazard_overlap(act, a) || tg_hazard_overlap(act, kr) || tg_hazard_overlap(act, bias)) return 1;
+    return 4;
+}
+
+static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int out16) {
+    const tg_tensor *glu = nodes[i], *dw = nodes[i + 1], *add = nodes[i + 2], *act = nodes[i + 3];
+    const tg_tensor *bias = add->src[0] == dw ? add->src[1] : add->src[0], *a = glu->src[0];
+    tg_args_conv_glu_dw_silu_c4 g = {.o = dptr(act->data), .in = dptr(a->data), .kr = dptr(dw->src[0]->data),
+                                     .bias = dptr(bias->data), .c4 = (int)(dw->ne[0] / 4), .t = (int)a->ne[1],
+                                     .ot = (int)dw->ne[1], .k = (int)dw->src[0]->ne[0], .p = tg_param_i32(dw, 1)};
+    if (tg_nelements(act) == 0) return NULL;
+    char defs[32] = "";
+    if (out16 != TG_EMIT_F32) {
+        snprintf(defs, sizeof defs, TG_DEFS_OUT16, out16);
+        c->n_fused[TG_FUSED_EMIT]++; /* the silu's store, for its product */
+    }
+    c->n_fused[TG_FUSED_CONV_GLU]++;
+    return LAUNCH(c, s, "conv.cu", defs, conv_glu_dw_silu_c4, (unsigned)((g.c4 + 63) / 64),
+                  (unsigned)((dw->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT), (unsigned)(a->ne[2] * a->ne[3]), 64, 0, g);
+}
+
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     if (!c->use_fusion || i + 1 >= n) return 1;
+    if (nodes[i]->op == TG_OP_GLU) return conv_glu_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op != TG_OP_LAYER_NORM) return product_fuse_len(c, nodes, n, i, n_uses);
     if (!c->use_ln_matvec || n_uses[i] != 1) return 1;
     int len = 1 + product_fuse_len(c, nodes, n, i + 1, n_uses);
@@ -616,10 +667,16 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
         c->n_attn_decode++;
         tg_args_attn_decode da = {.part = c->scratch, .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m),
                                   .has_mask = m != NULL, .scale = scale, .kpw = kpw};
-        tg_status st = D == 128 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode, (unsigned)n_split, (unsigned)H,
-                                         (unsigned)B, ATD_WARPS * 32, 0, da)
-                                : LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256, (unsigned)n_split,
-                                         (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da);
+        const bool bf = k->type == TG_BF16;
+        tg_status st =
+            D == 128 ? (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_bf16, (unsigned)n_split, (unsigned)H,
+                                    (unsigned)B, ATD_WARPS * 32, 0, da)
+                           : LAUNCH(c, s, "attention_split.cu", "", attn_decode, (unsigned)n_split, (unsigned)H,
+                                    (unsigned)B, ATD_WARPS * 32, 0, da))
+                     : (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256_bf16, (unsigned)n_split,
+                                    (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da)
+                           : LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256, (unsigned)n_split,
+                                    (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da));
         if (st) return st;
         tg_args_attn_split_combine ca = {.o = desc(n), .part = c->scratch, .n_split = (int)n_split, .tq = 1, .h = (int)H};
         return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, 1, (unsigned)H, (unsigned)B, 128, 0, ca);
@@ -706,7 +763,6 @@ static tg_status encode_conv_c1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) 
 /* The depthwise convs' fast paths: every tensor F32 and contiguous (and
  * 16-byte aligned for the float4 one), sizes within 32-bit indexing and
  * the grid's limits; the direct kernels take the rest. */
-static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_is_contiguous(t); }
 
 static bool conv_dw3_ok(const tg_tensor *n) {
     const tg_tensor *k = n->src[0], *x = n->src[1];
@@ -877,6 +933,10 @@ static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i,
 
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
     const tg_tensor *n = nodes[i];
+    if (len > 1 && n->op == TG_OP_GLU) {
+        int tail = c->emit ? c->emit[i + len - 1] : TG_F32;
+        return encode_conv_glu(c, s, nodes, i, tail == TG_BF16 ? TG_EMIT_BF16 : tail == TG_F16 ? TG_EMIT_F16 : TG_EMIT_F32);
+    }
     if (len > 1 && n->op == TG_OP_LAYER_NORM) {
         /* the norm, then its product's group, in one matvec launch */
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i + 1, len - 1);

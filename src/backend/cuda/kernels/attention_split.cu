@@ -127,7 +127,7 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split(const tg_ar
 
 /* attn_decode: the step's common case, one query per (head, batch row)
  * (Tq == 1), D == Dv = 128 (attn_decode) or 256 (attn_decode_d256), K and
- * V rows contiguous F32 or BF16 and 16/8-byte aligned. attn_split above is
+ * V rows contiguous F32 or BF16 (both the same) and 16/8-byte aligned. attn_split above is
  * general but reads element by element with a type switch and an offset
  * per load; here each lane holds 4 (or 8) dimensions, so one key's row is a
  * float4 (or 8-byte) load per lane, coalesced, and each warp runs its own
@@ -141,22 +141,31 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split(const tg_ar
  * G: float4 groups per lane (D / 128). */
 #define ATD_WARPS TG_ATD_WARPS
 
-__device__ __forceinline__ void atd_row(const char *p, int type, int g, int lane, float r[4]) {
-    if (type == TG_KT_F32) {
-        float4 x = ((const float4 *)p)[lane + 32 * g];
-        r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
-    } else {
-        uint2 x = ((const uint2 *)p)[lane + 32 * g];
-        r[0] = __uint_as_float(x.x << 16), r[1] = __uint_as_float(x.x & 0xffff0000u);
-        r[2] = __uint_as_float(x.y << 16), r[3] = __uint_as_float(x.y & 0xffff0000u);
-    }
+/* One lane's slice of a K or V row, as loaded: a float4 (F32) or four
+ * BF16 in a uint2, kept packed in registers until used, so a BF16 round
+ * can hold twice the keys in the same registers. */
+template <bool BF> struct atd_raw { typedef float4 t; };
+template <> struct atd_raw<true> { typedef uint2 t; };
+
+__device__ __forceinline__ void atd_load(const char *p, int g, int lane, float4 &x) {
+    x = ((const float4 *)p)[lane + 32 * g];
+}
+__device__ __forceinline__ void atd_load(const char *p, int g, int lane, uint2 &x) {
+    x = ((const uint2 *)p)[lane + 32 * g];
+}
+__device__ __forceinline__ void atd_unpack(const float4 &x, float r[4]) {
+    r[0] = x.x, r[1] = x.y, r[2] = x.z, r[3] = x.w;
+}
+__device__ __forceinline__ void atd_unpack(const uint2 &x, float r[4]) {
+    r[0] = __uint_as_float(x.x << 16), r[1] = __uint_as_float(x.x & 0xffff0000u);
+    r[2] = __uint_as_float(x.y << 16), r[3] = __uint_as_float(x.y & 0xffff0000u);
 }
 
 /* max that keeps a NaN (fmaxf drops it): a NaN score reaches the output as
  * NaN, as on the CPU, instead of vanishing behind -inf. */
 __device__ __forceinline__ float atd_max(float a, float b) { return a != a ? a : b != b ? b : fmaxf(a, b); }
 
-template <int G, int KU>
+template <int G, int KU, bool BF>
 __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     float *part = (float *)args.part;
     const tg_t &q = args.q, &k = args.k, &v = args.v, &mask = args.mask;
@@ -181,7 +190,8 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     const char *vb = v.p + (i64)h * v.nb[2] + (i64)b * v.nb[3];
     const i64 j0 = ((i64)s * ATD_WARPS + warp) * kpw;
     for (int jj = 0; jj < kpw; jj += KU) {
-        float kr[KU][G][4], vr[KU][G][4], sc[KU];
+        typename atd_raw<BF>::t kr[KU][G], vr[KU][G];
+        float sc[KU];
         bool ok[KU];
 #pragma unroll
         for (int u = 0; u < KU; u++) {
@@ -192,8 +202,8 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
             sc[u] = args.has_mask ? tg_ld(mask.p + tg_off_bc(mask, j, 0, h, b), mask.type) : 0.0f;
 #pragma unroll
             for (int g = 0; g < G; g++) {
-                atd_row(kb + j * k.nb[1], k.type, g, lane, kr[u][g]);
-                atd_row(vb + j * v.nb[1], v.type, g, lane, vr[u][g]);
+                atd_load(kb + j * k.nb[1], g, lane, kr[u][g]);
+                atd_load(vb + j * v.nb[1], g, lane, vr[u][g]);
             }
         }
 #pragma unroll
@@ -205,9 +215,12 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
             float dot = 0.0f;
             if (ok[u]) {
 #pragma unroll
-                for (int g = 0; g < G; g++)
+                for (int g = 0; g < G; g++) {
+                    float kf[4];
+                    atd_unpack(kr[u][g], kf);
 #pragma unroll
-                    for (int i = 0; i < 4; i++) dot += qr[g][i] * kr[u][g][i];
+                    for (int i = 0; i < 4; i++) dot += qr[g][i] * kf[i];
+                }
             }
             dot = tg_warp_sum(dot);
             sc[u] = ok[u] ? sc[u] + dot : -TG_INF;
@@ -226,9 +239,12 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
             const float p = expf(sc[u] - mx);
             l += p;
 #pragma unroll
-            for (int g = 0; g < G; g++)
+            for (int g = 0; g < G; g++) {
+                float vf[4];
+                atd_unpack(vr[u][g], vf);
 #pragma unroll
-                for (int i = 0; i < 4; i++) acc[g][i] += p * vr[u][g][i];
+                for (int i = 0; i < 4; i++) acc[g][i] += p * vf[i];
+            }
         }
         m = mx;
     }
@@ -258,15 +274,27 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     if (threadIdx.x == 0) pr[D] = M, pr[D + 1] = M == -TG_INF ? 0.0f : L;
 }
 
-/* kpw a multiple of 8 (D = 128) or 4 (D = 256). */
+/* F32 K and V: kpw a multiple of 8 (D = 128) or 4 (D = 256). BF16 (the
+ * _bf16 entries): twice the keys a round in the same registers (a round
+ * is one trip to memory), kpw a multiple of 16 or 8. */
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode(const tg_args_attn_decode args) {
     TG_PDL();
-    atd_body<1, 8>(args);
+    atd_body<1, 8, false>(args);
+}
+
+extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode_bf16(const tg_args_attn_decode args) {
+    TG_PDL();
+    atd_body<1, 16, true>(args);
 }
 
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256(const tg_args_attn_decode args) {
     TG_PDL();
-    atd_body<2, 4>(args);
+    atd_body<2, 4, false>(args);
+}
+
+extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256_bf16(const tg_args_attn_decode args) {
+    TG_PDL();
+    atd_body<2, 8, true>(args);
 }
 
 /* One block per query row (qi, h, b): the chunks rescaled to the common

@@ -201,3 +201,64 @@ extern "C" __global__ void __launch_bounds__(64) conv_1d_dw_c4(const tg_args_con
     for (int j = 0; j < TG_DW1_TT; j++)
         if (t0 + j < a.ot) dst[(i64)(t0 + j) * a.c4] = acc[j];
 }
+
+/* The conv module's middle (spec 2.5) in one pass, for the encoder: GLU
+ * over a's channels, the depthwise conv (stride 1), its bias and SiLU:
+ * out[c, t] = silu(bias[c] + sum_k w[k, c] glu[c, t - p + k]) with
+ * glu[c, t] = a[c, t] sigmoid(a[c + C, t]); a [2C, T, batch] and out
+ * [C, OT, batch] contiguous, out F32 or, for the product that reads it,
+ * BF16/F16 (TG_OUT16). Grid and threads as conv_1d_dw_c4; a thread's window
+ * of TG_DW1_TT + K - 1 steps (K <= TG_DW1_KMAX) is GLU'd once into
+ * registers. The same arithmetic, in the same order, as the glu,
+ * conv_1d_dw_c4, add and silu kernels one after another (a tap outside
+ * the input adds w * 0), which it replaces: 7 of their 9.5 passes over a
+ * [C, T] tensor, and three launches a layer. */
+extern "C" __global__ void __launch_bounds__(64) conv_glu_dw_silu_c4(const tg_args_conv_glu_dw_silu_c4 a) {
+    TG_PDL();
+    const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c4 >= a.c4) return;
+    const int t0 = blockIdx.y * TG_DW1_TT, K = a.k;
+    const float4 *src = a.in + (i64)blockIdx.z * a.t * (2 * a.c4) + c4;
+    float4 win[TG_DW1_TT + TG_DW1_KMAX - 1];
+#pragma unroll
+    for (int i = 0; i < TG_DW1_TT + TG_DW1_KMAX - 1; i++) {
+        const int it = t0 - a.p + i;
+        float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < TG_DW1_TT + K - 1 && it >= 0 && it < a.t) {
+            const float4 x = src[(i64)it * 2 * a.c4], y = src[(i64)it * 2 * a.c4 + a.c4];
+            g.x = x.x / (1.0f + expf(-y.x));
+            g.y = x.y / (1.0f + expf(-y.y));
+            g.z = x.z / (1.0f + expf(-y.z));
+            g.w = x.w / (1.0f + expf(-y.w));
+        }
+        win[i] = g;
+    }
+    const float *w0 = a.kr + (i64)(4 * c4) * K;
+    float4 acc[TG_DW1_TT];
+#pragma unroll
+    for (int j = 0; j < TG_DW1_TT; j++) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int k = 0; k < TG_DW1_KMAX; k++) {
+        if (k >= K) break;
+        const float wx = w0[k], wy = w0[K + k], wz = w0[2 * K + k], ww = w0[3 * K + k];
+#pragma unroll
+        for (int j = 0; j < TG_DW1_TT; j++) {
+            const float4 x = win[j + k];
+            acc[j].x += wx * x.x;
+            acc[j].y += wy * x.y;
+            acc[j].z += wz * x.z;
+            acc[j].w += ww * x.w;
+        }
+    }
+    const float4 bias = ((const float4 *)a.bias)[c4];
+#pragma unroll
+    for (int j = 0; j < TG_DW1_TT; j++) {
+        if (t0 + j >= a.ot) break;
+        float4 y = make_float4(acc[j].x + bias.x, acc[j].y + bias.y, acc[j].z + bias.z, acc[j].w + bias.w);
+        y.x = y.x / (1.0f + expf(-y.x));
+        y.y = y.y / (1.0f + expf(-y.y));
+        y.z = y.z / (1.0f + expf(-y.z));
+        y.w = y.w / (1.0f + expf(-y.w));
+        tg_store4(a.o, ((i64)blockIdx.z * a.ot + t0 + j) * a.c4 + c4, y);
+    }
+}

@@ -90,6 +90,7 @@ enum {
     TG_FUSED_MM_BIAS_RESIDUAL,
     TG_FUSED_MM_SCALE,   /* of the groups above, those with a scale as alpha */
     TG_FUSED_NORM_MATVEC, /* a layer norm inside its product's matvec launch */
+    TG_FUSED_CONV_GLU,    /* glu, depthwise conv, bias, silu as one kernel */
     TG_FUSED_KINDS
 };
 
@@ -277,6 +278,20 @@ typedef struct tg_conv1d_c4_args {
 } tg_conv1d_c4_args;
 TG_KARGS_SIZE(tg_conv1d_c4_args, 48);
 
+/* Taps at most of conv_glu_dw_silu_c4 (the model's conv kernel is 9). */
+#define TG_DW1_KMAX 9
+
+/* conv_glu_dw_silu_c4: in [8 c4, t, batch] (GLU's input), o [4 c4, ot,
+ * batch] (F32 or 16-bit, the TG_OUT16 variant), kernel [k, 4 c4], bias
+ * [4 c4]; stride 1, padding p. */
+typedef struct tg_conv_glu_dw_args {
+    tg_dp_char o;
+    tg_dp_cfloat4 in;
+    tg_dp_cfloat kr, bias;
+    tg_i32 c4, t, ot, k, p, pad_;
+} tg_conv_glu_dw_args;
+TG_KARGS_SIZE(tg_conv_glu_dw_args, 56);
+
 /* conv_2d_dw_3x3: all F32 and contiguous; in [w, h, C, N] planes, o [ow, oh,
  * C, N], kernel [3, 3, 1, C]. */
 typedef struct tg_conv2d_dw3_args {
@@ -359,9 +374,12 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention_split, attn_split_combine, tg_attn_split_combine_args) \
     X(attention_split, attn_decode, tg_attn_decode_args)     \
     X(attention_split, attn_decode_d256, tg_attn_decode_args) \
+    X(attention_split, attn_decode_bf16, tg_attn_decode_args) \
+    X(attention_split, attn_decode_d256_bf16, tg_attn_decode_args) \
     X(matvec, mul_mat_vec, tg_mul_mat_vec_args)             \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
     X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
+    X(conv, conv_glu_dw_silu_c4, tg_conv_glu_dw_args)        \
     X(conv, conv_2d_dw_3x3, tg_conv2d_dw3_args)              \
     X(copy, cpy, tg_flat2_args)                              \
     X(copy, cpy_rows4, tg_flat2_args)                        \
