@@ -202,17 +202,21 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     if (!s) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     int L = m->n_dec_layers, H = m->dec_heads, hd = m->dec_head_dim;
     /* The caches are BF16 on a GPU at default precision: that halves what
-     * a step reads (1.8 GB of F32 cross K/V at batch 64), and transformers
-     * keeps them in bf16 too. Two earlier tries measured the step slower
-     * (3.17 -> 3.77 ms at batch 64 on the general split kernel, 2.61 ->
-     * 2.95 with attn_decode, 2026-12-01/02, bench/README.md): the step's
-     * attention is bound by its trips to memory, and a BF16 round carried
-     * half the bytes; attn_decode now takes twice the keys a round for
-     * BF16 (cuda_ops.c). On the CPU, or asked for F32 (or with
-     * CT_DECODER_KV=f32, for measuring), F32. */
+     * a step reads (1.8 GB of F32 cross K/V at batch 64), as a bf16 run of
+     * transformers does. Two earlier tries measured the step slower (3.17
+     * -> 3.77 ms at batch 64 on the general split kernel, 2.61 -> 2.95 with
+     * attn_decode, 2026-12-01/02, bench/README.md): the step's attention is
+     * bound by its trips to memory, and a BF16 round carried half the
+     * bytes; attn_decode now takes twice the keys a round for BF16
+     * (cuda_ops.c): 1.77 -> 1.54 ms. On the CPU, or asked for F32, F32;
+     * CT_DECODER_KV=f32 or bf16 overrides the choice on a GPU (for
+     * measuring). */
     const char *kv_env = getenv("CT_DECODER_KV");
     tg_type kv_type = opts && opts->f32 ? TG_F32 : TG_BF16;
-    if (tg_backend_is_cpu(m->backend) || (kv_env && !strcmp(kv_env, "f32"))) kv_type = TG_F32;
+    if (kv_env && !strcmp(kv_env, "f32")) kv_type = TG_F32;
+    else if (kv_env && !strcmp(kv_env, "bf16")) kv_type = TG_BF16;
+    else if (kv_env) TG_WARN("CT_DECODER_KV=%s: not f32 or bf16; ignored", kv_env);
+    if (tg_backend_is_cpu(m->backend)) kv_type = TG_F32;
     s->m = m;
     s->sched = sched;
     s->opts = opts ? *opts : (ct_dec_opts){0};

@@ -77,11 +77,13 @@ static tg_tensor *heads(const builder *b, tg_tensor *x) {
 
 /* The rel-pos table's first position for T frames. The attention reads BD
  * as a view of BDraw (rows = the table's) with row i starting at element
- * first + i (rows - 1) (bd_view); its float pairs load as one 8-byte load
- * when every row start and stride is even, so for an even T (438 at 35 s)
- * the table gets one more position at each end (first = T, 2T + 1 rows:
- * 0.2% more rel-pos product) instead of first = T - 1, 2T - 1 rows.
- * With head copies (CT_ENCODER_HEADS=copy) the spec's table. */
+ * first + i (rows - 1) (bd_view); a GPU loads its floats in pairs when
+ * every row start, row stride and head stride (rows * T floats) is even,
+ * so for an even T (438 at 35 s) the table gets one more position at each
+ * end (first = T, 2T + 1 rows: 0.2% more rel-pos product) instead of
+ * first = T - 1, 2T - 1 rows. No table does it for an odd T (the head
+ * stride is odd): those load the mask one float at a time. With head
+ * copies (CT_ENCODER_HEADS=copy) the spec's table. */
 static int rel_pos_first(const builder *b, int T) { return !b->copy_heads && T % 2 == 0 ? T : T - 1; }
 static int rel_pos_rows(int first, int T) { return first == T ? 2 * T + 1 : 2 * T - 1; }
 
@@ -98,7 +100,8 @@ static tg_tensor *bd_view(tg_ctx *ctx, tg_tensor *raw, int first, int T) {
  * rel-shifted, scaled and masked, goes in as the attention's additive mask.
  * The scale is applied to r (2T-1 or 2T+1 rows, not T per batch row), and
  * the shifted BD is a view of the product's result that the attention
- * reads in place (bd_view): a [T, T, H, B] tensor is never copied or scaled. */
+ * reads in place (bd_view): no [T, T, H, B] tensor is copied or scaled
+ * (with padded keys, the key mask's add still writes one). */
 static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
                                 tg_tensor *pos, tg_tensor *key_mask) {
     const ct_nn *nn = &b->nn;

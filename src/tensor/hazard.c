@@ -47,7 +47,7 @@ int tg_hazard_runs(tg_tensor *const *nodes, int n, const uint8_t *cls, int max_r
 }
 
 /* Most ranges one launch of a group touches: its result, every source. */
-#define GROUP_MAX 4
+#define GROUP_MAX TG_HAZARD_GROUP_MAX
 #define MINE_MAX (GROUP_MAX * TG_MAX_SRC + 1)
 
 int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, const int *group, int max_run,

@@ -37,7 +37,11 @@ int tg_hazard_runs(tg_tensor *const *nodes, int n, const uint8_t *cls, int max_r
  * group[i] > 1 at the first node of a group of that many, whose launch
  * writes only the group's last result and reads every source of its nodes
  * that is not one of them; group[i] == 0 for the nodes it covers, which take
- * the first node's run. group NULL: every node is its own launch. */
+ * the first node's run. group NULL: every node is its own launch. A group
+ * longer than TG_HAZARD_GROUP_MAX is modelled as separate launches, so a
+ * backend must not fuse one (the CUDA backend's longest: a layer norm, a
+ * product, its scale, bias add and residual add). */
+#define TG_HAZARD_GROUP_MAX 5
 int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, const int *group, int max_run,
                            int *out_run);
 

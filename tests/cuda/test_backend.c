@@ -563,13 +563,19 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     compare_with_cpu(b, build_half_ffn, 3, 5e-4, "half ffn step (scale as alpha, bias, residual)");
     CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
     scaled = c->n_fused[TG_FUSED_MM_SCALE];
+    int vecs = c->n_matvec;
     compare_with_cpu(b, build_half_ffn_vec, 3, 5e-4, "half ffn step on 2 columns (matvec's alpha)");
     CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
+    CHECK(c->n_matvec > vecs);
+    /* 5e-4: the product's bf16 operands; 1e-5: the same f32 arithmetic
+     * as the four kernels, only expf's and the FMA contraction's last bits */
     int convs = c->n_fused[TG_FUSED_CONV_GLU], emits = c->n_fused[TG_FUSED_EMIT];
     compare_with_cpu(b, build_conv_module, 2, 5e-4, "conv module: glu, dw conv, bias, silu (bf16 for the product)");
+    CHECK(c->n_fused[TG_FUSED_CONV_GLU] > convs);
     CHECK(c->n_fused[TG_FUSED_EMIT] > emits); /* the fused kernel stored bf16 for the product */
+    convs = c->n_fused[TG_FUSED_CONV_GLU];
     compare_with_cpu(b, build_conv_module_f32, 2, 1e-5, "conv module: glu, dw conv, bias, silu (f32 result)");
-    CHECK(c->n_fused[TG_FUSED_CONV_GLU] >= convs + 2);
+    CHECK(c->n_fused[TG_FUSED_CONV_GLU] > convs);
     compare_with_cpu(b, build_attn_enc, 2, 5e-4, "attention D=160 with bias");
     compare_with_cpu(b, build_attn_rel, 2, 5e-4, "attention on strided heads, rel-shifted mask view");
     compare_with_cpu(b, build_attn_rel_even, 2, 5e-4, "the same, mask rows 8-byte aligned");
@@ -584,9 +590,13 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed); /* the norm inside the first */
     CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] > res); /* matvec's residual */
     compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
+    CHECK(c->n_attn_decode > ad);
+    ad = c->n_attn_decode;
     compare_with_cpu(b, build_attn_step_bf16, 2, 5e-4, "attention step, bf16 kv, D=256");
+    CHECK(c->n_attn_decode > ad);
+    ad = c->n_attn_decode;
     compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128");
-    CHECK(c->n_attn_decode >= ad + 3);
+    CHECK(c->n_attn_decode > ad);
     compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");
     compare_with_cpu(b, build_rows_conv, 2, 1e-6, "rows and convolutions");
     compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");

@@ -237,6 +237,15 @@ static void test_fused_product_inputs_stay_apart(void) {
     CHECK(tg_plan_fused_lead(normed, 1) == 0 && tg_plan_fused_lead(normed, 2) == 0 &&
           tg_plan_fused_lead(normed, 3) == 0);
     CHECK(tg_plan_fused_lead(chain, 4) == -1 && tg_plan_fused_lead(normed, 0) == -1);
+    /* the conv module's glu -> depthwise conv -> bias add -> silu: the conv
+     * heads the chain, the glu leads it */
+    tg_tensor *a = tg_new_3d(ctx, TG_F32, 32, 12, 1);
+    tg_tensor *glu = tg_glu(ctx, a);
+    tg_tensor *dw = tg_conv_1d_dw(ctx, tg_new_2d(ctx, TG_F32, 3, 16), glu, 1, 1);
+    tg_tensor *conv[4] = {glu, dw, tg_add(ctx, dw, tg_new_1d(ctx, TG_F32, 16)), NULL};
+    conv[3] = tg_silu(ctx, conv[2]);
+    CHECK(conv[3] && tg_plan_fused_product(conv, 3) == 1 && tg_plan_fused_product(conv, 2) == 1);
+    CHECK(tg_plan_fused_lead(conv, 3) == 0 && tg_plan_fused_lead(conv, 1) == 0);
     tg_plan p;
     CHECK_OK(tg_plan_graph(g, 64, &p));
     CHECK_MSG(!overlap(&p, h, add) && !overlap(&p, h, r) && !overlap(&p, h, order[4]),

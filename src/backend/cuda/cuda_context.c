@@ -221,7 +221,8 @@ static void plan_free(plan *p) {
  * stores that type directly (in the first half of its own storage), so the
  * products skip their conversion pass. Never for outputs, nodes read outside
  * this graph (plan_make counts those), or a node whose result a fused group
- * writes. */
+ * writes, except the conv module group's last node, whose kernel
+ * (conv_glu_dw_silu_c4) stores the 16-bit result itself. */
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     int n = g->n_nodes;
     if (!c->use_fusion || c->dev->props.tc_level == 0) return;

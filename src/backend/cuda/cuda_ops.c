@@ -1,7 +1,9 @@
 /*
  * cuda_ops.c: one encode function per op: kernel choice, launch shape and
  * arguments; the op/type support matrix; the scratch each node needs; the
- * fusions (matmul + bias (+ relu, or + a residual), emit for the product).
+ * fusions: matmul (+ scale as alpha) + bias (+ relu, or + a residual); a
+ * layer norm inside its matvec product; the conv module's glu, depthwise
+ * conv, bias and silu as one kernel; emit (16-bit stores for a product).
  *
  * Every encode only enqueues work on the given stream, so the same code runs
  * for direct launches and inside a CUDA-graph capture. Temporaries (type
@@ -416,11 +418,13 @@ static bool ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_ten
         (ln->flags & TG_FLAG_OUTPUT) || ln->type != TG_F32 || !tg_same_shape(ln, x))
         return false;
     if (!matvec_ok(c, mm, out, TG_F32, &ldx, &ldo)) return false;
-    /* x as matvec reads it: F32 columns, 16-byte aligned; the columns fit
-     * the default 48 KB of dynamic shared memory */
+    /* x: F32 columns at an even spacing (16-byte, as the plain path's); the
+     * columns and the kernel's static 32-float reduction buffer fit the
+     * default 48 KB of shared memory (launch() raises the limit only for
+     * more dynamic memory than that) */
     int64_t K = x->ne[0], M = tg_nrows(x);
     if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
-        ((uintptr_t)x->data & 15) != 0 || K * M * 4 > 48 * 1024 || K > INT32_MAX)
+        ((uintptr_t)x->data & 15) != 0 || K * M * 4 + 32 * 4 > 48 * 1024 || K > INT32_MAX)
         return false;
     for (int k = 1; k < 3; k++) {
         const tg_tensor *v = ln->src[k];
@@ -485,8 +489,10 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     if (!c->use_ln_matvec || n_uses[i] != 1) return 1;
     int len = 1 + product_fuse_len(c, nodes, n, i + 1, n_uses);
     const tg_tensor *ln = nodes[i], *out = nodes[i + len - 1];
-    /* every block reads all of x while others write out: never over it */
-    if (!ln_matvec_ok(c, ln, nodes[i + 1], out) || tg_hazard_overlap(out, ln->src[0])) return 1;
+    /* every block reads all of x while others write out: never over it;
+     * and no group longer than the concurrency runs model as one launch */
+    if (len > TG_HAZARD_GROUP_MAX || !ln_matvec_ok(c, ln, nodes[i + 1], out) || tg_hazard_overlap(out, ln->src[0]))
+        return 1;
     return len;
 }
 
@@ -763,7 +769,6 @@ static tg_status encode_conv_c1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) 
 /* The depthwise convs' fast paths: every tensor F32 and contiguous (and
  * 16-byte aligned for the float4 one), sizes within 32-bit indexing and
  * the grid's limits; the direct kernels take the rest. */
-
 static bool conv_dw3_ok(const tg_tensor *n) {
     const tg_tensor *k = n->src[0], *x = n->src[1];
     return k->ne[0] == 3 && k->ne[1] == 3 && k->ne[2] == 1 && f32_contiguous(k) && f32_contiguous(x) &&
@@ -889,6 +894,12 @@ static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor 
            ((uintptr_t)x->data & 15) == 0;
 }
 
+/* t is (a view of) a weight: no kernel writes it. */
+static bool is_weight(const tg_tensor *t) {
+    while (t->view_src) t = t->view_src;
+    return (t->flags & TG_FLAG_WEIGHT) != 0;
+}
+
 /* The product n (its group's parts f) into out; ln, when not NULL, the
  * layer norm producing n's x, done inside the matvec launch
  * (tg_cuda_fuse_len checked ln_matvec_ok). */
@@ -909,7 +920,7 @@ static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, 
                              .bias = bias ? dptr(bias->data) : 0, .res = res ? dptr(res->data) : 0,
                              .n = w->ne[1], .k = w->ne[0], .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo,
                              .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
-                             .relu = f->relu};
+                             .relu = f->relu, .w_early = is_weight(w)};
     unsigned smem = 0;
     if (ln) {
         a.ln = 1;
@@ -935,7 +946,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     const tg_tensor *n = nodes[i];
     if (len > 1 && n->op == TG_OP_GLU) {
         int tail = c->emit ? c->emit[i + len - 1] : TG_F32;
-        return encode_conv_glu(c, s, nodes, i, tail == TG_BF16 ? TG_EMIT_BF16 : tail == TG_F16 ? TG_EMIT_F16 : TG_EMIT_F32);
+        int out16 = tail == TG_BF16 ? TG_EMIT_BF16 : tail == TG_F16 ? TG_EMIT_F16 : TG_EMIT_F32;
+        return encode_conv_glu(c, s, nodes, i, out16);
     }
     if (len > 1 && n->op == TG_OP_LAYER_NORM) {
         /* the norm, then its product's group, in one matvec launch */

@@ -122,7 +122,9 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c) {
             c->name, c->n_computes, c->n_direct, c->n_graph_hits, c->n_graph_captures, c->n_graph_updates,
             c->n_fused[TG_FUSED_MM_BIAS], c->n_fused[TG_FUSED_MM_BIAS_RELU], c->n_fused[TG_FUSED_NORM_AFFINE],
             c->n_fused[TG_FUSED_SOFTMAX], c->n_fused[TG_FUSED_ATTENTION], c->n_fused[TG_FUSED_GLU],
-            c->n_fused[TG_FUSED_EMIT], c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL], c->n_fused[TG_FUSED_MM_SCALE], c->n_fused[TG_FUSED_NORM_MATVEC], c->n_fused[TG_FUSED_CONV_GLU], c->n_matvec, c->n_attn_decode, dev->n_compiled, dev->n_cache_hits);
+            c->n_fused[TG_FUSED_EMIT], c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL], c->n_fused[TG_FUSED_MM_SCALE],
+            c->n_fused[TG_FUSED_NORM_MATVEC], c->n_fused[TG_FUSED_CONV_GLU], c->n_matvec, c->n_attn_decode,
+            dev->n_compiled, dev->n_cache_hits);
 }
 
 /* ------------------------------------------------------ finite check */

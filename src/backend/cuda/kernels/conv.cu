@@ -17,6 +17,9 @@
  * a plane per grid row) and conv_1d_dw_c4 (a float4 of channels times a
  * run of output steps per thread).
  *
+ * conv_glu_dw_silu_c4 is the conv module's middle in one kernel: GLU,
+ * depthwise conv, bias and SiLU (cuda_ops.c fuses the four nodes into it).
+ *
  * Not here: im2col or implicit-GEMM tensor-core convolution.
  */
 #include "common.cuh"

@@ -6,7 +6,9 @@
  * I64 stays exact; different types go through float, except integers to
  * integers, which go through i64. Floats to integers truncate toward zero.
  * cvt_c is the contiguous fast path (the activations' conversion to BF16 in
- * front of a matrix product runs on it).
+ * front of a matrix product runs on it, four at a time in cvt_f32_16_c4),
+ * cvt_rows_16 the one for F32 rows at any strides (the encoder's heads,
+ * strided views of their projections), and cpy_rows4 copies such rows.
  *
  * Not here: quantized types.
  */

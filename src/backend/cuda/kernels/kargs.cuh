@@ -228,7 +228,9 @@ TG_KARGS_SIZE(tg_attn_decode_args, 344);
  * res); bias and res 0 when absent (res may be out itself, element for
  * element). With ln, x's columns (F32) are layer-normed first (eps,
  * optional affine ln_w, ln_b) into dynamic shared memory, k * m floats:
- * the layer norm before a decoder step's product, one launch fewer. */
+ * the layer norm before a decoder step's product, one launch fewer.
+ * w_early: w is a weight (no kernel writes it), so its first loads may go
+ * out before the wait for the previous kernel. */
 typedef struct tg_mul_mat_vec_args {
     tg_dp_cchar w, x;
     tg_dp_char out;
@@ -237,9 +239,9 @@ typedef struct tg_mul_mat_vec_args {
     tg_dp_cfloat ln_w, ln_b;
     tg_i64 n, k, lda, ldx, ldo, ldr;
     float alpha, ln_eps;
-    tg_i32 m, x_bf16, relu, ln;
+    tg_i32 m, x_bf16, relu, ln, w_early, pad_;
 } tg_mul_mat_vec_args;
-TG_KARGS_SIZE(tg_mul_mat_vec_args, 128);
+TG_KARGS_SIZE(tg_mul_mat_vec_args, 136);
 
 /* ------------------------------------------------------------ conv.cu */
 

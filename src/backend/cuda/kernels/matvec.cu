@@ -67,17 +67,26 @@ extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) mul_mat_vec(const tg
     const bool live = n < args.n;
     const int K8 = (int)(args.k / 8), M = args.m;
     const uint4 *w = (const uint4 *)(args.w + (live ? n : 0) * args.lda);
-    /* The first round of weight loads goes out before the wait for the
-     * previous kernel (no kernel writes weights), so they are in flight
-     * while it finishes and while the norm below runs; at K = 1024 that
-     * round is the whole row. */
+    /* For a weight (no kernel writes one: args.w_early) the first round of
+     * loads goes out before the wait for the previous kernel, so it is in
+     * flight while that finishes and while the norm below runs; at K = 1024
+     * that round is the whole row. Any other w is loaded after the wait. */
     uint4 wv[MV_U];
+    if (args.w_early) {
 #pragma unroll
-    for (int u = 0; u < MV_U; u++) {
-        const int i = lane + 32 * u;
-        wv[u] = live && i < K8 ? __ldg(w + i) : make_uint4(0u, 0u, 0u, 0u);
+        for (int u = 0; u < MV_U; u++) {
+            const int i = lane + 32 * u;
+            wv[u] = live && i < K8 ? __ldg(w + i) : make_uint4(0u, 0u, 0u, 0u);
+        }
     }
     TG_PDL();
+    if (!args.w_early) {
+#pragma unroll
+        for (int u = 0; u < MV_U; u++) {
+            const int i = lane + 32 * u;
+            wv[u] = live && i < K8 ? __ldg(w + i) : make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
     if (args.ln) mv_norm_columns(args, mv_xs);
     if (!live) return;
     float acc[TG_MV_MAXM];
