@@ -3,7 +3,8 @@
 Every clip is reproducible from (--seed, its index) alone, whatever --jobs is:
 - a sentence of 3-12 words (--min-words/--max-words) drawn from words.txt with a weight
   1/(rank+30)^0.8 (common words often, the rest of the list still now and then), or from its
-  first --vocab words; capitalised, ending in "." (or "?" one time in ten);
+  first --vocab words; capitalised, ending in "." (or "?" one time in ten; --questions P:
+  training sentences end in "?" with probability P, the held-out ones stay as they are);
 - a voice: one of espeak-ng's English accents with a +m1..+m7 / +f1..+f5 variant (or none),
   or with --named P, for that fraction of the training clips, one of 69 named variants
   (NAMED_VARIANTS: Annie, klatt3, grandpa, ...); the held-out split uses variants
@@ -70,12 +71,12 @@ def load_words(vocab):
     return words[:vocab] if vocab else words
 
 
-def make_sentence(rng, words, probs, lo, hi):
+def make_sentence(rng, words, probs, lo, hi, questions=0.1):
     n = int(rng.integers(lo, hi + 1))
     ws = [words[i] for i in rng.choice(len(words), size=n, p=probs)]
     s = " ".join(ws)
     s = s[0].upper() + s[1:]
-    return s + ("?" if rng.random() < 0.1 else ".")
+    return s + ("?" if rng.random() < questions else ".")
 
 
 def item_rng(seed, split, i):
@@ -175,6 +176,9 @@ def main():
     ap.add_argument("--named", type=float, default=0.0,
                     help="training clips: this fraction spoken with one of espeak-ng's named variants "
                          "(NAMED_VARIANTS) instead of +m1..+f5 (0: none)")
+    ap.add_argument("--questions", type=float, default=0.1,
+                    help="training sentences: the fraction that end in \"?\" (espeak-ng speaks them with a rising "
+                         "end; the held-out sentences keep 0.1)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the shards already in --out that were made with the same settings (they are the "
                          "same clips: each depends on the seed and its index only) and make only the missing ones")
@@ -192,11 +196,11 @@ def main():
         s = make_sentence(srng_h, words, probs, a.min_words, a.max_words)
         if s not in held:
             held.append(s)
-    held_set = set(held)
+    held_words = {s[:-1] for s in held}            # a held-out word sequence, asked or told, is never trained
     train = []
     while len(train) < a.train:
-        s = make_sentence(srng_t, words, probs, a.min_words, a.max_words)
-        if s not in held_set:
+        s = make_sentence(srng_t, words, probs, a.min_words, a.max_words, a.questions)
+        if s[:-1] not in held_words:
             train.append(s)
 
     os.makedirs(os.path.join(a.out, "heldout"), exist_ok=True)
@@ -237,7 +241,7 @@ def main():
             print(f"  {sh + len(part)}/{a.train} clips, {seconds / 3600:.2f} h, {time.time() - t0:.0f} s",
                   flush=True)
     meta = dict(seed=a.seed, train=a.train, heldout=a.heldout, vocab=len(words), clean=a.clean,
-                speed_perturb=a.speed_perturb, named=a.named,
+                speed_perturb=a.speed_perturb, named=a.named, questions=a.questions,
                 min_words=a.min_words, max_words=a.max_words, train_hours=seconds / 3600,
                 seconds=time.time() - t0)
     json.dump(meta, open(os.path.join(a.out, "meta.json"), "w"), indent=1)

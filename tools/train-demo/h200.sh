@@ -9,10 +9,14 @@
 #      synthesis takes,
 #   2. the tokenizer: .demo/init/tokenizer.model when a model to go on from is carried
 #      there (its weights need its tokenizer), else tokenizer.py once the data are complete,
-#   3. DEMO_SESSION minutes more of training (train.py --resume) towards DEMO_MINUTES in all,
+#   3. DEMO_SESSION minutes more of training (train.py --resume) towards DEMO_MINUTES in all;
+#      DEMO_RUNS=N trains N models at once on the one GPU and the one data set (each a
+#      process: one training step is bound by its host, so N of them keep the GPU busier;
+#      run i adds DEMO_ARGS_i, e.g. its own --seed and --lr: the fine-tunes to average),
 #   4. copies what must come back into $OUT: small.pt (bf16, ~15 MiB), tokenizer.model,
-#      the log, final.json once training has ended; small.pt and the log also while it
-#      trains (every 15 s), so that a call killed at its limit still brings them back.
+#      the log, final.json once training has ended (in $OUT/run-i for N > 1; three runs'
+#      checkpoints are 45 MiB); small.pt and the log also while it trains (every 15 s), so
+#      that a call killed at its limit still brings them back.
 # Everything is reproducible from the seed, so a fresh machine (the old one given back) only
 # needs .demo/espeak (carry it) and, to go on, the last small.pt carried as
 # .demo/resume/small.pt: it is used when .demo/ckpt has no full.pt of its own. (Which clips
@@ -25,7 +29,8 @@
 # usage (on the GPU machine, from the repository root): sh tools/train-demo/h200.sh
 #   env: DEMO_CLIPS (120000) DEMO_MINUTES (18) DEMO_SESSION (8) DEMO_SIZE (demo)
 #        DEMO_PERTURB (data.py --speed-perturb, 0) DEMO_NAMED (data.py --named, 0)
-#        DEMO_ARGS (more train.py flags)
+#        DEMO_QUESTIONS (data.py --questions, 0.1) DEMO_JOBS (data.py's cores: all but 2 per run)
+#        DEMO_ARGS (more train.py flags) DEMO_RUNS (1) DEMO_ARGS_1 .. DEMO_ARGS_N
 #        OUT (where to put what comes back; the run tool sets it)
 set -eu
 cd "$(dirname "$0")/../.."
@@ -35,7 +40,8 @@ CLIPS=${DEMO_CLIPS:-120000}
 MINUTES=${DEMO_MINUTES:-18}
 SESSION=${DEMO_SESSION:-8}
 SIZE=${DEMO_SIZE:-demo}
-mkdir -p "$OUT" "$D/ckpt"
+RUNS=${DEMO_RUNS:-1}
+mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s)
 log() { echo "[h200.sh $(($(date +%s) - t0)) s] $*"; }
@@ -55,10 +61,11 @@ if [ ! -f "$D/data/meta.json" ]; then
         log "data.py is still writing $D/data (from an earlier call)"
     else
         test -x "$D/espeak/espeak-ng" || { echo "no $D/espeak: run tools/train-demo/espeak_bundle.sh here and carry it" >&2; exit 1; }
-        jobs=$(($(nproc) > 4 ? $(nproc) - 2 : 2))
+        jobs=${DEMO_JOBS:-$(($(nproc) > 2 + 2 * RUNS ? $(nproc) - 2 * RUNS : 2))}
         log "synthesising $CLIPS clips on $jobs cores, beside the training"
         nohup python3 tools/train-demo/data.py --out "$D/data" --train "$CLIPS" --heldout 200 --seed 1 \
-            --jobs "$jobs" --shard 2000 --keep --speed-perturb "${DEMO_PERTURB:-0}" --named "${DEMO_NAMED:-0}" >> "$D/data.log" 2>&1 < /dev/null &
+            --jobs "$jobs" --shard 2000 --keep --speed-perturb "${DEMO_PERTURB:-0}" --named "${DEMO_NAMED:-0}" \
+            --questions "${DEMO_QUESTIONS:-0.1}" >> "$D/data.log" 2>&1 < /dev/null &
     fi
     wait_for "$D/data/train-0000.npz"
 fi
@@ -73,36 +80,65 @@ if [ ! -f "$D/data/tokenizer.model" ]; then
         python3 tools/train-demo/tokenizer.py --data "$D/data" --out "$D/data/tokenizer.model"
     fi
 fi
-if [ ! -f "$D/ckpt/full.pt" ] && [ -f "$D/resume/small.pt" ]; then
-    log "going on from the carried $D/resume/small.pt"
-    cp "$D/resume/small.pt" "$D/ckpt/small.pt"
-fi
-log "training ($SESSION min of $MINUTES)"
-n0=$(cat "$D/ckpt/train.log" 2>/dev/null | wc -l)
+# Run i's folders: .demo/ckpt, .demo/resume and $OUT itself for one run; .demo/ckpt-i,
+# .demo/resume-i and $OUT/run-i for DEMO_RUNS > 1 (each also gets DEMO_ARGS_i).
+ck_of() { if [ "$RUNS" -eq 1 ]; then echo "$D/ckpt"; else echo "$D/ckpt-$1"; fi; }
+resume_of() { if [ "$RUNS" -eq 1 ]; then echo "$D/resume"; else echo "$D/resume-$1"; fi; }
+out_of() { if [ "$RUNS" -eq 1 ]; then echo "$OUT"; else echo "$OUT/run-$1"; fi; }
+for i in $(seq "$RUNS"); do
+    ck=$(ck_of "$i"); mkdir -p "$ck" "$(out_of "$i")"
+    if [ ! -f "$ck/full.pt" ] && [ -f "$(resume_of "$i")/small.pt" ]; then
+        log "run $i: going on from the carried $(resume_of "$i")/small.pt"
+        cp "$(resume_of "$i")/small.pt" "$ck/small.pt"
+    fi
+done
+log "training $RUNS run(s) ($SESSION min of $MINUTES)"
+cp "$D/data/tokenizer.model" "$OUT/"
 # Copy each new checkpoint and the log into $OUT as they come: a call killed at its time
 # limit (which is the device time left, when that is less than asked) still brings back
 # what $OUT holds, so at most save-every steps are lost.
-cp "$D/data/tokenizer.model" "$OUT/"
 ( while sleep 15; do
-      if [ "$D/ckpt/small.pt" -nt "$OUT/small.pt" ] 2>/dev/null || [ ! -f "$OUT/small.pt" ]; then
-          { [ -f "$D/ckpt/small.pt" ] && cp "$D/ckpt/small.pt" "$OUT/small.pt.part" && mv "$OUT/small.pt.part" "$OUT/small.pt"; } || true
-      fi
-      cp "$D/ckpt/train.log" "$OUT/" 2>/dev/null || true
+      for i in $(seq "$RUNS"); do
+          ck=$(ck_of "$i"); o=$(out_of "$i")
+          if [ "$ck/small.pt" -nt "$o/small.pt" ] 2>/dev/null || [ ! -f "$o/small.pt" ]; then
+              { [ -f "$ck/small.pt" ] && cp "$ck/small.pt" "$o/small.pt.part" && mv "$o/small.pt.part" "$o/small.pt"; } || true
+          fi
+          cp "$ck/train.log" "$o/" 2>/dev/null || true
+      done
       tail -n 3 "$D/data.log" > "$OUT/data.log" 2>/dev/null || true
   done ) &
 mirror=$!
 trap 'kill $mirror 2>/dev/null' EXIT
-# shellcheck disable=SC2086
-python3 tools/train-demo/train.py --data "$D/data" --tokenizer "$D/data/tokenizer.model" --out "$D/ckpt" \
-    --size "$SIZE" --minutes "$MINUTES" --session-minutes "$SESSION" --resume --threads 2 --eval-every 2000 --save-every 500 $GROW ${DEMO_ARGS:-} \
-    >> "$D/ckpt/train.log" 2>&1 || { tail -n 40 "$D/ckpt/train.log"; exit 1; }
-tail -n +"$((n0 + 1))" "$D/ckpt/train.log" | grep -v "Warning\|warn(" | tail -n 120
-cp "$D/ckpt/small.pt" "$D/data/tokenizer.model" "$D/ckpt/train.log" "$OUT/"
+pids=""
+for i in $(seq "$RUNS"); do
+    ck=$(ck_of "$i")
+    echo "== $(date -u +%FT%TZ) h200.sh call" >> "$ck/train.log"
+    eval "more=\${DEMO_ARGS_$i:-}"
+    # shellcheck disable=SC2086
+    python3 tools/train-demo/train.py --data "$D/data" --tokenizer "$D/data/tokenizer.model" --out "$ck" \
+        --size "$SIZE" --minutes "$MINUTES" --session-minutes "$SESSION" --resume --threads 2 --eval-every 2000 \
+        --save-every 500 $GROW ${DEMO_ARGS:-} $more >> "$ck/train.log" 2>&1 &
+    pids="$pids $!"
+done
+failed=0
+i=0
+for pid in $pids; do
+    i=$((i + 1))
+    wait "$pid" || { echo "run $i failed:"; tail -n 40 "$(ck_of "$i")/train.log"; failed=1; }
+done
+all_done=1
+for i in $(seq "$RUNS"); do
+    ck=$(ck_of "$i"); o=$(out_of "$i")
+    [ "$RUNS" -eq 1 ] || echo "== run $i"
+    sed -n '/^== .* h200.sh call$/h; /^== .* h200.sh call$/!H; ${x;p}' "$ck/train.log" | grep -v "Warning\|warn(" | tail -n 60
+    cp "$ck/small.pt" "$ck/train.log" "$o/" 2>/dev/null || true
+    if [ -f "$ck/final.json" ]; then cp "$ck/final.json" "$o/"; else all_done=0; fi
+done
 [ -f "$D/data/meta.json" ] && cp "$D/data/meta.json" "$OUT/"
 tail -n 3 "$D/data.log" > "$OUT/data.log" 2>/dev/null || true
-if [ -f "$D/ckpt/final.json" ]; then
-    cp "$D/ckpt/final.json" "$OUT/"
-    log "done: training ended; $OUT has small.pt, tokenizer.model, final.json"
+[ "$failed" -eq 0 ] || exit 1
+if [ "$all_done" -eq 1 ]; then
+    log "done: training ended; $OUT has small.pt, tokenizer.model, final.json (for each run)"
 else
     log "not done yet: run again"
 fi
