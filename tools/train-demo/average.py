@@ -29,9 +29,12 @@ def main():
     first = pairs[0][0]
     cfg = json.load(open(os.path.join(first, "config.json")))
     models = []
+    tok = open(os.path.join(first, "tokenizer.model"), "rb").read()
     for m, w in pairs:
         if json.load(open(os.path.join(m, "config.json"))) != cfg:
             raise SystemExit(f"{m}: config.json differs from {first}'s")
+        if open(os.path.join(m, "tokenizer.model"), "rb").read() != tok:
+            raise SystemExit(f"{m}: tokenizer.model differs from {first}'s (its weights mean other pieces)")
         models.append((load_file(os.path.join(m, "model.safetensors")), w, m))
     a = models[0][0]
     for t, _, m in models[1:]:

@@ -121,6 +121,9 @@ def coloured_noise(rng, n):
 
 
 def augment(rng, x):
+    """x with reverberation, padding, gain and noise; and what was drawn ("rt0.21 snr23",
+    "rt- snr-" for neither), which the clip's voice string carries for breakdown.py."""
+    rt60, snr = None, None
     if rng.random() < 0.5:                             # short reverberation
         rt60 = rng.uniform(0.05, 0.35)
         n = int(rt60 * SR)
@@ -139,7 +142,7 @@ def augment(rng, x):
         x = x + coloured_noise(rng, len(x)) * np.sqrt(p_sig / 10 ** (snr / 10))
     else:                                              # a faint floor, as any recording has
         x = x + rng.standard_normal(len(x)) * peak * 1e-4
-    return x
+    return x, ("rt-" if rt60 is None else f"rt{rt60:.2f}") + " " + ("snr-" if snr is None else f"snr{snr:.0f}")
 
 
 def synth_one(job):
@@ -153,10 +156,12 @@ def synth_one(job):
         f = rng.uniform(1.0 - perturb, 1.0 + perturb)
         x = resample_poly(x, 200, int(round(200 * f)))
         p["voice"] += f" x{int(round(200 * f)) / 200:.3f}"
+    drawn = ""
     if not clean:
-        x = augment(rng, x)
+        x, drawn = augment(rng, x)
+        drawn = " " + drawn
     pcm = np.clip(np.round(x * 32767), -32768, 32767).astype(np.int16)
-    return pcm, p["voice"] + f" s{p['speed']} p{p['pitch']} a{p['amp']} g{p['gap']}"
+    return pcm, p["voice"] + f" s{p['speed']} p{p['pitch']} a{p['amp']} g{p['gap']}" + drawn
 
 
 def main():

@@ -14,9 +14,11 @@
 #      process: one training step is bound by its host, so N of them keep the GPU busier;
 #      run i adds DEMO_ARGS_i, e.g. its own --seed and --lr: the fine-tunes to average),
 #   4. copies what must come back into $OUT: small.pt (bf16, ~15 MiB), tokenizer.model,
-#      the log, final.json once training has ended (in $OUT/run-i for N > 1; three runs'
-#      checkpoints are 45 MiB); small.pt and the log also while it trains (every 15 s), so
-#      that a call killed at its limit still brings them back.
+#      the log, final.json once training has ended; for N > 1, each run's small.pt and log
+#      in $OUT/run-i (final.json is the log's last line), with tokenizer.model and data.log:
+#      at most 8 files come back from a call, so N is at most 3 (3 x 15.3 MiB); small.pt
+#      and the log also while it trains (every 15 s), so that a call killed at its limit
+#      still brings them back.
 # Everything is reproducible from the seed, so a fresh machine (the old one given back) only
 # needs .demo/espeak (carry it) and, to go on, the last small.pt carried as
 # .demo/resume/small.pt: it is used when .demo/ckpt has no full.pt of its own. (Which clips
@@ -41,6 +43,7 @@ MINUTES=${DEMO_MINUTES:-18}
 SESSION=${DEMO_SESSION:-8}
 SIZE=${DEMO_SIZE:-demo}
 RUNS=${DEMO_RUNS:-1}
+case "$RUNS" in 1|2|3) ;; *) echo "DEMO_RUNS=$RUNS: 1 to 3 (at most 8 files come back from a call)" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s)
@@ -132,13 +135,13 @@ for i in $(seq "$RUNS"); do
     [ "$RUNS" -eq 1 ] || echo "== run $i"
     sed -n '/^== .* h200.sh call$/h; /^== .* h200.sh call$/!H; ${x;p}' "$ck/train.log" | grep -v "Warning\|warn(" | tail -n 60
     cp "$ck/small.pt" "$ck/train.log" "$o/" 2>/dev/null || true
-    if [ -f "$ck/final.json" ]; then cp "$ck/final.json" "$o/"; else all_done=0; fi
+    if [ ! -f "$ck/final.json" ]; then all_done=0; elif [ "$RUNS" -eq 1 ]; then cp "$ck/final.json" "$o/"; fi
 done
-[ -f "$D/data/meta.json" ] && cp "$D/data/meta.json" "$OUT/"
+[ -f "$D/data/meta.json" ] && [ "$RUNS" -eq 1 ] && cp "$D/data/meta.json" "$OUT/"
 tail -n 3 "$D/data.log" > "$OUT/data.log" 2>/dev/null || true
 [ "$failed" -eq 0 ] || exit 1
 if [ "$all_done" -eq 1 ]; then
-    log "done: training ended; $OUT has small.pt, tokenizer.model, final.json (for each run)"
+    log "done: training ended; $OUT has small.pt, tokenizer.model, final.json (for N > 1: run-i/small.pt, run-i/train.log)"
 else
     log "not done yet: run again"
 fi

@@ -334,7 +334,13 @@ def main():
     ap.add_argument("--ctc-warm", type=int, default=0,
                     help="for the first N steps of a run from --init-from a folder (a new CTC head), the CTC loss "
                          "trains only the head: its gradient does not reach the encoder, which a random head would "
-                         "pull away from what it learned")
+                         "pull away from what it learned; over the next N steps its share of the encoder's gradient "
+                         "grows from 0 to all (a head still far from trained, let in at once, made a fine-tune at "
+                         "1e-4 diverge on 2026-12-03)")
+    ap.add_argument("--punct-weight", type=float, default=1.0,
+                    help="weight of the decoder's loss on the sentence-final '.' and '?' pieces against 1 for the "
+                         "others: a question is told from a statement only by the pitch of its last word, a cue the "
+                         "plain loss (one sentence in ten a question) never taught")
     ap.add_argument("--specaug", type=int, default=1)
     ap.add_argument("--speed-aug", type=float, default=0.0,
                     help="each batch resampled on the device by a random factor in [1-P, 1+P] (0: off)")
@@ -376,6 +382,7 @@ def main():
     torch.manual_seed(args.seed)
     sp = spm.SentencePieceProcessor(model_file=args.tokenizer)
     prompt = prompt_ids(sp)
+    punct = torch.tensor([i for i in (sp.piece_to_id("."), sp.piece_to_id("?")) if i != sp.unk_id()])
     data = Data(args.data, sp, args.limit)
     print(f"data: {len(data.texts)} clips, {data.hours:.2f} h, longest {data.lens.max() / SR:.1f} s; "
           f"device {device}", flush=True)
@@ -491,6 +498,7 @@ def main():
         return args.lr * lr_scale * warm * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
 
     use_amp = device.type == "cuda"
+    punct = punct.to(device)
     growing = args.grow > 0
     best_ce, healthy, backs = best0, True, backs0
 
@@ -535,14 +543,21 @@ def main():
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_amp):
             enc = model.model.encoder(f, attention_mask=m.long())
             out = model(encoder_outputs=enc, attention_mask=m.long(), decoder_input_ids=inp, use_cache=False)
-        ce = F.cross_entropy(out.logits.float().transpose(1, 2), tgt, ignore_index=-100)
-        loss = ce
+        ce_tok = F.cross_entropy(out.logits.float().transpose(1, 2), tgt, ignore_index=-100, reduction="none")
+        valid = (tgt != -100).float()
+        ce = (ce_tok * valid).sum() / valid.sum()     # what the log shows, whatever --punct-weight is
+        if args.punct_weight != 1.0:
+            w = valid * torch.where(torch.isin(tgt, punct), args.punct_weight, 1.0)
+            loss = (ce_tok * w).sum() / w.sum()
+        else:
+            loss = ce
         ctc_loss = torch.zeros(())
         if args.ctc > 0:
             with torch.autocast(device_type=device.type, enabled=False):
                 h = enc.last_hidden_state.float()
-                if step < args.ctc_warm:
-                    h = h.detach()
+                if step < 2 * args.ctc_warm:       # the encoder gets this share of the CTC gradient
+                    share = max(0.0, (step - args.ctc_warm) / args.ctc_warm)
+                    h = h.detach() + share * (h - h.detach())
                 lp = F.log_softmax(ctc(h), dim=-1).transpose(0, 1)
                 elen = encoder_lengths(m.sum(1))
                 ctc_loss = F.ctc_loss(lp, ctc_t, elen, ctc_l, blank=0, reduction="sum",
