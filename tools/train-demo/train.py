@@ -26,9 +26,9 @@ decoder, the decoder prompt of spec 5.2. What makes it learn, and why:
 - AdamW, linear warm-up, cosine decay over --steps or --minutes (whichever ends first);
   bf16 autocast on CUDA, fp32 on the CPU;
 - --ema D: an exponential moving average of the weights (decay D, warmed up over the first
-  steps), which small.pt, the evaluations and so the export carry: the weights of one step
-  are noisy, and a mean over steps is what an average of two runs' models (average.py)
-  showed to be worth 1.7 points of WER.
+  steps), which small.pt, the evaluations and so the export carry: an average of two runs'
+  models (average.py) gained 1.7 points of WER, and this is the same idea within one run
+  (run 5 used it; its own effect was not measured apart).
 
 Checkpoints in --out: full.pt (fp32 weights + optimizer: resumes exactly; stays where it
 was made) and small.pt (bf16 weights only, <= 16 MiB: it travels; resuming from it starts a

@@ -1,0 +1,122 @@
+"""Is a question audible in the synthesised speech, and does a model's encoder keep it?
+
+A sentence ends in "?" or "." and nothing else tells them apart: a random word sequence has
+no question words to go by. Two measurements:
+- pairs (espeak-ng, no model): N sentences, each spoken twice by one voice, once ending in
+  "." and once in "?"; the pitch (autocorrelation, 40-ms windows) of the last ~60 ms of voiced
+  speech against the median of the rest, in octaves. If the "?" version ends higher in most
+  pairs, the cue is in the audio;
+- probe (a model): the mean of its encoder's last 8 valid frames and of all its frames, on
+  the clips of a training shard, and a least-squares linear classifier, 5-fold: accuracy
+  near the prior means the encoder keeps no linear trace of the cue.
+Why: on 2026-12-03 the shipped model gave back none of the 26 questions among its 200 test
+clips (1.75 of its 9.97 points), and a fine-tune with 3 questions in 10 did not change that.
+
+usage: python3 question_cue.py pairs [--n 60]
+       python3 question_cue.py probe --model models/cohere-demo-en --npz SHARD.npz [--n 1200]
+       (a shard with many questions: data.py --train 1200 --heldout 0 --questions 0.5)
+Not here: teaching the cue (train.py --punct-weight, --questions in data.py).
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import data as D  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def f0_track(x, sr=D.ESPEAK_SR):
+    """Pitch in Hz every 10 ms (NaN where unvoiced or too quiet)."""
+    win, out = int(0.04 * sr), []
+    lo, hi = int(sr / 400), int(sr / 60)
+    for s in range(0, len(x) - win, sr // 100):
+        seg = x[s: s + win] - x[s: s + win].mean()
+        if np.sqrt(np.mean(seg ** 2)) < 0.02:
+            out.append(np.nan)
+            continue
+        ac = np.correlate(seg, seg, "full")[win - 1:]
+        lag = lo + int(np.argmax(ac[lo:hi]))
+        out.append(sr / lag if ac[lag] > 0.3 * ac[0] else np.nan)
+    return np.array(out)
+
+
+def pairs(n, exe):
+    words = D.load_words(0)
+    probs = 1.0 / (np.arange(len(words)) + 30.0) ** 0.8
+    probs /= probs.sum()
+    rng = np.random.default_rng(3)
+    rise = {".": [], "?": []}
+    while len(rise["?"]) < n:
+        s = D.make_sentence(rng, words, probs, 3, 8)[:-1]
+        p = D.voice_params(rng, "train", False)
+        got = {}
+        for end in ".?":
+            v = f0_track(D.espeak(exe, s + end, p))
+            v = v[~np.isnan(v)]
+            if len(v) >= 10:
+                got[end] = np.log2(np.median(v[-3:]) / np.median(v[:-6]))
+        if len(got) == 2:
+            for end in ".?":
+                rise[end].append(got[end])
+    for end in ".?":
+        a = np.array(rise[end])
+        print(f"'{end}': the end's pitch against the rest, octaves: median {np.median(a):+.2f}, mean {a.mean():+.2f}")
+    d = np.array(rise["?"]) - np.array(rise["."])
+    print(f"'?' ends higher than '.' in {100 * (d > 0).mean():.0f}% of {n} pairs (mean difference {d.mean():+.2f} octaves)")
+
+
+def probe(model_dir, npz, n):
+    import torch
+    from common import Features, encoder_lengths
+    from export import load_hf
+    z = np.load(npz)
+    off, texts = z["offsets"], [str(t) for t in z["texts"]][:n]
+    y = np.array([t.endswith("?") for t in texts], dtype=np.float64)
+    model, feats, X = load_hf(model_dir), Features(), []
+    with torch.no_grad():
+        for s in range(0, len(texts), 32):
+            ws = [z["audio"][off[i]: off[i + 1]].astype(np.float32) / 32768 for i in range(s, min(s + 32, len(texts)))]
+            lens = torch.tensor([len(w) for w in ws])
+            x = torch.zeros(len(ws), int(lens.max()))
+            for j, w in enumerate(ws):
+                x[j, : len(w)] = torch.from_numpy(w)
+            f, m = feats(x, lens)
+            enc = model.model.encoder(f, attention_mask=m.long()).last_hidden_state
+            for j, t in enumerate(encoder_lengths(m.sum(1)).tolist()):
+                X.append(torch.cat([enc[j, max(0, t - 8): t].mean(0), enc[j, :t].mean(0)]).numpy())
+    X = np.array(X, dtype=np.float64)
+    X = np.hstack([(X - X.mean(0)) / (X.std(0) + 1e-6), np.ones((len(X), 1))])
+    fold = np.arange(len(y)) % 5
+    right = 0
+    for k in range(5):
+        tr, te = fold != k, fold == k
+        w = np.linalg.solve(X[tr].T @ X[tr] + 10.0 * np.eye(X.shape[1]), X[tr].T @ (2 * y[tr] - 1))
+        right += int(((X[te] @ w > 0) == (y[te] > 0)).sum())
+    prior = max(y.mean(), 1 - y.mean())
+    print(f"{model_dir}: questions told from statements by its encoder's last frames, 5-fold: "
+          f"{100 * right / len(y):.1f}% right (always the commoner answer: {100 * prior:.1f}%; {len(y)} clips)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("what", choices=["pairs", "probe"])
+    ap.add_argument("--n", type=int, default=0, help="pairs (60) or clips (1200)")
+    ap.add_argument("--model", default=os.path.join(HERE, "..", "..", "models", "cohere-demo-en"))
+    ap.add_argument("--npz", default=None)
+    default_exe = os.path.join(HERE, "..", "..", ".demo", "espeak", "espeak-ng")
+    ap.add_argument("--espeak", default=default_exe if os.path.exists(default_exe) else "espeak-ng")
+    a = ap.parse_args()
+    if a.what == "pairs":
+        pairs(a.n or 60, a.espeak)
+    else:
+        if not a.npz:
+            raise SystemExit("probe needs --npz (a training shard of data.py)")
+        probe(a.model, a.npz, a.n or 1200)
+
+
+if __name__ == "__main__":
+    main()
