@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--system", default="engine", choices=["engine", "transformers"])
     a = ap.parse_args()
     d = json.load(open(a.json))
-    refs, hyps = d["refs"], d["hyps"][a.system]
+    refs, hyps = d["refs"], d["hyps"].get(a.system)
     if not hyps:
         raise SystemExit(f"{a.json}: no transcripts of {a.system}")
     voices = {}
@@ -52,9 +52,11 @@ def main():
         tsv = os.path.join(folder, "heldout.tsv")
         if not os.path.exists(tsv):
             raise SystemExit(f"{tsv}: missing (breakdown.py reads the clips' voices from it)")
-        for line in open(tsv, encoding="utf-8"):
-            name, _, voice = line.rstrip("\n").split("\t")
-            voices[os.path.join(folder, name)] = voice
+        for k, line in enumerate(open(tsv, encoding="utf-8"), 1):
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) != 3:
+                raise SystemExit(f"{tsv}:{k}: {len(cols)} columns, not 3 (file, text, voice)")
+            voices[os.path.join(folder, cols[0])] = cols[2]
     by = collections.defaultdict(list)
     for f, r, h in zip(d["files"], refs, hyps):
         if f not in voices:
@@ -63,7 +65,7 @@ def main():
             by[g].append((r, h))
     if not any(k.startswith("noise") for k in by):
         print("(these clips' heldout.tsv has no rt/snr fields: data.py made them before 2026-12-03; "
-              "run it again with the same seed, the audio is the same)")
+              "run it again with the same seed into a new folder, without --keep: the audio is the same)")
     print(f"{'group':24s} {'clips':>5s} {'words':>6s} {'WER norm %':>10s}")
     for g in sorted(by):
         rs, hs = zip(*by[g])

@@ -24,7 +24,7 @@ Output in --out: train-NNNN.npz shards (int16 audio concatenated, offsets, texts
 --shard clips each, and heldout/NNNN.wav (16 kHz mono 16-bit) with heldout.tsv (file, text,
 voice). A shard is written under a temporary name and renamed when complete, so a reader
 (train.py --grow) never sees half of one. The held-out sentences are drawn first from their own random stream and training
-never uses the same sentence.
+never uses the same word sequence, whatever its final mark.
 
 usage: python3 data.py --out .demo/data --train 40000 --heldout 200 --seed 1 --jobs 16
        (espeak-ng from --espeak, default .demo/espeak/espeak-ng when espeak_bundle.sh made it)

@@ -15,15 +15,18 @@
 #      run i adds DEMO_ARGS_i, e.g. its own --seed and --lr: the fine-tunes to average),
 #   4. copies what must come back into $OUT: small.pt (bf16, ~15 MiB), tokenizer.model,
 #      the log, final.json once training has ended; for N > 1, each run's small.pt and log
-#      in $OUT/run-i (final.json is the log's last line), with tokenizer.model and data.log:
-#      at most 8 files come back from a call, so N is at most 3 (3 x 15.3 MiB); small.pt
+#      in $OUT/run-i (final.json is the log's last line) and tokenizer.model, the synthesis's
+#      last lines printed: at most 8 files come back from a call, so N is at most 3 (3 x 15.3
+#      MiB, and room for one small.pt.part should the call be killed while copying); small.pt
 #      and the log also while it trains (every 15 s), so that a call killed at its limit
 #      still brings them back.
 # Everything is reproducible from the seed, so a fresh machine (the old one given back) only
 # needs .demo/espeak (carry it) and, to go on, the last small.pt carried as
 # .demo/resume/small.pt: it is used when .demo/ckpt has no full.pt of its own. (Which clips
 # a step sees while the data still grow depends on timing. Finished data on a warm machine
-# are reused as they are, whatever DEMO_PERTURB says now.)
+# are reused as they are, whatever DEMO_PERTURB, DEMO_NAMED or DEMO_QUESTIONS say now.)
+# For DEMO_RUNS > 1 the carried checkpoints are .demo/resume-i/small.pt, and a new set of runs
+# on a warm machine needs the old .demo/ckpt-i removed first (else they resume).
 # Why this shape: the machine has no network and no espeak-ng (espeak_bundle.sh makes the
 # bundle here), what travels is 64 MiB each way, and a command runs at most 10 minutes.
 # Not here: export and evaluation (export.py, eval.py: here, on the CPU, with our engine).
@@ -44,6 +47,11 @@ SESSION=${DEMO_SESSION:-8}
 SIZE=${DEMO_SIZE:-demo}
 RUNS=${DEMO_RUNS:-1}
 case "$RUNS" in 1|2|3) ;; *) echo "DEMO_RUNS=$RUNS: 1 to 3 (at most 8 files come back from a call)" >&2; exit 2 ;; esac
+# every run holds all the clips in its memory, ~0.115 MB a clip (46 GB for 400,000)
+if [ $((CLIPS * RUNS)) -gt 800000 ]; then
+    echo "DEMO_CLIPS=$CLIPS x DEMO_RUNS=$RUNS: more than 800,000 clips in memory (~92 GB of the 128); fewer clips" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s)
@@ -108,7 +116,7 @@ cp "$D/data/tokenizer.model" "$OUT/"
           fi
           cp "$ck/train.log" "$o/" 2>/dev/null || true
       done
-      tail -n 3 "$D/data.log" > "$OUT/data.log" 2>/dev/null || true
+      [ "$RUNS" -gt 1 ] || tail -n 3 "$D/data.log" > "$OUT/data.log" 2>/dev/null || true
   done ) &
 mirror=$!
 trap 'kill $mirror 2>/dev/null' EXIT
@@ -137,8 +145,12 @@ for i in $(seq "$RUNS"); do
     cp "$ck/small.pt" "$ck/train.log" "$o/" 2>/dev/null || true
     if [ ! -f "$ck/final.json" ]; then all_done=0; elif [ "$RUNS" -eq 1 ]; then cp "$ck/final.json" "$o/"; fi
 done
-[ -f "$D/data/meta.json" ] && [ "$RUNS" -eq 1 ] && cp "$D/data/meta.json" "$OUT/"
-tail -n 3 "$D/data.log" > "$OUT/data.log" 2>/dev/null || true
+if [ "$RUNS" -eq 1 ]; then
+    [ -f "$D/data/meta.json" ] && cp "$D/data/meta.json" "$OUT/"
+    tail -n 3 "$D/data.log" > "$OUT/data.log" 2>/dev/null || true
+else
+    echo "== the synthesis"; tail -n 3 "$D/data.log" 2>/dev/null || true
+fi
 [ "$failed" -eq 0 ] || exit 1
 if [ "$all_done" -eq 1 ]; then
     log "done: training ended; $OUT has small.pt, tokenizer.model, final.json (for N > 1: run-i/small.pt, run-i/train.log)"

@@ -50,7 +50,9 @@ def pairs(n, exe):
     probs /= probs.sum()
     rng = np.random.default_rng(3)
     rise = {".": [], "?": []}
-    while len(rise["?"]) < n:
+    for _ in range(20 * n):
+        if len(rise["?"]) == n:
+            break
         s = D.make_sentence(rng, words, probs, 3, 8)[:-1]
         p = D.voice_params(rng, "train", False)
         got = {}
@@ -62,6 +64,8 @@ def pairs(n, exe):
         if len(got) == 2:
             for end in ".?":
                 rise[end].append(got[end])
+    if len(rise["?"]) < n:
+        raise SystemExit(f"{exe}: only {len(rise['?'])} of {20 * n} sentences had enough voiced speech to measure")
     for end in ".?":
         a = np.array(rise[end])
         print(f"'{end}': the end's pitch against the rest, octaves: median {np.median(a):+.2f}, mean {a.mean():+.2f}")
@@ -74,12 +78,12 @@ def probe(model_dir, npz, n):
     from common import Features, encoder_lengths
     from export import load_hf
     z = np.load(npz)
-    off, texts = z["offsets"], [str(t) for t in z["texts"]][:n]
+    off, texts, audio = z["offsets"], [str(t) for t in z["texts"]][:n], z["audio"]   # (each z[...] reads the file)
     y = np.array([t.endswith("?") for t in texts], dtype=np.float64)
     model, feats, X = load_hf(model_dir), Features(), []
     with torch.no_grad():
         for s in range(0, len(texts), 32):
-            ws = [z["audio"][off[i]: off[i + 1]].astype(np.float32) / 32768 for i in range(s, min(s + 32, len(texts)))]
+            ws = [audio[off[i]: off[i + 1]].astype(np.float32) / 32768 for i in range(s, min(s + 32, len(texts)))]
             lens = torch.tensor([len(w) for w in ws])
             x = torch.zeros(len(ws), int(lens.max()))
             for j, w in enumerate(ws):

@@ -25,8 +25,8 @@ decoder, the decoder prompt of spec 5.2. What makes it learn, and why:
   (on a fresh GPU machine the synthesis takes minutes) and reads new shards as they come;
 - AdamW, linear warm-up, cosine decay over --steps or --minutes (whichever ends first);
   bf16 autocast on CUDA, fp32 on the CPU;
-- --ema D: an exponential moving average of the weights (decay D, warmed up over the first
-  steps), which small.pt, the evaluations and so the export carry: an average of two runs'
+- --ema D: an exponential moving average of the weights (decay min(D, (1+n)/(10+n)) after n
+  updates: D itself only after ~9/(1-D) of them, 9,000 for 0.999), which small.pt, the evaluations and so the export carry: an average of two runs'
   models (average.py) gained 1.7 points of WER, and this is the same idea within one run
   (run 5 used it; its own effect was not measured apart).
 
