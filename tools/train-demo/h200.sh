@@ -93,8 +93,9 @@ if [ ! -f "$D/data/tokenizer.model" ]; then
 fi
 # Run i's folders: .demo/ckpt, .demo/resume and $OUT itself for one run; .demo/ckpt-i,
 # .demo/resume-i and $OUT/run-i for DEMO_RUNS > 1 (each also gets DEMO_ARGS_i).
-ck_of() { if [ "$RUNS" -eq 1 ]; then echo "$D/ckpt"; else echo "$D/ckpt-$1"; fi; }
-resume_of() { if [ "$RUNS" -eq 1 ]; then echo "$D/resume"; else echo "$D/resume-$1"; fi; }
+sfx() { [ "$RUNS" -eq 1 ] || echo "-$1"; }
+ck_of() { echo "$D/ckpt$(sfx "$1")"; }
+resume_of() { echo "$D/resume$(sfx "$1")"; }
 out_of() { if [ "$RUNS" -eq 1 ]; then echo "$OUT"; else echo "$OUT/run-$1"; fi; }
 for i in $(seq "$RUNS"); do
     ck=$(ck_of "$i"); mkdir -p "$ck" "$(out_of "$i")"
