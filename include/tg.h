@@ -404,6 +404,16 @@ void tg_sched_free(tg_sched *sched);
 tg_status tg_sched_alloc(tg_sched *sched, tg_graph *g);
 /* Runs g (allocating first if it was not). Blocking. */
 tg_status tg_sched_compute(tg_sched *sched, tg_graph *g);
+/* As tg_sched_compute, but where g runs on one backend, returns once its
+ * work is queued there (a GPU's replayed graph), so a caller can queue the
+ * next compute while this one runs. tg_sched_synchronize waits for all of
+ * it; read outputs after it (on CUDA, inputs set meanwhile with
+ * tg_tensor_set go in order behind the queued work). Errors of the work
+ * come back from a later call. Where g spans backends, or a backend
+ * computes synchronously (the CPU), this is tg_sched_compute. */
+tg_status tg_sched_compute_async(tg_sched *sched, tg_graph *g);
+/* Waits for the work of every backend of the scheduler. */
+tg_status tg_sched_synchronize(tg_sched *sched);
 /* Frees the arenas (and forgets the last allocation): what the graphs it
  * placed held is gone, and the next tg_sched_alloc plans and allocates
  * anew. For giving memory back after running out of it. */

@@ -78,6 +78,10 @@ struct tg_backend {
     void *abort_user;
     tg_backend_stats stats; /* buffers counted by the runtime; see the helpers below */
     char fault[160];        /* a fault the runtime injected: sticky, as a device's */
+    /* Set by tg_sched_compute_async for one compute: graph_compute may
+     * return once the work is queued; reads (tensor get) stay ordered after
+     * it, and tg_backend_synchronize waits for it. */
+    bool enqueue_only;
 };
 
 /* Helpers for backends. */

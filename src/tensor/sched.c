@@ -538,7 +538,7 @@ static bool still_placed(const tg_sched *s, const tg_graph *g) {
     return true;
 }
 
-tg_status tg_sched_compute(tg_sched *s, tg_graph *g) {
+static tg_status compute(tg_sched *s, tg_graph *g, bool wait) {
     if (!s || !g) return tg_status_new(TG_ERR_INVALID_ARG, "sched_compute: NULL argument");
     tg_status st;
     if (s->graph != g || s->signature != graph_signature(g) || !still_placed(s, g)) {
@@ -575,7 +575,9 @@ tg_status tg_sched_compute(tg_sched *s, tg_graph *g) {
             rw->node->src[rw->slot] = rw->copy;
             rw->copy = orig; /* swap: the slot now remembers the original */
         }
+        be->enqueue_only = !wait && s->n_splits == 1;
         st = tg_backend_graph_compute(be, sp->graph);
+        be->enqueue_only = false;
         for (int r = sp->rewire_begin; r < sp->rewire_end; r++) {
             rewire *rw = &s->rewires[r];
             tg_tensor *cp = rw->node->src[rw->slot];
@@ -586,8 +588,18 @@ tg_status tg_sched_compute(tg_sched *s, tg_graph *g) {
             return tg_status_wrap(st, "sched: split %d of %d on %s", i, s->n_splits,
                                   tg_backend_name(be));
     }
+    return wait || s->n_splits != 1 ? tg_sched_synchronize(s) : NULL;
+}
+
+tg_status tg_sched_synchronize(tg_sched *s) {
+    if (!s) return tg_status_new(TG_ERR_INVALID_ARG, "sched_synchronize: NULL scheduler");
+    tg_status st;
     for (int b = 0; b < s->n_backends; b++)
         if ((st = tg_backend_synchronize(s->backends[b])))
             return tg_status_wrap(st, "sched: synchronizing %s", tg_backend_name(s->backends[b]));
     return NULL;
 }
+
+tg_status tg_sched_compute(tg_sched *s, tg_graph *g) { return compute(s, g, true); }
+
+tg_status tg_sched_compute_async(tg_sched *s, tg_graph *g) { return compute(s, g, false); }

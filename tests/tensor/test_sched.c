@@ -6,8 +6,8 @@
  * place writes), the number of splits and inserted copies, that the results
  * are right (the fakes refuse any tensor outside their own buffers, so a
  * missing copy fails), arena reuse across calls, abort between splits, a
- * fused product's inputs kept apart from its chain's results, and the
- * refusals.
+ * fused product's inputs kept apart from its chain's results, computes
+ * queued without waiting (tg_sched_compute_async), and the refusals.
  */
 #include "check.h"
 #include "test_backend.h"
@@ -51,6 +51,63 @@ static void ref_mul_mat(const float *a, const float *b, float *out, int K, int N
             for (int k = 0; k < K; k++) acc += a[n * K + k] * b[m * K + k];
             out[m * N + n] = acc;
         }
+}
+
+/* tg_sched_compute_async: a graph on one backend is queued and left there
+ * (the deferred fake runs its work at synchronize, as a GPU stream would);
+ * tg_sched_synchronize runs it, two queued computes in order; a graph over
+ * two backends is computed as tg_sched_compute does. */
+static void test_compute_async_queues_on_one_backend(void) {
+    env e;
+    env_open_kind(&e, GPU_OPS, true);
+    tg_ctx *wctx = tg_ctx_new();
+    tg_tensor *w = tg_set_name(tg_new_2d(wctx, TG_F32, 4, 3), "w");
+    tg_buffer *wbuf = NULL;
+    CHECK_OK(tg_ctx_alloc_tensors(wctx, e.gpu, &wbuf));
+    float wv[12], xv[8], hv[6], got[6];
+    for (int i = 0; i < 12; i++) wv[i] = (float)(i % 5) - 2.0f;
+    for (int i = 0; i < 8; i++) xv[i] = (float)i * 0.25f - 1.0f;
+    set_f32(w, wv);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_set_name(tg_new_2d(ctx, TG_F32, 4, 2), "x");
+    x->flags |= TG_FLAG_INPUT;
+    tg_tensor *o = tg_scale(ctx, tg_mul_mat(ctx, w, x), 2.0f);
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, o));
+    CHECK_OK(tg_sched_alloc(e.sched, g));
+    CHECK(tg_sched_n_splits(e.sched) == 1);
+    set_f32(x, xv);
+    int nodes = test_backend_n_nodes(e.gpu);
+    CHECK_OK(tg_sched_compute_async(e.sched, g));
+    CHECK_OK(tg_sched_compute_async(e.sched, g));
+    CHECK_MSG(test_backend_n_nodes(e.gpu) == nodes, "%d nodes ran before synchronize",
+              test_backend_n_nodes(e.gpu) - nodes);
+    CHECK_OK(tg_sched_synchronize(e.sched));
+    CHECK(test_backend_n_nodes(e.gpu) == nodes + 4);
+    ref_mul_mat(wv, xv, hv, 4, 3, 2);
+    CHECK_OK(tg_tensor_get(o, got, 0, sizeof got));
+    for (int i = 0; i < 6; i++) CHECK_NEAR(got[i], 2.0f * hv[i], 1e-5);
+    CHECK_ERR(tg_sched_synchronize(NULL), TG_ERR_INVALID_ARG, "NULL");
+    CHECK_ERR(tg_sched_compute_async(e.sched, NULL), TG_ERR_INVALID_ARG, "NULL");
+
+    /* relu is not on the fake gpu: two splits, computed and synchronized */
+    tg_ctx *ctx2 = tg_ctx_new();
+    tg_tensor *x2 = tg_set_name(tg_new_2d(ctx2, TG_F32, 4, 2), "x2");
+    x2->flags |= TG_FLAG_INPUT;
+    tg_tensor *o2 = tg_relu(ctx2, tg_mul_mat(ctx2, w, x2));
+    tg_graph *g2 = tg_graph_new(ctx2);
+    CHECK_OK(tg_graph_build(g2, o2));
+    CHECK_OK(tg_sched_alloc(e.sched, g2));
+    CHECK(tg_sched_n_splits(e.sched) == 2);
+    set_f32(x2, xv);
+    CHECK_OK(tg_sched_compute_async(e.sched, g2));
+    CHECK_OK(tg_tensor_get(o2, got, 0, sizeof got));
+    for (int i = 0; i < 6; i++) CHECK_NEAR(got[i], hv[i] > 0 ? hv[i] : 0.0f, 1e-5);
+    tg_ctx_free(ctx2);
+    tg_ctx_free(ctx);
+    tg_buffer_free(wbuf);
+    tg_ctx_free(wctx);
+    env_close(&e);
 }
 
 static void test_placement_splits_copies_results(void) {
@@ -727,7 +784,7 @@ static void test_with_cuda_if_present(void) {
     tg_backend_free(cpu);
 }
 
-TEST_MAIN(T(test_placement_splits_copies_results),
+TEST_MAIN(T(test_placement_splits_copies_results), T(test_compute_async_queues_on_one_backend),
           T(test_weight_on_unsupporting_backend_goes_to_cpu),
           T(test_priority_views_and_followers), T(test_inplace_write_runs_where_storage_is),
           T(test_fused_product_inputs_stay_apart),

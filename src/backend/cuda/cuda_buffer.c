@@ -4,7 +4,7 @@
  * the GPU (an mmap'd checkpoint) or, where the driver will not map it, a
  * device copy of it; and the buffer table's set, get and memset.
  *
- * Host copies go through the context's pinned staging buffer, in order with
+ * Host copies go through the context's pinned staging ring, in order with
  * the stream's work, so a set returns as soon as the bytes are staged; large
  * copies (weights) take the driver's own pipelined copy instead, after the
  * stream's queued work. A buffer is host-readable for the runtime only where
@@ -58,23 +58,50 @@ static void buf_free(tg_buffer *buf) {
 
 #define BIG_COPY ((size_t)32 << 20)
 
-/* Host copies go through the pinned staging buffer, so a set returns once
+/* Host copies go through the pinned staging ring, so a set returns once
  * the bytes are staged (the caller may reuse its memory) and the transfer
- * runs in order with the stream's work. */
+ * runs in order with the stream's work. The ring has CUDA_STAGE_SLOTS
+ * slots, each with the event of its last copy: a set waits only when the
+ * slot it takes still feeds a copy queued behind earlier work, so a
+ * decoder queueing steps ahead (tg_sched_compute_async) sets its small
+ * inputs without waiting for the GPU. */
+static tg_status stage_slot_wait(tg_cuda_ctx *c, int k) {
+    if (!c->stage_busy[k]) return NULL;
+    tg_cuda_event e = {c->dev, c->stage_ev[k]};
+    tg_status st = tg_cuda_event_synchronize(&e, c->sync_timeout_ms);
+    if (st) {
+        if (tg_status_code(st) == TG_ERR_DEVICE) {
+            tg_status_free(st);
+            return tg_cuda_ctx_fail(c, c->dev->cu->cuEventQuery(c->stage_ev[k]), "copying through the staging ring");
+        }
+        return tg_status_wrap(st, "%s: copying through the staging ring", c->name);
+    }
+    c->stage_busy[k] = false;
+    return NULL;
+}
+
+/* The slot for the next copy, once its previous copy has finished. */
+static tg_status stage_slot(tg_cuda_ctx *c, int *out_slot) {
+    int k = c->stage_next;
+    c->stage_next = (k + 1) % CUDA_STAGE_SLOTS;
+    *out_slot = k;
+    return stage_slot_wait(c, k);
+}
+
 static tg_status staged_set(tg_cuda_ctx *c, CUdeviceptr dst, const void *data, size_t size) {
     const tg_cu_api *cu = c->dev->cu;
-    tg_cuda_event e = {c->dev, c->stage_ev};
+    size_t slot_size = c->stage_size / CUDA_STAGE_SLOTS;
     while (size) {
-        size_t n = size < c->stage_size ? size : c->stage_size;
-        if (c->stage_busy) {
-            tg_status st = tg_cuda_event_synchronize(&e, c->sync_timeout_ms);
-            if (st) return tg_status_wrap(st, "%s: staging a host copy", c->name);
-        }
-        memcpy(c->stage, data, n);
-        CUresult r = cu->cuMemcpyHtoDAsync(dst, c->stage, n, c->stream);
-        if (r == CUDA_SUCCESS) r = cu->cuEventRecord(c->stage_ev, c->stream);
+        size_t n = size < slot_size ? size : slot_size;
+        int k;
+        tg_status st = stage_slot(c, &k);
+        if (st) return st;
+        char *stage = (char *)c->stage + (size_t)k * slot_size;
+        memcpy(stage, data, n);
+        CUresult r = cu->cuMemcpyHtoDAsync(dst, stage, n, c->stream);
+        if (r == CUDA_SUCCESS) r = cu->cuEventRecord(c->stage_ev[k], c->stream);
         if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "copying to the device");
-        c->stage_busy = true;
+        c->stage_busy[k] = true;
         dst += n;
         data = (const char *)data + n;
         size -= n;
@@ -84,22 +111,19 @@ static tg_status staged_set(tg_cuda_ctx *c, CUdeviceptr dst, const void *data, s
 
 static tg_status staged_get(tg_cuda_ctx *c, CUdeviceptr src, void *data, size_t size) {
     const tg_cu_api *cu = c->dev->cu;
-    tg_cuda_event e = {c->dev, c->stage_ev};
+    size_t slot_size = c->stage_size / CUDA_STAGE_SLOTS;
     while (size) {
-        size_t n = size < c->stage_size ? size : c->stage_size;
-        CUresult r = cu->cuMemcpyDtoHAsync(c->stage, src, n, c->stream);
-        if (r == CUDA_SUCCESS) r = cu->cuEventRecord(c->stage_ev, c->stream);
+        size_t n = size < slot_size ? size : slot_size;
+        int k;
+        tg_status st = stage_slot(c, &k);
+        if (st) return st;
+        char *stage = (char *)c->stage + (size_t)k * slot_size;
+        CUresult r = cu->cuMemcpyDtoHAsync(stage, src, n, c->stream);
+        if (r == CUDA_SUCCESS) r = cu->cuEventRecord(c->stage_ev[k], c->stream);
         if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "copying from the device");
-        tg_status st = tg_cuda_event_synchronize(&e, c->sync_timeout_ms);
-        if (st) {
-            if (tg_status_code(st) == TG_ERR_DEVICE) {
-                tg_status_free(st);
-                return tg_cuda_ctx_fail(c, cu->cuEventQuery(c->stage_ev), "copying from the device");
-            }
-            return tg_status_wrap(st, "%s: copying from the device", c->name);
-        }
-        c->stage_busy = false;
-        memcpy(data, c->stage, n);
+        c->stage_busy[k] = true;
+        if ((st = stage_slot_wait(c, k))) return st;
+        memcpy(data, stage, n);
         src += n;
         data = (char *)data + n;
         size -= n;

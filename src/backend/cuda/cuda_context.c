@@ -640,8 +640,9 @@ static tg_status launch_test_fault(tg_cuda_ctx *c) {
 }
 
 /* An exact repeat of a captured graph replays it before anything else is
- * done on the host (the decoder step's path); anything else is planned and
- * encoded, captured or direct. */
+ * done on the host (the decoder step's path), and returns without waiting
+ * where the scheduler says the caller will (b->enqueue_only); anything
+ * else is planned and encoded, captured or direct, and waited for. */
 static tg_status graph_compute(tg_backend *b, tg_graph *g) {
     tg_cuda_ctx *c = ctx_of(b);
     tg_status st = tg_cuda_ctx_sticky(c);
@@ -658,7 +659,9 @@ static tg_status graph_compute(tg_backend *b, tg_graph *g) {
     if (exact_repeat(e, full)) {
         st = replay(c, e);
         tg_backend_note_submit(b, tg_cuda_now_us() - t0);
-        return st ? st : tg_cuda_ctx_wait(c, c->stream);
+        /* queued only, when the scheduler asked (tg_sched_compute_async):
+         * a decoder queues its next step while this one runs */
+        return st || b->enqueue_only ? st : tg_cuda_ctx_wait(c, c->stream);
     }
     return plan_and_encode(c, g, e, full, t0);
 }
@@ -741,7 +744,8 @@ static void ctx_destroy(tg_cuda_ctx *c) {
     if (c->scratch) cu->cuMemFree(c->scratch);
     if (c->lt_ws) cu->cuMemFree(c->lt_ws);
     if (c->stage) cu->cuMemFreeHost(c->stage);
-    if (c->stage_ev) cu->cuEventDestroy(c->stage_ev);
+    for (int k = 0; k < CUDA_STAGE_SLOTS; k++)
+        if (c->stage_ev[k]) cu->cuEventDestroy(c->stage_ev[k]);
     if (c->fork_ev) cu->cuEventDestroy(c->fork_ev);
     for (int k = 0; k < CUDA_N_STREAMS - 1; k++) {
         if (c->join_ev[k]) cu->cuEventDestroy(c->join_ev[k]);
@@ -809,7 +813,8 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
         if ((r = cu->cuEventCreate(&c->join_ev[k], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) goto cu_fail;
     }
     if ((r = cu->cuEventCreate(&c->fork_ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) goto cu_fail;
-    if ((r = cu->cuEventCreate(&c->stage_ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) goto cu_fail;
+    for (int k = 0; k < CUDA_STAGE_SLOTS; k++)
+        if ((r = cu->cuEventCreate(&c->stage_ev[k], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) goto cu_fail;
     c->stage_size = (size_t)4 << 20;
     if ((r = cu->cuMemAllocHost(&c->stage, c->stage_size)) != CUDA_SUCCESS) goto cu_fail;
     if (dev->lt) {

@@ -178,6 +178,9 @@ typedef struct cuda_mm_plan {
 
 /* ---------------------------------------------------- captured graphs */
 
+/* Slots of the pinned staging ring (cuda_buffer.c). */
+#define CUDA_STAGE_SLOTS 32
+
 typedef struct cuda_graph_entry {
     uint64_t topo;        /* ops, types, shapes, params: what a graph update keeps */
     uint64_t full;        /* topo plus every address: an exact replay          */
@@ -207,10 +210,11 @@ typedef struct tg_cuda_ctx {
     CUdeviceptr lt_ws;         /* cuBLASLt workspace                         */
     size_t lt_ws_size;
 
-    void *stage;               /* pinned staging for host copies              */
-    size_t stage_size;
-    CUevent stage_ev;          /* the last copy out of the staging buffer     */
-    bool stage_busy;
+    void *stage;               /* pinned staging for host copies: a ring of   */
+    size_t stage_size;         /* CUDA_STAGE_SLOTS slots of stage_size / slots */
+    CUevent stage_ev[CUDA_STAGE_SLOTS]; /* each slot's last copy              */
+    bool stage_busy[CUDA_STAGE_SLOTS];
+    int stage_next;            /* the slot the next copy takes                */
 
     cuda_mm_plan *plans;
     int n_plans, cap_plans;
