@@ -10,11 +10,21 @@
  * changes which token is chosen, so rows that do not loop are the
  * reference's exactly.
  *
+ * Steps are queued on the device ahead of the host (ct_decoder_queue_step)
+ * unless logits are kept: the GPU never waits for the host between steps.
+ * The host keeps 2 * RUN steps queued and reads the chosen ids RUN steps at
+ * a time (RUN_NO_EOS when EOS is ignored, as in benchmarks). When every
+ * row has finished, the steps still queued (at most 2 * RUN) are computed
+ * and not used; the tokens are the same as stepping one at a time (rows
+ * are independent). CT_DECODER_FEED=host steps one at a time from the host
+ * (for measuring).
+ *
  * Not here: repetition penalties or n-gram blocking (no reference path has
  * them, spec 5.3), beam search.
  */
 #include "greedy.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base.h"
@@ -29,6 +39,11 @@ void ct_greedy_result_free(ct_greedy_result *r) {
     tg_free(r->step_logits);
     memset(r, 0, sizeof *r);
 }
+
+/* Queued steps read at a time: small, since a finished batch wastes up to
+ * twice this many steps; larger where rows never finish early. */
+#define RUN 4
+#define RUN_NO_EOS 16
 
 #define LOOP_MIN_TOKENS 96
 #define LOOP_MIN_BLOCK 8
@@ -52,6 +67,45 @@ static void compact(void *rows, int B, size_t row_bytes, size_t stride_bytes) {
         memmove((char *)rows + b * row_bytes, (char *)rows + b * stride_bytes, row_bytes);
 }
 
+/* What the loop knows of each row while it decodes. */
+typedef struct row_state {
+    ct_greedy_result *out;
+    const ct_greedy_opts *opts;
+    int P, cols, max_new;
+    bool *done, *looped;
+    int32_t *feed;       /* [B]: what the next host step feeds each row */
+} row_state;
+
+/* Records new token n of every row (next[b], its probability score[b] when
+ * kept), a pad for rows already done, and ends rows at EOS or a loop.
+ * The token recorded (the pad for a done row) is what the next host step
+ * feeds. Returns whether every row is done. */
+static bool take_token(row_state *rs, const int32_t *next, const float *score, int n) {
+    ct_greedy_result *out = rs->out;
+    const ct_greedy_opts *opts = rs->opts;
+    bool all_done = true;
+    for (int b = 0; b < out->n_batch; b++) {
+        int32_t tok = rs->done[b] ? opts->pad_id : next[b];
+        out->tokens[(size_t)b * rs->cols + rs->P + n] = tok;
+        rs->feed[b] = tok;
+        if (!rs->done[b]) {
+            out->n_tokens[b] = rs->P + n + 1;
+            if (score) out->scores[(size_t)b * rs->max_new + n] = score[b];
+            if (tok == opts->eos_id && !opts->ignore_eos) {
+                rs->done[b] = true;
+            } else if (opts->stop_loops) {
+                int L = ct_repetition_block(out->tokens + (size_t)b * rs->cols + rs->P, n + 1);
+                if (L) { /* keep the block once: cut its three repeats */
+                    rs->done[b] = rs->looped[b] = true;
+                    out->n_tokens[b] -= (LOOP_REPEATS - 1) * L;
+                }
+            }
+        }
+        all_done = all_done && rs->done[b];
+    }
+    return all_done;
+}
+
 tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_result *enc,
                            const int32_t *prompt, int n_prompt, const ct_greedy_opts *opts,
                            ct_greedy_result *out) {
@@ -72,7 +126,8 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
     ct_dec_state *ds = NULL;
     int32_t *feed = NULL, *next = NULL;
     bool *done = NULL, *looped = NULL;
-    float *step_buf = NULL, *score_buf = NULL;
+    float *step_buf = NULL, *score_buf = NULL, *run_scores = NULL;
+    int32_t *run_ids = NULL;
     tg_status st = NULL;
 
     out->n_batch = B;
@@ -97,8 +152,12 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
         if (!out->scores || !score_buf) goto oom;
     }
 
+    const char *feed_env = getenv("CT_DECODER_FEED");
+    bool host_feed = feed_env && !strcmp(feed_env, "host");
+    if (feed_env && !host_feed && strcmp(feed_env, "device"))
+        TG_WARN("CT_DECODER_FEED=%s: not host or device; ignored", feed_env);
     ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = opts->keep_logits,
-                         .want_scores = opts->keep_scores};
+                         .want_scores = opts->keep_scores, .queued = !opts->keep_logits && !host_feed};
     if ((st = ct_decoder_begin(m, sched, enc, P, cols, &dopts, &ds))) goto fail;
     for (int b = 0; b < B; b++) {
         memcpy(feed + (size_t)b * P, prompt, (size_t)P * sizeof(int32_t));
@@ -112,39 +171,41 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
     if (opts->keep_scores) /* the prompt's last position chose the first token */
         for (int b = 0; b < B; b++) score_buf[b] = score_buf[(size_t)b * P + P - 1];
 
+    row_state rs = {out, opts, P, cols, max_new, done, looped, feed};
     int n_new = 0;
-    for (;;) {
-        bool all_done = true;
-        for (int b = 0; b < B; b++) {
-            int32_t tok = done[b] ? opts->pad_id : next[b];
-            out->tokens[(size_t)b * cols + P + n_new] = tok;
-            if (!done[b]) {
-                out->n_tokens[b] = P + n_new + 1;
-                if (score_buf) out->scores[(size_t)b * max_new + n_new] = score_buf[b];
-                if (tok == opts->eos_id && !opts->ignore_eos) {
-                    done[b] = true;
-                } else if (opts->stop_loops) {
-                    int L = ct_repetition_block(out->tokens + (size_t)b * cols + P, n_new + 1);
-                    if (L) { /* keep the block once: cut its three repeats */
-                        done[b] = looped[b] = true;
-                        out->n_tokens[b] -= (LOOP_REPEATS - 1) * L;
-                    }
-                }
+    bool all_done = take_token(&rs, next, score_buf, n_new++);
+    if (ct_decoder_is_queued(ds)) {
+        /* queued: token n is chosen by the step at position P + n - 1 */
+        int run = opts->ignore_eos ? RUN_NO_EOS : RUN, ahead = 2 * run, n_queued = n_new;
+        run_ids = tg_malloc((size_t)run * B * sizeof(int32_t));
+        run_scores = score_buf ? tg_malloc((size_t)run * B * sizeof(float)) : NULL;
+        if (!run_ids || (score_buf && !run_scores)) goto oom;
+        while (!all_done && n_new < max_new) {
+            if (opts->abort && opts->abort(opts->abort_user)) {
+                st = tg_status_new(TG_ERR_ABORTED, "greedy decoding: aborted after %d steps", n_new);
+                goto fail;
             }
-            all_done = all_done && done[b];
-            feed[b] = tok;
+            for (; n_queued < max_new && n_queued - n_new < ahead; n_queued++)
+                if ((st = ct_decoder_queue_step(ds, P + n_queued - 1))) goto fail;
+            int k = n_queued - n_new < run ? n_queued - n_new : run;
+            if ((st = ct_decoder_read_steps(ds, P + n_new - 1, k, run_ids, run_scores))) goto fail;
+            for (int j = 0; j < k && !all_done && n_new < max_new; j++)
+                all_done = take_token(&rs, run_ids + (size_t)j * B, run_scores ? run_scores + (size_t)j * B : NULL,
+                                      n_new++);
         }
-        n_new++;
-        if (all_done || n_new >= max_new) break;
-        if (opts->abort && opts->abort(opts->abort_user)) {
-            st = tg_status_new(TG_ERR_ABORTED, "greedy decoding: aborted after %d steps", n_new);
-            goto fail;
+    } else {
+        while (!all_done && n_new < max_new) {
+            if (opts->abort && opts->abort(opts->abort_user)) {
+                st = tg_status_new(TG_ERR_ABORTED, "greedy decoding: aborted after %d steps", n_new);
+                goto fail;
+            }
+            if ((st = ct_decoder_step(ds, feed, P + n_new - 1, next, score_buf, step_buf))) goto fail;
+            if (opts->keep_logits)
+                for (int b = 0; b < B; b++)
+                    memcpy(out->step_logits + ((size_t)b * max_new + n_new) * V,
+                           step_buf + (size_t)b * V, (size_t)V * sizeof(float));
+            all_done = take_token(&rs, next, score_buf, n_new++);
         }
-        if ((st = ct_decoder_step(ds, feed, P + n_new - 1, next, score_buf, step_buf))) goto fail;
-        if (opts->keep_logits)
-            for (int b = 0; b < B; b++)
-                memcpy(out->step_logits + ((size_t)b * max_new + n_new) * V,
-                       step_buf + (size_t)b * V, (size_t)V * sizeof(float));
     }
     for (int b = 0; b < B; b++)
         out->finish[b] = looped[b] ? CT_FINISH_REPETITION : done[b] ? CT_FINISH_EOS : CT_FINISH_LENGTH;
@@ -171,5 +232,7 @@ release:
     tg_free(looped);
     tg_free(step_buf);
     tg_free(score_buf);
+    tg_free(run_ids);
+    tg_free(run_scores);
     return st;
 }

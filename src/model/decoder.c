@@ -22,6 +22,18 @@
  * Rows of a batch stay in their slots; the caller feeds finished rows a pad
  * token and ignores what they produce.
  *
+ * Steps queued on the device (ct_decoder_queue_step): the step graph then
+ * reads its tokens from a device tensor the previous step's argmax wrote
+ * (the prefill writes it first), and writes each step's ids, logit sums
+ * and scores into history tensors at the step's position (set_rows, the
+ * position as data), so the host queues steps without reading anything
+ * and reads the history a run of steps at a time (ct_decoder_read_steps).
+ * A finished row is then fed its own argmax rather than a pad: rows are
+ * independent (no product or attention mixes them), so the other rows'
+ * tokens are the same, and the caller ignores the finished row's. The
+ * host sets only the positions and the causal mask's row; the
+ * cross-attention mask, the same every step, is set once.
+ *
  * Not here: the greedy loop and stopping rules (src/asr/greedy.c).
  */
 #include <math.h>
@@ -42,6 +54,7 @@ typedef struct dec_graph {
     tg_tensor *ids, *logits;      /* outputs (logits only when wanted)  */
     tg_tensor *scores;            /* softmax at the argmax, when wanted */
     tg_tensor *sums;              /* [n_q, B]: each position's logit sum */
+    bool cross_mask_set;          /* queued steps: set once             */
 } dec_graph;
 
 struct ct_dec_state {
@@ -55,6 +68,10 @@ struct ct_dec_state {
     tg_tensor **self_k, **self_v; /* [hd, max_len, H, B] per layer     */
     tg_tensor **cross_k, **cross_v; /* [hd, n_enc, H, B] per layer     */
     dec_graph prefill, step;
+    bool queued;                  /* steps fed on the device (see above) */
+    int queued_to;                /* one past the last position queued  */
+    tg_tensor *feed;              /* [B] I32: the next step's tokens   */
+    tg_tensor *hist_ids, *hist_sums, *hist_scores; /* [B, max_len] F32 */
     dec_graph *allocated;         /* the graph the scheduler holds now */
     float *host;                  /* scratch for masks                 */
     float *sums;                  /* [n_prompt * B]: logit sums read back */
@@ -67,6 +84,26 @@ static tg_tensor *attend(const ct_dec_state *s, const ct_nn *nn, tg_tensor *q, t
     return ct_nn_attention(nn, q, k, v, mask, 1.0f / sqrtf((float)s->m->dec_head_dim));
 }
 
+/* Queued steps: the graph's last nodes leave the next tokens on the device
+ * (the last position's argmax of each row, into s->feed) and, for a step,
+ * write its ids (as F32: exact below 2^24), logit sums and scores into the
+ * history at the step's position (its first position input, as data). */
+static tg_status build_feed(ct_dec_state *s, dec_graph *dg) {
+    tg_ctx *ctx = dg->ctx;
+    int B = s->B, n_q = dg->n_q;
+    tg_status st = NULL;
+    tg_tensor *last = tg_view_2d(ctx, dg->ids, 1, B, dg->ids->nb[1], (size_t)(n_q - 1) * dg->ids->nb[0]);
+    st = tg_graph_build(dg->g, tg_cpy(ctx, last, tg_reshape_2d(ctx, s->feed, 1, B)));
+    if (st || n_q != 1) return st;
+    tg_tensor *at = tg_view_1d(ctx, dg->pos, 1, 0);
+    st = tg_graph_build(dg->g, tg_set_rows(ctx, s->hist_ids,
+                                           tg_reshape_2d(ctx, tg_cast(ctx, dg->ids, TG_F32), B, 1), at));
+    if (!st) st = tg_graph_build(dg->g, tg_set_rows(ctx, s->hist_sums, tg_reshape_2d(ctx, dg->sums, B, 1), at));
+    if (!st && dg->scores)
+        st = tg_graph_build(dg->g, tg_set_rows(ctx, s->hist_scores, tg_reshape_2d(ctx, dg->scores, B, 1), at));
+    return st;
+}
+
 /* spec 3.1-3.3 for n_q query positions per row. */
 static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     const ct_model *m = s->m;
@@ -75,7 +112,8 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     const ct_nn nnv = {ctx, s->opts.f32}, *nn = &nnv;
     dg->n_q = n_q;
-    dg->tok = ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
+    /* queued steps read the tokens the previous step left on the device */
+    dg->tok = s->queued && n_q == 1 ? s->feed : ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
     dg->pos = ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "positions");
     dg->wids = ct_nn_input(nn, TG_I32, n_q, H, B, 1, "cache_rows");
     dg->self_mask = ct_nn_input(nn, TG_F32, s->max_len, n_q, 1, 1, "self_mask");
@@ -142,6 +180,7 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
         dg->logits = logits;
         st = tg_graph_build(dg->g, logits);
     }
+    if (!st && s->queued) st = build_feed(s, dg);
     return tg_status_wrap(st, "building the decoder graph");
 }
 
@@ -240,6 +279,13 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     s->self_v = s->self_k + L;
     s->cross_k = s->self_k + 2 * L;
     s->cross_v = s->self_k + 3 * L;
+    s->queued = s->opts.queued && m->vocab < (1 << 24);
+    if (s->queued) {
+        s->feed = tg_new_1d(s->kv_ctx, TG_I32, s->B);
+        s->hist_ids = tg_new_2d(s->kv_ctx, TG_F32, s->B, max_len);
+        s->hist_sums = tg_new_2d(s->kv_ctx, TG_F32, s->B, max_len);
+        if (s->opts.want_scores) s->hist_scores = tg_new_2d(s->kv_ctx, TG_F32, s->B, max_len);
+    }
     for (int i = 0; i < L; i++) {
         s->self_k[i] = tg_new_4d(s->kv_ctx, kv_type, hd, max_len, H, s->B);
         s->self_v[i] = tg_new_4d(s->kv_ctx, kv_type, hd, max_len, H, s->B);
@@ -264,22 +310,25 @@ fail:
     return tg_status_wrap(st, "starting the decoder");
 }
 
-/* Sets the inputs of dg for tokens ids[b*n_q + t] at positions pos0 + t and
- * runs it. */
-static tg_status run(ct_dec_state *s, dec_graph *dg, const int32_t *ids, int pos0) {
+/* Sets the inputs of dg for tokens ids[b*n_q + t] (NULL: the tokens are
+ * on the device already) at positions pos0 + t. */
+static tg_status set_inputs(ct_dec_state *s, dec_graph *dg, const int32_t *ids, int pos0) {
     const ct_model *m = s->m;
     int B = s->B, n_q = dg->n_q, H = m->dec_heads;
     tg_status st = NULL;
     if (s->allocated != dg) {
         if ((st = tg_sched_alloc(s->sched, dg->g))) return st;
         s->allocated = dg;
+        dg->cross_mask_set = false;
     }
-    for (int i = 0; i < B * n_q; i++) {
-        if (ids[i] < 0 || ids[i] >= m->vocab)
-            return tg_status_new(TG_ERR_INVALID_ARG, "decoder: token id %d is outside the vocabulary of %d",
-                                 ids[i], m->vocab);
+    if (ids) {
+        for (int i = 0; i < B * n_q; i++) {
+            if (ids[i] < 0 || ids[i] >= m->vocab)
+                return tg_status_new(TG_ERR_INVALID_ARG, "decoder: token id %d is outside the vocabulary of %d",
+                                     ids[i], m->vocab);
+        }
+        if ((st = tg_tensor_set(dg->tok, ids, 0, (size_t)B * n_q * sizeof(int32_t)))) return st;
     }
-    if ((st = tg_tensor_set(dg->tok, ids, 0, (size_t)B * n_q * sizeof(int32_t)))) return st;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < n_q; t++) s->ihost[b * n_q + t] = pos0 + t;
     if ((st = tg_tensor_set(dg->pos, s->ihost, 0, (size_t)B * n_q * sizeof(int32_t)))) return st;
@@ -295,17 +344,25 @@ static tg_status run(ct_dec_state *s, dec_graph *dg, const int32_t *ids, int pos
             s->host[(size_t)t * s->max_len + j] = j <= pos0 + t ? 0.0f : -INFINITY;
     if ((st = tg_tensor_set(dg->self_mask, s->host, 0, (size_t)n_q * s->max_len * sizeof(float))))
         return st;
+    if (dg->cross_mask_set) return NULL;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < n_q; t++)
             for (int j = 0; j < s->n_enc; j++)
                 s->host[((size_t)b * n_q + t) * s->n_enc + j] =
                     j < s->enc_valid[b] ? 0.0f : -INFINITY;
-    if ((st = tg_tensor_set(dg->cross_mask, s->host, 0,
-                            (size_t)B * n_q * s->n_enc * sizeof(float))))
-        return st;
-    if ((st = tg_sched_compute(s->sched, dg->g))) return st;
+    st = tg_tensor_set(dg->cross_mask, s->host, 0, (size_t)B * n_q * s->n_enc * sizeof(float));
+    /* queued steps keep it: no node writes it, and their graph stays allocated */
+    dg->cross_mask_set = !st && s->queued && !ids;
+    return st;
+}
+
+/* Sets the inputs of dg for tokens ids[b*n_q + t] at positions pos0 + t and
+ * runs it. */
+static tg_status run(ct_dec_state *s, dec_graph *dg, const int32_t *ids, int pos0) {
+    tg_status st = set_inputs(s, dg, ids, pos0);
+    if (!st) st = tg_sched_compute(s->sched, dg->g);
     /* weights read in place from a truncated checkpoint read as zeros */
-    return ct_model_check(m);
+    return st ? st : ct_model_check(s->m);
 }
 
 /* Copies the graph's outputs back: out_next[b] = ids[b][n_q - 1], and the
@@ -346,15 +403,62 @@ tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *ou
     return tg_status_wrap(st, "decoding the prompt");
 }
 
+/* A step writes cache row pos: after the prompt, inside the cache. */
+static tg_status check_step_pos(const ct_dec_state *s, int pos) {
+    if (pos >= s->n_prompt && pos < s->max_len) return NULL;
+    return tg_status_new(TG_ERR_INVALID_ARG, "decoder step at position %d: outside [%d, %d) of the cache", pos,
+                         s->n_prompt, s->max_len);
+}
+
 tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
                           float *out_scores, float *out_logits) {
     if (!s || !ids || !out_next)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_step: NULL argument");
-    if (pos < s->n_prompt || pos >= s->max_len)
-        return tg_status_new(TG_ERR_INVALID_ARG,
-                             "decoder step at position %d: outside [%d, %d) of the cache", pos,
-                             s->n_prompt, s->max_len);
-    tg_status st = run(s, &s->step, ids, pos);
+    tg_status st;
+    if ((st = check_step_pos(s, pos))) return st;
+    st = run(s, &s->step, ids, pos);
     if (!st) st = get_outputs(s, &s->step, out_next, out_scores, out_logits);
     return tg_status_wrap(st, "decoder step at position %d", pos);
 }
+
+tg_status ct_decoder_queue_step(ct_dec_state *s, int pos) {
+    if (!s) return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_queue_step: NULL argument");
+    if (!s->queued)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_queue_step: the decoder was begun without queued steps");
+    tg_status st;
+    if ((st = check_step_pos(s, pos))) return st;
+    st = set_inputs(s, &s->step, NULL, pos);
+    if (!st) st = tg_sched_compute_async(s->sched, s->step.g);
+    if (!st && pos + 1 > s->queued_to) s->queued_to = pos + 1;
+    return tg_status_wrap(st, "queueing the decoder step at position %d", pos);
+}
+
+tg_status ct_decoder_read_steps(ct_dec_state *s, int pos0, int n, int32_t *out_ids, float *out_scores) {
+    if (!s || !out_ids || n <= 0)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_read_steps: bad arguments");
+    if (!s->queued || pos0 < s->n_prompt || pos0 + n > s->queued_to)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_read_steps: positions [%d, %d) were not queued",
+                             pos0, pos0 + n);
+    int B = s->B;
+    size_t cnt = (size_t)n * B, off = (size_t)pos0 * B * sizeof(float);
+    float *buf = tg_malloc(cnt * sizeof(float));
+    if (!buf) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    /* waits for the queued steps */
+    tg_status st = tg_sched_synchronize(s->sched);
+    if (!st) st = tg_tensor_get(s->hist_ids, buf, off, cnt * sizeof(float));
+    for (size_t i = 0; !st && i < cnt; i++) out_ids[i] = (int32_t)buf[i];
+    if (!st) st = tg_tensor_get(s->hist_sums, buf, off, cnt * sizeof(float));
+    for (size_t i = 0; !st && i < cnt; i++)
+        if (!isfinite(buf[i]))
+            st = tg_status_new(TG_ERR_FORMAT,
+                               "model %s: the decoder's logits are not finite (batch row %d, position %d); "
+                               "the weights are corrupt or their dtype label is wrong",
+                               s->m->dir, (int)(i % (size_t)B), pos0 + (int)(i / (size_t)B));
+    if (!st && out_scores && s->hist_scores)
+        st = tg_tensor_get(s->hist_scores, out_scores, off, cnt * sizeof(float));
+    tg_free(buf);
+    if (!st) st = ct_model_check(s->m);
+    return tg_status_wrap(st, "reading decoder steps %d..%d", pos0, pos0 + n - 1);
+}
+
+bool ct_decoder_is_queued(const ct_dec_state *s) { return s && s->queued; }

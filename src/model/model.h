@@ -235,6 +235,7 @@ typedef struct ct_dec_opts {
     bool f32;          /* TG_PREC_F32 on matrix products and attention          */
     bool want_logits;  /* keep logits for the caller (prefill: every position)  */
     bool want_scores;  /* also compute each argmax's softmax probability        */
+    bool queued;       /* steps queued on the device (ct_decoder_queue_step)    */
 } ct_dec_opts;
 
 /* Computes the cross K/V of enc (borrowed; its out tensor is read in place,
@@ -260,5 +261,20 @@ tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *ou
  * either may be NULL. */
 tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
                           float *out_scores, float *out_logits);
+
+/* Queued steps (a state begun with opts.queued and a vocabulary below 2^24;
+ * ct_decoder_is_queued says whether it was): the step at position pos is
+ * queued on the device, fed the tokens the previous step (or the prefill)
+ * chose, and returns without waiting for it; its ids, logit sums and
+ * scores go to a history on the device. ct_decoder_step also works on such
+ * a state: it sets the step's tokens itself. */
+tg_status ct_decoder_queue_step(ct_dec_state *s, int pos);
+/* Reads the history of the queued steps at positions pos0..pos0+n-1 (waits
+ * for them; a position past the last queued is refused): out_ids [n][n_batch] (the argmax each step chose) and, when
+ * the state has want_scores and out_scores is not NULL, their
+ * probabilities [n][n_batch]. A non-finite logit sum is an error naming
+ * the model. */
+tg_status ct_decoder_read_steps(ct_dec_state *s, int pos0, int n, int32_t *out_ids, float *out_scores);
+bool ct_decoder_is_queued(const ct_dec_state *s);
 
 #endif

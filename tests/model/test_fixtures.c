@@ -24,6 +24,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "audio.h"
@@ -154,6 +155,91 @@ static int read_clip(const char *name, ct_audio *a) {
  * logits that decide whether a GPU token may differ, [B][steps][V] (from the
  * f32 CPU run, which matches the reference to ~4e-7 with identical tokens);
  * NULL otherwise. */
+/* One greedy decode of enc without logits (queued steps unless
+ * CT_DECODER_FEED=host), scores kept; eos_id < 0 keeps the fixtures' 3. */
+static bool decode_plain(env *e, const ct_enc_result *enc, const int32_t *prompt, int P, int max_new,
+                         int eos_id, bool host, ct_greedy_result *out) {
+    if (host) setenv("CT_DECODER_FEED", "host", 1);
+    ct_greedy_opts go = {.max_new_tokens = max_new, .eos_id = eos_id < 0 ? 3 : eos_id, .pad_id = 2,
+                         .f32 = e->gpu == NULL, .keep_scores = true};
+    tg_status st = ct_greedy_decode(e->model, e->sched, enc, prompt, P, &go, out);
+    unsetenv("CT_DECODER_FEED");
+    bool ok = st == NULL;
+    CHECK_OK(st);
+    return ok && out->tokens;
+}
+
+/* The queued-step calls refuse what they cannot do, naming it: a step
+ * before the prompt's end or past the cache, a read of steps not queued
+ * (yet), a queued step on a state begun without them. */
+static void check_queued_refusals(env *e, const ct_enc_result *enc, const int32_t *prompt, int P) {
+    ct_dec_state *q = NULL, *h = NULL;
+    ct_dec_opts qo = {.f32 = e->gpu == NULL, .queued = true}, ho = {.f32 = e->gpu == NULL};
+    CHECK_OK(ct_decoder_begin(e->model, e->sched, enc, P, P + 4, &qo, &q));
+    CHECK_OK(ct_decoder_begin(e->model, e->sched, enc, P, P + 4, &ho, &h));
+    if (q && h) {
+        int32_t next[8], ids[8 * 4];
+        CHECK(ct_decoder_is_queued(q) && !ct_decoder_is_queued(h));
+        CHECK_OK(ct_decoder_prefill(q, prompt, next, NULL, NULL));
+        CHECK_ERR(ct_decoder_queue_step(q, P - 1), TG_ERR_INVALID_ARG, "outside");
+        CHECK_ERR(ct_decoder_queue_step(q, P + 4), TG_ERR_INVALID_ARG, "outside");
+        CHECK_ERR(ct_decoder_queue_step(h, P), TG_ERR_INVALID_ARG, "without queued steps");
+        CHECK_ERR(ct_decoder_read_steps(q, P - 1, 1, ids, NULL), TG_ERR_INVALID_ARG, "not queued");
+        CHECK_ERR(ct_decoder_read_steps(q, P, 5, ids, NULL), TG_ERR_INVALID_ARG, "not queued");
+        CHECK_ERR(ct_decoder_read_steps(q, P, 0, ids, NULL), TG_ERR_INVALID_ARG, "bad arguments");
+        CHECK_OK(ct_decoder_queue_step(q, P));
+        CHECK_ERR(ct_decoder_read_steps(q, P, 2, ids, NULL), TG_ERR_INVALID_ARG, "not queued");
+        CHECK_OK(ct_decoder_read_steps(q, P, 1, ids, NULL));
+        for (int b = 0; b < enc->n_batch; b++)
+            CHECK_MSG(ids[b] >= 0 && ids[b] < e->model->vocab, "row %d: id %d", b, ids[b]);
+    }
+    ct_decoder_free(q);
+    ct_decoder_free(h);
+}
+
+/* Steps queued on the device (what a transcription runs) against steps fed
+ * from the host one at a time (what the logits were checked on): the same
+ * tokens, row ends and scores, with the fixtures' EOS and with an EOS that
+ * ends the rows at different steps, inside a queued run. */
+static void check_queued(env *e, const char *prefix, const ct_enc_result *enc, const ct_greedy_result *ref,
+                         const int32_t *prompt, int P) {
+    int B = ref->n_batch, max_new = ref->n_steps;
+    /* the token in the middle of row 0's new ones, as EOS: row 0 ends there,
+     * other rows where (if) they make it */
+    int eos_mid = ref->tokens[P + max_new / 2], end0 = P + max_new / 2 + 1;
+    for (int j = max_new / 2; j >= 0; j--)
+        if (ref->tokens[P + j] == eos_mid) end0 = P + j + 1;
+    /* the second pass needs row 0 to run its length with the fixtures' EOS */
+    int passes = ref->n_tokens[0] == ref->n_cols && max_new >= 4 ? 2 : 1;
+    for (int pass = 0; pass < passes; pass++) {
+        int eos = pass ? eos_mid : -1;
+        ct_greedy_result q = {0}, h = {0};
+        if (decode_plain(e, enc, prompt, P, max_new, eos, false, &q) &&
+            decode_plain(e, enc, prompt, P, max_new, eos, true, &h)) {
+            const ct_greedy_result *want = pass ? &h : ref;
+            CHECK_MSG(q.n_cols == want->n_cols && h.n_cols == want->n_cols, "%s eos %d: %d / %d columns, want %d",
+                      prefix, eos, q.n_cols, h.n_cols, want->n_cols);
+            int differ = 0, ends = 0, scores = 0;
+            for (int b = 0; b < B && q.n_cols == want->n_cols; b++) {
+                for (int t = 0; t < q.n_cols; t++)
+                    differ += q.tokens[b * q.n_cols + t] != want->tokens[b * want->n_cols + t];
+                ends += q.n_tokens[b] != h.n_tokens[b] || q.finish[b] != h.finish[b];
+                for (int t = 0; t < q.n_steps; t++) {
+                    float sq = q.scores[b * q.n_steps + t], sh = h.scores[b * h.n_steps + t];
+                    scores += !(sq >= 0.0f && sq <= 1.0f) || fabsf(sq - sh) > 1e-6f;
+                }
+            }
+            if (pass) CHECK_MSG(q.n_tokens[0] == end0, "%s: row 0 ended at %d tokens, want %d", prefix,
+                                q.n_tokens[0], end0);
+            printf("  queued steps %-5s eos %5d: %d tokens, %d row ends, %d scores differ from host steps\n",
+                   prefix, pass ? eos : 3, differ, ends, scores);
+            CHECK(differ == 0 && ends == 0 && scores == 0);
+        }
+        ct_greedy_result_free(&q);
+        ct_greedy_result_free(&h);
+    }
+}
+
 static void check_batch(env *e, const char *prefix, const float *const *clips, const size_t *lens,
                         int B, bool has_hidden, bool has_steps, const float *margin_logits,
                         const char *label) {
@@ -271,6 +357,8 @@ static void check_batch(env *e, const char *prefix, const float *const *clips, c
            "rows diverged within it\n",
            label, prefix, mismatches, B * cols, diverged);
     CHECK(mismatches == 0);
+    check_queued(e, prefix, &enc, &gr, ref_ids, P);
+    if (!strcmp(prefix, "ab")) check_queued_refusals(e, &enc, ref_ids, P);
     ct_greedy_result_free(&gr);
 out_enc:
     ct_enc_result_free(&enc);
