@@ -374,6 +374,21 @@ static tg_tensor *build_rows_conv(tg_ctx *ctx) {
                      tg_reshape_2d(ctx, tg_cont(ctx, s), 8, 1), 0);
 }
 
+/* A conv's output, its bias [1, 1, C, 1] added, a frame mask [1, H, 1, B]
+ * multiplied in and relu (the subsampling's chain, one ew_bias_mask_c4
+ * pass); with the operands the other way round and no relu; with no mask. */
+static tg_tensor *bias_mask_chain(tg_ctx *ctx, int kind) {
+    tg_tensor *img = tg_new_4d(ctx, TG_F32, 15, 9, 1, 3), *k = tg_new_4d(ctx, TG_F32, 3, 3, 1, 4);
+    tg_tensor *x = tg_conv_2d(ctx, k, img, 2, 2, 1, 1); /* [8, 5, 4, 3] */
+    tg_tensor *bias = tg_new_4d(ctx, TG_F32, 1, 1, 4, 1), *mask = tg_new_4d(ctx, TG_F32, 1, 5, 1, 3);
+    if (kind == 1) return tg_mul(ctx, mask, tg_add(ctx, bias, x));
+    if (kind == 2) return tg_relu(ctx, tg_add(ctx, x, bias));
+    return tg_relu(ctx, tg_mul(ctx, tg_add(ctx, x, bias), mask));
+}
+static tg_tensor *build_bias_mask_relu(tg_ctx *ctx) { return bias_mask_chain(ctx, 0); }
+static tg_tensor *build_mask_bias(tg_ctx *ctx) { return bias_mask_chain(ctx, 1); }
+static tg_tensor *build_bias_relu(tg_ctx *ctx) { return bias_mask_chain(ctx, 2); }
+
 static tg_tensor *build_argmax(tg_ctx *ctx) { return tg_argmax(ctx, tg_new_2d(ctx, TG_F32, 1000, 7)); }
 
 /* A chain of 200 small nodes: the decoder-step shape of graph. */
@@ -599,6 +614,16 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     CHECK(c->n_attn_decode > ad);
     compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");
     compare_with_cpu(b, build_rows_conv, 2, 1e-6, "rows and convolutions");
+    /* the same f32 arithmetic in the same order as the three kernels */
+    int bm = c->n_fused[TG_FUSED_BIAS_MASK];
+    compare_with_cpu(b, build_bias_mask_relu, 2, 1e-6, "conv, bias, mask, relu (one pass)");
+    CHECK(c->n_fused[TG_FUSED_BIAS_MASK] > bm);
+    bm = c->n_fused[TG_FUSED_BIAS_MASK];
+    compare_with_cpu(b, build_mask_bias, 2, 1e-6, "conv, bias, mask; operands swapped (one pass)");
+    CHECK(c->n_fused[TG_FUSED_BIAS_MASK] > bm);
+    bm = c->n_fused[TG_FUSED_BIAS_MASK];
+    compare_with_cpu(b, build_bias_relu, 2, 1e-6, "conv, bias, relu (one pass)");
+    CHECK(c->n_fused[TG_FUSED_BIAS_MASK] > bm);
     compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");
     tg_backend_free(b);
 }

@@ -228,6 +228,7 @@ typedef struct tg_cuda_ctx {
     bool use_scale;            /* CT_CUDA_FUSE_SCALE: a scale after a product as its alpha */
     bool use_ln_matvec;        /* CT_CUDA_FUSE_NORM: a layer norm inside its product's matvec */
     bool use_conv_glu;         /* CT_CUDA_FUSE_CONV: the conv module's glu .. silu as one kernel */
+    bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most it takes (1..TG_MV_MAXM, default 2) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */

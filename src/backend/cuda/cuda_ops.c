@@ -482,9 +482,78 @@ static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *n
                   (unsigned)((dw->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT), (unsigned)(a->ne[2] * a->ne[3]), 64, 0, g);
 }
 
+/* A value per row of n: F32, ne[0] == 1, every other dim 1 or n's (a conv
+ * bias [1, 1, C, 1], a frame mask [1, T, 1, B]). */
+static bool row_value(const tg_tensor *t, const tg_tensor *n) {
+    if (t->type != TG_F32 || t->ne[0] != 1 || !t->data) return false;
+    for (int d = 1; d < 4; d++)
+        if (t->ne[d] != 1 && t->ne[d] != n->ne[d]) return false;
+    return true;
+}
+
+/* The operand of binary node n that is not `from`, when n reads `from` as
+ * one operand and a row value as the other; else NULL. */
+static const tg_tensor *row_operand(const tg_tensor *n, const tg_tensor *from) {
+    const tg_tensor *o = n->src[0] == from ? n->src[1] : n->src[1] == from ? n->src[0] : NULL;
+    return o && o != from && row_value(o, n) ? o : NULL;
+}
+
+/* A conv's output x -> add a row bias [-> mul a row mask] [-> relu], each
+ * read only by the next (the subsampling of spec 2.1: three passes over the
+ * encoder's largest tensors), as ew_bias_mask_c4 takes them: contiguous F32
+ * rows of a multiple of 4 floats, 16-byte aligned; the result exactly on x
+ * (elementwise: each thread reads before it writes) or apart from it, and
+ * apart from the bias and mask. 2 or 3 when they fuse, else 1. */
+static int bias_mask_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
+    const tg_tensor *add = nodes[i];
+    if (!c->use_bias_mask || i + 1 >= n || add->op != TG_OP_ADD || add->type != TG_F32) return 1;
+    const tg_tensor *x = row_value(add->src[1], add) ? add->src[0] : add->src[1];
+    const tg_tensor *bias = x == add->src[0] ? add->src[1] : add->src[0];
+    if (!row_value(bias, add) || !f32_contiguous(x) || !tg_same_shape(x, add)) return 1;
+    const tg_tensor *last = add, *mask = NULL;
+    int len = 1;
+    if (n_uses[i] == 1 && !(add->flags & TG_FLAG_OUTPUT) && nodes[i + 1]->op == TG_OP_MUL &&
+        (mask = row_operand(nodes[i + 1], add)) && tg_same_shape(nodes[i + 1], add))
+        last = nodes[i + len++];
+    if (i + len < n && n_uses[i + len - 1] == 1 && !(last->flags & TG_FLAG_OUTPUT) &&
+        nodes[i + len]->op == TG_OP_RELU && nodes[i + len]->src[0] == last && tg_same_shape(nodes[i + len], add))
+        last = nodes[i + len++];
+    if (len == 1 || !f32_contiguous(last) || add->ne[0] % 4 != 0 ||
+        (((uintptr_t)x->data | (uintptr_t)last->data) & 15) != 0 || add->ne[1] > INT32_MAX || add->ne[2] > INT32_MAX)
+        return 1;
+    if ((tg_hazard_overlap(last, x) && last->data != x->data) || tg_hazard_overlap(last, bias) ||
+        (mask && tg_hazard_overlap(last, mask)))
+        return 1;
+    return len;
+}
+
+static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
+    const tg_tensor *add = nodes[i], *last = nodes[i + len - 1];
+    const tg_tensor *x = row_value(add->src[1], add) ? add->src[0] : add->src[1];
+    const tg_tensor *bias = x == add->src[0] ? add->src[1] : add->src[0];
+    const tg_tensor *mask = nodes[i + 1]->op == TG_OP_MUL ? row_operand(nodes[i + 1], add) : NULL;
+    int64_t ne = tg_nelements(add);
+    if (ne == 0) return NULL;
+    tg_args_ew_bias_mask_c4 a = {.bias = desc(bias),
+                                 .mask = mask ? desc(mask) : desc(bias),
+                                 .d = dptr(last->data),
+                                 .x = dptr(x->data),
+                                 .n4 = ne / 4,
+                                 .ne1 = add->ne[1],
+                                 .ne2 = add->ne[2],
+                                 .q4 = (int32_t)(add->ne[0] / 4),
+                                 .has_mask = mask != NULL,
+                                 .relu = last->op == TG_OP_RELU};
+    char defs[48];
+    snprintf(defs, sizeof defs, TG_DEFS_EW, TG_EW_ADD, TG_EMIT_F32);
+    c->n_fused[TG_FUSED_BIAS_MASK]++;
+    return LAUNCH(c, s, "elementwise.cu", defs, ew_bias_mask_c4, tg_cuda_grid(c, a.n4, 256), 1, 1, 256, 0, a);
+}
+
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     if (!c->use_fusion || i + 1 >= n) return 1;
     if (nodes[i]->op == TG_OP_GLU) return conv_glu_fuse_len(c, nodes, n, i, n_uses);
+    if (nodes[i]->op == TG_OP_ADD) return bias_mask_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op != TG_OP_LAYER_NORM) return product_fuse_len(c, nodes, n, i, n_uses);
     if (!c->use_ln_matvec || n_uses[i] != 1) return 1;
     int len = 1 + product_fuse_len(c, nodes, n, i + 1, n_uses);
@@ -949,6 +1018,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         int out16 = tail == TG_BF16 ? TG_EMIT_BF16 : tail == TG_F16 ? TG_EMIT_F16 : TG_EMIT_F32;
         return encode_conv_glu(c, s, nodes, i, out16);
     }
+    if (len > 1 && n->op == TG_OP_ADD) return encode_bias_mask(c, s, nodes, i, len);
     if (len > 1 && n->op == TG_OP_LAYER_NORM) {
         /* the norm, then its product's group, in one matvec launch */
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i + 1, len - 1);

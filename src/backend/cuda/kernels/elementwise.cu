@@ -9,8 +9,11 @@
  * the other dims (a warp per row), and a contiguous F32 one that moves 16
  * bytes per thread for the large, common case; the host picks.
  *
- * Not here: fused variants (layer norm, softmax and attention are their own
- * ops).
+ * ew_bias_mask_c4 is a fused chain (cuda_ops.c: the subsampling's conv
+ * bias add, frame mask and relu) in one pass; it does not depend on TG_OP.
+ *
+ * Not here: other fused variants (layer norm, softmax and attention are
+ * their own ops).
  */
 #include "common.cuh"
 
@@ -151,5 +154,43 @@ extern "C" __global__ void ew_unary_c4(const tg_args_ew_unary_c4 args) {
         r.z = un(x.z, s);
         r.w = un(x.w, s);
         tg_store4(d, i, r);
+    }
+}
+
+__device__ __forceinline__ float bias_mask_act(float x, float b, float m, bool relu) {
+    float y = (x + b) * m;
+    return relu && !(y > 0.0f) ? 0.0f : y;
+}
+
+/* The bias add, mask mul and relu of a conv's output in one pass, the same
+ * arithmetic in the same order as the three kernels (a row's bias and mask
+ * are one value each: rows are the innermost dim, a conv's width). */
+extern "C" __global__ void ew_bias_mask_c4(const tg_args_ew_bias_mask_c4 a) {
+    TG_PDL();
+    const i64 n4 = a.n4;
+    const bool small = n4 <= 0x7fffffff;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
+        i64 i1, i2, i3;
+        if (small) {
+            unsigned r = (unsigned)i / (unsigned)a.q4, n1 = (unsigned)a.ne1, n2 = (unsigned)a.ne2;
+            i1 = r % n1;
+            r /= n1;
+            i2 = r % n2;
+            i3 = r / n2;
+        } else {
+            i64 r = i / a.q4;
+            i1 = r % a.ne1;
+            i2 = (r / a.ne1) % a.ne2;
+            i3 = r / (a.ne1 * a.ne2);
+        }
+        const float b = *(const float *)(a.bias.p + tg_off_bc(a.bias, 0, i1, i2, i3));
+        const float m = a.has_mask ? *(const float *)(a.mask.p + tg_off_bc(a.mask, 0, i1, i2, i3)) : 1.0f;
+        const bool relu = a.relu != 0;
+        float4 x = a.x[i], r;
+        r.x = bias_mask_act(x.x, b, m, relu);
+        r.y = bias_mask_act(x.y, b, m, relu);
+        r.z = bias_mask_act(x.z, b, m, relu);
+        r.w = bias_mask_act(x.w, b, m, relu);
+        tg_store4(a.d, i, r);
     }
 }

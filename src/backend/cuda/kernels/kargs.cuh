@@ -91,6 +91,7 @@ enum {
     TG_FUSED_MM_SCALE,   /* of the groups above, those with a scale as alpha */
     TG_FUSED_NORM_MATVEC, /* a layer norm inside its product's matvec launch */
     TG_FUSED_CONV_GLU,    /* glu, depthwise conv, bias, silu as one kernel */
+    TG_FUSED_BIAS_MASK,   /* a row bias add, row mask mul, relu as one pass */
     TG_FUSED_KINDS
 };
 
@@ -128,6 +129,18 @@ typedef struct tg_ew_unary4_args {
     tg_i64 n4;
 } tg_ew_unary4_args;
 TG_KARGS_SIZE(tg_ew_unary4_args, 32);
+
+/* ew_bias_mask_c4: d = relu?((x + bias) * mask?) over contiguous F32 rows
+ * of 4 q4 floats (n4 float4 groups); bias and mask F32 with ne[0] == 1, a
+ * value per row (dims 1-3 of ne1 x ne2 x .., broadcast where their ne is 1). */
+typedef struct tg_ew_bias_mask_args {
+    tg_t bias, mask;
+    tg_dp_void d;
+    tg_dp_cfloat4 x;
+    tg_i64 n4, ne1, ne2;
+    tg_i32 q4, has_mask, relu, pad_;
+} tg_ew_bias_mask_args;
+TG_KARGS_SIZE(tg_ew_bias_mask_args, 216);
 
 /* ------------------------------------------------------------ norm.cu */
 
@@ -359,6 +372,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(elementwise, ew_binary_rows, tg_ew_binary_args)        \
     X(elementwise, ew_unary, tg_ew_unary_args)               \
     X(elementwise, ew_unary_c4, tg_ew_unary4_args)           \
+    X(elementwise, ew_bias_mask_c4, tg_ew_bias_mask_args)    \
     X(norm, layer_norm, tg_norm_args)                        \
     X(norm, layer_norm_c4, tg_norm4_args)                    \
     X(norm, layer_norm_w4, tg_norm4_args)                    \
