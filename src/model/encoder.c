@@ -48,6 +48,7 @@ typedef struct builder {
     ct_nn nn; /* the graph's context and precision request */
     const ct_model *m;
     bool copy_heads; /* CT_ENCODER_HEADS=copy: heads and BD copied (for measuring) */
+    bool bd_pairs;   /* CT_ENCODER_BD=pairs: the table of 2T+1 rows (for measuring) */
 } builder;
 
 /* A conv bias [C] broadcast over [W, H, C, N]. */
@@ -75,17 +76,25 @@ static tg_tensor *heads(const builder *b, tg_tensor *x) {
                          : ct_nn_heads_view(&b->nn, x, b->m->head_dim, b->m->heads);
 }
 
-/* The rel-pos table's first position for T frames. The attention reads BD
- * as a view of BDraw (rows = the table's) with row i starting at element
- * first + i (rows - 1) (bd_view); a GPU loads its floats in pairs when
- * every row start, row stride and head stride (rows * T floats) is even,
- * so for an even T (438 at 35 s) the table gets one more position at each
- * end (first = T, 2T + 1 rows: 0.2% more rel-pos product) instead of
- * first = T - 1, 2T - 1 rows. No table does it for an odd T (the head
- * stride is odd): those load the mask one float at a time. With head
+/* The rel-pos table's first position and rows for T frames. The attention
+ * reads BD as a view of BDraw [rows, T, H, B] with row i starting at
+ * element first + i (rows - 1) (bd_view). For an even T the table starts
+ * one position above the spec's (first = T instead of T - 1), and it has
+ * its 2T + 1 (else 2T - 1) rows rounded up to a multiple of 4, so that
+ * BDraw's columns are 16-byte aligned for cuBLASLt's stores; rows past the
+ * view's last (first + T - 1) are computed and never read. At 35 s and
+ * batch 64 (T = 438, 880 rows) that took the rel-pos product from 1.0 to
+ * 0.38 ms a layer, while the attention, which then loads its mask one float
+ * at a time (the view's row stride is odd), went from 1.28 to 1.50 ms: the
+ * encoder 392 -> 370 ms (bench/README.md, 2026-12-04). CT_ENCODER_BD=pairs
+ * (for measuring) keeps the 2T + 1 rows of before, whose view rows all
+ * start 8-byte aligned for an even T (mask loads in pairs). With head
  * copies (CT_ENCODER_HEADS=copy) the spec's table. */
 static int rel_pos_first(const builder *b, int T) { return !b->copy_heads && T % 2 == 0 ? T : T - 1; }
-static int rel_pos_rows(int first, int T) { return first == T ? 2 * T + 1 : 2 * T - 1; }
+static int rel_pos_rows(const builder *b, int first, int T) {
+    int rows = first == T ? 2 * T + 1 : 2 * T - 1;
+    return b->copy_heads || b->bd_pairs ? rows : (rows + 3) / 4 * 4;
+}
 
 /* BD[j, i] = BDraw[first - i + j, i] for T frames: the rel shift of spec
  * 2.4 as a view ([T, T, H, B]) of BDraw [rows, T, H, B]. */
@@ -343,7 +352,8 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
     }
 
     const char *heads_env = getenv("CT_ENCODER_HEADS");
-    builder bl = {{ctx, o.f32}, m, heads_env && !strcmp(heads_env, "copy")};
+    const char *bd_env = getenv("CT_ENCODER_BD");
+    builder bl = {{ctx, o.f32}, m, heads_env && !strcmp(heads_env, "copy"), bd_env && !strcmp(bd_env, "pairs")};
     const ct_nn *nn = &bl.nn;
     ct_frontend_graph fg;
     tg_tensor *feat = in->fe ? ct_frontend_build(in->fe, ctx, T0, B, &fg)
@@ -367,7 +377,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
         m3 = ct_nn_input(nn, TG_F32, 1, T3, 1, B, "mask3");
         kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
     }
-    const int pos_first = rel_pos_first(&bl, T3), pos_rows = rel_pos_rows(pos_first, T3);
+    const int pos_first = rel_pos_first(&bl, T3), pos_rows = rel_pos_rows(&bl, pos_first, T3);
     tg_tensor *pos = ct_nn_input(nn, TG_F32, d, pos_rows, 1, 1, "rel_pos");
     tg_graph *g = tg_graph_new(ctx);
     if ((st = tg_ctx_check(ctx))) goto fail;
