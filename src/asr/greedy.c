@@ -11,13 +11,14 @@
  * reference's exactly.
  *
  * Steps are queued on the device ahead of the host (ct_decoder_queue_step)
- * unless logits are kept: the GPU never waits for the host between steps.
- * The host keeps 2 * RUN steps queued and reads the chosen ids RUN steps at
- * a time (RUN_NO_EOS when EOS is ignored, as in benchmarks). When every
- * row has finished, the steps still queued (at most 2 * RUN) are computed
- * and not used; the tokens are the same as stepping one at a time (rows
- * are independent). CT_DECODER_FEED=host steps one at a time from the host
- * (for measuring).
+ * unless logits are kept: the host queues RUN steps (RUN_NO_EOS when EOS is
+ * ignored, as in benchmarks) and then reads their ids, which waits for
+ * them, so the GPU waits for the host once a run, not once a step. When
+ * every row has finished inside a run, the rest of the run is computed and
+ * not used; the tokens are the same as stepping one at a time (rows are
+ * independent). The reads could overlap the next run's steps with an
+ * event per run and a copy beside the stream (not done). CT_DECODER_FEED=
+ * host steps one at a time from the host (for measuring).
  *
  * Not here: repetition penalties or n-gram blocking (no reference path has
  * them, spec 5.3), beam search.
@@ -40,10 +41,13 @@ void ct_greedy_result_free(ct_greedy_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* Queued steps read at a time: small, since a finished batch wastes up to
- * twice this many steps; larger where rows never finish early. */
-#define RUN 4
-#define RUN_NO_EOS 16
+/* Queued steps a run: small, since a batch that finishes inside a run
+ * computes the rest of it for nothing; larger where rows never finish
+ * early. (The H200 figures of 2026-12-04 were taken with 32 queued and 16
+ * read at a time, EOS ignored: a read waits for all that is queued, so that
+ * was a wait every 16 steps where this is one every 32.) */
+#define RUN 8
+#define RUN_NO_EOS 32
 
 #define LOOP_MIN_TOKENS 96
 #define LOOP_MIN_BLOCK 8
@@ -176,7 +180,7 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
     bool all_done = take_token(&rs, next, score_buf, n_new++);
     if (ct_decoder_is_queued(ds)) {
         /* queued: token n is chosen by the step at position P + n - 1 */
-        int run = opts->ignore_eos ? RUN_NO_EOS : RUN, ahead = 2 * run, n_queued = n_new;
+        int run = opts->ignore_eos ? RUN_NO_EOS : RUN, n_queued = n_new;
         run_ids = tg_malloc((size_t)run * B * sizeof(int32_t));
         run_scores = score_buf ? tg_malloc((size_t)run * B * sizeof(float)) : NULL;
         if (!run_ids || (score_buf && !run_scores)) goto oom;
@@ -185,7 +189,7 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
                 st = tg_status_new(TG_ERR_ABORTED, "greedy decoding: aborted after %d steps", n_new);
                 goto fail;
             }
-            for (; n_queued < max_new && n_queued - n_new < ahead; n_queued++)
+            for (; n_queued < max_new && n_queued - n_new < run; n_queued++)
                 if ((st = ct_decoder_queue_step(ds, P + n_queued - 1))) goto fail;
             int k = n_queued - n_new < run ? n_queued - n_new : run;
             if ((st = ct_decoder_read_steps(ds, P + n_new - 1, k, run_ids, run_scores))) goto fail;
@@ -207,6 +211,9 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
             all_done = take_token(&rs, next, score_buf, n_new++);
         }
     }
+    /* steps still queued past the last row's end: their faults are this
+     * batch's to report, not the next compute's */
+    if ((st = tg_sched_synchronize(sched))) goto fail;
     for (int b = 0; b < B; b++)
         out->finish[b] = looped[b] ? CT_FINISH_REPETITION : done[b] ? CT_FINISH_EOS : CT_FINISH_LENGTH;
     out->n_steps = n_new;

@@ -418,6 +418,8 @@ tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t 
     if ((st = check_step_pos(s, pos))) return st;
     st = run(s, &s->step, ids, pos);
     if (!st) st = get_outputs(s, &s->step, out_next, out_scores, out_logits);
+    /* a queued state's step graph wrote its history too */
+    if (!st && s->queued && pos + 1 > s->queued_to) s->queued_to = pos + 1;
     return tg_status_wrap(st, "decoder step at position %d", pos);
 }
 
@@ -435,8 +437,10 @@ tg_status ct_decoder_queue_step(ct_dec_state *s, int pos) {
 
 tg_status ct_decoder_read_steps(ct_dec_state *s, int pos0, int n, int32_t *out_ids, float *out_scores) {
     if (!s || !out_ids || n <= 0)
-        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_read_steps: bad arguments");
-    if (!s->queued || pos0 < s->n_prompt || pos0 + n > s->queued_to)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_read_steps: NULL state or ids, or %d steps", n);
+    if (!s->queued)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_read_steps: the decoder was begun without queued steps");
+    if (pos0 < s->n_prompt || pos0 + n > s->queued_to)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_read_steps: positions [%d, %d) were not queued",
                              pos0, pos0 + n);
     int B = s->B;

@@ -107,7 +107,7 @@ static tg_tensor *bd_view(tg_ctx *ctx, tg_tensor *raw, int first, int T) {
 
 /* spec 2.4: AC = (q + u)·k from the attention itself; BD = (q + v)·r,
  * rel-shifted, scaled and masked, goes in as the attention's additive mask.
- * The scale is applied to r (2T-1 or 2T+1 rows, not T per batch row), and
+ * The scale is applied to r (the table's rows, not T per batch row), and
  * the shifted BD is a view of the product's result that the attention
  * reads in place (bd_view): no [T, T, H, B] tensor is copied or scaled
  * (with padded keys, the key mask's add still writes one). */

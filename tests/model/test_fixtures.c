@@ -177,20 +177,25 @@ static void check_queued_refusals(env *e, const ct_enc_result *enc, const int32_
     ct_dec_opts qo = {.f32 = e->gpu == NULL, .queued = true}, ho = {.f32 = e->gpu == NULL};
     CHECK_OK(ct_decoder_begin(e->model, e->sched, enc, P, P + 4, &qo, &q));
     CHECK_OK(ct_decoder_begin(e->model, e->sched, enc, P, P + 4, &ho, &h));
-    if (q && h) {
-        int32_t next[8], ids[8 * 4];
+    int B = enc->n_batch;
+    CHECK(B <= 8 && P <= 16); /* the buffers below */
+    if (q && h && B <= 8 && P <= 16) {
+        int32_t next[8], ids[8 * 4], feed[8 * 16];
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < P; t++) feed[b * P + t] = prompt[t];
         CHECK(ct_decoder_is_queued(q) && !ct_decoder_is_queued(h));
-        CHECK_OK(ct_decoder_prefill(q, prompt, next, NULL, NULL));
+        CHECK_OK(ct_decoder_prefill(q, feed, next, NULL, NULL));
         CHECK_ERR(ct_decoder_queue_step(q, P - 1), TG_ERR_INVALID_ARG, "outside");
         CHECK_ERR(ct_decoder_queue_step(q, P + 4), TG_ERR_INVALID_ARG, "outside");
         CHECK_ERR(ct_decoder_queue_step(h, P), TG_ERR_INVALID_ARG, "without queued steps");
         CHECK_ERR(ct_decoder_read_steps(q, P - 1, 1, ids, NULL), TG_ERR_INVALID_ARG, "not queued");
         CHECK_ERR(ct_decoder_read_steps(q, P, 5, ids, NULL), TG_ERR_INVALID_ARG, "not queued");
-        CHECK_ERR(ct_decoder_read_steps(q, P, 0, ids, NULL), TG_ERR_INVALID_ARG, "bad arguments");
+        CHECK_ERR(ct_decoder_read_steps(q, P, 0, ids, NULL), TG_ERR_INVALID_ARG, "0 steps");
+        CHECK_ERR(ct_decoder_read_steps(h, P, 1, ids, NULL), TG_ERR_INVALID_ARG, "without queued steps");
         CHECK_OK(ct_decoder_queue_step(q, P));
         CHECK_ERR(ct_decoder_read_steps(q, P, 2, ids, NULL), TG_ERR_INVALID_ARG, "not queued");
         CHECK_OK(ct_decoder_read_steps(q, P, 1, ids, NULL));
-        for (int b = 0; b < enc->n_batch; b++)
+        for (int b = 0; b < B; b++)
             CHECK_MSG(ids[b] >= 0 && ids[b] < e->model->vocab, "row %d: id %d", b, ids[b]);
     }
     ct_decoder_free(q);

@@ -518,7 +518,7 @@ static int bias_mask_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int
     if (i + len < n && n_uses[i + len - 1] == 1 && !(last->flags & TG_FLAG_OUTPUT) &&
         nodes[i + len]->op == TG_OP_RELU && nodes[i + len]->src[0] == last && tg_same_shape(nodes[i + len], add))
         last = nodes[i + len++];
-    if (len == 1 || !f32_contiguous(last) || add->ne[0] % 4 != 0 ||
+    if (len == 1 || !f32_contiguous(last) || add->ne[0] % 4 != 0 || add->ne[0] / 4 > INT32_MAX ||
         (((uintptr_t)x->data | (uintptr_t)last->data) & 15) != 0 || add->ne[1] > INT32_MAX || add->ne[2] > INT32_MAX)
         return 1;
     if ((tg_hazard_overlap(last, x) && last->data != x->data) || tg_hazard_overlap(last, bias) ||
