@@ -5,8 +5,10 @@
  * (a leaf in its own backend buffer, never a host round trip), is projected
  * to the decoder width and each layer's cross-attention K/V are computed
  * once (spec 3.4) into tensors that live for the batch. The self-attention cache is allocated
- * once at its maximum length, [head_dim, max_len, heads, B] per layer, so
- * attention reads it without a copy. Two graphs are built once per batch:
+ * once at its maximum length, [head_dim, max_len, 2 heads, B] per layer (a
+ * row's K heads, then its V heads), so attention reads K and V as views of
+ * it without a copy, and a step writes both with one set_rows from the
+ * packed q/k/v product, whose k and v lie side by side. Two graphs are built once per batch:
  * the prefill (the whole prompt) and the step (one token per row). A step
  * writes its K/V at a position given as data (tg_set_rows with an ids
  * tensor) and attends over the whole cache with a mask given as data, so
@@ -65,7 +67,8 @@ struct ct_dec_state {
     int *enc_valid;               /* [B] valid encoder frames          */
     tg_ctx *kv_ctx;
     tg_buffer *kv_buf;
-    tg_tensor **self_k, **self_v; /* [hd, max_len, H, B] per layer     */
+    tg_tensor **self_kv;          /* [hd, max_len, 2H, B] per layer    */
+    bool kv_apart;                /* CT_DECODER_KV_WRITE=apart          */
     tg_tensor **cross_k, **cross_v; /* [hd, n_enc, H, B] per layer     */
     dec_graph prefill, step;
     bool queued;                  /* steps fed on the device (see above) */
@@ -82,6 +85,14 @@ struct ct_dec_state {
 static tg_tensor *attend(const ct_dec_state *s, const ct_nn *nn, tg_tensor *q, tg_tensor *k,
                          tg_tensor *v, tg_tensor *mask) {
     return ct_nn_attention(nn, q, k, v, mask, 1.0f / sqrtf((float)s->m->dec_head_dim));
+}
+
+/* Heads h0 .. h0+H-1 of t [hd, rows, 2H, B] (the cache, or what a set_rows
+ * wrote into it): a view, dims 0, 1 and 3 as t's. */
+static tg_tensor *cache_heads(tg_ctx *ctx, tg_tensor *t, int h0, int H) {
+    if (!t) return NULL;
+    const int64_t ne[4] = {t->ne[0], t->ne[1], H, t->ne[3]};
+    return tg_view(ctx, t, 4, ne, t->nb, (size_t)h0 * t->nb[2]);
 }
 
 /* Queued steps: the graph's last nodes leave the next tokens on the device
@@ -115,7 +126,7 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     /* queued steps read the tokens the previous step left on the device */
     dg->tok = s->queued && n_q == 1 ? s->feed : ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
     dg->pos = ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "positions");
-    dg->wids = ct_nn_input(nn, TG_I32, n_q, H, B, 1, "cache_rows");
+    dg->wids = ct_nn_input(nn, TG_I32, n_q, 2 * H, B, 1, "cache_rows");
     dg->self_mask = ct_nn_input(nn, TG_F32, s->max_len, n_q, 1, 1, "self_mask");
     dg->cross_mask = ct_nn_input(nn, TG_F32, s->n_enc, n_q, 1, B, "cross_mask");
     tg_status st = tg_ctx_check(ctx);
@@ -131,19 +142,32 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
         const ct_dec_layer *l = &m->dec[i];
         /* causal self-attention over the cache */
         tg_tensor *h = ct_nn_norm(nn, x, l->ln1_w, l->ln1_b);
-        tg_tensor *q, *k, *v;
-        if (l->sa_wqkv) { /* one product for the three (weights.c) */
+        tg_tensor *q, *kc, *vc;
+        if (l->sa_wqkv && !s->kv_apart) {
+            /* one product for the three (weights.c); its k and v heads,
+             * side by side, go into the cache with one write */
             tg_tensor *qkv = ct_nn_linear(nn, l->sa_wqkv, l->sa_bqkv, h);
             q = ct_nn_split_heads_of(nn, qkv, 0, hd, H);
-            k = ct_nn_split_heads_of(nn, qkv, 1, hd, H);
-            v = ct_nn_split_heads_of(nn, qkv, 2, hd, H);
+            tg_tensor *kv = tg_set_rows(ctx, s->self_kv[i], ct_nn_split_heads_from(nn, qkv, H, hd, 2 * H), dg->wids);
+            kc = cache_heads(ctx, kv, 0, H);
+            vc = cache_heads(ctx, kv, H, H);
         } else {
-            q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wq, l->sa_bq, h), hd, H);
-            k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wk, l->sa_bk, h), hd, H);
-            v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wv, l->sa_bv, h), hd, H);
+            tg_tensor *k, *v;
+            if (l->sa_wqkv) {
+                tg_tensor *qkv = ct_nn_linear(nn, l->sa_wqkv, l->sa_bqkv, h);
+                q = ct_nn_split_heads_of(nn, qkv, 0, hd, H);
+                k = ct_nn_split_heads_of(nn, qkv, 1, hd, H);
+                v = ct_nn_split_heads_of(nn, qkv, 2, hd, H);
+            } else {
+                q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wq, l->sa_bq, h), hd, H);
+                k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wk, l->sa_bk, h), hd, H);
+                v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wv, l->sa_bv, h), hd, H);
+            }
+            const int64_t ne[4] = {dg->wids->ne[0], H, dg->wids->ne[2], 1};
+            tg_tensor *rows = tg_view(ctx, dg->wids, 4, ne, dg->wids->nb, 0); /* [n_q, H, B] of [n_q, 2H, B] */
+            kc = tg_set_rows(ctx, cache_heads(ctx, s->self_kv[i], 0, H), k, rows);
+            vc = tg_set_rows(ctx, cache_heads(ctx, s->self_kv[i], H, H), v, rows);
         }
-        tg_tensor *kc = tg_set_rows(ctx, s->self_k[i], k, dg->wids);
-        tg_tensor *vc = tg_set_rows(ctx, s->self_v[i], v, dg->wids);
         tg_tensor *a = attend(s, nn, q, kc, vc, dg->self_mask);
         x = tg_add(ctx, x, ct_nn_linear(nn, l->sa_wo, l->sa_bo, a));
         /* cross-attention on the clip's K/V */
@@ -218,7 +242,7 @@ void ct_decoder_free(ct_dec_state *s) {
     tg_ctx_free(s->step.ctx);
     tg_buffer_free(s->kv_buf);
     tg_ctx_free(s->kv_ctx);
-    tg_free(s->self_k);
+    tg_free(s->self_kv);
     tg_free(s->enc_valid);
     tg_free(s->host);
     tg_free(s->sums);
@@ -256,6 +280,11 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     else if (kv_env && !strcmp(kv_env, "bf16")) kv_type = TG_BF16;
     else if (kv_env) TG_WARN("CT_DECODER_KV=%s: not f32 or bf16; ignored", kv_env);
     if (tg_backend_is_cpu(m->backend)) kv_type = TG_F32;
+    /* CT_DECODER_KV_WRITE=apart (for measuring): K and V written by two
+     * set_rows, as before they shared a cache tensor */
+    const char *kvw = getenv("CT_DECODER_KV_WRITE");
+    if (kvw && strcmp(kvw, "apart") && strcmp(kvw, "one"))
+        TG_WARN("CT_DECODER_KV_WRITE=%s: not one or apart; ignored", kvw);
     s->m = m;
     s->sched = sched;
     s->opts = opts ? *opts : (ct_dec_opts){0};
@@ -266,20 +295,20 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     size_t n_host = (size_t)s->max_len * n_prompt;
     if ((size_t)s->n_enc * n_prompt * s->B > n_host) n_host = (size_t)s->n_enc * n_prompt * s->B;
     s->host = tg_malloc(n_host * sizeof(float));
-    s->ihost = tg_malloc((size_t)n_prompt * H * s->B * sizeof(int32_t));
+    s->ihost = tg_malloc((size_t)n_prompt * 2 * H * s->B * sizeof(int32_t));
     s->sums = tg_malloc((size_t)n_prompt * s->B * sizeof(float));
     s->enc_valid = tg_malloc((size_t)s->B * sizeof(int));
-    s->self_k = tg_calloc((size_t)L * 4, sizeof(tg_tensor *));
+    s->self_kv = tg_calloc((size_t)L * 3, sizeof(tg_tensor *));
     s->kv_ctx = tg_ctx_new();
-    if (!s->host || !s->ihost || !s->sums || !s->enc_valid || !s->self_k || !s->kv_ctx) {
+    if (!s->host || !s->ihost || !s->sums || !s->enc_valid || !s->self_kv || !s->kv_ctx) {
         st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
         goto fail;
     }
     memcpy(s->enc_valid, enc->valid, (size_t)s->B * sizeof(int));
-    s->self_v = s->self_k + L;
-    s->cross_k = s->self_k + 2 * L;
-    s->cross_v = s->self_k + 3 * L;
+    s->cross_k = s->self_kv + L;
+    s->cross_v = s->self_kv + 2 * L;
     s->queued = s->opts.queued && m->vocab < (1 << 24);
+    s->kv_apart = kvw && !strcmp(kvw, "apart");
     if (s->queued) {
         s->feed = tg_new_1d(s->kv_ctx, TG_I32, s->B);
         s->hist_ids = tg_new_2d(s->kv_ctx, TG_F32, s->B, max_len);
@@ -287,12 +316,10 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
         if (s->opts.want_scores) s->hist_scores = tg_new_2d(s->kv_ctx, TG_F32, s->B, max_len);
     }
     for (int i = 0; i < L; i++) {
-        s->self_k[i] = tg_new_4d(s->kv_ctx, kv_type, hd, max_len, H, s->B);
-        s->self_v[i] = tg_new_4d(s->kv_ctx, kv_type, hd, max_len, H, s->B);
+        s->self_kv[i] = tg_new_4d(s->kv_ctx, kv_type, hd, max_len, 2 * H, s->B);
         s->cross_k[i] = tg_new_4d(s->kv_ctx, kv_type, hd, s->n_enc, H, s->B);
         s->cross_v[i] = tg_new_4d(s->kv_ctx, kv_type, hd, s->n_enc, H, s->B);
-        if (s->self_k[i]) tg_set_name(s->self_k[i], "cache_k.%d", i);
-        if (s->self_v[i]) tg_set_name(s->self_v[i], "cache_v.%d", i);
+        if (s->self_kv[i]) tg_set_name(s->self_kv[i], "cache_kv.%d", i);
         if (s->cross_k[i]) tg_set_name(s->cross_k[i], "cross_k.%d", i);
         if (s->cross_v[i]) tg_set_name(s->cross_v[i], "cross_v.%d", i);
     }
@@ -332,11 +359,11 @@ static tg_status set_inputs(ct_dec_state *s, dec_graph *dg, const int32_t *ids, 
     for (int b = 0; b < B; b++)
         for (int t = 0; t < n_q; t++) s->ihost[b * n_q + t] = pos0 + t;
     if ((st = tg_tensor_set(dg->pos, s->ihost, 0, (size_t)B * n_q * sizeof(int32_t)))) return st;
-    /* cache rows written: [n_q, H, B] */
+    /* cache rows written: [n_q, 2H, B] (K heads, then V heads) */
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < n_q; t++) s->ihost[((size_t)b * H + h) * n_q + t] = pos0 + t;
-    if ((st = tg_tensor_set(dg->wids, s->ihost, 0, (size_t)B * H * n_q * sizeof(int32_t))))
+        for (int h = 0; h < 2 * H; h++)
+            for (int t = 0; t < n_q; t++) s->ihost[((size_t)b * 2 * H + h) * n_q + t] = pos0 + t;
+    if ((st = tg_tensor_set(dg->wids, s->ihost, 0, (size_t)B * 2 * H * n_q * sizeof(int32_t))))
         return st;
     /* causal: position pos0 + t sees cache rows 0..pos0 + t */
     for (int t = 0; t < n_q; t++)

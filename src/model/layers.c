@@ -56,8 +56,12 @@ tg_tensor *ct_nn_heads_view(const ct_nn *nn, tg_tensor *x, int hd, int H) {
 }
 
 tg_tensor *ct_nn_split_heads_of(const ct_nn *nn, tg_tensor *x, int part, int hd, int H) {
+    return ct_nn_split_heads_from(nn, x, part * H, hd, H);
+}
+
+tg_tensor *ct_nn_split_heads_from(const ct_nn *nn, tg_tensor *x, int head0, int hd, int H) {
     if (!x) return NULL;
-    size_t es = tg_type_size(x->type), off = (size_t)part * (size_t)hd * (size_t)H * es;
+    size_t es = tg_type_size(x->type), off = (size_t)head0 * (size_t)hd * es;
     if (x->ne[1] == 1) {
         int64_t ne[4] = {hd, 1, H, x->ne[2]};
         size_t nb[4] = {es, (size_t)hd * es, (size_t)hd * es, x->nb[2]};

@@ -49,6 +49,9 @@ tg_tensor *ct_nn_heads_view(const ct_nn *nn, tg_tensor *x, int hd, int H);
  * product (q, k, v side by side in each column): [hd, T, H, B], a strided
  * view of x when T == 1. */
 tg_tensor *ct_nn_split_heads_of(const ct_nn *nn, tg_tensor *x, int part, int hd, int H);
+/* The same for the H heads of x from head head0 on (k and v of a packed
+ * product together: head0 = heads, H = 2 heads). */
+tg_tensor *ct_nn_split_heads_from(const ct_nn *nn, tg_tensor *x, int head0, int hd, int H);
 /* softmax(q·kᵀ·scale + mask)·v with the precision request, heads merged:
  * q [hd, Tq, H, B], k and v [hd, Tk, H, B], mask as tg_attention's; result
  * [hd*H, Tq, B] (the heads concatenated, ready for the output linear). */
