@@ -178,38 +178,35 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
     row_state rs = {out, opts, P, cols, max_new, done, looped, feed};
     int n_new = 0;
     bool all_done = take_token(&rs, next, score_buf, n_new++);
-    if (ct_decoder_is_queued(ds)) {
-        /* queued: token n is chosen by the step at position P + n - 1 */
-        int run = opts->ignore_eos ? RUN_NO_EOS : RUN, n_queued = n_new;
+    /* queued: token n is chosen by the step at position P + n - 1 */
+    bool queued = ct_decoder_is_queued(ds);
+    int run = opts->ignore_eos ? RUN_NO_EOS : RUN, n_queued = n_new;
+    if (queued) {
         run_ids = tg_malloc((size_t)run * B * sizeof(int32_t));
         run_scores = score_buf ? tg_malloc((size_t)run * B * sizeof(float)) : NULL;
         if (!run_ids || (score_buf && !run_scores)) goto oom;
-        while (!all_done && n_new < max_new) {
-            if (opts->abort && opts->abort(opts->abort_user)) {
-                st = tg_status_new(TG_ERR_ABORTED, "greedy decoding: aborted after %d steps", n_new);
-                goto fail;
-            }
+    }
+    while (!all_done && n_new < max_new) {
+        if (opts->abort && opts->abort(opts->abort_user)) {
+            st = tg_status_new(TG_ERR_ABORTED, "greedy decoding: aborted after %d steps", n_new);
+            goto fail;
+        }
+        if (queued) {
             for (; n_queued < max_new && n_queued - n_new < run; n_queued++)
                 if ((st = ct_decoder_queue_step(ds, P + n_queued - 1))) goto fail;
-            int k = n_queued - n_new < run ? n_queued - n_new : run;
+            int k = n_queued - n_new;
             if ((st = ct_decoder_read_steps(ds, P + n_new - 1, k, run_ids, run_scores))) goto fail;
-            for (int j = 0; j < k && !all_done && n_new < max_new; j++)
+            for (int j = 0; j < k && !all_done; j++)
                 all_done = take_token(&rs, run_ids + (size_t)j * B, run_scores ? run_scores + (size_t)j * B : NULL,
                                       n_new++);
+            continue;
         }
-    } else {
-        while (!all_done && n_new < max_new) {
-            if (opts->abort && opts->abort(opts->abort_user)) {
-                st = tg_status_new(TG_ERR_ABORTED, "greedy decoding: aborted after %d steps", n_new);
-                goto fail;
-            }
-            if ((st = ct_decoder_step(ds, feed, P + n_new - 1, next, score_buf, step_buf))) goto fail;
-            if (opts->keep_logits)
-                for (int b = 0; b < B; b++)
-                    memcpy(out->step_logits + ((size_t)b * max_new + n_new) * V,
-                           step_buf + (size_t)b * V, (size_t)V * sizeof(float));
-            all_done = take_token(&rs, next, score_buf, n_new++);
-        }
+        if ((st = ct_decoder_step(ds, feed, P + n_new - 1, next, score_buf, step_buf))) goto fail;
+        if (opts->keep_logits)
+            for (int b = 0; b < B; b++)
+                memcpy(out->step_logits + ((size_t)b * max_new + n_new) * V, step_buf + (size_t)b * V,
+                       (size_t)V * sizeof(float));
+        all_done = take_token(&rs, next, score_buf, n_new++);
     }
     /* steps still queued past the last row's end: their faults are this
      * batch's to report, not the next compute's */

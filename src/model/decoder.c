@@ -142,27 +142,24 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
         const ct_dec_layer *l = &m->dec[i];
         /* causal self-attention over the cache */
         tg_tensor *h = ct_nn_norm(nn, x, l->ln1_w, l->ln1_b);
-        tg_tensor *q, *kc, *vc;
-        if (l->sa_wqkv && !s->kv_apart) {
-            /* one product for the three (weights.c); its k and v heads,
-             * side by side, go into the cache with one write */
+        tg_tensor *q, *k = NULL, *v = NULL, *kc = NULL, *vc = NULL;
+        if (l->sa_wqkv) { /* one product for the three (weights.c) */
             tg_tensor *qkv = ct_nn_linear(nn, l->sa_wqkv, l->sa_bqkv, h);
             q = ct_nn_split_heads_of(nn, qkv, 0, hd, H);
-            tg_tensor *kv = tg_set_rows(ctx, s->self_kv[i], ct_nn_split_heads_from(nn, qkv, H, hd, 2 * H), dg->wids);
-            kc = cache_heads(ctx, kv, 0, H);
-            vc = cache_heads(ctx, kv, H, H);
-        } else {
-            tg_tensor *k, *v;
-            if (l->sa_wqkv) {
-                tg_tensor *qkv = ct_nn_linear(nn, l->sa_wqkv, l->sa_bqkv, h);
-                q = ct_nn_split_heads_of(nn, qkv, 0, hd, H);
+            if (s->kv_apart) {
                 k = ct_nn_split_heads_of(nn, qkv, 1, hd, H);
                 v = ct_nn_split_heads_of(nn, qkv, 2, hd, H);
-            } else {
-                q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wq, l->sa_bq, h), hd, H);
-                k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wk, l->sa_bk, h), hd, H);
-                v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wv, l->sa_bv, h), hd, H);
+            } else { /* its k and v heads, side by side: one cache write */
+                tg_tensor *kv = tg_set_rows(ctx, s->self_kv[i], ct_nn_split_heads_from(nn, qkv, H, hd, 2 * H), dg->wids);
+                kc = cache_heads(ctx, kv, 0, H);
+                vc = cache_heads(ctx, kv, H, H);
             }
+        } else {
+            q = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wq, l->sa_bq, h), hd, H);
+            k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wk, l->sa_bk, h), hd, H);
+            v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wv, l->sa_bv, h), hd, H);
+        }
+        if (k) { /* K and V apart, into the cache's two halves */
             const int64_t ne[4] = {dg->wids->ne[0], H, dg->wids->ne[2], 1};
             tg_tensor *rows = tg_view(ctx, dg->wids, 4, ne, dg->wids->nb, 0); /* [n_q, H, B] of [n_q, 2H, B] */
             kc = tg_set_rows(ctx, cache_heads(ctx, s->self_kv[i], 0, H), k, rows);
