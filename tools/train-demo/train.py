@@ -65,6 +65,9 @@ SIZES = {
     "demo": dict(eh=192, el=6, ehd=4, eff=768, sc=64, dh=192, dl=2, dhd=4, dff=768),
     "small": dict(eh=144, el=4, ehd=4, eff=576, sc=32, dh=144, dl=2, dhd=4, dff=576),
     "tiny": dict(eh=96, el=2, ehd=4, eff=384, sc=32, dh=96, dl=1, dhd=4, dff=384),
+    # deeper and narrower within the same 16 MB (run 6): 7.48 M and 7.59 M parameters
+    "deep144": dict(eh=144, el=12, ehd=4, eff=576, sc=64, dh=144, dl=2, dhd=4, dff=576),
+    "deep128": dict(eh=128, el=16, ehd=4, eff=512, sc=64, dh=128, dl=2, dhd=4, dff=512),
 }
 EOS, PAD = 3, 2
 POS_KEY = "model.decoder.pos_emb.weight"
