@@ -1,7 +1,7 @@
 """Weight averaging of exported demo models (a "model soup"): OUT = sum of w_i x MODEL_i.
 
 Why: two fine-tunings from one ancestor sit in one basin, and a weighted mean of their
-weights transcribes better than either (2026-12-03: the shipped model of run 2 and run 4's
+weights transcribes better than either (2026-12-03: the model then shipped, of run 2 and run 4's
 fine-tune of it, 0.8 / 0.2, chosen on a validation set of other sentences, `data.py --seed 2
 --heldout 300`: 12.34% and 12.60% alone, 10.84% averaged; on the 200 test clips 9.97%).
 Every floating tensor is averaged, BatchNorm's running statistics too (an approximation:

@@ -9,8 +9,9 @@ no question words to go by. Two measurements:
 - probe (a model): the mean of its encoder's last 8 valid frames and of all its frames, on
   the clips of a training shard, and a least-squares linear classifier, 5-fold: accuracy
   near the prior means the encoder keeps no linear trace of the cue.
-Why: on 2026-12-03 the shipped model gave back none of the 26 questions among its 200 test
-clips (1.75 of its 9.97 points), and a fine-tune with 3 questions in 10 did not change that.
+Why: on 2026-12-03 the model shipped then gave back none of the 26 questions among its 200 test
+clips (1.75 of its 9.97 points), and a fine-tune with 3 questions in 10 did not change that;
+nor did run 6 (2026-12-04, one sentence in five a question): 0 of 26, probe 50.9% vs 51.7%.
 
 usage: python3 question_cue.py pairs [--n 60]
        python3 question_cue.py probe --model models/cohere-demo-en --npz SHARD.npz [--n 1200]
