@@ -17,6 +17,9 @@ decoder, the decoder prompt of spec 5.2. What makes it learn, and why:
   by sqrt(hidden)), frozen;
 - an auxiliary CTC head on the encoder output (--ctc, weight; blank = <unk> id 0), dropped at
   export; its loss is the first sign that the encoder hears the audio;
+- --question: an auxiliary question/statement classifier on the encoder's last frames,
+  also dropped at export (a question is told only by its rising end, which no model here
+  has learnt; on the CPU at 5e-5 it stayed at the prior, tools/train-demo/README.md run 6);
 - SpecAugment on the features (--specaug), a speed perturbation of each batch on the device
   (--speed-aug: clips seen again are heard at a new speed), a curriculum that starts with the shortest clips
   (--curriculum: the fraction of training over which the longest allowed clip grows to all),
@@ -267,7 +270,7 @@ class Ema:
         return sd
 
 
-def save(path, model, ctc, step, elapsed, args, opt=None, guard=None, ema=None):
+def save(path, model, ctc, step, elapsed, args, opt=None, guard=None, ema=None, qhead=None):
     # small.pt: bf16, the averaged weights when there is an average, and without the fixed
     # position table (recomputed; keeps it < 16 MiB); full.pt: everything, to resume exactly
     src = ema.weights(model) if ema is not None and opt is None else model.state_dict()
@@ -276,6 +279,8 @@ def save(path, model, ctc, step, elapsed, args, opt=None, guard=None, ema=None):
     ck = {"model": sd, "ctc": {k: (v.to(torch.bfloat16) if opt is None else v) for k, v in ctc.state_dict().items()},
           "step": step, "elapsed": elapsed, "args": vars(args), "config": model.config.to_dict(),
           "guard": guard or {}}
+    if qhead is not None:
+        ck["qhead"] = {k: (v.to(torch.bfloat16) if opt is None else v) for k, v in qhead.state_dict().items()}
     if opt is not None:
         ck["opt"] = opt.state_dict()
         if ema is not None:
@@ -340,6 +345,11 @@ def main():
                          "pull away from what it learned; over the next N steps its share of the encoder's gradient "
                          "grows from 0 to all (a head still far from trained, let in at once, made a fine-tune at "
                          "1e-4 diverge on 2026-12-03)")
+    ap.add_argument("--question", type=float, default=0.0,
+                    help="weight of an auxiliary loss (training only, dropped at export, as the CTC head is): a "
+                         "linear question/statement classifier on the mean of the encoder's last 8 valid frames, "
+                         "its gradient reaching the encoder; the decoder's loss on the final '?' alone never made "
+                         "the encoder keep the rising end (question_cue.py probe, runs 5 and 6)")
     ap.add_argument("--punct-weight", type=float, default=1.0,
                     help="weight of the decoder's loss on the sentence-final '.' and '?' pieces against 1 for the "
                          "others: a question is told from a statement only by the pitch of its last word, a cue the "
@@ -403,7 +413,9 @@ def main():
     n_par = sum(p.numel() for p in model.parameters())
     print(f"model {args.size}: {n_par / 1e6:.2f} M parameters ({2 * n_par / 2 ** 20:.1f} MiB in bf16)", flush=True)
 
-    params = [p for p in list(model.parameters()) + list(ctc.parameters()) if p.requires_grad]
+    qhead = torch.nn.Linear(model.config.encoder_config.hidden_size, 1).to(device) if args.question > 0 else None
+    params = [p for p in list(model.parameters()) + list(ctc.parameters()) +
+              (list(qhead.parameters()) if qhead is not None else []) if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
@@ -425,6 +437,8 @@ def main():
         ck = torch.load(path, map_location=device, weights_only=False)
         load_weights(ck["model"], path)
         ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
+        if qhead is not None and "qhead" in ck:
+            qhead.load_state_dict({k: v.float() for k, v in ck["qhead"].items()})
         if "opt" in ck:
             opt.load_state_dict(ck["opt"])
         if ema is not None and "ema" in ck:
@@ -510,12 +524,12 @@ def main():
             print(f"step {step}: not saved (diverged)", flush=True)
             return
         g = dict(lr_scale=lr_scale, backs=backs, best_ce=best_ce)
-        save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt, g, ema)
-        save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args, guard=g, ema=ema)
+        save(os.path.join(args.out, "full.pt"), model, ctc, step, elapsed, args, opt, g, ema, qhead)
+        save(os.path.join(args.out, "small.pt"), model, ctc, step, elapsed, args, guard=g, ema=ema, qhead=qhead)
 
     if args.guard and not os.path.exists(os.path.join(args.out, "full.pt")):
         checkpoint()             # something to go back to from the first step
-    log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
+    log = dict(ce=0.0, ctc=0.0, q=0.0, qok=0.0, n=0, sec=0.0, t=time.time())
     t_last = t_start = time.time()
     while True:
         if (args.steps and step >= args.steps) or (args.minutes and elapsed >= 60 * args.minutes):
@@ -566,6 +580,19 @@ def main():
                 ctc_loss = F.ctc_loss(lp, ctc_t, elen, ctc_l, blank=0, reduction="sum",
                                       zero_infinity=True) / ctc_l.sum()
             loss = loss + args.ctc * ctc_loss
+        q_loss, q_ok = torch.zeros(()), torch.zeros(())
+        if qhead is not None:
+            with torch.autocast(device_type=device.type, enabled=False):
+                h = enc.last_hidden_state.float()
+                elen = encoder_lengths(m.sum(1))
+                at = torch.arange(h.shape[1], device=device)[None, :]
+                last = ((at < elen[:, None]) & (at >= elen[:, None] - 8)).float()
+                pooled = (h * last[:, :, None]).sum(1) / last.sum(1, keepdim=True).clamp(min=1.0)
+                z = qhead(pooled)[:, 0]
+                y = torch.tensor([data.texts[i].endswith("?") for i in idx], dtype=torch.float32, device=device)
+                q_loss = F.binary_cross_entropy_with_logits(z, y)
+                q_ok = ((z > 0).float() == y).float().mean()
+            loss = loss + args.question * q_loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -578,6 +605,8 @@ def main():
         t_last = now
         log["ce"] += ce.detach()                     # summed on the device: no wait for the GPU each step
         log["ctc"] += ctc_loss.detach()
+        log["q"] += q_loss.detach()
+        log["qok"] += q_ok.detach()
         log["n"] += 1
         log["sec"] += float(data.lens[idx].sum()) / SR
         if step % args.log_every == 0:
@@ -585,9 +614,11 @@ def main():
             window = float(log["ce"]) / log["n"]
             print(f"step {step} {elapsed / 60:.1f} min lr {lr_at(step, elapsed):.2e} "
                   f"ce {window:.3f} ctc {float(log['ctc']) / log['n']:.3f} "
+                  + (f"q {float(log['q']) / log['n']:.3f} q-right {float(log['qok']) / log['n']:.2f} "
+                     if qhead is not None else "") +
                   f"batch {len(idx)} frac {frac:.2f} "
                   f"{dt / log['n'] * 1000:.0f} ms/step {log['sec'] / dt:.0f} s audio/s", flush=True)
-            log = dict(ce=0.0, ctc=0.0, n=0, sec=0.0, t=time.time())
+            log = dict(ce=0.0, ctc=0.0, q=0.0, qok=0.0, n=0, sec=0.0, t=time.time())
             if args.guard:
                 best_ce = min(best_ce, window)
                 healthy = window <= args.guard * best_ce + 0.3
