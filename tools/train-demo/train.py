@@ -69,6 +69,7 @@ SIZES = {
     "small": dict(eh=144, el=4, ehd=4, eff=576, sc=32, dh=144, dl=2, dhd=4, dff=576),
     "tiny": dict(eh=96, el=2, ehd=4, eff=384, sc=32, dh=96, dl=1, dhd=4, dff=384),
     # deeper and narrower within the same 16 MB (run 6): 7.48 M and 7.59 M parameters
+    # without the decoder's fixed position table (the count printed below includes it)
     "deep144": dict(eh=144, el=12, ehd=4, eff=576, sc=64, dh=144, dl=2, dhd=4, dff=576),
     "deep128": dict(eh=128, el=16, ehd=4, eff=512, sc=64, dh=128, dl=2, dhd=4, dff=512),
 }
@@ -349,7 +350,9 @@ def main():
                     help="weight of an auxiliary loss (training only, dropped at export, as the CTC head is): a "
                          "linear question/statement classifier on the mean of the encoder's last 8 valid frames, "
                          "its gradient reaching the encoder; the decoder's loss on the final '?' alone never made "
-                         "the encoder keep the rising end (question_cue.py probe, runs 5 and 6)")
+                         "the encoder keep the rising end (question_cue.py probe, runs 5 and 6). The head starts "
+                         "new with --init-from; keep the flag the same across --resume (the optimizer's state "
+                         "holds the head or not)")
     ap.add_argument("--punct-weight", type=float, default=1.0,
                     help="weight of the decoder's loss on the sentence-final '.' and '?' pieces against 1 for the "
                          "others: a question is told from a statement only by the pitch of its last word, a cue the "
