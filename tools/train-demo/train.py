@@ -571,26 +571,25 @@ def main():
             loss = (ce_tok * w).sum() / w.sum()
         else:
             loss = ce
+        # the training-only heads (CTC, question) read the encoder's output in f32 and its valid frames
+        h_enc, elen = enc.last_hidden_state.float(), encoder_lengths(m.sum(1))
         ctc_loss = torch.zeros(())
         if args.ctc > 0:
             with torch.autocast(device_type=device.type, enabled=False):
-                h = enc.last_hidden_state.float()
+                h = h_enc
                 if step < 2 * args.ctc_warm:       # the encoder gets this share of the CTC gradient
                     share = max(0.0, (step - args.ctc_warm) / args.ctc_warm)
                     h = h.detach() + share * (h - h.detach())
                 lp = F.log_softmax(ctc(h), dim=-1).transpose(0, 1)
-                elen = encoder_lengths(m.sum(1))
                 ctc_loss = F.ctc_loss(lp, ctc_t, elen, ctc_l, blank=0, reduction="sum",
                                       zero_infinity=True) / ctc_l.sum()
             loss = loss + args.ctc * ctc_loss
         q_loss, q_ok = torch.zeros(()), torch.zeros(())
         if qhead is not None:
             with torch.autocast(device_type=device.type, enabled=False):
-                h = enc.last_hidden_state.float()
-                elen = encoder_lengths(m.sum(1))
-                at = torch.arange(h.shape[1], device=device)[None, :]
+                at = torch.arange(h_enc.shape[1], device=device)[None, :]
                 last = ((at < elen[:, None]) & (at >= elen[:, None] - 8)).float()
-                pooled = (h * last[:, :, None]).sum(1) / last.sum(1, keepdim=True).clamp(min=1.0)
+                pooled = (h_enc * last[:, :, None]).sum(1) / last.sum(1, keepdim=True).clamp(min=1.0)
                 z = qhead(pooled)[:, 0]
                 y = torch.tensor([data.texts[i].endswith("?") for i in idx], dtype=torch.float32, device=device)
                 q_loss = F.binary_cross_entropy_with_logits(z, y)
