@@ -149,12 +149,6 @@ static int read_clip(const char *name, ct_audio *a) {
     return a->samples != NULL;
 }
 
-/* Runs clips as one padded batch through frontend, encoder and greedy
- * decoding, and compares everything the reference has under `prefix`. */
-/* margin_logits: where the reference stores no step logits (long), the
- * logits that decide whether a GPU token may differ, [B][steps][V] (from the
- * f32 CPU run, which matches the reference to ~4e-7 with identical tokens);
- * NULL otherwise. */
 /* One greedy decode of enc without logits (queued steps unless
  * CT_DECODER_FEED=host), scores kept; eos_id < 0 keeps the fixtures' 3. */
 static bool decode_plain(env *e, const ct_enc_result *enc, const int32_t *prompt, int P, int max_new,
@@ -245,6 +239,12 @@ static void check_queued(env *e, const char *prefix, const ct_enc_result *enc, c
     }
 }
 
+/* Runs clips as one padded batch through frontend, encoder and greedy
+ * decoding, and compares everything the reference has under `prefix`. */
+/* margin_logits: where the reference stores no step logits (long), the
+ * logits that decide whether a GPU token may differ, [B][steps][V] (from the
+ * f32 CPU run, which matches the reference to ~4e-7 with identical tokens);
+ * NULL otherwise. */
 static void check_batch(env *e, const char *prefix, const float *const *clips, const size_t *lens,
                         int B, bool has_hidden, bool has_steps, const float *margin_logits,
                         const char *label) {
