@@ -179,6 +179,12 @@ void cases_attention(case_list *l) {
         {128, 128, 1, 138, 8, 5, MASK_FULL, 0, L_T12, -0.2f},
         /* more chunks than the combine keeps weights for (512) */
         {128, 128, 1, 20000, 2, 1, MASK_PER_SEQ, 0, L_CONT, 0},
+        /* Many (head, row) pairs: attn_decode sizes its chunks to fill the
+         * GPU, so on a 132-SM H200 320 and 280 pairs get one chunk a row
+         * (the block writes the output, no combine) and 192 get two. */
+        {128, 128, 1, 438, 8, 40, MASK_PER_SEQ, 0, L_CONT, 0},
+        {256, 256, 1, 77, 4, 70, MASK_FULL, 0, L_T12, 0},
+        {128, 128, 1, 140, 8, 24, MASK_FULL, 0, L_T12, 0},
     };
     /* BF16 keys and values: the decoder's caches on a GPU (the CPU backend
      * takes F32 and F16 only and skips them) */

@@ -231,25 +231,41 @@ static bool attn_decodes(const tg_cuda_ctx *c, const tg_tensor *n) {
            q->ne[2] <= 65535 && q->ne[3] <= 65535 && k->type == v->type && kv_rows_ok(k) && kv_rows_ok(v);
 }
 
-/* Keys per warp: one round of loads (8 keys at D = 128, 4 at 256; twice
- * that for BF16 K and V, the same bytes a round), so a call has
- * ceil(Tk / (4 kpw)) x H x B blocks of 4 warps and every warp's loads are
- * issued at once; more only past 65535 chunks. */
+/* Keys per warp. A round of loads is ku keys (8 at D = 128, 4 at 256;
+ * twice that for BF16 K and V, the same bytes a round), and a call has
+ * ceil(Tk / (4 kpw)) x H x B blocks of 4 warps. A block is a few trips to
+ * memory and ~8 us whatever its keys (H200, batch 8: 448 blocks of one
+ * round, one wave, 10.4 us), so with many (head, row) pairs one-round
+ * chunks made waves of such blocks: at batch 64 the cross-attention's 3584
+ * blocks took 67 us for 115 MB (1.7 TB/s). kpw is therefore chosen so the
+ * chunks just fill the GPU's block slots (4 an SM, the kernel's bound):
+ * one round a warp where the rows are few (batch 1 and 8, as before),
+ * several rounds and one chunk a row where they fill the GPU alone (batch
+ * 64: no combine launch then). CT_CUDA_ATTN_DECODE_FILL=0 keeps one round
+ * a warp (the chunking of before); past 65535 chunks kpw grows too. */
 enum { ATD_WARPS = TG_ATD_WARPS };
-static int attn_decode_kpw(const tg_tensor *n) {
-    int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1), kpw = ku;
-    while ((n->src[1]->ne[1] + ATD_WARPS * kpw - 1) / (ATD_WARPS * kpw) > 65535) kpw += ku;
+static int attn_decode_kpw(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1);
+    const int64_t Tk = n->src[1]->ne[1], rows = n->src[0]->ne[2] * n->src[0]->ne[3];
+    int64_t kpw = ku;
+    if (c->attn_decode_fill && rows > 0) {
+        int64_t slots = (int64_t)c->dev->props.sm_count * 4, splits = slots / rows > 1 ? slots / rows : 1;
+        int64_t per_warp = (Tk + splits * ATD_WARPS - 1) / (splits * ATD_WARPS);
+        kpw = (per_warp + ku - 1) / ku * ku;
+        if (kpw < ku) kpw = ku;
+    }
+    while ((Tk + ATD_WARPS * kpw - 1) / (ATD_WARPS * kpw) > 65535) kpw += ku;
     return (int)kpw;
 }
 
-static int64_t attn_decode_splits(const tg_tensor *n) {
-    int64_t chunk = (int64_t)ATD_WARPS * attn_decode_kpw(n);
+static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
+    int64_t chunk = (int64_t)ATD_WARPS * attn_decode_kpw(c, n);
     return (n->src[1]->ne[1] + chunk - 1) / chunk;
 }
 
 static size_t attn_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
     if (attn_decodes(c, n))
-        return tg_cuda_align256((size_t)attn_decode_splits(n) * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
+        return tg_cuda_align256((size_t)attn_decode_splits(c, n) * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
                                 (size_t)(n->src[0]->ne[0] + 2) * 4);
     if (attn_splits(n)) return attn_split_scratch(n);
     if (!attn_packs(c, n)) return 0;
@@ -737,11 +753,12 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
     if (attn_decodes(c, n)) {
-        int kpw = attn_decode_kpw(n);
-        int64_t n_split = attn_decode_splits(n);
+        int kpw = attn_decode_kpw(c, n);
+        int64_t n_split = attn_decode_splits(c, n);
         c->n_attn_decode++;
         tg_args_attn_decode da = {.part = c->scratch, .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m),
-                                  .has_mask = m != NULL, .scale = scale, .kpw = kpw};
+                                  .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
+                                  .o = desc(n)};
         const bool bf = k->type == TG_BF16;
         tg_status st =
             D == 128 ? (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_bf16, (unsigned)n_split, (unsigned)H,
@@ -752,7 +769,7 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
                                     (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da)
                            : LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256, (unsigned)n_split,
                                     (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da));
-        if (st) return st;
+        if (st || n_split == 1) return st;
         tg_args_attn_split_combine ca = {.o = desc(n), .part = c->scratch, .n_split = (int)n_split, .tq = 1, .h = (int)H};
         return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, 1, (unsigned)H, (unsigned)B, 128, 0, ca);
     }

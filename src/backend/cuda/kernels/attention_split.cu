@@ -137,7 +137,9 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split(const tg_ar
  * the mask, a second trip, kept the cross-attention at ~1.6 TB/s), so a
  * round is one trip, and a masked key (-inf) is loaded and dropped. The
  * block's warps are merged in shared memory and the chunk's
- * partial (attn_split's layout) goes to the scratch for attn_split_combine.
+ * partial (attn_split's layout) goes to the scratch for attn_split_combine,
+ * or, when the row has one chunk (args.direct), the normalised output goes
+ * straight to o and no combine follows.
  * G: float4 groups per lane (D / 128). */
 #define ATD_WARPS TG_ATD_WARPS
 
@@ -264,6 +266,20 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     for (int w = 0; w < ATD_WARPS; w++) {
         sw[w] = ms[w] == -TG_INF ? 0.0f : expf(ms[w] - M);
         L += ls[w] * sw[w];
+    }
+    if (args.direct) {
+        /* the row's only chunk: normalised here, as attn_split_combine
+         * would (all keys masked: zeros; a NaN stays NaN) */
+        const float inv = M == -TG_INF ? 0.0f : 1.0f / L;
+        for (int d = threadIdx.x; d < D; d += blockDim.x) {
+            float o = 0.0f;
+            if (inv != 0.0f) {
+#pragma unroll
+                for (int w = 0; w < ATD_WARPS; w++) o += os[w][d] * sw[w];
+            }
+            tg_st(args.o.p + tg_off(args.o, d, h, 0, b), args.o.type, o * inv);
+        }
+        return;
     }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float o = 0.0f;

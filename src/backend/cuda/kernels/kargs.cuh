@@ -220,16 +220,19 @@ typedef struct tg_attn_split_combine_args {
 } tg_attn_split_combine_args;
 TG_KARGS_SIZE(tg_attn_split_combine_args, 104);
 
-/* attn_decode(_d256): kpw keys per warp, TG_ATD_WARPS warps a block. */
+/* attn_decode(_d256): kpw keys per warp, TG_ATD_WARPS warps a block.
+ * direct: the grid has one chunk per row, so the block writes the
+ * normalised output into o itself and no attn_split_combine follows. */
 #define TG_ATD_WARPS 4
 typedef struct tg_attn_decode_args {
     tg_dp_void part;
     tg_t q, k, v, mask;
     tg_i32 has_mask;
     float scale;
-    tg_i32 kpw, pad_;
+    tg_i32 kpw, direct;
+    tg_t o;
 } tg_attn_decode_args;
-TG_KARGS_SIZE(tg_attn_decode_args, 344);
+TG_KARGS_SIZE(tg_attn_decode_args, 424);
 
 /* ---------------------------------------------------------- matvec.cu */
 
