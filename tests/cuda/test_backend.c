@@ -203,6 +203,11 @@ static tg_tensor *build_ffn(tg_ctx *ctx) { return ffn_block(ctx, 37, 512); }
  * with the layer norm before it inside its launch. */
 static tg_tensor *build_ffn_vec(tg_ctx *ctx) { return ffn_block(ctx, 2, 1000); }
 
+/* A step at batch 8 and at 13: the products by mul_mat_vec_mma (K = 256
+ * and 1024 or 512), the norm inside the first. */
+static tg_tensor *build_ffn_mma8(tg_ctx *ctx) { return ffn_block(ctx, 8, 1024); }
+static tg_tensor *build_ffn_mma13(tg_ctx *ctx) { return ffn_block(ctx, 13, 512); }
+
 /* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
  * product, scale, bias and residual as one launch (alpha), on cuBLASLt
  * (cols 29) and on matvec.cu (cols 2). */
@@ -579,7 +584,7 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
     scaled = c->n_fused[TG_FUSED_MM_SCALE];
     int vecs = c->n_matvec;
-    compare_with_cpu(b, build_half_ffn_vec, 3, 5e-4, "half ffn step on 2 columns (matvec's alpha)");
+    compare_with_cpu(b, build_half_ffn_vec, 3, 5e-4, "half ffn step on 2 columns (the matvec kernel's alpha)");
     CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
     CHECK(c->n_matvec > vecs);
     /* 5e-4: the product's bf16 operands; 1e-5: the same f32 arithmetic
@@ -600,10 +605,18 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     int mv = c->n_matvec, ad = c->n_attn_decode;
     int res = c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL];
     int normed = c->n_fused[TG_FUSED_NORM_MATVEC];
-    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (matvec, norm, bias+relu, bias+residual)");
+    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (mul_mat_vec_mma, norm, bias+relu, bias+residual)");
     CHECK(c->n_matvec >= mv + 2); /* both products, encoded at least once */
     CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed); /* the norm inside the first */
     CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] > res); /* matvec's residual */
+    if (c->dev->props.tc_level >= 2) {
+        int mma = c->n_matvec_mma;
+        normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+        compare_with_cpu(b, build_ffn_mma8, 3, 5e-4, "ffn on 8 columns (mul_mat_vec_mma, norm, relu, residual)");
+        compare_with_cpu(b, build_ffn_mma13, 3, 5e-4, "ffn on 13 columns (mul_mat_vec_mma)");
+        CHECK(c->n_matvec_mma >= mma + 4); /* both products of both, encoded at least once */
+        CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+    }
     compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
     CHECK(c->n_attn_decode > ad);
     ad = c->n_attn_decode;
@@ -625,6 +638,23 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     compare_with_cpu(b, build_bias_relu, 2, 1e-6, "conv, bias, relu (one pass)");
     CHECK(c->n_fused[TG_FUSED_BIAS_MASK] > bm);
     compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");
+    tg_backend_free(b);
+}
+
+/* With mul_mat_vec_mma off, the decoder step's products of 1-2 columns run
+ * on mul_mat_vec (F32 x, the layer norm inside); at F32 precision they do
+ * so anyway. */
+static void test_matvec_f32_kernel_matches_cpu(void) {
+    setenv("CT_CUDA_MATVEC_MMA", "0", 1);
+    tg_backend *b = cuda_or_skip();
+    unsetenv("CT_CUDA_MATVEC_MMA");
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    int normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (mul_mat_vec, norm, bias+relu, bias+residual)");
+    compare_with_cpu(b, build_half_ffn_vec, 3, 5e-4, "half ffn step on 2 columns (mul_mat_vec's alpha)");
+    CHECK(c->n_matvec >= 3 && c->n_matvec_mma == 0);
+    CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
     tg_backend_free(b);
 }
 
@@ -998,6 +1028,7 @@ int main(int argc, char **argv) {
         T(test_event_synchronize_times_out),
         T(test_graphs_capture_replay_and_update),
         T(test_fused_and_mixed_graphs_match_cpu),
+        T(test_matvec_f32_kernel_matches_cpu),
         T(test_attention_step_keeps_nan),
         T(test_abort_between_segments_leaves_context_usable),
         T(test_fusion_under_the_scheduler_respects_outside_readers),

@@ -74,6 +74,18 @@ void cases_matmul(case_list *l) {
         {{256, 72, 1, 1}, L_ROWPAD, {256, 2, 1, 1}, L_CONT, 0},
         {{1024, 50, 1, 1}, L_CONT, {1024, 2, 1, 1}, L_CONT, 1},
         {{512, 20, 1, 1}, L_CONT, {512, 1, 2, 1}, L_T12, 0},
+        /* 3 to 16 columns against BF16 weights: the GPU's mul_mat_vec_mma
+         * (K a multiple of 32; 16 weight rows a block, K split over 4-16
+         * warps): a decoder step at batch 8, fc2's K (two rounds of loads a
+         * warp), 16 columns with K = 96 (a warp with no steps) and rows not
+         * a multiple of 16, columns from batch dims, the same at F32
+         * precision (cuBLASLt), K not a multiple of 32 (cuBLASLt) */
+        {{1024, 40, 1, 1}, L_CONT, {1024, 8, 1, 1}, L_CONT, 0},
+        {{4096, 24, 1, 1}, L_CONT, {4096, 5, 1, 1}, L_CONT, 0},
+        {{96, 33, 1, 1}, L_CONT, {96, 16, 1, 1}, L_CONT, 0},
+        {{512, 20, 1, 1}, L_CONT, {512, 3, 2, 1}, L_CONT, 0},
+        {{1024, 40, 1, 1}, L_CONT, {1024, 8, 1, 1}, L_CONT, 1},
+        {{1000, 24, 1, 1}, L_CONT, {1000, 8, 1, 1}, L_CONT, 0},
     };
     static const tg_type tt[] = {TG_F32, TG_F16, TG_BF16};
     char s0[96], s1[96];

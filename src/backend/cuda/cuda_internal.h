@@ -224,12 +224,14 @@ typedef struct tg_cuda_ctx {
     bool use_graphs, use_concurrency, use_fusion;
     bool use_pdl;              /* programmatic dependent launch (sm_90)      */
     bool use_matvec;           /* CT_CUDA_MATVEC: few-column products (matvec.cu) */
+    bool use_matvec_mma;       /* CT_CUDA_MATVEC_MMA: 1-16 columns on matvec.cu's tensor-core kernel */
     bool use_residual;         /* CT_CUDA_FUSE_RESIDUAL: a product's residual add in its epilogue */
     bool use_scale;            /* CT_CUDA_FUSE_SCALE: a scale after a product as its alpha */
     bool use_ln_matvec;        /* CT_CUDA_FUSE_NORM: a layer norm inside its product's matvec */
     bool use_conv_glu;         /* CT_CUDA_FUSE_CONV: the conv module's glu .. silu as one kernel */
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
-    int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most it takes (1..TG_MV_MAXM, default 2) */
+    int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
+    int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     bool attn_decode_fill;     /* CT_CUDA_ATTN_DECODE_FILL: attn_decode chunks sized to fill the GPU (else one round a warp) */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */
@@ -243,7 +245,7 @@ typedef struct tg_cuda_ctx {
     int dump_skip;             /* CT_CUDA_DUMP_GRAPH_SKIP: computes before it */
     int n_fused[TG_FUSED_KINDS]; /* fusion counts by kind (cuda_ops.c)        */
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
-    int n_matvec, n_attn_decode;  /* encodes of matvec.cu and attn_decode    */
+    int n_matvec, n_matvec_mma, n_attn_decode; /* encodes of matvec.cu (its mma kernel) and attn_decode */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores

@@ -423,6 +423,7 @@ static int product_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n
 
 static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored,
                       int64_t *ldx, int64_t *ldo);
+static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n);
 static bool column_stride(const tg_tensor *t, int64_t *out_ld);
 
 /* A layer norm whose only reader is the product after it, which runs on
@@ -435,12 +436,14 @@ static bool ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_ten
         return false;
     if (!matvec_ok(c, mm, out, TG_F32, &ldx, &ldo)) return false;
     /* x: F32 columns at an even spacing (16-byte, as the plain path's); the
-     * columns and the kernel's static 32-float reduction buffer fit the
+     * normed columns (F32 for mul_mat_vec with its static 32-float
+     * reduction buffer, BF16 rows of K + 8 for mul_mat_vec_mma) fit the
      * default 48 KB of shared memory (launch() raises the limit only for
      * more dynamic memory than that) */
     int64_t K = x->ne[0], M = tg_nrows(x);
+    int64_t smem = matvec_mma(c, mm) ? M * (K + 8) * 2 : K * M * 4 + 32 * 4;
     if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
-        ((uintptr_t)x->data & 15) != 0 || K * M * 4 + 32 * 4 > 48 * 1024 || K > INT32_MAX)
+        ((uintptr_t)x->data & 15) != 0 || smem > 48 * 1024 || K > INT32_MAX)
         return false;
     for (int k = 1; k < 3; k++) {
         const tg_tensor *v = ln->src[k];
@@ -953,20 +956,37 @@ static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
     return true;
 }
 
+/* 1 to TG_MVM_MAXM columns at default precision on a GPU with BF16 mma:
+ * mul_mat_vec_mma, which rounds x to BF16 as cuBLASLt's products do
+ * (F32-precision requests keep mul_mat_vec's F32 x for 1-2 columns). On
+ * the H200 (2026-12-04, the full-size decoder step; bench/README.md) it took
+ * the step at batch 8 from 0.79 to 0.60 ms, where cuBLASLt ran each product
+ * on 16-64 blocks in ~6 us, and at batch 1 from 0.58 to 0.54 ms against
+ * mul_mat_vec. CT_CUDA_MATVEC_MMA=0 gives the split of before (1-2 columns
+ * on mul_mat_vec, more on cuBLASLt), CT_CUDA_MATVEC_MMA_MIN=3 leaves 1-2
+ * columns on mul_mat_vec (for measuring). */
+static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *x = n->src[1];
+    int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
+    return c->use_matvec_mma && c->dev->props.tc_level >= 2 && M >= c->matvec_mma_min && M <= TG_MVM_MAXM &&
+           tg_node_prec(n) != TG_PREC_F32 && n->src[0]->ne[0] % 32 == 0;
+}
+
 /* A product with few columns against BF16 weights (matvec.cu): the
- * decoder's step. The kernel takes up to TG_MV_MAXM columns, but on the
- * H200 (2026-12-02, a full-size decoder step) it beat cuBLASLt only for
- * one (6.6 against ~11 us a product at batch 1); at 8 columns it was
- * slower (17 us, the step 1.70 ms against 1.20 with cuBLASLt), so the
- * decoder's batches of more than two rows go to cuBLASLt
- * (CT_CUDA_MATVEC_COLUMNS moves the limit, for measuring). x is F32 as the
- * node says, or BF16 when its producer stored it so (stored); *ldx and
- * *ldo get the column strides in bytes. */
+ * decoder's step, on mul_mat_vec_mma (above) or, for F32-precision
+ * requests (or with that kernel off), mul_mat_vec with F32 x. The latter
+ * takes up to TG_MV_MAXM columns, but on the H200 (2026-12-02, a full-size
+ * decoder step) it beat cuBLASLt only for one (6.6 against ~11 us a product
+ * at batch 1); at 8 columns it was slower (17 us, the step 1.70 ms against
+ * 1.20 with cuBLASLt), so it takes at most 2 (CT_CUDA_MATVEC_COLUMNS moves
+ * the limit, for measuring). x is F32 as the node says, or BF16 when its
+ * producer stored it so (stored); *ldx and *ldo get the column strides in
+ * bytes. */
 static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored,
                       int64_t *ldx, int64_t *ldo) {
     const tg_tensor *w = n->src[0], *x = n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
-    if (!c->use_matvec || M > c->matvec_columns || w->type != TG_BF16 || w->ne[2] != 1 || w->ne[3] != 1 ||
+    if (!c->use_matvec || (M > c->matvec_columns && !matvec_mma(c, n)) || w->type != TG_BF16 || w->ne[2] != 1 || w->ne[3] != 1 ||
         w->nb[0] != 2 || w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || w->ne[0] % 8 != 0 ||
         w->ne[1] < 1 || (w->ne[1] + 7) / 8 > INT32_MAX || M < 1)
         return false;
@@ -1007,16 +1027,25 @@ static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, 
                              .n = w->ne[1], .k = w->ne[0], .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo,
                              .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
                              .relu = f->relu, .w_early = is_weight(w)};
-    unsigned smem = 0;
+    const bool mma = matvec_mma(c, n);
+    /* mul_mat_vec_mma: 8 x MVM_NT (2) rows a block, K split over 4 to 16
+     * warps (32 x 4 k each at K = 1024) */
+    int64_t warps = w->ne[0] / 128 < 4 ? 4 : w->ne[0] / 128 > 16 ? 16 : w->ne[0] / 128;
+    unsigned smem = mma ? (unsigned)(warps * 2 * 32 * 4 * 4) : 0;
     if (ln) {
         a.ln = 1;
         a.ln_w = ln->src[1] ? dptr(ln->src[1]->data) : 0;
         a.ln_b = ln->src[2] ? dptr(ln->src[2]->data) : 0;
         a.ln_eps = tg_param_f32(ln, 0);
-        smem = (unsigned)(w->ne[0] * M * 4);
+        unsigned cols = (unsigned)(mma ? M * (w->ne[0] + 8) * 2 : w->ne[0] * M * 4);
+        smem = cols > smem ? cols : smem;
         c->n_fused[TG_FUSED_NORM_MATVEC]++;
     }
     c->n_matvec++;
+    c->n_matvec_mma += mma;
+    if (mma)
+        return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma, (unsigned)((w->ne[1] + 15) / 16), 1, 1,
+                      (unsigned)(32 * warps), smem, a);
     return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, smem, a);
 }
 

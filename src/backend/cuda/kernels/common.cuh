@@ -159,3 +159,19 @@ __device__ __forceinline__ float tg_block_max(float v, float *sh) {
     v = lane < nw ? sh[lane] : -TG_INF;
     return tg_warp_max(v);
 }
+
+/* Two floats as the low and high BF16 halves of a word (an mma operand). */
+__device__ __forceinline__ unsigned tg_pack_bf16(float lo, float hi) {
+    return (unsigned)tg_f2bf(lo) | ((unsigned)tg_f2bf(hi) << 16);
+}
+
+#if TG_CC >= 80
+/* c += a b on the tensor cores: mma.sync m16n8k16, BF16 operands (a: 16x16
+ * row-major, four words a lane; b: 16x8 column-major, two), F32 sums. */
+__device__ __forceinline__ void tg_mma_bf16(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif

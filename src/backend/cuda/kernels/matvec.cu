@@ -20,7 +20,13 @@
  *
  * Layouts: W rows of K BF16 at byte stride lda (16-byte aligned, K % 8 ==
  * 0); x column m at x + m * ldx bytes; out column m at out + m * ldo bytes
- * (F32). Not here: more columns (cuBLASLt, cuda_matmul.c), other weight types.
+ * (F32).
+ *
+ * mul_mat_vec_mma (below) takes 1 to TG_MVM_MAXM columns at default
+ * precision (the host's choice wherever the GPU has BF16 mma): x rounded to
+ * BF16 as cuBLASLt's products do, the sums on the tensor cores; the kernel
+ * above then serves F32-precision requests. Not here: more columns
+ * (cuBLASLt, cuda_matmul.c), other weight types.
  */
 #include "common.cuh"
 
@@ -141,4 +147,139 @@ extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) mul_mat_vec(const tg
         if (args.res && lane == 0) r += *(const float *)(args.res + m * args.ldr + n * 4);
         if (lane == 0) *(float *)(args.out + m * args.ldo + n * 4) = r;
     }
+}
+
+/* ------------------------------------------------------ mul_mat_vec_mma
+ * 1 to 16 columns (a decoder step at batch 1-16). cuBLASLt ran these on
+ * 16-64 blocks of a 132-SM GPU (H200, batch 8: ~6 us for a 2 MB matrix,
+ * 0.4 TB/s), and the F32 kernel above loses at 8 columns (its FMAs, not
+ * its loads, set the time). Here the product is transposed onto mma.sync
+ * m16n8k16: A = the columns of x (16 rows, those past M zero) by 16 k, B =
+ * 8 weight rows by 16 k, so a warp's step of 32 k is one 16-byte weight
+ * load a lane, one or two 16-byte loads of x and two mma. The order of k
+ * inside a step is permuted the same way for A and B (lane (g, t) holds
+ * k 8t..8t+7 of row g: the first mma takes 8t..8t+3, the second the rest),
+ * which leaves every dot product the same sum.
+ *
+ * A block owns MVM_NT x 8 output rows; its warps split K (32 x 4 k a warp
+ * and a round of loads at K = 1024 with 8 warps) and are summed through
+ * shared memory, then bias, relu, alpha and the residual are applied as in
+ * mul_mat_vec. With args.ln the block first layer-norms x's columns (a
+ * warp a column, three passes over L2) into shared memory as BF16. */
+#define MVM_NT 2 /* 8-row weight tiles a block */
+#define MVM_U 4  /* 32-k steps a warp loads at once */
+
+/* x's 8 values k0..k0+7 of column m as four BF16 pairs (zeros past M). */
+__device__ __forceinline__ uint4 mvm_x8(const tg_args_mul_mat_vec &args, const unsigned short *xs, int m, int k0) {
+    if (m >= args.m) return make_uint4(0u, 0u, 0u, 0u);
+    if (args.ln) return *(const uint4 *)(xs + m * ((int)args.k + 8) + k0);
+    if (args.x_bf16) return __ldg((const uint4 *)(args.x + m * args.ldx) + k0 / 8);
+    const float4 *p = (const float4 *)(args.x + m * args.ldx) + k0 / 4;
+    float4 a = __ldg(p), b = __ldg(p + 1);
+    return make_uint4(tg_pack_bf16(a.x, a.y), tg_pack_bf16(a.z, a.w), tg_pack_bf16(b.x, b.y), tg_pack_bf16(b.z, b.w));
+}
+
+/* args.ln: each column of x (F32) layer-normed into xs as BF16, rows of
+ * K + 8 (the pad spreads the fragment loads over the banks); a warp a
+ * column: mean, then the variance of the centred values, as norm.cu. */
+__device__ __forceinline__ void mvm_norm_columns(const tg_args_mul_mat_vec &args, unsigned short *xs) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5, K = (int)args.k;
+    for (int m = warp; m < args.m; m += nw) {
+        const float4 *xc = (const float4 *)(args.x + m * args.ldx);
+        float s = 0.0f;
+        for (int i = lane; i < K / 4; i += 32) {
+            float4 v = xc[i];
+            s += (v.x + v.y) + (v.z + v.w);
+        }
+        const float mean = tg_warp_sum(s) / (float)K;
+        float q = 0.0f;
+        for (int i = lane; i < K / 4; i += 32) {
+            float4 v = xc[i];
+            float a = v.x - mean, b = v.y - mean, c = v.z - mean, d = v.w - mean;
+            q += (a * a + b * b) + (c * c + d * d);
+        }
+        const float rstd = rsqrtf(tg_warp_sum(q) / (float)K + args.ln_eps);
+        unsigned short *row = xs + m * (K + 8);
+        for (int i = lane; i < K / 4; i += 32) {
+            float4 v = xc[i];
+            float y[4] = {(v.x - mean) * rstd, (v.y - mean) * rstd, (v.z - mean) * rstd, (v.w - mean) * rstd};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (args.ln_w) y[e] *= args.ln_w[4 * i + e];
+                if (args.ln_b) y[e] += args.ln_b[4 * i + e];
+            }
+            *(uint2 *)(row + 4 * i) = make_uint2(tg_pack_bf16(y[0], y[1]), tg_pack_bf16(y[2], y[3]));
+        }
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_mul_mat_vec args) {
+#if TG_CC >= 80
+    extern __shared__ __align__(16) unsigned short mvm_xs[]; /* ln's columns; then the warps' sums */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    const int g = lane >> 2, t = lane & 3, K = (int)args.k, S = K / 32;
+    const i64 n0 = (i64)blockIdx.x * (8 * MVM_NT);
+    const int per = (S + nw - 1) / nw, s0 = warp * per, s1 = s0 + per < S ? s0 + per : S;
+    const char *wr[MVM_NT];
+#pragma unroll
+    for (int j = 0; j < MVM_NT; j++) {
+        const i64 r = n0 + 8 * j + g < args.n ? n0 + 8 * j + g : args.n - 1;
+        wr[j] = args.w + r * args.lda + 16 * t;
+    }
+    uint4 wv[MVM_U][MVM_NT];
+#define MVM_LOAD_W(sb)                                                                                      \
+    _Pragma("unroll") for (int u = 0; u < MVM_U; u++) _Pragma("unroll") for (int j = 0; j < MVM_NT; j++) \
+        wv[u][j] = (sb) + u < s1 ? __ldg((const uint4 *)(wr[j] + (i64)((sb) + u) * 64)) : make_uint4(0u, 0u, 0u, 0u)
+    /* a weight's first round goes out before the wait for the previous
+     * kernel (args.w_early, as in mul_mat_vec) */
+    if (args.w_early) MVM_LOAD_W(s0);
+    TG_PDL();
+    if (!args.w_early) MVM_LOAD_W(s0);
+    if (args.ln) mvm_norm_columns(args, mvm_xs);
+    float c[MVM_NT][4];
+#pragma unroll
+    for (int j = 0; j < MVM_NT; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+    for (int sb = s0; sb < s1; sb += MVM_U) {
+        if (sb != s0) MVM_LOAD_W(sb);
+        uint4 xa[MVM_U], xb[MVM_U];
+#pragma unroll
+        for (int u = 0; u < MVM_U; u++) {
+            const int k0 = 32 * (sb + u < s1 ? sb + u : s0) + 8 * t;
+            xa[u] = mvm_x8(args, mvm_xs, g, k0);
+            xb[u] = mvm_x8(args, mvm_xs, g + 8, k0);
+        }
+#pragma unroll
+        for (int u = 0; u < MVM_U; u++) {
+            if (sb + u >= s1) break;
+            const unsigned a0[4] = {xa[u].x, xb[u].x, xa[u].y, xb[u].y};
+            const unsigned a1[4] = {xa[u].z, xb[u].z, xa[u].w, xb[u].w};
+#pragma unroll
+            for (int j = 0; j < MVM_NT; j++) {
+                tg_mma_bf16(c[j], a0, wv[u][j].x, wv[u][j].y);
+                tg_mma_bf16(c[j], a1, wv[u][j].z, wv[u][j].w);
+            }
+        }
+    }
+#undef MVM_LOAD_W
+    /* the warps' partial sums, then one thread an output */
+    float *red = (float *)mvm_xs; /* [nw][MVM_NT][32][4] */
+    if (args.ln) __syncthreads(); /* every warp is done with the columns */
+#pragma unroll
+    for (int j = 0; j < MVM_NT; j++)
+        *(float4 *)(red + ((warp * MVM_NT + j) * 32 + lane) * 4) = make_float4(c[j][0], c[j][1], c[j][2], c[j][3]);
+    __syncthreads();
+    for (int o = threadIdx.x; o < MVM_NT * 128; o += blockDim.x) {
+        const int j = o >> 7, ln = (o >> 2) & 31, e = o & 3;
+        float sum = 0.0f;
+        for (int w = 0; w < nw; w++) sum += red[((w * MVM_NT + j) * 32 + ln) * 4 + e];
+        const int m = (ln >> 2) + ((e & 2) ? 8 : 0);
+        const i64 n = n0 + 8 * j + 2 * (ln & 3) + (e & 1);
+        if (m >= args.m || n >= args.n) continue;
+        float r = args.alpha * sum + (args.bias ? args.bias[n] : 0.0f);
+        if (args.relu) r = fmaxf(r, 0.0f);
+        if (args.res) r += *(const float *)(args.res + m * args.ldr + n * 4);
+        *(float *)(args.out + m * args.ldo + n * 4) = r;
+    }
+#endif
 }
