@@ -155,6 +155,10 @@ void cases_attention(case_list *l) {
         {160, 160, 130, 70, 2, 2, MASK_PER_HEAD, 0, L_T12, 0},
         {128, 128, 65, 1, 2, 1, MASK_FULL, 0, L_CONT, 0},
         {160, 160, 100, 100, 2, 1, MASK_REL, 0, L_CONT, 0},
+        /* head sizes whose 16-wide chunks are odd in number (one ldmatrix
+         * of two matrices at the end), packed, with a mask */
+        {48, 48, 70, 90, 2, 1, MASK_PER_HEAD, 0, L_T12, 0},
+        {80, 80, 65, 65, 1, 2, MASK_FULL, 0, L_CONT, 0},
         /* A negative scale: the mask cannot ride in the products' initial
          * value (it would be divided by the scale and flip sign). */
         {64, 64, 80, 40, 2, 1, MASK_FULL, 0, L_CONT, -0.125f},

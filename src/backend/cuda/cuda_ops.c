@@ -821,8 +821,10 @@ static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n
                                            .tkp = Tkp,
                                            .has_mask = args.has_mask,
                                            .scale = scale};
+        /* and the block's 64 x 64 mask tile (rows of 64 + 8 floats) */
+        unsigned psmem = msmem + (m ? 64u * (64 + 8) * 4 : 0u);
         return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed, (unsigned)((Tq + 63) / 64),
-                      (unsigned)H, (unsigned)B, 128, msmem, pa);
+                      (unsigned)H, (unsigned)B, 128, psmem, pa);
     }
     char defs[32];
     /* At least 2: with a single accumulator per lane, NVRTC 13.0's front end

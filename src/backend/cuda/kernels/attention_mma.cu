@@ -14,6 +14,16 @@
  * every block of queries convert its head's keys again, and that staging,
  * not the products, was most of its time.
  *
+ * In the packed path the K and V^T fragments come from shared memory by
+ * ldmatrix (one x4 load gives the B operands of two mma, where 32-bit loads
+ * took four), and the block's 64 x 64 tile of the mask (the encoder's
+ * rel-pos term, F32, rows not 8-byte aligned in general) is staged by
+ * cp.async beside each K tile, so its loads are in flight during the
+ * previous tile's softmax and P·V instead of stalling the scores. At the
+ * released size (H200, batch 64) the kernel was issue-stalled at 8.4
+ * cycles an instruction with 2 blocks an SM; the mask's global loads and
+ * the fragments' 32-bit shared loads sat in front of every mma.
+ *
  * Specialised by the head sizes (TG_AD for q/k, TG_ADV for v; multiples of
  * 16 up to 160, the model's 128 and 160), so every fragment index is a
  * compile-time constant and lives in registers. The host uses this kernel
@@ -33,17 +43,7 @@
 #define AM_BK 64                 /* keys per tile          */
 #define AM_KS (TG_AD + 8)        /* K row stride, bf16     */
 #define AM_VS (AM_BK + 8)        /* V^T row stride, bf16   */
-
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-    return (unsigned)tg_f2bf(lo) | ((unsigned)tg_f2bf(hi) << 16);
-}
-
-__device__ __forceinline__ void mma_bf16(float *c, const unsigned *a, unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+#define AM_MS (AM_BK + 8)        /* mask tile row stride, floats (float2 reads spread over the banks) */
 
 #define AM_LOG2E 1.4426950408889634f
 
@@ -67,9 +67,9 @@ extern "C" __global__ void attn_pack_k(const tg_args_attn_pack_k args) {
             const char *p = base + j * k.nb[1] + d * k.nb[0];
             if (f2) {
                 float2 x = *(const float2 *)p;
-                w = pack_bf16(x.x, x.y);
+                w = tg_pack_bf16(x.x, x.y);
             } else {
-                w = pack_bf16(tg_ld(p, k.type), tg_ld(p + k.nb[0], k.type));
+                w = tg_pack_bf16(tg_ld(p, k.type), tg_ld(p + k.nb[0], k.type));
             }
         }
         out[i] = w;
@@ -109,20 +109,64 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
     asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(smem));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(gmem) : "memory");
 }
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+    unsigned a;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+/* 4 bytes global -> shared (the mask: F32, any alignment of its rows). */
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
+}
+/* Four 8x8 BF16 matrices from shared memory: lane l gives the address of
+ * row l % 8 of matrix l / 8 (16 bytes), and gets in r[i] row l / 4, columns
+ * 2 (l % 4) and + 1 of matrix i: the B fragment of mma m16n8k16 when the
+ * matrices' rows are its n and their columns its k. */
+__device__ __forceinline__ void ldmatrix_x4(unsigned *r, const void *smem) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(smem)));
+}
+__device__ __forceinline__ void ldmatrix_x2(unsigned *r, const void *smem) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(smem)));
+}
 __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait(void) {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 #endif
 
+/* Where the block's mask tile comes from: row r of the block (query q0 +
+ * r) and key k at base + min(q0 + r, Tq - 1) * rs + min(k, Tk - 1) * ks
+ * (past the ends it repeats an element in range, which the softmax then
+ * drops); NULL when there is no mask. */
+struct am_mask_src {
+    const char *base;
+    i64 rs, ks;
+    int q0, tq, tk;
+};
+
 /* The packed tiles of K rows k0.. and V^T columns k0.., issued as cp.async
- * groups (one each). */
-__device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *kg, int k0) {
+ * groups (one each); the K group also carries the mask's 64 x 64 tile at
+ * keys k0.. (a warp a row, 32 keys of 4 bytes a load). */
+__device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *kg, int k0, float *Ms,
+                                              const am_mask_src &m) {
 #if TG_CC >= 80
 #pragma unroll 4
     for (int e = threadIdx.x; e < AM_BK * (TG_AD / 8); e += blockDim.x) {
         int j = e / (TG_AD / 8), c8 = e % (TG_AD / 8);
         cp_async16(Ks + j * AM_KS + c8 * 8, kg + (i64)k0 * (TG_AD / 8) + e);
+    }
+    if (m.base) {
+        const int kk = threadIdx.x & (AM_BK - 1), k = k0 + kk < m.tk ? k0 + kk : m.tk - 1;
+        const char *col = m.base + (i64)k * m.ks;
+#pragma unroll 8
+        for (int r = threadIdx.x / AM_BK; r < 64; r += 128 / AM_BK) {
+            const int q = m.q0 + r < m.tq ? m.q0 + r : m.tq - 1;
+            cp_async4(Ms + r * AM_MS + kk, col + (i64)q * m.rs);
+        }
     }
     cp_async_commit();
 #endif
@@ -150,7 +194,7 @@ __device__ __forceinline__ void stage_kv_convert(unsigned short *Ks, unsigned sh
         unsigned w = 0;
         if (kj < Tk) {
             const char *p = k.p + tg_off(k, 2 * dp, kj, h, b);
-            w = pack_bf16(tg_ld(p, k.type), tg_ld(p + k.nb[0], k.type));
+            w = tg_pack_bf16(tg_ld(p, k.type), tg_ld(p + k.nb[0], k.type));
         }
         *(unsigned *)(Ks + j * AM_KS + 2 * dp) = w;
     }
@@ -174,6 +218,7 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
     extern __shared__ __align__(16) unsigned short smem16[];
     unsigned short *Ks = smem16;                 /* [AM_BK][AM_KS]  */
     unsigned short *Vt = smem16 + AM_BK * AM_KS; /* [TG_ADV][AM_VS] */
+    float *Ms = (float *)(Vt + TG_ADV * AM_VS);  /* [64][AM_MS], packed path with a mask */
     const i64 Tq = q.ne[1];
     const int Tk = (int)k.ne[1];
     const int h = blockIdx.y, b = blockIdx.z, bh = b * (int)q.ne[2] + h;
@@ -184,10 +229,19 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
     const float sl2 = scale * AM_LOG2E;
     const uint4 *kg = (const uint4 *)(kp + (i64)bh * Tkp * TG_AD);
     const unsigned short *vg = vtp + (i64)bh * TG_ADV * Tkp;
+    am_mask_src msrc = {NULL, 0, 0, (int)blockIdx.x * 64, (int)Tq, Tk};
+    if (PACKED && has_mask) {
+        msrc.base = mask.p + tg_off_bc(mask, 0, 0, h, b);
+        msrc.rs = mask.ne[1] == 1 ? 0 : mask.nb[1];
+        msrc.ks = mask.ne[0] == 1 ? 0 : mask.nb[0];
+    }
     if (PACKED) {
-        stage_k_async(Ks, kg, 0);
+        stage_k_async(Ks, kg, 0, Ms, msrc);
         stage_v_async(Vt, vg, Tkp, 0);
     }
+    /* this lane's ldmatrix row: row lane % 8 of matrix lane / 8 */
+    const int lm = lane >> 3, lr = lane & 7;
+    const float *mw = Ms + (warp * 16 + g) * AM_MS + t * 2; /* this thread's rows of the mask tile */
 
     /* Q fragments (A operand), straight from global memory. */
     unsigned qa[TG_AD / 16][4];
@@ -203,7 +257,7 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
                 x0 = *(const float *)p; /* q and the mask are F32 (the op's contract) */
                 x1 = *(const float *)(p + q.nb[0]);
             }
-            qa[kc][part] = pack_bf16(x0, x1);
+            qa[kc][part] = tg_pack_bf16(x0, x1);
         }
     }
     /* This thread's two mask rows (a dim of extent 1 broadcasts). With a
@@ -245,7 +299,12 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
 #pragma unroll
         for (int nc = 0; nc < AM_BK / 8; nc++) {
             int kj = k0 + nc * 8 + t * 2;
-            if (mask_pairs && kj + 1 < Tk) {
+            if (PACKED && mask_in_acc) {
+                /* the staged tile (keys past Tk hold a repeat, dropped below) */
+                float2 a = *(const float2 *)(mw + nc * 8), c = *(const float2 *)(mw + 8 * AM_MS + nc * 8);
+                s[nc][0] = inv_scale * a.x, s[nc][1] = inv_scale * a.y;
+                s[nc][2] = inv_scale * c.x, s[nc][3] = inv_scale * c.y;
+            } else if (mask_pairs && kj + 1 < Tk) {
                 float2 a = *(const float2 *)(mr0 + kj * 4), c = *(const float2 *)(mr1 + kj * 4);
                 s[nc][0] = inv_scale * a.x, s[nc][1] = inv_scale * a.y;
                 s[nc][2] = inv_scale * c.x, s[nc][3] = inv_scale * c.y;
@@ -256,17 +315,20 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
                                    ? inv_scale * *(const float *)(((e & 2) ? mr1 : mr0) + (kj + (e & 1)) * mstep)
                                    : 0.0f;
             }
-            const unsigned short *kr = Ks + (nc * 8 + g) * AM_KS + t * 2;
+            /* the K fragments of two 16-wide chunks of D per ldmatrix */
+            const unsigned short *kr = Ks + (nc * 8 + lr) * AM_KS + lm * 8;
 #pragma unroll
-            for (int kc = 0; kc < TG_AD / 16; kc++) {
-                unsigned b0 = *(const unsigned *)(kr + kc * 16);
-                unsigned b1 = *(const unsigned *)(kr + kc * 16 + 8);
-                mma_bf16(s[nc], qa[kc], b0, b1);
+            for (int kc = 0; kc + 1 < TG_AD / 16; kc += 2) {
+                unsigned f[4];
+                ldmatrix_x4(f, kr + kc * 16);
+                tg_mma_bf16(s[nc], qa[kc], f[0], f[1]);
+                tg_mma_bf16(s[nc], qa[kc + 1], f[2], f[3]);
             }
-        }
-        if (PACKED) {
-            __syncthreads(); /* every warp is done with K(k0) */
-            if (more) stage_k_async(Ks, kg, k0 + AM_BK);
+            if ((TG_AD / 16) & 1) {
+                unsigned f[2];
+                ldmatrix_x2(f, Ks + (nc * 8 + lr) * AM_KS + (lm & 1) * 8 + (TG_AD / 16 - 1) * 16);
+                tg_mma_bf16(s[nc], qa[TG_AD / 16 - 1], f[0], f[1]);
+            }
         }
         /* Scale (and mask, when not in the products), in base 2, and the
          * running max per row. */
@@ -280,11 +342,16 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
                 float x = s[nc][e] * sl2;
                 if (kj >= Tk || row >= Tq) x = -TG_INF;
                 else if (has_mask && !mask_in_acc)
-                    x += AM_LOG2E * *(const float *)(((e & 2) ? mr1 : mr0) + kj * mstep);
+                    x += AM_LOG2E * (PACKED ? mw[((e & 2) ? 8 * AM_MS : 0) + nc * 8 + (e & 1)]
+                                            : *(const float *)(((e & 2) ? mr1 : mr0) + kj * mstep));
                 s[nc][e] = x;
                 if (e & 2) mt1 = fmaxf(mt1, x);
                 else mt0 = fmaxf(mt0, x);
             }
+        }
+        if (PACKED) {
+            __syncthreads(); /* every warp is done with K(k0) and the mask tile */
+            if (more) stage_k_async(Ks, kg, k0 + AM_BK, Ms, msrc);
         }
         mt0 = fmaxf(mt0, __shfl_xor_sync(0xffffffffu, mt0, 1));
         mt0 = fmaxf(mt0, __shfl_xor_sync(0xffffffffu, mt0, 2));
@@ -325,16 +392,17 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
 #pragma unroll
         for (int kc = 0; kc < AM_BK / 16; kc++) {
             unsigned pa[4];
-            pa[0] = pack_bf16(s[2 * kc][0], s[2 * kc][1]);
-            pa[1] = pack_bf16(s[2 * kc][2], s[2 * kc][3]);
-            pa[2] = pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
-            pa[3] = pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+            pa[0] = tg_pack_bf16(s[2 * kc][0], s[2 * kc][1]);
+            pa[1] = tg_pack_bf16(s[2 * kc][2], s[2 * kc][3]);
+            pa[2] = tg_pack_bf16(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+            pa[3] = tg_pack_bf16(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+            /* the V fragments of two 8-wide chunks of Dv per ldmatrix */
 #pragma unroll
-            for (int nc = 0; nc < TG_ADV / 8; nc++) {
-                const unsigned short *vr = Vt + (nc * 8 + g) * AM_VS + kc * 16 + t * 2;
-                unsigned b0 = *(const unsigned *)vr;
-                unsigned b1 = *(const unsigned *)(vr + 8);
-                mma_bf16(acc[nc], pa, b0, b1);
+            for (int nc = 0; nc < TG_ADV / 8; nc += 2) {
+                unsigned f[4];
+                ldmatrix_x4(f, Vt + ((nc + (lm >> 1)) * 8 + lr) * AM_VS + kc * 16 + (lm & 1) * 8);
+                tg_mma_bf16(acc[nc], pa, f[0], f[1]);
+                tg_mma_bf16(acc[nc + 1], pa, f[2], f[3]);
             }
         }
         if (PACKED && more) {
