@@ -200,7 +200,8 @@ static tg_tensor *build_ffn(tg_ctx *ctx) { return ffn_block(ctx, 37, 512); }
 
 /* The decoder step's shape: two columns (one token of two batch rows),
  * products by matvec.cu with the bias (+ relu) added there, the first
- * with the layer norm before it inside its launch. */
+ * with the layer norm before it inside its launch (mul_mat_vec_mma; the
+ * second, K = 1000 not a multiple of 32, on mul_mat_vec). */
 static tg_tensor *build_ffn_vec(tg_ctx *ctx) { return ffn_block(ctx, 2, 1000); }
 
 /* A step at batch 8 and at 13: the products by mul_mat_vec_mma (K = 256
@@ -605,7 +606,7 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     int mv = c->n_matvec, ad = c->n_attn_decode;
     int res = c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL];
     int normed = c->n_fused[TG_FUSED_NORM_MATVEC];
-    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (mul_mat_vec_mma, norm, bias+relu, bias+residual)");
+    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (matvec.cu: norm, bias+relu, bias+residual)");
     CHECK(c->n_matvec >= mv + 2); /* both products, encoded at least once */
     CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed); /* the norm inside the first */
     CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] > res); /* matvec's residual */
