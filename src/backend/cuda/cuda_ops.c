@@ -242,7 +242,13 @@ static bool attn_decodes(const tg_cuda_ctx *c, const tg_tensor *n) {
  * one round a warp where the rows are few (batch 1 and 8, as before),
  * several rounds and one chunk a row where they fill the GPU alone (batch
  * 64: no combine launch then). CT_CUDA_ATTN_DECODE_FILL=0 keeps one round
- * a warp (the chunking of before); past 65535 chunks kpw grows too. */
+ * a warp (the chunking of before, except that a row of one chunk still
+ * skips the combine); past 65535 chunks kpw grows too. "Batch 1 and 8 as
+ * before" holds for the BF16 caches (16 keys a round); with F32 caches (8)
+ * batch 8 now gets two rounds a warp and half the chunks. The split count
+ * is rounded down, so row counts just past the slots add a short second
+ * wave of long blocks: at batch 67 (536 rows) the step took 1.626 ms
+ * against 1.498 with one round a warp (NOTES.md has the fix to try). */
 enum { ATD_WARPS = TG_ATD_WARPS };
 static int attn_decode_kpw(const tg_cuda_ctx *c, const tg_tensor *n) {
     const int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1);
@@ -264,9 +270,13 @@ static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
 }
 
 static size_t attn_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
-    if (attn_decodes(c, n))
-        return tg_cuda_align256((size_t)attn_decode_splits(c, n) * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
-                                (size_t)(n->src[0]->ne[0] + 2) * 4);
+    if (attn_decodes(c, n)) {
+        /* one chunk a row writes the output itself: no partials */
+        int64_t splits = attn_decode_splits(c, n);
+        return splits == 1 ? 0
+                           : tg_cuda_align256((size_t)splits * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
+                                              (size_t)(n->src[0]->ne[0] + 2) * 4);
+    }
     if (attn_splits(n)) return attn_split_scratch(n);
     if (!attn_packs(c, n)) return 0;
     const tg_tensor *q = n->src[0], *v = n->src[2];

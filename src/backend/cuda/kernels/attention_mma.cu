@@ -14,9 +14,9 @@
  * every block of queries convert its head's keys again, and that staging,
  * not the products, was most of its time.
  *
- * In the packed path the K and V^T fragments come from shared memory by
- * ldmatrix (one x4 load gives the B operands of two mma, where 32-bit loads
- * took four), and the block's 64 x 64 tile of the mask (the encoder's
+ * The K and V^T fragments come from shared memory by ldmatrix (one x4
+ * load gives the B operands of two mma, where 32-bit loads took four), and
+ * in the packed path the block's 64 x 64 tile of the mask (the encoder's
  * rel-pos term, F32, rows not 8-byte aligned in general) is staged by
  * cp.async beside each K tile, so its loads are in flight during the
  * previous tile's softmax and P·V instead of stalling the scores. At the
@@ -150,7 +150,7 @@ struct am_mask_src {
 
 /* The packed tiles of K rows k0.. and V^T columns k0.., issued as cp.async
  * groups (one each); the K group also carries the mask's 64 x 64 tile at
- * keys k0.. (a warp a row, 32 keys of 4 bytes a load). */
+ * keys k0.. (a row's 64 keys by two warps, 32 keys of 4 bytes a load). */
 __device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *kg, int k0, float *Ms,
                                               const am_mask_src &m) {
 #if TG_CC >= 80
@@ -163,7 +163,7 @@ __device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *k
         const int kk = threadIdx.x & (AM_BK - 1), k = k0 + kk < m.tk ? k0 + kk : m.tk - 1;
         const char *col = m.base + (i64)k * m.ks;
 #pragma unroll 8
-        for (int r = threadIdx.x / AM_BK; r < 64; r += 128 / AM_BK) {
+        for (int r = threadIdx.x / AM_BK; r < 64; r += blockDim.x / AM_BK) {
             const int q = m.q0 + r < m.tq ? m.q0 + r : m.tq - 1;
             cp_async4(Ms + r * AM_MS + kk, col + (i64)q * m.rs);
         }

@@ -244,8 +244,9 @@ TG_KARGS_SIZE(tg_attn_decode_args, 424);
  * byte strides lda (rows of w), ldx, ldo and ldr (columns of x, out and
  * res); bias and res 0 when absent (res may be out itself, element for
  * element). With ln, x's columns (F32) are layer-normed first (eps,
- * optional affine ln_w, ln_b) into dynamic shared memory, k * m floats:
- * the layer norm before a decoder step's product, one launch fewer.
+ * optional affine ln_w, ln_b) into dynamic shared memory (k * m floats for
+ * mul_mat_vec, m rows of k + 8 BF16 for mul_mat_vec_mma): the layer norm
+ * before a decoder step's product, one launch fewer.
  * w_early: w is a weight (no kernel writes it), so its first loads may go
  * out before the wait for the previous kernel. */
 typedef struct tg_mul_mat_vec_args {
