@@ -1040,10 +1040,11 @@ static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, 
                              .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
                              .relu = f->relu, .w_early = is_weight(w)};
     const bool mma = matvec_mma(c, n);
-    /* mul_mat_vec_mma: 8 x MVM_NT (2) rows a block, K split over 4 to 16
-     * warps (32 x 4 k each at K = 1024) */
+    /* mul_mat_vec_mma: TG_MVM_ROWS rows a block, K split over 4 to 16
+     * warps (32 x 4 k each at K = 1024), each warp's partial sums (4
+     * floats a lane for every 8 rows) in shared memory */
     int64_t warps = w->ne[0] / 128 < 4 ? 4 : w->ne[0] / 128 > 16 ? 16 : w->ne[0] / 128;
-    unsigned smem = mma ? (unsigned)(warps * 2 * 32 * 4 * 4) : 0;
+    unsigned smem = mma ? (unsigned)(warps * (TG_MVM_ROWS / 8) * 32 * 4 * 4) : 0;
     if (ln) {
         a.ln = 1;
         a.ln_w = ln->src[1] ? dptr(ln->src[1]->data) : 0;
@@ -1056,8 +1057,8 @@ static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, 
     c->n_matvec++;
     c->n_matvec_mma += mma;
     if (mma)
-        return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma, (unsigned)((w->ne[1] + 15) / 16), 1, 1,
-                      (unsigned)(32 * warps), smem, a);
+        return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma, (unsigned)((w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS),
+                      1, 1, (unsigned)(32 * warps), smem, a);
     return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, smem, a);
 }
 

@@ -103,16 +103,15 @@ extern "C" __global__ void attn_pack_vt(const tg_args_attn_pack_vt args) {
 }
 
 #if TG_CC >= 80
-/* 16 bytes global -> shared without passing through registers (sm_80). */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-    unsigned a;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(gmem) : "memory");
-}
+/* A generic pointer into shared memory as the 32-bit shared address. */
 __device__ __forceinline__ unsigned smem_addr(const void *p) {
     unsigned a;
     asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
     return a;
+}
+/* 16 bytes global -> shared without passing through registers (sm_80). */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
 }
 /* 4 bytes global -> shared (the mask: F32, any alignment of its rows). */
 __device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {

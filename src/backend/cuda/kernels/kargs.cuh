@@ -236,9 +236,12 @@ TG_KARGS_SIZE(tg_attn_decode_args, 424);
 
 /* ---------------------------------------------------------- matvec.cu */
 
-/* Columns mul_mat_vec takes at most; mul_mat_vec_mma (same arguments). */
+/* Columns mul_mat_vec takes at most; for mul_mat_vec_mma (same
+ * arguments) the columns at most and the weight rows a block, which set
+ * the host's grid and the block's shared memory for its warps' sums. */
 #define TG_MV_MAXM 8
 #define TG_MVM_MAXM 16
+#define TG_MVM_ROWS 16
 
 /* out[n, m] = relu?(alpha sum_k w[k, n] x[k, m] + bias[n]) + res[n, m]:
  * byte strides lda (rows of w), ldx, ldo and ldr (columns of x, out and

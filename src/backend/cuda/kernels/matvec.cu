@@ -166,7 +166,7 @@ extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) mul_mat_vec(const tg
  * shared memory, then bias, relu, alpha and the residual are applied as in
  * mul_mat_vec. With args.ln the block first layer-norms x's columns (a
  * warp a column, three passes over L2) into shared memory as BF16. */
-#define MVM_NT 2 /* 8-row weight tiles a block */
+#define MVM_NT (TG_MVM_ROWS / 8) /* 8-row weight tiles a block */
 #define MVM_U 4  /* 32-k steps a warp loads at once */
 
 /* x's 8 values k0..k0+7 of column m as four BF16 pairs (zeros past M). */
