@@ -81,6 +81,15 @@ typedef struct ct_options {
                                   four times after 96 tokens (ct_repetition_
                                   block); default false (the reference's
                                   behaviour), the CLI turns it on */
+    int beam_size;             /* hypotheses kept per chunk: 1 (default; 0 is
+                                  taken as 1) is greedy decoding, HF generate's
+                                  default; 2-16
+                                  is beam search as generate(num_beams=N) with
+                                  its defaults (length_penalty 1, early_stopping
+                                  False). The decoder then runs N rows a chunk
+                                  and brings every row's logits to the host
+                                  each step; with a debug hook no logits are
+                                  reported */
 } ct_options;
 
 /* Fills o with the defaults above (model_dir NULL). */

@@ -48,13 +48,15 @@ fi
 # The conformance suite is built on its own: its failure to build must not
 # hide the backend's own results.
 cmake --build "$BUILD" -j"$JOBS" --target test-ops >> "$LOG/build.log" 2>&1 || row "build test-ops" "FAILED"
-HAVE_FIXTURES=0 HAVE_FRONTEND=0
+HAVE_FIXTURES=0 HAVE_FRONTEND=0 HAVE_BEAM=0
 if [ -f tests/model/test_fixtures.c ]; then
   cmake --build "$BUILD" -j"$JOBS" --target test-model-fixtures >> "$LOG/build.log" 2>&1 && HAVE_FIXTURES=1 ||
     row "build test-model-fixtures" "FAILED"
 fi
 cmake --build "$BUILD" -j"$JOBS" --target test-model-frontend >> "$LOG/build.log" 2>&1 && HAVE_FRONTEND=1 ||
   row "build test-model-frontend" "FAILED"
+cmake --build "$BUILD" -j"$JOBS" --target test-model-beam >> "$LOG/build.log" 2>&1 && HAVE_BEAM=1 ||
+  row "build test-model-beam" "FAILED"
 row "build" "ok ($(( $(date +%s) - T0 )) s)"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -2
 
@@ -81,22 +83,23 @@ row "conformance (test-ops --backend cuda)" "rc=$rc: $(tail -1 "$LOG/test-ops-cu
 grep -iE "fail|nmse.*>|error" "$LOG/test-ops-cuda.log" | head -25
 fi
 
-# The model end to end on the GPU: the transformers fixtures under the GPU
-# tolerances (tests/model/test_fixtures.c).
-if [ "$HAVE_FIXTURES" = 1 ] && stage fixtures; then
+# A model test on the GPU (CT_TEST_BACKEND=cuda): model_test NAME LABEL CAP
+# [GREP]: runs build/test-model-NAME when it built, a row for it, and the
+# lines of its log that GREP (failures by default) picks.
+model_test() {
   T0=$(date +%s)
-  CT_TEST_BACKEND=cuda timeout "$(cap 240)" "./$BUILD/test-model-fixtures" > "$LOG/test-model-fixtures-cuda.log" 2>&1
+  CT_TEST_BACKEND=cuda timeout "$(cap "$3")" "./$BUILD/test-model-$1" > "$LOG/test-model-$1-cuda.log" 2>&1
   rc=$?
-  row "model fixtures on cuda" "rc=$rc: $(tail -1 "$LOG/test-model-fixtures-cuda.log") ($(( $(date +%s) - T0 )) s)"
-  grep -E "FAIL|CHECK failed|failed:" "$LOG/test-model-fixtures-cuda.log" | head -20
-fi
-# the log-mel frontend as graph nodes on the GPU against mel.c
-if [ "$HAVE_FRONTEND" = 1 ] && stage fixtures; then
-  T0=$(date +%s)
-  CT_TEST_BACKEND=cuda timeout "$(cap 120)" "./$BUILD/test-model-frontend" > "$LOG/test-model-frontend-cuda.log" 2>&1
-  rc=$?
-  row "frontend graph on cuda" "rc=$rc: $(tail -1 "$LOG/test-model-frontend-cuda.log") ($(( $(date +%s) - T0 )) s)"
-  grep -E "worst|rel L2|FAIL|CHECK failed|failed:" "$LOG/test-model-frontend-cuda.log" | head -20
+  row "$2" "rc=$rc: $(tail -1 "$LOG/test-model-$1-cuda.log") ($(( $(date +%s) - T0 )) s)"
+  grep -E "${4:-FAIL|CHECK failed|failed:}" "$LOG/test-model-$1-cuda.log" | head -20
+}
+if stage fixtures; then
+  # the model end to end: the transformers fixtures under the GPU tolerances
+  [ "$HAVE_FIXTURES" = 1 ] && model_test fixtures "model fixtures on cuda" 240
+  # the log-mel frontend as graph nodes on the GPU against mel.c
+  [ "$HAVE_FRONTEND" = 1 ] && model_test frontend "frontend graph on cuda" 120 "worst|rel L2|FAIL|CHECK failed|failed:"
+  # beam search's rows and cache gathers (tests/model/test_beam.c)
+  [ "$HAVE_BEAM" = 1 ] && model_test beam "beam search on cuda" 120
 fi
 
 # --- benchmarks ---------------------------------------------------------------------

@@ -65,6 +65,14 @@ int ct_repetition_block(const int32_t *t, int n) {
     return 0;
 }
 
+int ct_loop_keep(const int32_t *gen, int n) {
+    for (int i = LOOP_MIN_TOKENS; i <= n; i++) {
+        int L = ct_repetition_block(gen, i);
+        if (L) return i - (LOOP_REPEATS - 1) * L;
+    }
+    return n;
+}
+
 /* Rows were filled at a stride of max_new; close them up to n_new. */
 static void compact(void *rows, int B, size_t row_bytes, size_t stride_bytes) {
     for (int b = 1; b < B; b++)

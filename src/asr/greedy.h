@@ -53,6 +53,11 @@ typedef struct ct_greedy_result {
 
 void ct_greedy_result_free(ct_greedy_result *r);
 
+/* How many of the generated tokens gen[0..n) a row keeps when stop_loops
+ * ends it at its first loop (the tokens up to the loop's detection, less
+ * the block's three repeats), as the greedy loop cuts it; n when no loop. */
+int ct_loop_keep(const int32_t *gen, int n);
+
 /* Decodes every row of enc (borrowed: read in place, on its backend) with
  * the same prompt (ids[n_prompt]). Fills *out, which the caller owns; free
  * it with ct_greedy_result_free. */

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base.h"
+#include "beam.h"
 
 static tg_status oom(const char *what) {
     return tg_status_new(TG_ERR_NO_MEMORY, "%s: out of memory", what);
@@ -101,6 +102,8 @@ tg_status ct_pipe_decode(const ct_pipe *p, const ct_enc_result *enc, ct_greedy_r
                          .stop_loops = p->stop_loops,
                          .abort = p->abort,
                          .abort_user = p->abort_user};
+    if (p->beams > 1)
+        return ct_beam_decode(p->model, p->sched, enc, p->prompt, p->n_prompt, p->beams, &go, out);
     return ct_greedy_decode(p->model, p->sched, enc, p->prompt, p->n_prompt, &go, out);
 }
 

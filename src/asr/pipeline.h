@@ -6,7 +6,8 @@
  *                                                   the window grids that a GPU
  *                                                   turns into log-mel)
  *         --ct_pipe_encode----> ct_enc_result      (backend memory)
- *         --ct_pipe_decode----> ct_greedy_result   (host: ids, finish, scores)
+ *         --ct_pipe_decode----> ct_greedy_result   (host: ids, finish, scores;
+ *                                                   greedy or beam search)
  *         --ct_pipe_text------> ct_clip_text[]     (host: text, tokens)
  *
  * Why stages: the session then reads as the spec's steps, each stage can be
@@ -49,6 +50,7 @@ typedef struct ct_pipe {
     int eos_id, pad_id;
     int frame_bucket;        /* round the batch's frames up to a multiple; 0: off */
     int max_new_tokens;
+    int beams;               /* > 1: beam search of that width (beam.h); else greedy */
     bool f32;                /* TG_PREC_F32 matrix products and attention */
     bool ignore_eos;         /* benchmark only (ct_options.ignore_eos)    */
     bool keep_scores;        /* per-token probabilities in the decoded result */
@@ -103,9 +105,9 @@ tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const si
  * then replays the encoder's captured graph as is). */
 tg_status ct_pipe_encode(const ct_pipe *p, const ct_feature_batch *fb, ct_enc_result *out);
 
-/* Stage 3, spec 3 and 5.3: greedy decoding of every row of enc (borrowed,
- * read in place) with the prompt. *out is the caller's: free with
- * ct_greedy_result_free. */
+/* Stage 3, spec 3 and 5.3: greedy decoding (or, with p->beams > 1, beam
+ * search) of every row of enc (borrowed, read in place) with the prompt.
+ * *out is the caller's: free with ct_greedy_result_free. */
 tg_status ct_pipe_decode(const ct_pipe *p, const ct_enc_result *enc, ct_greedy_result *out);
 
 /* Stage 4, spec 5.1: row r of dec (borrowed) becomes text and tokens in

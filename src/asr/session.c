@@ -5,7 +5,8 @@
  * the mel frontend. A transcription is: split the audio into chunks by
  * energy (spec 5.4), run the chunks in batches through the four stages of
  * pipeline.h (log-mel features padded to the batch's longest, the encoder,
- * greedy decoding with the prompt of spec 5.2, the tokenizer's text), and
+ * greedy decoding or beam search with the prompt of spec 5.2, the
+ * tokenizer's text), and
  * rejoin the chunk texts by spec 5.4's rules.
  *
  * The debug hook hears from the pipeline's observer between the stages,
@@ -34,6 +35,7 @@
 #include "audio.h"
 #include "base.h"
 #include "cohere_transcribe.h"
+#include "beam.h"
 #include "greedy.h"
 #include "model.h"
 #include "pipeline.h"
@@ -87,6 +89,7 @@ void ct_options_init(ct_options *o) {
     o->language = "en";
     o->punctuation = true;
     o->max_new_tokens = 256;
+    o->beam_size = 1;
     o->batch_size = 1;
     o->f32 = -1;
 }
@@ -317,6 +320,9 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     if (opts->batch_size <= 0)
         return tg_status_new(TG_ERR_INVALID_ARG, "batch_size must be positive (got %d)",
                              opts->batch_size);
+    if (opts->beam_size < 0 || opts->beam_size > CT_MAX_BEAMS)
+        return tg_status_new(TG_ERR_INVALID_ARG, "beam_size must be in [1, %d] (got %d)", CT_MAX_BEAMS,
+                             opts->beam_size);
     if (opts->frame_bucket < 0 || opts->frame_bucket > 4096)
         return tg_status_new(TG_ERR_INVALID_ARG, "frame_bucket must be in [0, 4096] (got %d)",
                              opts->frame_bucket);
@@ -406,6 +412,7 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
                        .pad_id = s->pad_id,
                        .frame_bucket = s->opts.frame_bucket,
                        .max_new_tokens = s->opts.max_new_tokens,
+                       .beams = s->opts.beam_size,
                        .f32 = s->f32,
                        .ignore_eos = s->opts.ignore_eos,
                        .keep_intermediates = s->opts.dump != NULL,

@@ -24,6 +24,15 @@
  * Rows of a batch stay in their slots; the caller feeds finished rows a pad
  * token and ignores what they produce.
  *
+ * Beam search (opts.rows_per_clip R > 1): each clip's cross K/V are
+ * computed once and copied into its R rows (row j * n_clips + b is clip
+ * b's beam j), and the step graph starts by gathering every row's
+ * self-attention cache from its parent row (an input set by
+ * ct_decoder_set_parents) into a temporary and copying it back, before the
+ * step writes its own position. That moves the whole cache each step (all
+ * positions, not only the written ones) to keep one graph of fixed shapes;
+ * for the demo model it is a few hundred kilobytes a step.
+ *
  * Steps queued on the device (ct_decoder_queue_step): the step graph then
  * reads its tokens from a device tensor the previous step's argmax wrote
  * (the prefill writes it first), and writes each step's ids, logit sums
@@ -52,6 +61,7 @@ typedef struct dec_graph {
     tg_graph *g;
     int n_q;                      /* query positions per row            */
     tg_tensor *tok, *pos, *wids;  /* I32 inputs                         */
+    tg_tensor *parents;           /* I32 [B]: beam search's cache rows  */
     tg_tensor *self_mask, *cross_mask;
     tg_tensor *ids, *logits;      /* outputs (logits only when wanted)  */
     tg_tensor *scores;            /* softmax at the argmax, when wanted */
@@ -64,7 +74,9 @@ struct ct_dec_state {
     tg_sched *sched;
     ct_dec_opts opts;
     int B, n_prompt, max_len, n_enc;
+    int n_clips, rows_per_clip;   /* B = n_clips * rows_per_clip       */
     int *enc_valid;               /* [B] valid encoder frames          */
+    int32_t *parents;             /* [B] beam search: next step's cache rows */
     tg_ctx *kv_ctx;
     tg_buffer *kv_buf;
     tg_tensor **self_kv;          /* [hd, max_len, 2H, B] per layer    */
@@ -129,6 +141,7 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     dg->wids = ct_nn_input(nn, TG_I32, n_q, 2 * H, B, 1, "cache_rows");
     dg->self_mask = ct_nn_input(nn, TG_F32, s->max_len, n_q, 1, 1, "self_mask");
     dg->cross_mask = ct_nn_input(nn, TG_F32, s->n_enc, n_q, 1, B, "cross_mask");
+    if (s->rows_per_clip > 1 && n_q == 1) dg->parents = ct_nn_input(nn, TG_I32, B, 1, 1, 1, "parents");
     tg_status st = tg_ctx_check(ctx);
     if (st) return st;
 
@@ -140,6 +153,12 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     /* spec 3.2: pre-LN layers */
     for (int i = 0; i < m->n_dec_layers && x; i++) {
         const ct_dec_layer *l = &m->dec[i];
+        tg_tensor *cache = s->self_kv[i];
+        if (dg->parents) { /* beam search: each row continues its parent's cache */
+            tg_tensor *flat = tg_reshape_2d(ctx, cache, cache->ne[0] * cache->ne[1] * cache->ne[2], B);
+            flat = tg_cpy(ctx, tg_get_rows(ctx, flat, dg->parents), flat); /* same shape: row copies */
+            cache = tg_reshape_4d(ctx, flat, cache->ne[0], cache->ne[1], cache->ne[2], B);
+        }
         /* causal self-attention over the cache */
         tg_tensor *h = ct_nn_norm(nn, x, l->ln1_w, l->ln1_b);
         tg_tensor *q, *k = NULL, *v = NULL, *kc = NULL, *vc = NULL;
@@ -150,7 +169,7 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
                 k = ct_nn_split_heads_of(nn, qkv, 1, hd, H);
                 v = ct_nn_split_heads_of(nn, qkv, 2, hd, H);
             } else { /* its k and v heads, side by side: one cache write */
-                tg_tensor *kv = tg_set_rows(ctx, s->self_kv[i], ct_nn_split_heads_from(nn, qkv, H, hd, 2 * H), dg->wids);
+                tg_tensor *kv = tg_set_rows(ctx, cache, ct_nn_split_heads_from(nn, qkv, H, hd, 2 * H), dg->wids);
                 kc = cache_heads(ctx, kv, 0, H);
                 vc = cache_heads(ctx, kv, H, H);
             }
@@ -162,8 +181,8 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
         if (k) { /* K and V apart, into the cache's two halves */
             const int64_t ne[4] = {dg->wids->ne[0], H, dg->wids->ne[2], 1};
             tg_tensor *rows = tg_view(ctx, dg->wids, 4, ne, dg->wids->nb, 0); /* [n_q, H, B] of [n_q, 2H, B] */
-            kc = tg_set_rows(ctx, cache_heads(ctx, s->self_kv[i], 0, H), k, rows);
-            vc = tg_set_rows(ctx, cache_heads(ctx, s->self_kv[i], H, H), v, rows);
+            kc = tg_set_rows(ctx, cache_heads(ctx, cache, 0, H), k, rows);
+            vc = tg_set_rows(ctx, cache_heads(ctx, cache, H, H), v, rows);
         }
         tg_tensor *a = attend(s, nn, q, kc, vc, dg->self_mask);
         x = tg_add(ctx, x, ct_nn_linear(nn, l->sa_wo, l->sa_bo, a));
@@ -222,8 +241,14 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
         const ct_dec_layer *l = &m->dec[i];
         tg_tensor *k = ct_nn_split_heads(nn, ct_nn_linear(nn, l->ca_wk, l->ca_bk, p), hd, H);
         tg_tensor *v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->ca_wv, l->ca_bv, p), hd, H);
-        st = tg_graph_build(g, tg_cpy(ctx, k, s->cross_k[i]));
-        if (!st) st = tg_graph_build(g, tg_cpy(ctx, v, s->cross_v[i]));
+        /* into each of the clip's rows (one, or a beam search's R) */
+        for (int j = 0; !st && j < s->rows_per_clip; j++) {
+            tg_tensor *kj = s->cross_k[i], *vj = s->cross_v[i];
+            const int64_t ne[4] = {kj->ne[0], kj->ne[1], kj->ne[2], s->n_clips};
+            size_t off = (size_t)j * s->n_clips * kj->nb[3];
+            st = tg_graph_build(g, tg_cpy(ctx, k, tg_view(ctx, kj, 4, ne, kj->nb, off)));
+            if (!st) st = tg_graph_build(g, tg_cpy(ctx, v, tg_view(ctx, vj, 4, ne, vj->nb, off)));
+        }
     }
     if (!st) st = tg_sched_alloc(s->sched, g);
     if (!st) st = tg_sched_compute(s->sched, g);
@@ -241,6 +266,7 @@ void ct_decoder_free(ct_dec_state *s) {
     tg_ctx_free(s->kv_ctx);
     tg_free(s->self_kv);
     tg_free(s->enc_valid);
+    tg_free(s->parents);
     tg_free(s->host);
     tg_free(s->sums);
     tg_free(s->ihost);
@@ -285,7 +311,14 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     s->m = m;
     s->sched = sched;
     s->opts = opts ? *opts : (ct_dec_opts){0};
-    s->B = enc->n_batch;
+    s->rows_per_clip = s->opts.rows_per_clip > 1 ? s->opts.rows_per_clip : 1;
+    s->n_clips = enc->n_batch;
+    if (s->n_clips > INT32_MAX / s->rows_per_clip) {
+        st = tg_status_new(TG_ERR_INVALID_ARG, "decoder: %d clips of %d rows each are too many rows",
+                           s->n_clips, s->rows_per_clip);
+        goto fail;
+    }
+    s->B = s->n_clips * s->rows_per_clip;
     s->n_prompt = n_prompt;
     s->max_len = max_len;
     s->n_enc = enc->n_frames;
@@ -295,13 +328,17 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     s->ihost = tg_malloc((size_t)n_prompt * 2 * H * s->B * sizeof(int32_t));
     s->sums = tg_malloc((size_t)n_prompt * s->B * sizeof(float));
     s->enc_valid = tg_malloc((size_t)s->B * sizeof(int));
+    s->parents = tg_malloc((size_t)s->B * sizeof(int32_t));
     s->self_kv = tg_calloc((size_t)L * 3, sizeof(tg_tensor *));
     s->kv_ctx = tg_ctx_new();
-    if (!s->host || !s->ihost || !s->sums || !s->enc_valid || !s->self_kv || !s->kv_ctx) {
+    if (!s->host || !s->ihost || !s->sums || !s->enc_valid || !s->parents || !s->self_kv || !s->kv_ctx) {
         st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
         goto fail;
     }
-    memcpy(s->enc_valid, enc->valid, (size_t)s->B * sizeof(int));
+    for (int r = 0; r < s->B; r++) {
+        s->enc_valid[r] = enc->valid[r % s->n_clips];
+        s->parents[r] = r;
+    }
     s->cross_k = s->self_kv + L;
     s->cross_v = s->self_kv + 2 * L;
     s->queued = s->opts.queued && m->vocab < (1 << 24);
@@ -367,6 +404,8 @@ static tg_status set_inputs(ct_dec_state *s, dec_graph *dg, const int32_t *ids, 
         for (int j = 0; j < s->max_len; j++)
             s->host[(size_t)t * s->max_len + j] = j <= pos0 + t ? 0.0f : -INFINITY;
     if ((st = tg_tensor_set(dg->self_mask, s->host, 0, (size_t)n_q * s->max_len * sizeof(float))))
+        return st;
+    if (dg->parents && (st = tg_tensor_set(dg->parents, s->parents, 0, (size_t)B * sizeof(int32_t))))
         return st;
     if (dg->cross_mask_set) return NULL;
     for (int b = 0; b < B; b++)
@@ -445,6 +484,19 @@ tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t 
     /* a queued state's step graph wrote its history too */
     if (!st && s->queued && pos + 1 > s->queued_to) s->queued_to = pos + 1;
     return tg_status_wrap(st, "decoder step at position %d", pos);
+}
+
+tg_status ct_decoder_set_parents(ct_dec_state *s, const int32_t *parents) {
+    if (!s || !parents) return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_set_parents: NULL argument");
+    if (s->rows_per_clip < 2)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_set_parents: the decoder was begun with one row a clip");
+    for (int r = 0; r < s->B; r++)
+        if (parents[r] < 0 || parents[r] >= s->B || parents[r] % s->n_clips != r % s->n_clips)
+            return tg_status_new(TG_ERR_INVALID_ARG,
+                                 "ct_decoder_set_parents: row %d's parent %d is not a row of its clip", r,
+                                 parents[r]);
+    memcpy(s->parents, parents, (size_t)s->B * sizeof(int32_t));
+    return NULL;
 }
 
 tg_status ct_decoder_queue_step(ct_dec_state *s, int pos) {

@@ -236,6 +236,9 @@ typedef struct ct_dec_opts {
     bool want_logits;  /* keep logits for the caller (prefill: every position)  */
     bool want_scores;  /* also compute each argmax's softmax probability        */
     bool queued;       /* steps queued on the device (ct_decoder_queue_step)    */
+    int rows_per_clip; /* beam search: each clip of enc is decoded in this many
+                          rows, row j * n_clips + b being clip b's j-th (0 or
+                          1: one row a clip); see ct_decoder_set_parents      */
 } ct_dec_opts;
 
 /* Computes the cross K/V of enc (borrowed; its out tensor is read in place,
@@ -261,6 +264,13 @@ tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *ou
  * either may be NULL. */
 tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
                           float *out_scores, float *out_logits);
+/* Beam search (a state begun with rows_per_clip > 1): the next step first
+ * makes row r's self-attention cache a copy of row parents[r]'s (read
+ * before any row is written), so that a beam continues the beam it was
+ * chosen from. parents[n_rows] is copied; each must be a row of the same
+ * clip (parents[r] % n_clips == r % n_clips), else TG_ERR_INVALID_ARG.
+ * Until it is called the parents are the rows themselves. */
+tg_status ct_decoder_set_parents(ct_dec_state *s, const int32_t *parents);
 
 /* Queued steps (a state begun with opts.queued and a vocabulary below 2^24;
  * ct_decoder_is_queued says whether it was): the step at position pos is

@@ -170,6 +170,11 @@ static void bad_options_are_named(void) {
     o.batch_size = -1;
     CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "batch_size");
     o.batch_size = 1;
+    o.beam_size = 17;
+    CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "beam_size");
+    o.beam_size = -1;
+    CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "beam_size");
+    o.beam_size = 1;
     CHECK(s == NULL);
     ct_backend_kind k;
     CHECK_ERR(ct_backend_parse("metal", &k), TG_ERR_INVALID_ARG, "'metal'");

@@ -40,6 +40,9 @@ static void bad_flags_exit_2_naming_the_flag(void) {
         {{"--model", MODEL, "--max-new-tokens", "500", "--max-retry-tokens", "400", B_WAV},
          "--max-retry-tokens"},
         {{"--model", MODEL, "--language", "xx", B_WAV}, "--language"},
+        {{"--model", MODEL, "--beam-size", "0", B_WAV}, "--beam-size"},
+        {{"--model", MODEL, "--beam-size", "17", B_WAV}, "--beam-size"},
+        {{"--model", MODEL, "--beam-size", "two", B_WAV}, "--beam-size"},
         {{"--model", MODEL, "--text-only=yes", B_WAV}, "--text-only takes no value"},
         {{"--model", MODEL, "--language"}, "--language needs a value"},
         {{"--model", "/no/such/dir", B_WAV}, "/no/such/dir"},
@@ -86,7 +89,7 @@ static void help_lists_every_flag(void) {
         "--threads", "--force-threads", "--text-only", "--max-chars", "--max-cue-dur",
         "--max-gap", "--profile-json", "--quiet", "--verbose", "--version", "--help", "--vad",
         "--min-dur", "--max-dur", "--max-silence", "--energy-threshold", "--audio-memory-gb",
-        "--batch-size", "--max-new-tokens", "--max-retry-tokens", "--stop-repetition-loops",
+        "--batch-size", "--max-new-tokens", "--max-retry-tokens", "--beam-size", "--stop-repetition-loops",
         "--no-stop-repetition-loops", "--no-recursive", "--dump-tensors", "doctor", NULL};
     CHECK(h_run("--help", NULL) == 0);
     for (int i = 0; flags[i]; i++) CHECK_MSG(strstr(h_out, flags[i]), "--help lacks %s", flags[i]);

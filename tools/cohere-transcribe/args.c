@@ -72,6 +72,9 @@ void cli_usage(FILE *f) {
 "  --max-new-tokens N       tokens per segment (default 445)\n"
 "  --max-retry-tokens N     a segment that hit the limit is retried alone with\n"
 "                           this many (default 896; 0: no retry)\n"
+"  --beam-size N            hypotheses kept per segment, 1-16 (default 1:\n"
+"                           greedy, as transformers' generate by default; N:\n"
+"                           as its num_beams=N; slower, often more accurate)\n"
 "  --stop-repetition-loops  stop a segment that repeats a block of 8-32 tokens\n"
 "                           four times after 96 tokens (default)\n"
 "  --no-stop-repetition-loops\n"
@@ -122,7 +125,7 @@ static const char *const valued[] = {
     "--device", "--backend", "--dtype", "--precision", "--threads", "--max-chars",
     "--max-cue-dur", "--max-gap", "--profile-json", "--vad", "--min-dur", "--max-dur",
     "--max-silence", "--energy-threshold", "--audio-memory-gb", "--batch-size",
-    "--max-new-tokens", "--max-retry-tokens", "--dump-tensors", "--frame-bucket", NULL};
+    "--max-new-tokens", "--max-retry-tokens", "--beam-size", "--dump-tensors", "--frame-bucket", NULL};
 static const char *const plain[] = {
     "--punctuation", "--no-punctuation", "--force-threads", "--text-only", "--quiet", "-q",
     "--verbose", "-v", "--version", "--help", "-h", "--stop-repetition-loops",
@@ -165,6 +168,7 @@ int cli_parse_args(int argc, char **argv, int first, cli_opts *o, bool *out_exit
     ct_cue_opts_init(&o->cue);
     o->max_new_tokens = 445;
     o->max_retry_tokens = 896;
+    o->beam_size = 1;
     o->stop_loops = true;
     ct_vad_options_init(&o->vad);
     o->audio_memory_gb = 4;
@@ -309,6 +313,8 @@ int cli_parse_args(int argc, char **argv, int first, cli_opts *o, bool *out_exit
         } else if (IS("--max-retry-tokens")) {
             retry_given = true;
             ok = cli_parse_int(name, v, 0, 1 << 20, &o->max_retry_tokens);
+        } else if (IS("--beam-size")) {
+            ok = cli_parse_int(name, v, 1, 16, &o->beam_size);
         } else if (IS("--stop-repetition-loops")) {
             o->stop_loops = true;
         } else if (IS("--no-stop-repetition-loops")) {

@@ -62,6 +62,7 @@ typedef struct cli_opts {
     bool quiet, verbose;
     int batch_size;             /* 0: by device (CUDA 24, CPU 4) */
     int max_new_tokens, max_retry_tokens;
+    int beam_size;              /* 1: greedy (ct_options.beam_size) */
     bool stop_loops;
     ct_vad_options vad;
     double audio_memory_gb;

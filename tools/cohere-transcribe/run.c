@@ -504,6 +504,7 @@ static char *options_json(const cli_opts *o) {
     cJSON_AddNumberToObject(j, "energy_threshold", o->vad.energy_threshold_db);
     cJSON_AddNumberToObject(j, "max_new_tokens", o->max_new_tokens);
     cJSON_AddNumberToObject(j, "max_retry_tokens", o->max_retry_tokens);
+    cJSON_AddNumberToObject(j, "beam_size", o->beam_size);
     cJSON_AddBoolToObject(j, "stop_repetition_loops", o->stop_loops);
     cJSON_AddNumberToObject(j, "max_chars", o->cue.max_chars);
     cJSON_AddNumberToObject(j, "max_cue_dur", o->cue.max_dur_s);
@@ -570,6 +571,7 @@ int cli_run(cli_opts *o, cli_inputs *in) {
     co.language = o->language;
     co.punctuation = o->punctuation;
     co.max_new_tokens = o->max_new_tokens;
+    co.beam_size = o->beam_size;
     co.frame_bucket = o->frame_bucket;
     co.f32 = o->dtype;
     co.stop_repetition_loops = o->stop_loops;
