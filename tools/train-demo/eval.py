@@ -31,9 +31,9 @@ from common import Features, prompt_ids, read_wav, wer, write_wav  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_engine(exe, model, files, threads, max_new=96):
+def run_engine(exe, model, files, threads, max_new=96, beams=1):
     cmd = [exe, "--model", model, "--text-only", "--device", "cpu", "--vad", "none", "--quiet",
-           "--max-new-tokens", str(max_new), "--max-retry-tokens", "0",
+           "--max-new-tokens", str(max_new), "--max-retry-tokens", "0", "--beam-size", str(beams),
            "--threads", str(threads), "--"] + files
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -52,7 +52,7 @@ def run_engine(exe, model, files, threads, max_new=96):
     return [out[f] for f in files], time.time() - t0
 
 
-def run_hf(folder, files, batch=16, max_new=96):
+def run_hf(folder, files, batch=16, max_new=96, beams=1):
     import sentencepiece as spm
     from export import load_hf
     model = load_hf(folder)
@@ -71,7 +71,7 @@ def run_hf(folder, files, batch=16, max_new=96):
             f, m = feats(x, lens)
             g = model.generate(input_features=f, attention_mask=m.long(),
                                decoder_input_ids=torch.tensor([prompt] * len(ws)), max_new_tokens=max_new,
-                               do_sample=False, num_beams=1)
+                               do_sample=False, num_beams=beams)
             for row in g.tolist():
                 ids = row[len(prompt):]
                 if 3 in ids:
@@ -95,6 +95,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None)
     ap.add_argument("--show", type=int, default=5, help="print this many clips where a system erred")
+    ap.add_argument("--beams", type=int, default=1, help="beam width of both systems (1: greedy)")
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--no-engine", action="store_true")
     a = ap.parse_args()
@@ -119,10 +120,10 @@ def main():
     res = {"clips": len(files)}
     hyp = {}
     if not a.no_engine:
-        hyp["engine"], t = run_engine(os.path.abspath(a.engine), a.model, files, a.threads)
+        hyp["engine"], t = run_engine(os.path.abspath(a.engine), a.model, files, a.threads, beams=a.beams)
         res["engine"] = summary(refs, hyp["engine"]) | {"seconds": round(t, 1)}
     if not a.no_hf:
-        hyp["transformers"], t = run_hf(a.model, files)
+        hyp["transformers"], t = run_hf(a.model, files, beams=a.beams)
         res["transformers"] = summary(refs, hyp["transformers"]) | {"seconds": round(t, 1)}
     if len(hyp) == 2:
         res["identical_transcripts"] = sum(x == y for x, y in zip(hyp["engine"], hyp["transformers"]))
