@@ -54,6 +54,9 @@ typedef void (*ct_dump_fn)(void *user, int index, const char *name, tg_type type
 /* Progress of a long file: chunk `done` of `total` finished. */
 typedef void (*ct_progress_fn)(void *user, int done, int total);
 
+/* The widest beam ct_options.beam_size takes. */
+#define CT_MAX_BEAM_SIZE 16
+
 typedef struct ct_options {
     const char *model_dir;     /* required: config.json + model.safetensors + tokenizer */
     ct_backend_kind backend;   /* default CT_BACKEND_AUTO */
@@ -83,13 +86,14 @@ typedef struct ct_options {
                                   behaviour), the CLI turns it on */
     int beam_size;             /* hypotheses kept per chunk: 1 (default; 0 is
                                   taken as 1) is greedy decoding, HF generate's
-                                  default; 2-16
-                                  is beam search as generate(num_beams=N) with
-                                  its defaults (length_penalty 1, early_stopping
-                                  False). The decoder then runs N rows a chunk
-                                  and brings every row's logits to the host
-                                  each step; with a debug hook no logits are
-                                  reported */
+                                  default; 2 to CT_MAX_BEAM_SIZE is beam search
+                                  as generate(num_beams=N) with its defaults
+                                  (length_penalty 1, early_stopping False). The
+                                  decoder then runs N rows a chunk and brings
+                                  every row's logits to the host each step (on
+                                  a GPU at the released size that host work,
+                                  not the GPU, sets the pace); with a debug
+                                  hook no logits are reported */
 } ct_options;
 
 /* Fills o with the defaults above (model_dir NULL). */

@@ -53,7 +53,7 @@ typedef struct search {
     bool *open;        /* [C] HF's is_early_stop_heuristic_unsatisfied  */
     float *cand_score; /* [2K] one clip's best continuations, best first */
     int *cand_beam, *cand_tok;
-    float *lse;        /* [K] log-sum-exp of a clip's rows */
+    float *lse, *rmax; /* [K] a clip's rows' log-sum-exp (less the max) and max */
 } search;
 
 static bool hyps_alloc(hyps *h, int n, int max_new) {
@@ -95,6 +95,7 @@ static void search_free(search *S) {
     tg_free(S->cand_beam);
     tg_free(S->cand_tok);
     tg_free(S->lse);
+    tg_free(S->rmax);
 }
 
 static bool search_alloc(search *S) {
@@ -107,19 +108,29 @@ static bool search_alloc(search *S) {
     S->cand_beam = tg_malloc((size_t)k2 * sizeof(int));
     S->cand_tok = tg_malloc((size_t)k2 * sizeof(int));
     S->lse = tg_malloc((size_t)S->K * sizeof(float));
-    if (!ok || !S->n_fin || !S->open || !S->cand_score || !S->cand_beam || !S->cand_tok || !S->lse) return false;
+    S->rmax = tg_malloc((size_t)S->K * sizeof(float));
+    if (!ok || !S->n_fin || !S->open || !S->cand_score || !S->cand_beam || !S->cand_tok || !S->lse || !S->rmax)
+        return false;
     for (int i = 0; i < n; i++) S->run.score[i] = i % S->K ? NEG_INF_SCORE : 0.0f;
     for (int c = 0; c < S->C; c++) S->open[c] = true;
     return true;
 }
 
-/* log(sum(exp(x - max))) + max of one row, in float as log_softmax does. */
-static float log_sum_exp(const float *x, int V) {
+/* A row's maximum and log(sum(exp(x - max))): log_softmax(x)[v] is then
+ * (x[v] - max) - lse, in float and in that order, as torch computes it
+ * (the sum is taken in double, closer to exact than torch's float). */
+static float row_lse(const float *x, int V, float *out_max) {
     float mx = x[0];
     for (int v = 1; v < V; v++) mx = x[v] > mx ? x[v] : mx;
     double sum = 0;
     for (int v = 0; v < V; v++) sum += exp((double)(x[v] - mx));
-    return mx + (float)log(sum);
+    *out_max = mx;
+    return (float)log(sum);
+}
+
+/* log_softmax of token tok of clip c's beam j (after top_continuations). */
+static float token_lp(const search *S, const float *logits, int c, int j, int tok) {
+    return (logits[(size_t)(j * S->C + c) * S->V + tok] - S->rmax[j]) - S->lse[j];
 }
 
 /* Clip c's best 2K continuations into cand_* (best first). logits: the
@@ -128,10 +139,11 @@ static void top_continuations(search *S, const float *logits, int c) {
     int K = S->K, V = S->V, k2 = 2 * K, n = 0;
     for (int j = 0; j < K; j++) {
         const float *row = logits + (size_t)(j * S->C + c) * V;
-        float base = S->run.score[c * K + j], lse = log_sum_exp(row, V);
+        float base = S->run.score[c * K + j], mx, lse = row_lse(row, V, &mx);
         S->lse[j] = lse;
+        S->rmax[j] = mx;
         for (int v = 0; v < V; v++) {
-            float sc = base + (row[v] - lse);
+            float sc = base + ((row[v] - mx) - lse);
             if (n == k2 && sc <= S->cand_score[k2 - 1]) continue;
             int i = n < k2 ? n++ : k2 - 1; /* insert, dropping the worst when full */
             while (i > 0 && S->cand_score[i - 1] < sc) {
@@ -158,8 +170,7 @@ static void add_finished(search *S, const float *logits, int c, float score, int
         S->fin.score[base + i] = S->fin.score[base + i - 1];
         i--;
     }
-    float lp = logits[(size_t)(j * S->C + c) * S->V + tok] - S->lse[j];
-    hyp_extend(S, &S->run, base + j, &S->fin, base + i, tok, lp);
+    hyp_extend(S, &S->run, base + j, &S->fin, base + i, tok, token_lp(S, logits, c, j, tok));
     S->fin.score[base + i] = score;
     S->n_fin[c] = n;
 }
@@ -183,8 +194,7 @@ static void step_clip(search *S, const float *logits, int c, int n, int32_t *par
         for (int i = 0; i < k2 && d < K; i++) {
             if (hit[i] != (pass == 1)) continue;
             int j = S->cand_beam[i], tok = S->cand_tok[i];
-            float lp = logits[(size_t)(j * S->C + c) * S->V + tok] - S->lse[j];
-            hyp_extend(S, &S->run, c * K + j, &S->next, c * K + d, tok, lp);
+            hyp_extend(S, &S->run, c * K + j, &S->next, c * K + d, tok, token_lp(S, logits, c, j, tok));
             S->next.score[c * K + d] = S->cand_score[i] + (hit[i] ? NEG_INF_SCORE : 0.0f);
             parents[d * S->C + c] = j * S->C + c;
             feed[d * S->C + c] = tok;
@@ -216,7 +226,7 @@ static tg_status fill_result(const search *S, const int32_t *prompt, const ct_gr
     out->finish = tg_calloc((size_t)C, sizeof(ct_finish));
     if (opts->keep_scores) out->scores = tg_calloc((size_t)C * (n_max ? n_max : 1), sizeof(float));
     if (!out->tokens || !out->n_tokens || !out->finish || (opts->keep_scores && !out->scores))
-        return tg_status_new(TG_ERR_NO_MEMORY, "beam search: out of memory");
+        return tg_status_new(TG_ERR_NO_MEMORY, "beam search: out of memory (fewer beams need less)");
     for (int c = 0; c < C; c++) {
         const hyps *h = S->n_fin[c] ? &S->fin : &S->run;
         int slot = c * K, len = h->len[slot];
@@ -226,10 +236,12 @@ static tg_status fill_result(const search *S, const int32_t *prompt, const ct_gr
         memcpy(row + P, gen, (size_t)len * sizeof(int32_t));
         for (int i = P + len; i < cols; i++) row[i] = opts->pad_id;
         bool eos = len > 0 && gen[len - 1] == opts->eos_id && !opts->ignore_eos;
-        int keep = len;
+        int keep = len, body = len - eos; /* the tokens before end-of-text */
         out->finish[c] = eos ? CT_FINISH_EOS : CT_FINISH_LENGTH;
-        if (!eos && opts->stop_loops && (keep = ct_loop_keep(gen, len)) < len)
+        if (opts->stop_loops && (keep = ct_loop_keep(gen, body)) < body)
             out->finish[c] = CT_FINISH_REPETITION;
+        else
+            keep = len;
         out->n_tokens[c] = P + keep;
         if (opts->keep_scores)
             for (int i = 0; i < keep; i++)
@@ -269,7 +281,7 @@ tg_status ct_beam_decode(const ct_model *m, tg_sched *sched, const ct_enc_result
     float *logits = tg_malloc((size_t)R * V * sizeof(float));
     tg_status st = NULL;
     if (!search_alloc(&S) || !feed || !parents || !next || !prompt_logits || !logits) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "beam search: out of memory");
+        st = tg_status_new(TG_ERR_NO_MEMORY, "beam search: out of memory (fewer beams need less)");
         goto done;
     }
     ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = true, .rows_per_clip = K};

@@ -14,17 +14,19 @@
  * The result has greedy.h's type, so the stages after decoding do not
  * change: tokens, lengths, why each row stopped and (keep_scores) each
  * token's probability along the chosen hypothesis. Logits are not kept
- * (opts->keep_logits is ignored). opts->stop_loops cuts a hypothesis that
- * ran to the length limit as a loop (CT_FINISH_REPETITION) after the search;
- * it never changes which hypothesis wins.
+ * (opts->keep_logits is ignored). opts->stop_loops cuts the winning
+ * hypothesis at its first loop where greedy decoding would have stopped its
+ * row (CT_FINISH_REPETITION), whether it then ran to the length limit or to
+ * end-of-text; it acts after the search, so it never changes which
+ * hypothesis wins (nor does a looping beam stop early: it costs steps).
  */
 #ifndef CT_BEAM_H
 #define CT_BEAM_H
 
 #include "greedy.h"
 
-/* The widest beam ct_beam_decode accepts. */
-#define CT_MAX_BEAMS 16
+/* The widest beam ct_beam_decode accepts (the public limit). */
+#define CT_MAX_BEAMS CT_MAX_BEAM_SIZE
 
 /* Decodes every clip of enc (borrowed: read in place, on its backend) with
  * the prompt (ids[n_prompt]) by beam search of `beams` hypotheses

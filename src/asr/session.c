@@ -321,8 +321,8 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
         return tg_status_new(TG_ERR_INVALID_ARG, "batch_size must be positive (got %d)",
                              opts->batch_size);
     if (opts->beam_size < 0 || opts->beam_size > CT_MAX_BEAMS)
-        return tg_status_new(TG_ERR_INVALID_ARG, "beam_size must be in [1, %d] (got %d)", CT_MAX_BEAMS,
-                             opts->beam_size);
+        return tg_status_new(TG_ERR_INVALID_ARG, "beam_size must be 1 (greedy; 0 means 1) to %d (got %d)",
+                             CT_MAX_BEAMS, opts->beam_size);
     if (opts->frame_bucket < 0 || opts->frame_bucket > 4096)
         return tg_status_new(TG_ERR_INVALID_ARG, "frame_bucket must be in [0, 4096] (got %d)",
                              opts->frame_bucket);

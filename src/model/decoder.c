@@ -405,8 +405,11 @@ static tg_status set_inputs(ct_dec_state *s, dec_graph *dg, const int32_t *ids, 
             s->host[(size_t)t * s->max_len + j] = j <= pos0 + t ? 0.0f : -INFINITY;
     if ((st = tg_tensor_set(dg->self_mask, s->host, 0, (size_t)n_q * s->max_len * sizeof(float))))
         return st;
-    if (dg->parents && (st = tg_tensor_set(dg->parents, s->parents, 0, (size_t)B * sizeof(int32_t))))
-        return st;
+    if (dg->parents) { /* parents serve one step; then each row its own */
+        st = tg_tensor_set(dg->parents, s->parents, 0, (size_t)B * sizeof(int32_t));
+        for (int r = 0; r < B; r++) s->parents[r] = r;
+        if (st) return st;
+    }
     if (dg->cross_mask_set) return NULL;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < n_q; t++)

@@ -264,12 +264,12 @@ tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *ou
  * either may be NULL. */
 tg_status ct_decoder_step(ct_dec_state *s, const int32_t *ids, int pos, int32_t *out_next,
                           float *out_scores, float *out_logits);
-/* Beam search (a state begun with rows_per_clip > 1): the next step first
- * makes row r's self-attention cache a copy of row parents[r]'s (read
- * before any row is written), so that a beam continues the beam it was
- * chosen from. parents[n_rows] is copied; each must be a row of the same
- * clip (parents[r] % n_clips == r % n_clips), else TG_ERR_INVALID_ARG.
- * Until it is called the parents are the rows themselves. */
+/* Beam search (a state begun with rows_per_clip > 1): the next step (that
+ * one only) first makes row r's self-attention cache a copy of row
+ * parents[r]'s (read before any row is written), so that a beam continues
+ * the beam it was chosen from. parents[n_rows] is copied; each must be a
+ * row of the same clip (parents[r] % n_clips == r % n_clips), else
+ * TG_ERR_INVALID_ARG. A step without it keeps every row's own cache. */
 tg_status ct_decoder_set_parents(ct_dec_state *s, const int32_t *parents);
 
 /* Queued steps (a state begun with opts.queued and a vocabulary below 2^24;

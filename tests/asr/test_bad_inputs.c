@@ -174,6 +174,10 @@ static void bad_options_are_named(void) {
     CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "beam_size");
     o.beam_size = -1;
     CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "beam_size");
+    o.beam_size = 0; /* taken as 1: options filled without ct_options_init's newer fields */
+    CHECK_OK(ct_session_open(&o, &s));
+    ct_session_close(s);
+    s = NULL;
     o.beam_size = 1;
     CHECK(s == NULL);
     ct_backend_kind k;

@@ -204,6 +204,79 @@ out:
     env_close(&e);
 }
 
+/* Logits of one decoder step of state ds at pos, tokens ids; NULL on error. */
+static float *step_logits(const env *e, ct_dec_state *ds, const int32_t *ids, int pos, int rows) {
+    float *l = tg_malloc((size_t)rows * e->model->vocab * sizeof(float));
+    int32_t next[8];
+    tg_status st = l ? ct_decoder_step(ds, ids, pos, next, NULL, l) : NULL;
+    CHECK_OK(st);
+    if (st || !l) {
+        tg_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+/* The decoder's beam rows: after ct_decoder_set_parents, row r's next step
+ * computes what row parents[r]'s would have (its cache was copied), and the
+ * step after that each row its own (the parents serve one step). Against a
+ * second state that was fed the permuted tokens in the first place. */
+static void parents_move_the_cache(void) {
+    env e;
+    if (!env_open(&e)) goto out;
+    ct_enc_result enc = {0};
+    if (!encode(&e, "ab", &enc)) goto out;
+    const int32_t prompt[P] = {13764, 7, 4, 16, 62, 62, 5, 9, 11, 13};
+    enum { R = 4 }; /* two clips of two rows: rows 0 and 2 are a's, 1 and 3 b's */
+    int32_t feed[R * P], t[R] = {100, 200, 300, 400}, parents[R] = {2, 3, 0, 1}, tp[R], u[R] = {500, 500, 500, 500},
+                         w[R] = {600, 600, 600, 600}, next[R];
+    for (int r = 0; r < R; r++) {
+        memcpy(feed + r * P, prompt, sizeof prompt);
+        tp[r] = t[parents[r]];
+    }
+    ct_dec_opts dopts = {.f32 = e.gpu == NULL, .want_logits = true, .rows_per_clip = 2};
+    ct_dec_state *a = NULL, *b = NULL;
+    CHECK_OK(ct_decoder_begin(e.model, e.sched, &enc, P, P + 4, &dopts, &a));
+    CHECK_OK(ct_decoder_begin(e.model, e.sched, &enc, P, P + 4, &dopts, &b));
+    float *la[3] = {0}, *lb[3] = {0};
+    if (!a || !b) goto done;
+    CHECK_OK(ct_decoder_prefill(a, feed, next, NULL, NULL));
+    CHECK_OK(ct_decoder_prefill(b, feed, next, NULL, NULL));
+    la[0] = step_logits(&e, a, t, P, R);
+    lb[0] = step_logits(&e, b, tp, P, R);
+    CHECK_OK(ct_decoder_set_parents(a, parents));
+    la[1] = step_logits(&e, a, u, P + 1, R);
+    lb[1] = step_logits(&e, b, u, P + 1, R);
+    la[2] = step_logits(&e, a, w, P + 2, R);
+    lb[2] = step_logits(&e, b, w, P + 2, R);
+    if (!la[0] || !lb[0] || !la[1] || !lb[1] || !la[2] || !lb[2]) goto done;
+    size_t V = (size_t)e.model->vocab;
+    for (int k = 1; k < 3; k++)
+        for (int r = 0; r < R; r++) {
+            double num = 0, den = 0, moved = 0;
+            for (size_t v = 0; v < V; v++) {
+                double x = la[k][r * V + v], y = lb[k][r * V + v], z = la[0][r * V + v] - lb[0][r * V + v];
+                num += (x - y) * (x - y);
+                den += y * y;
+                moved += z * z;
+            }
+            double rel = sqrt(num / (den > 0 ? den : 1));
+            printf("  step %d row %d: rel L2 to the permuted state %.3g\n", k, r, rel);
+            CHECK_MSG(rel <= (e.gpu ? 1e-2 : 1e-6), "step %d row %d: %g", k, r, rel);
+            CHECK_MSG(moved > 0, "row %d: the first step's tokens left its logits unchanged", r); /* the test can see a swap */
+        }
+done:
+    for (int k = 0; k < 3; k++) {
+        tg_free(la[k]);
+        tg_free(lb[k]);
+    }
+    ct_decoder_free(a);
+    ct_decoder_free(b);
+    ct_enc_result_free(&enc);
+out:
+    env_close(&e);
+}
+
 /* ct_loop_keep cuts where greedy decoding's stop_loops would have. */
 static void loop_cut(void) {
     int32_t t[200];
@@ -216,4 +289,4 @@ static void loop_cut(void) {
     CHECK(ct_loop_keep(t, 139) == 139); /* not yet four repeats */
 }
 
-TEST_MAIN(T(beam_matches_transformers), T(beam_refusals), T(loop_cut))
+TEST_MAIN(T(beam_matches_transformers), T(parents_move_the_cache), T(beam_refusals), T(loop_cut))

@@ -314,7 +314,7 @@ int cli_parse_args(int argc, char **argv, int first, cli_opts *o, bool *out_exit
             retry_given = true;
             ok = cli_parse_int(name, v, 0, 1 << 20, &o->max_retry_tokens);
         } else if (IS("--beam-size")) {
-            ok = cli_parse_int(name, v, 1, 16, &o->beam_size);
+            ok = cli_parse_int(name, v, 1, CT_MAX_BEAM_SIZE, &o->beam_size);
         } else if (IS("--stop-repetition-loops")) {
             o->stop_loops = true;
         } else if (IS("--no-stop-repetition-loops")) {
