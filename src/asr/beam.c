@@ -277,19 +277,17 @@ tg_status ct_beam_decode(const ct_model *m, tg_sched *sched, const ct_enc_result
     int32_t *feed = tg_malloc((size_t)R * P * sizeof(int32_t));
     int32_t *parents = tg_malloc((size_t)R * sizeof(int32_t));
     int32_t *next = tg_malloc((size_t)R * sizeof(int32_t));
-    float *prompt_logits = tg_malloc((size_t)R * P * V * sizeof(float));
     float *logits = tg_malloc((size_t)R * V * sizeof(float));
     tg_status st = NULL;
-    if (!search_alloc(&S) || !feed || !parents || !next || !prompt_logits || !logits) {
+    if (!search_alloc(&S) || !feed || !parents || !next || !logits) {
         st = tg_status_new(TG_ERR_NO_MEMORY, "beam search: out of memory (fewer beams need less)");
         goto done;
     }
-    ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = true, .rows_per_clip = K};
+    ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = true, .last_logits = true, .rows_per_clip = K};
     if ((st = ct_decoder_begin(m, sched, enc, P, P + max_new, &dopts, &ds))) goto done;
     for (int r = 0; r < R; r++) memcpy(feed + (size_t)r * P, prompt, (size_t)P * sizeof(int32_t));
-    if ((st = ct_decoder_prefill(ds, feed, next, NULL, prompt_logits))) goto done;
-    for (int r = 0; r < R; r++) /* the prompt's last position scores the first token */
-        memcpy(logits + (size_t)r * V, prompt_logits + ((size_t)r * P + P - 1) * V, (size_t)V * sizeof(float));
+    /* the prompt's last position scores the first token */
+    if ((st = ct_decoder_prefill(ds, feed, next, NULL, logits))) goto done;
     for (int n = 0; n < max_new; n++) {
         bool any_open = false;
         for (int r = 0; r < R; r++) { /* a done clip's rows: themselves, fed a pad */
@@ -320,7 +318,6 @@ done:
     tg_free(feed);
     tg_free(parents);
     tg_free(next);
-    tg_free(prompt_logits);
     tg_free(logits);
     return st;
 }

@@ -455,8 +455,13 @@ static tg_status get_outputs(ct_dec_state *s, dec_graph *dg, int32_t *out_next,
                                s->m->dir, (int)(i / (size_t)n_q));
     if (!st && out_scores && dg->scores)
         st = tg_tensor_get(dg->scores, out_scores, 0, n * sizeof(float));
-    if (!st && out_logits && dg->logits)
-        st = tg_tensor_get(dg->logits, out_logits, 0, n * s->m->vocab * sizeof(float));
+    size_t V = (size_t)s->m->vocab;
+    if (!st && out_logits && dg->logits && n_q > 1 && s->opts.last_logits) /* each row's last position */
+        for (int b = 0; !st && b < B; b++)
+            st = tg_tensor_get(dg->logits, out_logits + b * V, ((size_t)b * n_q + n_q - 1) * V * sizeof(float),
+                               V * sizeof(float));
+    else if (!st && out_logits && dg->logits)
+        st = tg_tensor_get(dg->logits, out_logits, 0, n * V * sizeof(float));
     return st;
 }
 

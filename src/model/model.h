@@ -233,7 +233,9 @@ typedef struct ct_dec_state ct_dec_state;
 
 typedef struct ct_dec_opts {
     bool f32;          /* TG_PREC_F32 on matrix products and attention          */
-    bool want_logits;  /* keep logits for the caller (prefill: every position)  */
+    bool want_logits;  /* keep logits for the caller (prefill: every position,
+                          or with last_logits the last one only)               */
+    bool last_logits;  /* the prefill's logits: the last position of each row */
     bool want_scores;  /* also compute each argmax's softmax probability        */
     bool queued;       /* steps queued on the device (ct_decoder_queue_step)    */
     int rows_per_clip; /* beam search: each clip of enc is decoded in this many
@@ -255,7 +257,8 @@ void ct_decoder_free(ct_dec_state *s);
  * out_next[b] gets the argmax at the last prompt position. When the state
  * was made with want_scores / want_logits, out_scores receives
  * [n_batch][n_prompt] probabilities of each position's argmax and
- * out_logits [n_batch][n_prompt][vocab]; either may be NULL. */
+ * out_logits [n_batch][n_prompt][vocab] ([n_batch][vocab], the last
+ * position's, with opts.last_logits); either may be NULL. */
 tg_status ct_decoder_prefill(ct_dec_state *s, const int32_t *prompt, int32_t *out_next,
                              float *out_scores, float *out_logits);
 /* One step: ids[b] is fed at position pos (the same for every row, since all
