@@ -8,13 +8,18 @@ no question words to go by. Two measurements:
   pairs, the cue is in the audio;
 - probe (a model): the mean of its encoder's last 8 valid frames and of all its frames, on
   the clips of a training shard, and a least-squares linear classifier, 5-fold: accuracy
-  near the prior means the encoder keeps no linear trace of the cue.
+  near the prior means the encoder keeps no linear trace of the cue;
+- learn (no model): is the cue in the model's input at all? A small network of its own
+  (three convolutions over time with the 128 mel bins as channels, a GRU, a linear layer;
+  ~0.2 M parameters) trained from scratch on the last 2 s of the same log-mel features of
+  --n clips of data.py shards (85% to train, 15% held out), accuracy every epoch.
 Why: on 2026-12-03 the model shipped then gave back none of the 26 questions among its 200 test
 clips (1.75 of its 9.97 points), and a fine-tune with 3 questions in 10 did not change that;
 nor did run 6 (2026-12-04, one sentence in five a question): 0 of 26, probe 50.9% vs 51.7%.
 
 usage: python3 question_cue.py pairs [--n 60]
        python3 question_cue.py probe --model models/cohere-demo-en --npz SHARD.npz [--n 1200]
+       python3 question_cue.py learn --data FOLDER [--n 12000] [--epochs 25]   (FOLDER: train-*.npz)
        (a shard with many questions: data.py --train 1200 --heldout 0 --questions 0.5)
 Not here: teaching the cue (train.py --punct-weight, --questions in data.py).
 """
@@ -106,10 +111,80 @@ def probe(model_dir, npz, n):
           f"{100 * right / len(y):.1f}% right (always the commoner answer: {100 * prior:.1f}%; {len(y)} clips)")
 
 
+def learn(folder, n, epochs):
+    import glob
+    import time
+    import torch
+    import torch.nn as nn
+    from common import Features
+    torch.manual_seed(0)
+    L = 200  # the last 2 s of frames (fewer are zero-padded in front)
+    clips, y = [], []
+    for shard in sorted(glob.glob(os.path.join(folder, "train-*.npz"))):
+        z = np.load(shard)
+        audio, off, texts = z["audio"], z["offsets"], z["texts"]   # (each z[...] reads the file)
+        for i in range(min(len(texts), n - len(clips))):
+            clips.append(audio[off[i]: off[i + 1]])
+            y.append(str(texts[i]).endswith("?"))
+        if len(clips) == n:
+            break
+    n, y = len(clips), np.array(y)
+    feats, X = Features(), np.zeros((n, L, 128), np.float32)
+    with torch.no_grad():
+        for s in range(0, n, 64):
+            ws = [c.astype(np.float32) / 32768 for c in clips[s: s + 64]]
+            lens = torch.tensor([len(w) for w in ws])
+            x = torch.zeros(len(ws), int(lens.max()))
+            for j, w in enumerate(ws):
+                x[j, : len(w)] = torch.from_numpy(w)
+            f, m = feats(x, lens)
+            for j in range(len(ws)):
+                t = int(m[j].sum())
+                k = min(t, L)
+                X[s + j, L - k:] = f[j, t - k: t].numpy()
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Sequential(nn.Conv1d(128, 96, 5, padding=2), nn.ReLU(),
+                                      nn.Conv1d(96, 96, 5, padding=2, stride=2), nn.ReLU(),
+                                      nn.Conv1d(96, 96, 5, padding=2, stride=2), nn.ReLU())
+            self.gru = nn.GRU(96, 96, batch_first=True)
+            self.out = nn.Linear(96, 2)
+
+        def forward(self, x):
+            _, h = self.gru(self.conv(x).transpose(1, 2))
+            return self.out(h[-1])
+
+    xt, yt = torch.from_numpy(X).transpose(1, 2).contiguous(), torch.from_numpy(y.astype(np.int64))
+    ntr = int(0.85 * n)
+    net = Net()
+    opt = torch.optim.Adam(net.parameters(), 1e-3)
+    prior = max(y[ntr:].mean(), 1 - y[ntr:].mean())
+    t0 = time.time()
+    for ep in range(epochs):
+        net.train()
+        perm = torch.randperm(ntr)
+        for b in range(0, ntr, 64):
+            idx = perm[b: b + 64]
+            loss = nn.functional.cross_entropy(net(xt[idx]), yt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        net.eval()
+        with torch.no_grad():
+            held = (net(xt[ntr:]).argmax(1) == yt[ntr:]).float().mean().item()
+            train = (net(xt[:2000]).argmax(1) == yt[:2000]).float().mean().item()
+        print(f"epoch {ep + 1}: right on training clips {100 * train:.1f}%, on the {n - ntr} held out "
+              f"{100 * held:.1f}% (always the commoner answer: {100 * prior:.1f}%), {time.time() - t0:.0f} s", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["pairs", "probe"])
-    ap.add_argument("--n", type=int, default=0, help="pairs (60) or clips (1200)")
+    ap.add_argument("what", choices=["pairs", "probe", "learn"])
+    ap.add_argument("--n", type=int, default=0, help="pairs (60) or clips (probe 1200, learn 12000)")
+    ap.add_argument("--data", default=None, help="learn: a folder of data.py's train-*.npz shards")
+    ap.add_argument("--epochs", type=int, default=25)
     ap.add_argument("--model", default=os.path.join(HERE, "..", "..", "models", "cohere-demo-en"))
     ap.add_argument("--npz", default=None)
     default_exe = os.path.join(HERE, "..", "..", ".demo", "espeak", "espeak-ng")
@@ -117,6 +192,10 @@ def main():
     a = ap.parse_args()
     if a.what == "pairs":
         pairs(a.n or 60, a.espeak)
+    elif a.what == "learn":
+        if not a.data:
+            raise SystemExit("learn needs --data (a folder of data.py's train-*.npz shards)")
+        learn(a.data, a.n or 12000, a.epochs)
     else:
         if not a.npz:
             raise SystemExit("probe needs --npz (a training shard of data.py)")
