@@ -9,17 +9,21 @@ no question words to go by. Two measurements:
 - probe (a model): the mean of its encoder's last 8 valid frames and of all its frames, on
   the clips of a training shard, and a least-squares linear classifier, 5-fold: accuracy
   near the prior means the encoder keeps no linear trace of the cue;
-- learn (no model): is the cue in the model's input at all? A small network of its own
-  (three convolutions over time with the 128 mel bins as channels, a GRU, a linear layer;
-  ~0.2 M parameters) trained from scratch on the last 2 s of the same log-mel features of
-  --n clips of data.py shards (85% to train, 15% held out), accuracy every epoch.
+- learn: is the cue in the model's input at all? A small network of its own (three
+  convolutions over time with the 128 mel bins as channels, a GRU, a linear layer; ~0.2 M
+  parameters) trained from scratch on the last 2 s of the same log-mel features of --n clips
+  of data.py shards (85% to train, 15% held out), accuracy every epoch. With --model and
+  --layer sub or enc, the same question of that model's frozen subsampling output (encoder
+  layer 0's input) or encoder output, its last 25 frames (2 s), through one convolution and
+  the GRU: a stronger probe than the linear one.
 Why: on 2026-12-03 the model shipped then gave back none of the 26 questions among its 200 test
 clips (1.75 of its 9.97 points), and a fine-tune with 3 questions in 10 did not change that;
 nor did run 6 (2026-12-04, one sentence in five a question): 0 of 26, probe 50.9% vs 51.7%.
 
 usage: python3 question_cue.py pairs [--n 60]
        python3 question_cue.py probe --model models/cohere-demo-en --npz SHARD.npz [--n 1200]
-       python3 question_cue.py learn --data FOLDER [--n 12000] [--epochs 25]   (FOLDER: train-*.npz)
+       python3 question_cue.py learn --data FOLDER [--n 12000] [--epochs 25] [--model DIR --layer sub|enc]
+       (FOLDER: data.py's train-*.npz)
        (a shard with many questions: data.py --train 1200 --heldout 0 --questions 0.5)
 Not here: teaching the cue (train.py --punct-weight, --questions in data.py).
 """
@@ -111,14 +115,14 @@ def probe(model_dir, npz, n):
           f"{100 * right / len(y):.1f}% right (always the commoner answer: {100 * prior:.1f}%; {len(y)} clips)")
 
 
-def learn(folder, n, epochs):
+def learn(folder, n, epochs, model_dir=None, layer=None):
     import glob
     import time
     import torch
     import torch.nn as nn
     from common import Features
     torch.manual_seed(0)
-    L = 200  # the last 2 s of frames (fewer are zero-padded in front)
+    L = 200 if not layer else 25  # the last 2 s of frames (fewer are zero-padded in front)
     clips, y = [], []
     for shard in sorted(glob.glob(os.path.join(folder, "train-*.npz"))):
         z = np.load(shard)
@@ -129,7 +133,12 @@ def learn(folder, n, epochs):
         if len(clips) == n:
             break
     n, y = len(clips), np.array(y)
-    feats, X = Features(), np.zeros((n, L, 128), np.float32)
+    model = None
+    if layer:
+        from common import encoder_lengths
+        from export import load_hf
+        model = load_hf(model_dir)
+    feats, X = Features(), None
     with torch.no_grad():
         for s in range(0, n, 64):
             ws = [c.astype(np.float32) / 32768 for c in clips[s: s + 64]]
@@ -138,17 +147,27 @@ def learn(folder, n, epochs):
             for j, w in enumerate(ws):
                 x[j, : len(w)] = torch.from_numpy(w)
             f, m = feats(x, lens)
+            frames, valid = f, m.sum(1)
+            if model is not None:
+                enc = model.model.encoder(f, attention_mask=m.long(), output_hidden_states=True)
+                frames = enc.hidden_states[0] if layer == "sub" else enc.last_hidden_state
+                valid = encoder_lengths(valid)
+            if X is None:
+                X = np.zeros((n, L, frames.shape[2]), np.float32)
             for j in range(len(ws)):
-                t = int(m[j].sum())
+                t = int(valid[j])
                 k = min(t, L)
-                X[s + j, L - k:] = f[j, t - k: t].numpy()
+                X[s + j, L - k:] = frames[j, t - k: t].numpy()
 
     class Net(nn.Module):
-        def __init__(self):
+        def __init__(self, cin):
             super().__init__()
-            self.conv = nn.Sequential(nn.Conv1d(128, 96, 5, padding=2), nn.ReLU(),
-                                      nn.Conv1d(96, 96, 5, padding=2, stride=2), nn.ReLU(),
-                                      nn.Conv1d(96, 96, 5, padding=2, stride=2), nn.ReLU())
+            if layer:  # 25 frames of 80 ms
+                self.conv = nn.Sequential(nn.Conv1d(cin, 96, 3, padding=1), nn.ReLU())
+            else:      # 200 frames of 10 ms
+                self.conv = nn.Sequential(nn.Conv1d(cin, 96, 5, padding=2), nn.ReLU(),
+                                          nn.Conv1d(96, 96, 5, padding=2, stride=2), nn.ReLU(),
+                                          nn.Conv1d(96, 96, 5, padding=2, stride=2), nn.ReLU())
             self.gru = nn.GRU(96, 96, batch_first=True)
             self.out = nn.Linear(96, 2)
 
@@ -158,7 +177,7 @@ def learn(folder, n, epochs):
 
     xt, yt = torch.from_numpy(X).transpose(1, 2).contiguous(), torch.from_numpy(y.astype(np.int64))
     ntr = int(0.85 * n)
-    net = Net()
+    net = Net(X.shape[2])
     opt = torch.optim.Adam(net.parameters(), 1e-3)
     prior = max(y[ntr:].mean(), 1 - y[ntr:].mean())
     t0 = time.time()
@@ -185,6 +204,8 @@ def main():
     ap.add_argument("--n", type=int, default=0, help="pairs (60) or clips (probe 1200, learn 12000)")
     ap.add_argument("--data", default=None, help="learn: a folder of data.py's train-*.npz shards")
     ap.add_argument("--epochs", type=int, default=25)
+    ap.add_argument("--layer", choices=["sub", "enc"], default=None,
+                    help="learn: the --model's subsampling or encoder output instead of the features")
     ap.add_argument("--model", default=os.path.join(HERE, "..", "..", "models", "cohere-demo-en"))
     ap.add_argument("--npz", default=None)
     default_exe = os.path.join(HERE, "..", "..", ".demo", "espeak", "espeak-ng")
@@ -195,7 +216,7 @@ def main():
     elif a.what == "learn":
         if not a.data:
             raise SystemExit("learn needs --data (a folder of data.py's train-*.npz shards)")
-        learn(a.data, a.n or 12000, a.epochs)
+        learn(a.data, a.n or 12000, a.epochs, a.model, a.layer)
     else:
         if not a.npz:
             raise SystemExit("probe needs --npz (a training shard of data.py)")
