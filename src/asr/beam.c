@@ -36,8 +36,8 @@
 
 #define NEG_INF_SCORE -1.0e9f /* HF's stand-in for minus infinity */
 
-/* A hypothesis list of one clip: K slots of tokens (and their
- * log-probabilities) after the prompt. */
+/* Hypotheses of every clip, K slots a clip (slot c * K + j): tokens after
+ * the prompt and their log-probabilities. */
 typedef struct hyps {
     int32_t *tok;   /* [n_clips * K][max_new] */
     float *lp;      /* [n_clips * K][max_new] each token's log-probability */
