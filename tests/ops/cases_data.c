@@ -230,6 +230,11 @@ static void add_copies(case_list *l) {
         {1, 0, {33, 65, 1, 1}, L_ROWPAD, TG_F16, {65, 33, 1, 1}},
         {2, 0, {12, 1, 1, 1}, L_CONT, TG_F32, {4, 3, 1, 1}},     /* other shape, same count */
         {2, 0, {7, 6, 1, 1}, L_T01, TG_F16, {3, 14, 1, 1}},
+        /* both contiguous, long rows (a beam search's cache rows, flattened),
+         * above the CPU's serial limit of 16384 elements: one flat run a
+         * thread */
+        {2, 0, {4608, 8, 1, 1}, L_CONT, TG_BF16, {144, 32, 8, 1}},
+        {2, 0, {30000, 1, 1, 1}, L_CONT, TG_F32, {100, 30, 10, 1}},
     };
     for (size_t k = 0; k < sizeof cp / sizeof cp[0]; k++) {
         case_params p = cp_new();

@@ -355,6 +355,22 @@ static void cpy_same_shape_task(void *arg, int ith, int nth) {
     }
 }
 
+/* Both contiguous (any shapes of the same element count): element f of a
+ * goes to element f of the result, in one run per thread, so that a copy of
+ * a few long rows (a decoder's cache, flattened per row) still uses every
+ * thread and needs no per-element addressing. */
+static void cpy_contig_task(void *arg, int ith, int nth) {
+    elem_task *t = arg;
+    tg_tensor *n = t->node;
+    const tg_tensor *a = n->src[0];
+    int64_t lo, hi;
+    cpu_range(tg_nelements(n), ith, nth, &lo, &hi);
+    if (hi <= lo) return;
+    size_t es = tg_type_size(a->type), ed = tg_type_size(n->type);
+    convert_run(&t->be->k, a->type, (const char *)a->data + (size_t)lo * es, es, n->type,
+                (char *)n->data + (size_t)lo * ed, ed, hi - lo);
+}
+
 /* Shapes differ (same element count): element f of a in row-major order goes
  * to element f of the result. */
 static void cpy_flat_task(void *arg, int ith, int nth) {
@@ -385,7 +401,10 @@ tg_status cpu_op_cpy(cpu_backend *be, tg_tensor *node) {
         return tg_status_new(TG_ERR_INVALID_ARG, "cpy: '%s' has %lld elements, the destination %lld",
                              a->name, (long long)tg_nelements(a), (long long)tg_nelements(node));
     elem_task t = {.node = node};
-    run(be, tg_same_shape(a, node) ? cpy_same_shape_task : cpy_flat_task, &t);
+    if (tg_is_contiguous(a) && tg_is_contiguous(node))
+        run(be, cpy_contig_task, &t);
+    else
+        run(be, tg_same_shape(a, node) ? cpy_same_shape_task : cpy_flat_task, &t);
     return NULL;
 }
 
