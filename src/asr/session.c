@@ -34,8 +34,8 @@
 
 #include "audio.h"
 #include "base.h"
-#include "cohere_transcribe.h"
 #include "beam.h"
+#include "cohere_transcribe.h"
 #include "greedy.h"
 #include "model.h"
 #include "pipeline.h"
