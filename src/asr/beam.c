@@ -210,10 +210,10 @@ static void step_clip(search *S, const float *logits, int c, int n, int32_t *par
 static tg_status fill_result(const search *S, const int32_t *prompt, const ct_greedy_opts *opts,
                              ct_greedy_result *out) {
     int C = S->C, K = S->K, P = S->P, n_max = 0;
+    /* every clip has a finished hypothesis: the last step finishes the best
+     * K, and a clip closes only with K finished */
+    const hyps *h = &S->fin;
     for (int c = 0; c < C; c++) {
-        /* every clip has a finished hypothesis: the last step finishes the
-         * best K, and a clip closes only with K finished */
-        const hyps *h = S->n_fin[c] ? &S->fin : &S->run;
         int len = h->len[c * K];
         n_max = len > n_max ? len : n_max;
     }
@@ -228,7 +228,6 @@ static tg_status fill_result(const search *S, const int32_t *prompt, const ct_gr
     if (!out->tokens || !out->n_tokens || !out->finish || (opts->keep_scores && !out->scores))
         return tg_status_new(TG_ERR_NO_MEMORY, "beam search: out of memory (fewer beams need less)");
     for (int c = 0; c < C; c++) {
-        const hyps *h = S->n_fin[c] ? &S->fin : &S->run;
         int slot = c * K, len = h->len[slot];
         const int32_t *gen = h->tok + (size_t)slot * S->max_new;
         int32_t *row = out->tokens + (size_t)c * cols;
