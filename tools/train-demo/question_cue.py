@@ -15,14 +15,17 @@ no question words to go by. Two measurements:
   of data.py shards (85% to train, 15% held out), accuracy every epoch. With --model and
   --layer sub or enc, the same question of that model's frozen subsampling output (encoder
   layer 0's input) or encoder output, its last 25 frames (2 s), through one convolution and
-  the GRU: a stronger probe than the linear one.
+  the GRU: a stronger probe than the linear one. --layer sub-fresh / sub-model: the features
+  through a subsampling of the released architecture (deep144's, from scratch, or --model's
+  as the start) trained with that convolution and GRU: can the model's own front end carry
+  the cue when something asks it to?
 Why: on 2026-12-03 the model shipped then gave back none of the 26 questions among its 200 test
 clips (1.75 of its 9.97 points), and a fine-tune with 3 questions in 10 did not change that;
 nor did run 6 (2026-12-04, one sentence in five a question): 0 of 26, probe 50.9% vs 51.7%.
 
 usage: python3 question_cue.py pairs [--n 60]
        python3 question_cue.py probe --model models/cohere-demo-en --npz SHARD.npz [--n 1200]
-       python3 question_cue.py learn --data FOLDER [--n 12000] [--epochs 25] [--model DIR --layer sub|enc]
+       python3 question_cue.py learn --data FOLDER [--n 12000] [--epochs 25] [--model DIR --layer sub|enc|sub-fresh|sub-model]
        (FOLDER: data.py's train-*.npz)
        (a shard with many questions: data.py --train 1200 --heldout 0 --questions 0.5)
 Not here: teaching the cue (train.py --punct-weight, --questions in data.py).
@@ -122,7 +125,8 @@ def learn(folder, n, epochs, model_dir=None, layer=None):
     import torch.nn as nn
     from common import Features
     torch.manual_seed(0)
-    L = 200 if not layer else 25  # the last 2 s of frames (fewer are zero-padded in front)
+    frozen = layer in ("sub", "enc")   # a trained model's frozen layer; else the features
+    L = 25 if frozen else 200  # the last 2 s of frames (fewer are zero-padded in front)
     clips, y = [], []
     for shard in sorted(glob.glob(os.path.join(folder, "train-*.npz"))):
         z = np.load(shard)
@@ -134,7 +138,7 @@ def learn(folder, n, epochs, model_dir=None, layer=None):
             break
     n, y = len(clips), np.array(y)
     model = None
-    if layer:
+    if frozen:
         from common import encoder_lengths
         from export import load_hf
         model = load_hf(model_dir)
@@ -159,10 +163,27 @@ def learn(folder, n, epochs, model_dir=None, layer=None):
                 k = min(t, L)
                 X[s + j, L - k:] = frames[j, t - k: t].numpy()
 
+    sub = None
+    if layer in ("sub-fresh", "sub-model"):
+        # a subsampling of the released architecture, trained with the head: the deep144 size's
+        # from scratch (train.py's torch init), or --model's own as the start
+        import train as T
+        if layer == "sub-model":
+            from export import load_hf
+            sub = load_hf(model_dir).model.encoder.subsampling
+        else:
+            m = T.make_model("deep144", 2048, 4, 0.0)
+            T.init_weights(m, "torch")
+            sub = m.model.encoder.subsampling
+        sub.train()
+
     class Net(nn.Module):
         def __init__(self, cin):
             super().__init__()
-            if layer:  # 25 frames of 80 ms
+            self.sub = sub
+            if sub is not None:
+                cin = sub.linear.out_features
+            if frozen or sub is not None:  # 25 frames of 80 ms
                 self.conv = nn.Sequential(nn.Conv1d(cin, 96, 3, padding=1), nn.ReLU())
             else:      # 200 frames of 10 ms
                 self.conv = nn.Sequential(nn.Conv1d(cin, 96, 5, padding=2), nn.ReLU(),
@@ -172,6 +193,8 @@ def learn(folder, n, epochs, model_dir=None, layer=None):
             self.out = nn.Linear(96, 2)
 
         def forward(self, x):
+            if self.sub is not None:   # [B, mel, 200] features -> [B, d, 25] frames
+                x = self.sub(x.transpose(1, 2)).transpose(1, 2)
             _, h = self.gru(self.conv(x).transpose(1, 2))
             return self.out(h[-1])
 
@@ -204,8 +227,10 @@ def main():
     ap.add_argument("--n", type=int, default=0, help="pairs (60) or clips (probe 1200, learn 12000)")
     ap.add_argument("--data", default=None, help="learn: a folder of data.py's train-*.npz shards")
     ap.add_argument("--epochs", type=int, default=25)
-    ap.add_argument("--layer", choices=["sub", "enc"], default=None,
-                    help="learn: the --model's subsampling or encoder output instead of the features")
+    ap.add_argument("--layer", choices=["sub", "enc", "sub-fresh", "sub-model"], default=None,
+                    help="learn: the --model's frozen subsampling or encoder output instead of the "
+                         "features; sub-fresh / sub-model: the features through a subsampling trained "
+                         "with the head (deep144's from scratch, or --model's as the start)")
     ap.add_argument("--model", default=os.path.join(HERE, "..", "..", "models", "cohere-demo-en"))
     ap.add_argument("--npz", default=None)
     default_exe = os.path.join(HERE, "..", "..", ".demo", "espeak", "espeak-ng")

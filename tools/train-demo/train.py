@@ -17,9 +17,11 @@ decoder, the decoder prompt of spec 5.2. What makes it learn, and why:
   by sqrt(hidden)), frozen;
 - an auxiliary CTC head on the encoder output (--ctc, weight; blank = <unk> id 0), dropped at
   export; its loss is the first sign that the encoder hears the audio;
-- --question: an auxiliary question/statement classifier on the encoder's last frames,
-  also dropped at export (a question is told only by its rising end, which no model here
-  has learnt; on the CPU at 5e-5 it stayed at the prior, tools/train-demo/README.md run 6);
+- --question: auxiliary question/statement classifiers, also dropped at export (a question
+  is told only by its rising end, which no model here has learnt): --question-at enc, a
+  linear one on the encoder's last frames (on the CPU at 5e-5 it stayed at the prior,
+  tools/train-demo/README.md run 6); sub, one with a GRU on the subsampling's output, where
+  question_cue.py learn --layer sub-fresh found the cue learnable; sub+enc, both;
 - SpecAugment on the features (--specaug), a speed perturbation of each batch on the device
   (--speed-aug: clips seen again are heard at a new speed), a curriculum that starts with the shortest clips
   (--curriculum: the fraction of training over which the longest allowed clip grows to all),
@@ -271,6 +273,47 @@ class Ema:
         return sd
 
 
+class QuestionHead(torch.nn.Module):
+    """Question or statement from the last SPAN valid frames (2 s at 80 ms) of [B, T, d]
+    frames, zeros in front of a shorter clip: one convolution over time, a GRU, a linear
+    layer giving the question's logit. It is question_cue.py learn's network for a layer's
+    output; a linear read of pooled frames cannot tell a rising end from a falling one
+    unless the layers below have already done that work."""
+    SPAN = 25
+
+    def __init__(self, d, width=96):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(d, width, 3, padding=1)
+        self.gru = torch.nn.GRU(width, width, batch_first=True)
+        self.out = torch.nn.Linear(width, 1)
+
+    def forward(self, h, lens):
+        at = lens[:, None] - self.SPAN + torch.arange(self.SPAN, device=h.device)[None, :]
+        last = h.gather(1, at.clamp(min=0)[:, :, None].expand(-1, -1, h.shape[2]))
+        last = last * (at >= 0)[:, :, None].to(h.dtype)
+        _, hn = self.gru(F.relu(self.conv(last.transpose(1, 2))).transpose(1, 2))
+        return self.out(hn[-1])[:, 0]
+
+
+class PooledHead(torch.nn.Linear):
+    """Question or statement, linearly, from the mean of the last 8 valid frames."""
+
+    def forward(self, h, lens):
+        at = torch.arange(h.shape[1], device=h.device)[None, :]
+        last = ((at < lens[:, None]) & (at >= lens[:, None] - 8)).to(h.dtype)
+        pooled = (h * last[:, :, None]).sum(1) / last.sum(1, keepdim=True).clamp(min=1.0)
+        return super().forward(pooled)[:, 0]
+
+
+def question_heads(where, d):
+    """--question-at's heads by the layer each reads: 'sub' the subsampling's output (a
+    GRU head), 'enc' the encoder's (linear, as in run 6's CPU fine-tune)."""
+    heads = torch.nn.ModuleDict()
+    for at in where.split("+"):
+        heads[at] = QuestionHead(d) if at == "sub" else PooledHead(d, 1)
+    return heads
+
+
 def save(path, model, ctc, step, elapsed, args, opt=None, guard=None, ema=None, qhead=None):
     # small.pt: bf16, the averaged weights when there is an average, and without the fixed
     # position table (recomputed; keeps it < 16 MiB); full.pt: everything, to resume exactly
@@ -347,12 +390,20 @@ def main():
                          "grows from 0 to all (a head still far from trained, let in at once, made a fine-tune at "
                          "1e-4 diverge on 2026-12-03)")
     ap.add_argument("--question", type=float, default=0.0,
-                    help="weight of an auxiliary loss (training only, dropped at export, as the CTC head is): a "
-                         "linear question/statement classifier on the mean of the encoder's last 8 valid frames, "
-                         "its gradient reaching the encoder; the decoder's loss on the final '?' alone never made "
-                         "the encoder keep the rising end (question_cue.py probe, runs 5 and 6). The head starts "
-                         "new with --init-from; keep the flag the same across --resume (the optimizer's state "
-                         "holds the head or not)")
+                    help="weight of an auxiliary loss (training only, dropped at export, as the CTC head is): "
+                         "question/statement classifiers (--question-at), their gradient reaching the encoder; "
+                         "the decoder's loss on the final '?' alone never made the encoder keep the rising end "
+                         "(question_cue.py probe, runs 5 and 6). The heads start new with --init-from; keep the "
+                         "flags the same across --resume (the optimizer's state holds the heads or not)")
+    ap.add_argument("--question-at", choices=["enc", "sub", "sub+enc"], default="enc",
+                    help="where --question's classifiers read: enc (linear, the mean of the encoder's last 8 "
+                         "frames), sub (a convolution and a GRU over the subsampling's last 25 frames: "
+                         "question_cue.py learn --layer sub-fresh, 2026-12-05), or both, each weighted --question")
+    ap.add_argument("--front-lr", type=float, default=1.0,
+                    help="the subsampling's and the question heads' learning rate as a multiple of the run's: "
+                         "a fine-tune that must reshape the front end for the question cue (question_cue.py "
+                         "learn --layer sub-model: the shipped subsampling learns it alone at 1e-3 in ~25,000 "
+                         "clips) at a rate that keeps the rest of the model where it was")
     ap.add_argument("--punct-weight", type=float, default=1.0,
                     help="weight of the decoder's loss on the sentence-final '.' and '?' pieces against 1 for the "
                          "others: a question is told from a statement only by the pitch of its last word, a cue the "
@@ -416,13 +467,25 @@ def main():
     n_par = sum(p.numel() for p in model.parameters())
     print(f"model {args.size}: {n_par / 1e6:.2f} M parameters ({2 * n_par / 2 ** 20:.1f} MiB in bf16)", flush=True)
 
-    qhead = torch.nn.Linear(model.config.encoder_config.hidden_size, 1).to(device) if args.question > 0 else None
+    qhead = question_heads(args.question_at, model.config.encoder_config.hidden_size).to(device) \
+        if args.question > 0 else None
+    sub_out = {}
+    if qhead is not None and "sub" in qhead:   # the subsampling's output, as the encoder computes it
+        model.model.encoder.subsampling.register_forward_hook(lambda mod, inp, out: sub_out.__setitem__("h", out))
     params = [p for p in list(model.parameters()) + list(ctc.parameters()) +
               (list(qhead.parameters()) if qhead is not None else []) if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    no_decay = [p for p in params if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.wd}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
+    # --front-lr: the subsampling and the question heads learn at that multiple of the rate
+    # (at 1, two groups as before, so that older full.pt files resume)
+    front = set()
+    if args.front_lr != 1.0:
+        front = {id(p) for p in model.model.encoder.subsampling.parameters()}
+        front |= {id(p) for p in qhead.parameters()} if qhead is not None else set()
+    groups = []
+    for scale, mine in ((1.0, [p for p in params if id(p) not in front]),
+                        (args.front_lr, [p for p in params if id(p) in front])):
+        groups += [{"params": [p for p in mine if p.dim() >= 2], "weight_decay": args.wd, "scale": scale},
+                   {"params": [p for p in mine if p.dim() < 2], "weight_decay": 0.0, "scale": scale}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
     os.makedirs(args.out, exist_ok=True)
     step, elapsed, rewarm, lr_scale, backs0, best0 = 0, 0.0, 0, 1.0, 0, math.inf
 
@@ -441,7 +504,9 @@ def main():
         load_weights(ck["model"], path)
         ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
         if qhead is not None and "qhead" in ck:
-            qhead.load_state_dict({k: v.float() for k, v in ck["qhead"].items()})
+            qs = {k if "." in k and k.split(".")[0] in ("enc", "sub") else "enc." + k: v.float()
+                  for k, v in ck["qhead"].items()}     # (before sub: one linear head, unprefixed)
+            qhead.load_state_dict(qs)
         if "opt" in ck:
             opt.load_state_dict(ck["opt"])
         if ema is not None and "ema" in ck:
@@ -532,7 +597,7 @@ def main():
 
     if args.guard and not os.path.exists(os.path.join(args.out, "full.pt")):
         checkpoint()             # something to go back to from the first step
-    log = dict(ce=0.0, ctc=0.0, q=0.0, qok=0.0, n=0, sec=0.0, t=time.time())
+    log = dict(ce=0.0, ctc=0.0, q=0.0, n=0, sec=0.0, t=time.time())
     t_last = t_start = time.time()
     while True:
         if (args.steps and step >= args.steps) or (args.minutes and elapsed >= 60 * args.minutes):
@@ -559,7 +624,7 @@ def main():
         if args.specaug:
             f = spec_augment(f, m, torch.Generator(device=device).manual_seed(args.seed * 1000003 + step))
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, elapsed)
+            g["lr"] = lr_at(step, elapsed) * g.get("scale", 1.0)   # (older full.pt: no scale)
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_amp):
             enc = model.model.encoder(f, attention_mask=m.long())
             out = model(encoder_outputs=enc, attention_mask=m.long(), decoder_input_ids=inp, use_cache=False)
@@ -584,16 +649,15 @@ def main():
                 ctc_loss = F.ctc_loss(lp, ctc_t, elen, ctc_l, blank=0, reduction="sum",
                                       zero_infinity=True) / ctc_l.sum()
             loss = loss + args.ctc * ctc_loss
-        q_loss, q_ok = torch.zeros(()), torch.zeros(())
+        q_loss, q_ok = torch.zeros(()), {}
         if qhead is not None:
             with torch.autocast(device_type=device.type, enabled=False):
-                at = torch.arange(h_enc.shape[1], device=device)[None, :]
-                last = ((at < elen[:, None]) & (at >= elen[:, None] - 8)).float()
-                pooled = (h_enc * last[:, :, None]).sum(1) / last.sum(1, keepdim=True).clamp(min=1.0)
-                z = qhead(pooled)[:, 0]
                 y = torch.tensor([data.texts[i].endswith("?") for i in idx], dtype=torch.float32, device=device)
-                q_loss = F.binary_cross_entropy_with_logits(z, y)
-                q_ok = ((z > 0).float() == y).float().mean()
+                q_loss = 0.0
+                for at, head in qhead.items():
+                    z = head(h_enc if at == "enc" else sub_out["h"].float(), elen)
+                    q_loss = q_loss + F.binary_cross_entropy_with_logits(z, y)
+                    q_ok[at] = ((z > 0).float() == y).float().mean()
             loss = loss + args.question * q_loss
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -608,7 +672,8 @@ def main():
         log["ce"] += ce.detach()                     # summed on the device: no wait for the GPU each step
         log["ctc"] += ctc_loss.detach()
         log["q"] += q_loss.detach()
-        log["qok"] += q_ok.detach()
+        for at, ok in q_ok.items():
+            log["qok-" + at] = log.get("qok-" + at, 0.0) + ok.detach()
         log["n"] += 1
         log["sec"] += float(data.lens[idx].sum()) / SR
         if step % args.log_every == 0:
@@ -616,11 +681,12 @@ def main():
             window = float(log["ce"]) / log["n"]
             print(f"step {step} {elapsed / 60:.1f} min lr {lr_at(step, elapsed):.2e} "
                   f"ce {window:.3f} ctc {float(log['ctc']) / log['n']:.3f} "
-                  + (f"q {float(log['q']) / log['n']:.3f} q-right {float(log['qok']) / log['n']:.2f} "
+                  + (f"q {float(log['q']) / log['n']:.3f} " + "".join(
+                      f"q-right-{at} {float(log['qok-' + at]) / log['n']:.2f} " for at in qhead)
                      if qhead is not None else "") +
                   f"batch {len(idx)} frac {frac:.2f} "
                   f"{dt / log['n'] * 1000:.0f} ms/step {log['sec'] / dt:.0f} s audio/s", flush=True)
-            log = dict(ce=0.0, ctc=0.0, q=0.0, qok=0.0, n=0, sec=0.0, t=time.time())
+            log = dict(ce=0.0, ctc=0.0, q=0.0, n=0, sec=0.0, t=time.time())
             if args.guard:
                 best_ce = min(best_ce, window)
                 healthy = window <= args.guard * best_ce + 0.3
