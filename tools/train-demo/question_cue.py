@@ -19,6 +19,8 @@ no question words to go by. Two measurements:
   through a subsampling of the released architecture (deep144's, from scratch, or --model's
   as the start) trained with that convolution and GRU: can the model's own front end carry
   the cue when something asks it to?
+- share: in a fine-tune from a checkpoint, how large the question loss's gradient on the
+  subsampling is beside the ASR losses' (one batch of 40 clips, 12 of them questions).
 Why: on 2026-12-03 the model shipped then gave back none of the 26 questions among its 200 test
 clips (1.75 of its 9.97 points), and a fine-tune with 3 questions in 10 did not change that;
 nor did run 6 (2026-12-04, one sentence in five a question): 0 of 26, probe 50.9% vs 51.7%.
@@ -28,6 +30,7 @@ usage: python3 question_cue.py pairs [--n 60]
        python3 question_cue.py learn --data FOLDER [--n 12000] [--epochs 25] [--model DIR --layer sub|enc|sub-fresh|sub-model]
        (FOLDER: data.py's train-*.npz)
        (a shard with many questions: data.py --train 1200 --heldout 0 --questions 0.5)
+       python3 question_cue.py share --ckpt small.pt --npz SHARD.npz [--weight 1]
 Not here: teaching the cue (train.py --punct-weight, --questions in data.py).
 """
 import argparse
@@ -221,9 +224,66 @@ def learn(folder, n, epochs, model_dir=None, layer=None):
               f"{100 * held:.1f}% (always the commoner answer: {100 * prior:.1f}%), {time.time() - t0:.0f} s", flush=True)
 
 
+def share(ckpt, npz, n_q, n_s, weight):
+    """How much of the subsampling's gradient a question loss would be in a fine-tune from
+    `ckpt` (train.py's small.pt, with its CTC head): the norm of the gradient of the ASR
+    losses (decoder CE + CTC, weight 1 each) and of `weight` x the sub head's loss (a fresh
+    head, as a run starts it) on the subsampling's weights, for one batch of n_q questions
+    and n_s statements of a data.py shard, and the cosine between the two."""
+    import sentencepiece as spm
+    import torch
+    import torch.nn.functional as F
+    import train as T
+    from common import Features, encoder_lengths, prompt_ids
+    torch.manual_seed(0)
+    ck = torch.load(ckpt, map_location="cpu", weights_only=False)
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(HERE, "..", "..", "models", "cohere-demo-en",
+                                                            "tokenizer.model"))   # every run's since run 2
+    prompt = prompt_ids(sp)
+    model = T.make_model(ck["args"]["size"], sp.get_piece_size(), prompt[0], 0.0)
+    T.init_weights(model, "keep")                    # the fixed position table (small.pt leaves it out)
+    model.load_state_dict({k: v.float() for k, v in ck["model"].items()}, strict=False)
+    ctc = torch.nn.Linear(model.config.encoder_config.hidden_size, sp.get_piece_size())
+    ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
+    head, sub_out = T.QuestionHead(model.config.encoder_config.hidden_size), {}
+    model.model.encoder.subsampling.register_forward_hook(lambda m, i, o: sub_out.__setitem__("h", o))
+
+    class Shard:       # what train.collate reads
+        pass
+    z = np.load(npz)
+    audio, off, texts = z["audio"], z["offsets"], [str(t) for t in z["texts"]]   # (each z[...] reads the file)
+    d = Shard()
+    d.audio = [audio[off[i]: off[i + 1]] for i in range(len(texts))]
+    d.lens = np.array([len(a) for a in d.audio])
+    d.tokens = [np.array(sp.encode(t), dtype=np.int64) for t in texts]
+    idx = np.array([i for i, t in enumerate(texts) if t.endswith("?")][:n_q] +
+                   [i for i, t in enumerate(texts) if t.endswith(".")][:n_s])
+    x, lens, inp, tgt, ctc_t, ctc_l = T.collate(d, idx, prompt, torch.device("cpu"))
+    f, m = Features()(x, lens)
+    enc = model.model.encoder(f, attention_mask=m.long())
+    out = model(encoder_outputs=enc, attention_mask=m.long(), decoder_input_ids=inp, use_cache=False)
+    ce = F.cross_entropy(out.logits.transpose(1, 2), tgt, ignore_index=-100)
+    elen = encoder_lengths(m.sum(1))
+    lp = F.log_softmax(ctc(enc.last_hidden_state), -1).transpose(0, 1)
+    ctc_loss = F.ctc_loss(lp, ctc_t, elen, ctc_l, blank=0, reduction="sum", zero_infinity=True) / ctc_l.sum()
+    y = torch.tensor([texts[i].endswith("?") for i in idx], dtype=torch.float32)
+    q = F.binary_cross_entropy_with_logits(head(sub_out["h"], elen), y)
+    weights = list(model.model.encoder.subsampling.parameters())
+    g_asr = torch.autograd.grad(ce + ctc_loss, weights, retain_graph=True)
+    g_q = torch.autograd.grad(weight * q, weights)
+    n_asr = torch.sqrt(sum((g ** 2).sum() for g in g_asr)).item()
+    n_q = torch.sqrt(sum((g ** 2).sum() for g in g_q)).item()
+    cos = (sum((a * b).sum() for a, b in zip(g_asr, g_q)) / (n_asr * n_q)).item()
+    print(f"{ckpt}, {len(idx)} clips of {npz}: the subsampling's gradient norm from the ASR losses (CE "
+          f"{ce.item():.3f} + CTC {ctc_loss.item():.3f}) {n_asr:.4g}, from {weight:g} x the question loss "
+          f"({q.item():.3f}, a fresh sub head) {n_q:.4g}: {100 * n_q / n_asr:.1f}% of it, cosine {cos:+.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["pairs", "probe", "learn"])
+    ap.add_argument("what", choices=["pairs", "probe", "learn", "share"])
+    ap.add_argument("--ckpt", default=None, help="share: train.py's small.pt to start from")
+    ap.add_argument("--weight", type=float, default=1.0, help="share: the question loss's weight")
     ap.add_argument("--n", type=int, default=0, help="pairs (60) or clips (probe 1200, learn 12000)")
     ap.add_argument("--data", default=None, help="learn: a folder of data.py's train-*.npz shards")
     ap.add_argument("--epochs", type=int, default=25)
@@ -238,6 +298,10 @@ def main():
     a = ap.parse_args()
     if a.what == "pairs":
         pairs(a.n or 60, a.espeak)
+    elif a.what == "share":
+        if not a.ckpt or not a.npz:
+            raise SystemExit("share needs --ckpt (train.py's small.pt) and --npz (a data.py training shard)")
+        share(a.ckpt, a.npz, 12, 28, a.weight)
     elif a.what == "learn":
         if not a.data:
             raise SystemExit("learn needs --data (a folder of data.py's train-*.npz shards)")
