@@ -242,7 +242,9 @@ def share(ckpt, npz, n_q, n_s, weight):
     prompt = prompt_ids(sp)
     model = T.make_model(ck["args"]["size"], sp.get_piece_size(), prompt[0], 0.0)
     T.init_weights(model, "keep")                    # the fixed position table (small.pt leaves it out)
-    model.load_state_dict({k: v.float() for k, v in ck["model"].items()}, strict=False)
+    bad = model.load_state_dict({k: v.float() for k, v in ck["model"].items()}, strict=False)
+    if bad.unexpected_keys or set(bad.missing_keys) - {T.POS_KEY}:
+        raise SystemExit(f"{ckpt}: does not fit --size {ck['args']['size']}: {bad}")
     ctc = torch.nn.Linear(model.config.encoder_config.hidden_size, sp.get_piece_size())
     ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
     head, sub_out = T.QuestionHead(model.config.encoder_config.hidden_size), {}
@@ -271,12 +273,12 @@ def share(ckpt, npz, n_q, n_s, weight):
     weights = list(model.model.encoder.subsampling.parameters())
     g_asr = torch.autograd.grad(ce + ctc_loss, weights, retain_graph=True)
     g_q = torch.autograd.grad(weight * q, weights)
-    n_asr = torch.sqrt(sum((g ** 2).sum() for g in g_asr)).item()
-    n_q = torch.sqrt(sum((g ** 2).sum() for g in g_q)).item()
-    cos = (sum((a * b).sum() for a, b in zip(g_asr, g_q)) / (n_asr * n_q)).item()
+    norm_asr = torch.sqrt(sum((g ** 2).sum() for g in g_asr)).item()
+    norm_q = torch.sqrt(sum((g ** 2).sum() for g in g_q)).item()
+    cos = (sum((a * b).sum() for a, b in zip(g_asr, g_q)) / (norm_asr * norm_q)).item()
     print(f"{ckpt}, {len(idx)} clips of {npz}: the subsampling's gradient norm from the ASR losses (CE "
-          f"{ce.item():.3f} + CTC {ctc_loss.item():.3f}) {n_asr:.4g}, from {weight:g} x the question loss "
-          f"({q.item():.3f}, a fresh sub head) {n_q:.4g}: {100 * n_q / n_asr:.1f}% of it, cosine {cos:+.3f}")
+          f"{ce.item():.3f} + CTC {ctc_loss.item():.3f}) {norm_asr:.4g}, from {weight:g} x the question loss "
+          f"({q.item():.3f}, a fresh sub head) {norm_q:.4g}: {100 * norm_q / norm_asr:.1f}% of it, cosine {cos:+.3f}")
 
 
 def main():

@@ -403,7 +403,8 @@ def main():
                     help="the subsampling's and the question heads' learning rate as a multiple of the run's: "
                          "a fine-tune that must reshape the front end for the question cue (question_cue.py "
                          "learn --layer sub-model: the shipped subsampling learns it alone at 1e-3 in ~25,000 "
-                         "clips) at a rate that keeps the rest of the model where it was")
+                         "clips) at a rate that keeps the rest of the model where it was. Its value may change "
+                         "across --resume, but not whether it is 1 (the optimizer's groups)")
     ap.add_argument("--punct-weight", type=float, default=1.0,
                     help="weight of the decoder's loss on the sentence-final '.' and '?' pieces against 1 for the "
                          "others: a question is told from a statement only by the pitch of its last word, a cue the "
@@ -504,11 +505,26 @@ def main():
         load_weights(ck["model"], path)
         ctc.load_state_dict({k: v.float() for k, v in ck["ctc"].items()})
         if qhead is not None and "qhead" in ck:
-            qs = {k if "." in k and k.split(".")[0] in ("enc", "sub") else "enc." + k: v.float()
+            qs = {k if k.startswith(("enc.", "sub.")) else "enc." + k: v.float()
                   for k, v in ck["qhead"].items()}     # (before sub: one linear head, unprefixed)
-            qhead.load_state_dict(qs)
+            saved, asked = sorted({k.split(".")[0] for k in qs}), sorted(qhead.keys())
+            if saved != asked and "opt" in ck:
+                raise SystemExit(f"{path}: its question heads are {'+'.join(saved)}, --question-at asks for "
+                                 f"{'+'.join(asked)}: resume with the same --question-at, or start a new run "
+                                 f"from it with --init-from")
+            bad = qhead.load_state_dict(qs, strict=False)
+            if bad.missing_keys:
+                print(f"{path}: no question head {'+'.join(sorted({k.split('.')[0] for k in bad.missing_keys}))} "
+                      f"in it: that one starts new", flush=True)
         if "opt" in ck:
-            opt.load_state_dict(ck["opt"])
+            try:
+                opt.load_state_dict(ck["opt"])
+            except ValueError as e:
+                raise SystemExit(f"{path}: its optimizer does not fit this run's ({e}): resume with the same "
+                                 f"--front-lr (1 or not), --question and --question-at, or start a new run from "
+                                 f"it with --init-from")
+            for g, built in zip(opt.param_groups, [g for g in groups if g["params"]]):
+                g["scale"] = built["scale"]          # --front-lr as given now, not as saved
         if ema is not None and "ema" in ck:
             ema.load(ck["ema"])
         elif ema is not None:
