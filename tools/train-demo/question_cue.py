@@ -27,7 +27,7 @@ nor did run 6 (2026-12-04, one sentence in five a question): 0 of 26, probe 50.9
 
 usage: python3 question_cue.py pairs [--n 60]
        python3 question_cue.py probe --model models/cohere-demo-en --npz SHARD.npz [--n 1200]
-       python3 question_cue.py learn --data FOLDER [--n 12000] [--epochs 25] [--model DIR --layer sub|enc|sub-fresh|sub-model]
+       python3 question_cue.py learn --data FOLDER [--n 12000] [--epochs 25] [--model DIR --layer sub|enc|sub-fresh|sub-model] [--save F]
        (FOLDER: data.py's train-*.npz)
        (a shard with many questions: data.py --train 1200 --heldout 0 --questions 0.5)
        python3 question_cue.py share --ckpt small.pt --npz SHARD.npz [--weight 1]
@@ -121,7 +121,7 @@ def probe(model_dir, npz, n):
           f"{100 * right / len(y):.1f}% right (always the commoner answer: {100 * prior:.1f}%; {len(y)} clips)")
 
 
-def learn(folder, n, epochs, model_dir=None, layer=None):
+def learn(folder, n, epochs, model_dir=None, layer=None, save=None):
     import glob
     import time
     import torch
@@ -206,7 +206,7 @@ def learn(folder, n, epochs, model_dir=None, layer=None):
     net = Net(X.shape[2])
     opt = torch.optim.Adam(net.parameters(), 1e-3)
     prior = max(y[ntr:].mean(), 1 - y[ntr:].mean())
-    t0 = time.time()
+    t0, best = time.time(), 0.0
     for ep in range(epochs):
         net.train()
         perm = torch.randperm(ntr)
@@ -222,6 +222,23 @@ def learn(folder, n, epochs, model_dir=None, layer=None):
             train = (net(xt[:2000]).argmax(1) == yt[:2000]).float().mean().item()
         print(f"epoch {ep + 1}: right on training clips {100 * train:.1f}%, on the {n - ntr} held out "
               f"{100 * held:.1f}% (always the commoner answer: {100 * prior:.1f}%), {time.time() - t0:.0f} s", flush=True)
+        if save and sub is not None and held > best:
+            best = held
+            save_front(save, net, ep + 1, held)
+
+
+def save_front(path, net, epoch, held):
+    """The trained subsampling and its head as train.py --init-question reads them: the head
+    as train.QuestionHead (one logit: the two classes' difference, the same decision)."""
+    import torch
+    w, b = net.out.weight.detach(), net.out.bias.detach()
+    head = {"conv.weight": net.conv[0].weight.detach(), "conv.bias": net.conv[0].bias.detach(),
+            **{"gru." + k: v.detach() for k, v in net.gru.state_dict().items()},
+            "out.weight": (w[1] - w[0])[None, :], "out.bias": (b[1] - b[0])[None]}
+    torch.save({"subsampling": {k: v.detach() for k, v in net.sub.state_dict().items()}, "head": head,
+                "epoch": epoch, "held_out_right": held}, path + ".tmp")
+    os.replace(path + ".tmp", path)
+    print(f"{path}: the subsampling and head of epoch {epoch} ({100 * held:.1f}% held out)", flush=True)
 
 
 def share(ckpt, npz, n_q, n_s, weight):
@@ -293,6 +310,9 @@ def main():
                     help="learn: the --model's frozen subsampling or encoder output instead of the "
                          "features; sub-fresh / sub-model: the features through a subsampling trained "
                          "with the head (deep144's from scratch, or --model's as the start)")
+    ap.add_argument("--save", default=None,
+                    help="learn with --layer sub-fresh/sub-model: write the subsampling and head of the best "
+                         "held-out epoch here, for train.py --init-question")
     ap.add_argument("--model", default=os.path.join(HERE, "..", "..", "models", "cohere-demo-en"))
     ap.add_argument("--npz", default=None)
     default_exe = os.path.join(HERE, "..", "..", ".demo", "espeak", "espeak-ng")
@@ -307,7 +327,9 @@ def main():
     elif a.what == "learn":
         if not a.data:
             raise SystemExit("learn needs --data (a folder of data.py's train-*.npz shards)")
-        learn(a.data, a.n or 12000, a.epochs, a.model, a.layer)
+        if a.save and a.layer not in ("sub-fresh", "sub-model"):
+            raise SystemExit("--save keeps a trained subsampling: it needs --layer sub-fresh or sub-model")
+        learn(a.data, a.n or 12000, a.epochs, a.model, a.layer, a.save)
     else:
         if not a.npz:
             raise SystemExit("probe needs --npz (a training shard of data.py)")

@@ -405,6 +405,10 @@ def main():
                          "learn --layer sub-model: the shipped subsampling learns it alone at 1e-3 in ~25,000 "
                          "clips) at a rate that keeps the rest of the model where it was. Its value may change "
                          "across --resume, but not whether it is 1 (the optimizer's groups)")
+    ap.add_argument("--init-question", default=None,
+                    help="at step 0, the subsampling (and with --question-at sub, its question head) from "
+                         "question_cue.py learn --layer sub-fresh --save F: a front end that already carries the "
+                         "question cue, so the sub head's loss asks the run to keep it rather than to find it")
     ap.add_argument("--punct-weight", type=float, default=1.0,
                     help="weight of the decoder's loss on the sentence-final '.' and '?' pieces against 1 for the "
                          "others: a question is told from a statement only by the pitch of its last word, a cue the "
@@ -553,6 +557,21 @@ def main():
         if ema is not None:
             ema.reset()
         print(f"weights from {what}; a new optimizer and schedule from step 0", flush=True)
+
+    if args.init_question and step == 0:
+        fq = torch.load(args.init_question, map_location=device, weights_only=False)
+        try:
+            model.model.encoder.subsampling.load_state_dict({k: v.float() for k, v in fq["subsampling"].items()})
+            if qhead is not None and "sub" in qhead:
+                qhead["sub"].load_state_dict({k: v.float() for k, v in fq["head"].items()})
+        except (KeyError, RuntimeError) as e:
+            raise SystemExit(f"{args.init_question}: not a subsampling and head of --size {args.size} "
+                             f"(question_cue.py learn --save): {e}")
+        if ema is not None:
+            ema.reset()
+        print(f"subsampling{' and sub question head' if qhead is not None and 'sub' in qhead else ''} from "
+              f"{args.init_question} (question_cue.py's epoch {fq['epoch']}, "
+              f"{100 * fq['held_out_right']:.1f}% held out)", flush=True)
 
     held = []
     hdir = args.heldout or args.data
