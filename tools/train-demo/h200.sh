@@ -9,7 +9,8 @@
 #      synthesis takes,
 #   2. the tokenizer: .demo/init/tokenizer.model when a model to go on from is carried
 #      there (its weights need its tokenizer), else tokenizer.py once the data are complete,
-#   3. DEMO_SESSION minutes more of training (train.py --resume) towards DEMO_MINUTES in all;
+#   3. training (train.py --resume) until DEMO_SESSION minutes after the call's start, towards
+#      DEMO_MINUTES of training in all;
 #      DEMO_RUNS=N trains N models at once on the one GPU and the one data set (each a
 #      process: one training step is bound by its host, so N of them keep the GPU busier;
 #      run i adds DEMO_ARGS_i, e.g. its own --seed and --lr: the fine-tunes to average),
@@ -104,7 +105,11 @@ for i in $(seq "$RUNS"); do
         cp "$(resume_of "$i")/small.pt" "$ck/small.pt"
     fi
 done
-log "training $RUNS run(s) ($SESSION min of $MINUTES)"
+# DEMO_SESSION counts from the call's start: waiting for the first shard (~35 s on a fresh
+# machine) comes out of it, so that a call sized to the 10-minute limit is not killed there
+# (2026-12-05: DEMO_SESSION=9.2 plus that wait ran into the limit and lost the last minute).
+TRAIN_SESSION=$(awk -v s="$SESSION" -v d="$(($(date +%s) - t0))" 'BEGIN { m = s - d / 60; printf "%.2f", m > 0.5 ? m : 0.5 }')
+log "training $RUNS run(s) ($TRAIN_SESSION min of this call's $SESSION; $MINUTES in all)"
 cp "$D/data/tokenizer.model" "$OUT/"
 # Copy each new checkpoint and the log into $OUT as they come: a call killed at its time
 # limit (which is the device time left, when that is less than asked) still brings back
@@ -128,7 +133,7 @@ for i in $(seq "$RUNS"); do
     eval "more=\${DEMO_ARGS_$i:-}"
     # shellcheck disable=SC2086
     python3 tools/train-demo/train.py --data "$D/data" --tokenizer "$D/data/tokenizer.model" --out "$ck" \
-        --size "$SIZE" --minutes "$MINUTES" --session-minutes "$SESSION" --resume --threads 2 --eval-every 2000 \
+        --size "$SIZE" --minutes "$MINUTES" --session-minutes "$TRAIN_SESSION" --resume --threads 2 --eval-every 2000 \
         --save-every 500 $GROW ${DEMO_ARGS:-} $more >> "$ck/train.log" 2>&1 &
     pids="$pids $!"
 done
