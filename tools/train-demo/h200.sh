@@ -108,7 +108,7 @@ done
 # DEMO_SESSION counts from the call's start: waiting for the first shard (~35 s on a fresh
 # machine) comes out of it, so that a call sized to the 10-minute limit is not killed there
 # (2026-12-05: DEMO_SESSION=9.2 plus that wait ran into the limit and lost the last minute).
-TRAIN_SESSION=$(awk -v s="$SESSION" -v d="$(($(date +%s) - t0))" 'BEGIN { m = s - d / 60; printf "%.2f", m > 0.5 ? m : 0.5 }')
+TRAIN_SESSION=$(awk -v s="$SESSION" -v d="$(($(date +%s) - t0))" 'BEGIN { m = s - d / 60; printf "%.2f", (m > 0.5 ? m : 0.5) }')
 log "training $RUNS run(s) ($TRAIN_SESSION min of this call's $SESSION; $MINUTES in all)"
 cp "$D/data/tokenizer.model" "$OUT/"
 # Copy each new checkpoint and the log into $OUT as they come: a call killed at its time
