@@ -208,6 +208,10 @@ static tg_tensor *build_ffn_vec(tg_ctx *ctx) { return ffn_block(ctx, 2, 1000); }
  * and 1024 or 512), the norm inside the first. */
 static tg_tensor *build_ffn_mma8(tg_ctx *ctx) { return ffn_block(ctx, 8, 1024); }
 static tg_tensor *build_ffn_mma13(tg_ctx *ctx) { return ffn_block(ctx, 13, 512); }
+/* A step at batch 40 and 64 as tiles of 16 columns (CT_CUDA_MATVEC_MMA_MAX):
+ * the last tile of 40 partly filled. */
+static tg_tensor *build_ffn_mma40(tg_ctx *ctx) { return ffn_block(ctx, 40, 1024); }
+static tg_tensor *build_ffn_mma64(tg_ctx *ctx) { return ffn_block(ctx, 64, 512); }
 
 /* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
  * product, scale, bias and residual as one launch (alpha), on cuBLASLt
@@ -659,6 +663,27 @@ static void test_matvec_f32_kernel_matches_cpu(void) {
     tg_backend_free(b);
 }
 
+/* mul_mat_vec_mma over more than 16 columns, as tiles (each block its
+ * tile's columns of x, out and the residual, the norm of its own columns):
+ * not the default until measured on a GPU, so switched on here. */
+static void test_matvec_mma_tiles_match_cpu(void) {
+    setenv("CT_CUDA_MATVEC_MMA_MAX", "64", 1);
+    tg_backend *b = cuda_or_skip();
+    unsetenv("CT_CUDA_MATVEC_MMA_MAX");
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    if (c->dev->props.tc_level >= 2) {
+        int mma = c->n_matvec_mma, normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+        int res = c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL];
+        compare_with_cpu(b, build_ffn_mma40, 3, 5e-4, "ffn on 40 columns (mul_mat_vec_mma, 3 tiles)");
+        compare_with_cpu(b, build_ffn_mma64, 3, 5e-4, "ffn on 64 columns (mul_mat_vec_mma, 4 tiles)");
+        CHECK(c->n_matvec_mma >= mma + 4); /* both products of both */
+        CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+        CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] > res);
+    }
+    tg_backend_free(b);
+}
+
 /* A NaN in one query reaches that row's output as NaN (as on the CPU) and
  * no other row: attn_decode and the combine keep NaN through their maxima
  * (fmaxf would drop it and give a row of zeros, hiding where it began). */
@@ -1039,6 +1064,7 @@ int main(int argc, char **argv) {
         T(test_graphs_capture_replay_and_update),
         T(test_fused_and_mixed_graphs_match_cpu),
         T(test_matvec_f32_kernel_matches_cpu),
+        T(test_matvec_mma_tiles_match_cpu),
         T(test_attention_step_keeps_nan),
         T(test_abort_between_segments_leaves_context_usable),
         T(test_fusion_under_the_scheduler_respects_outside_readers),

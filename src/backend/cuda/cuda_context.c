@@ -830,6 +830,7 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
+    c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_MAXM);
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
     c->use_residual = tg_cuda_env_int("CT_CUDA_FUSE_RESIDUAL", 1) != 0;
     c->use_scale = tg_cuda_env_int("CT_CUDA_FUSE_SCALE", 1) != 0;

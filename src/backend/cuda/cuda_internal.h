@@ -232,6 +232,7 @@ typedef struct tg_cuda_ctx {
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
+    int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM, one tile; more as tiles) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     bool attn_decode_fill;     /* CT_CUDA_ATTN_DECODE_FILL: attn_decode chunks sized to fill the GPU (else one round a warp) */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */

@@ -451,7 +451,8 @@ static bool ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_ten
      * default 48 KB of shared memory (launch() raises the limit only for
      * more dynamic memory than that) */
     int64_t K = x->ne[0], M = tg_nrows(x);
-    int64_t smem = matvec_mma(c, mm) ? M * (K + 8) * 2 : K * M * 4 + 32 * 4;
+    int64_t tile = M < TG_MVM_MAXM ? M : TG_MVM_MAXM; /* mul_mat_vec_mma's columns a block */
+    int64_t smem = matvec_mma(c, mm) ? tile * (K + 8) * 2 : K * M * 4 + 32 * 4;
     if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
         ((uintptr_t)x->data & 15) != 0 || smem > 48 * 1024 || K > INT32_MAX)
         return false;
@@ -968,19 +969,22 @@ static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
     return true;
 }
 
-/* 1 to TG_MVM_MAXM columns at default precision on a GPU with BF16 mma:
- * mul_mat_vec_mma, which rounds x to BF16 as cuBLASLt's products do
+/* 1 to c->matvec_mma_max columns (TG_MVM_MAXM a block, more as tiles of
+ * it) at default precision on a GPU with BF16 mma: mul_mat_vec_mma, which rounds x to BF16 as cuBLASLt's products do
  * (F32-precision requests keep mul_mat_vec's F32 x for 1-2 columns). On
  * the H200 (2026-12-04, the full-size decoder step; bench/README.md) it took
  * the step at batch 8 from 0.79 to 0.60 ms, where cuBLASLt ran each product
  * on 16-64 blocks in ~6 us, and at batch 1 from 0.58 to 0.54 ms against
  * mul_mat_vec. CT_CUDA_MATVEC_MMA=0 gives the split of before (1-2 columns
  * on mul_mat_vec, more on cuBLASLt), CT_CUDA_MATVEC_MMA_MIN=3 leaves 1-2
- * columns on mul_mat_vec (for measuring). */
+ * columns on mul_mat_vec (for measuring). CT_CUDA_MATVEC_MMA_MAX (default
+ * TG_MVM_MAXM: one tile) sets the most columns it takes; above one tile
+ * it is not yet measured against cuBLASLt (2026-12-05: written without a
+ * GPU, conformance in tests/cuda/test_backend.c). */
 static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *x = n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
-    return c->use_matvec_mma && c->dev->props.tc_level >= 2 && M >= c->matvec_mma_min && M <= TG_MVM_MAXM &&
+    return c->use_matvec_mma && c->dev->props.tc_level >= 2 && M >= c->matvec_mma_min && M <= c->matvec_mma_max &&
            tg_node_prec(n) != TG_PREC_F32 && n->src[0]->ne[0] % 32 == 0;
 }
 
@@ -1040,7 +1044,8 @@ static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, 
                              .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
                              .relu = f->relu, .w_early = is_weight(w)};
     const bool mma = matvec_mma(c, n);
-    /* mul_mat_vec_mma: TG_MVM_ROWS rows a block, K split over 4 to 16
+    /* mul_mat_vec_mma: TG_MVM_ROWS rows and up to TG_MVM_MAXM columns a
+     * block (a block for every tile of columns), K split over 4 to 16
      * warps (32 x 4 k each at K = 1024), each warp's partial sums (4
      * floats a lane for every 8 rows) in shared memory */
     int64_t warps = w->ne[0] / 128 < 4 ? 4 : w->ne[0] / 128 > 16 ? 16 : w->ne[0] / 128;
@@ -1050,15 +1055,20 @@ static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, 
         a.ln_w = ln->src[1] ? dptr(ln->src[1]->data) : 0;
         a.ln_b = ln->src[2] ? dptr(ln->src[2]->data) : 0;
         a.ln_eps = tg_param_f32(ln, 0);
-        unsigned cols = (unsigned)(mma ? M * (w->ne[0] + 8) * 2 : w->ne[0] * M * 4);
+        int64_t tile = M < TG_MVM_MAXM ? M : TG_MVM_MAXM;
+        unsigned cols = (unsigned)(mma ? tile * (w->ne[0] + 8) * 2 : w->ne[0] * M * 4);
         smem = cols > smem ? cols : smem;
         c->n_fused[TG_FUSED_NORM_MATVEC]++;
     }
     c->n_matvec++;
     c->n_matvec_mma += mma;
-    if (mma)
-        return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma, (unsigned)((w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS),
-                      1, 1, (unsigned)(32 * warps), smem, a);
+    if (mma) {
+        int64_t blocks = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS * ((M + TG_MVM_MAXM - 1) / TG_MVM_MAXM);
+        if (blocks > INT32_MAX)
+            return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: product '%s': %lld blocks of mul_mat_vec_mma",
+                                 n->name, (long long)blocks);
+        return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma, (unsigned)blocks, 1, 1, (unsigned)(32 * warps), smem, a);
+    }
     return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, smem, a);
 }
 

@@ -237,8 +237,9 @@ TG_KARGS_SIZE(tg_attn_decode_args, 424);
 /* ---------------------------------------------------------- matvec.cu */
 
 /* Columns mul_mat_vec takes at most; for mul_mat_vec_mma (same
- * arguments) the columns at most and the weight rows a block, which set
- * the host's grid and the block's shared memory for its warps' sums. */
+ * arguments) the columns and the weight rows a block, which set the
+ * host's grid (a block for each tile of TG_MVM_MAXM columns of each
+ * TG_MVM_ROWS rows) and the block's shared memory for its warps' sums. */
 #define TG_MV_MAXM 8
 #define TG_MVM_MAXM 16
 #define TG_MVM_ROWS 16

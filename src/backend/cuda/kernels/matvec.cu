@@ -25,8 +25,10 @@
  * mul_mat_vec_mma (below) takes 1 to TG_MVM_MAXM columns at default
  * precision (the host's choice wherever the GPU has BF16 mma): x rounded to
  * BF16 as cuBLASLt's products do, the sums on the tensor cores; the kernel
- * above then serves F32-precision requests. Not here: more columns
- * (cuBLASLt, cuda_matmul.c), other weight types.
+ * above then serves F32-precision requests; more columns (a decoder step
+ * at batch 17-64) as tiles of 16, a block each, where the host asks
+ * (CT_CUDA_MATVEC_MMA_MAX). Not here: products of many columns (cuBLASLt,
+ * cuda_matmul.c), other weight types.
  */
 #include "common.cuh"
 
@@ -150,7 +152,8 @@ extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) mul_mat_vec(const tg
 }
 
 /* ------------------------------------------------------ mul_mat_vec_mma
- * 1 to 16 columns (a decoder step at batch 1-16). cuBLASLt ran these on
+ * 1 to 16 columns (a decoder step at batch 1-16), and more as tiles of 16
+ * (below). cuBLASLt ran these on
  * 16-64 blocks of a 132-SM GPU (H200, batch 8: ~6 us for a 2 MB matrix,
  * 0.4 TB/s), and the F32 kernel above loses at 8 columns (its FMAs, not
  * its loads, set the time). Here the product is transposed onto mma.sync
@@ -215,12 +218,22 @@ __device__ __forceinline__ void mvm_norm_columns(const tg_args_mul_mat_vec &args
     __syncthreads();
 }
 
-extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_mul_mat_vec args) {
+extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_mul_mat_vec full) {
 #if TG_CC >= 80
     extern __shared__ __align__(16) unsigned short mvm_xs[]; /* ln's columns; then the warps' sums */
+    /* More than TG_MVM_MAXM columns come as tiles of that many, the tiles
+     * of one block of rows next to each other in the grid (blockIdx.x =
+     * row block * tiles + tile) so that they read its weights while L2
+     * still holds them; args is this block's tile of x, out and res. */
+    const int tiles = (full.m + TG_MVM_MAXM - 1) / TG_MVM_MAXM, tile = (int)(blockIdx.x % (unsigned)tiles);
+    tg_args_mul_mat_vec args = full;
+    args.x += (i64)tile * TG_MVM_MAXM * full.ldx;
+    args.out += (i64)tile * TG_MVM_MAXM * full.ldo;
+    if (full.res) args.res += (i64)tile * TG_MVM_MAXM * full.ldr;
+    args.m = full.m - tile * TG_MVM_MAXM < TG_MVM_MAXM ? full.m - tile * TG_MVM_MAXM : TG_MVM_MAXM;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int g = lane >> 2, t = lane & 3, K = (int)args.k, S = K / 32;
-    const i64 n0 = (i64)blockIdx.x * (8 * MVM_NT);
+    const i64 n0 = (i64)(blockIdx.x / (unsigned)tiles) * (8 * MVM_NT);
     const int per = (S + nw - 1) / nw, s0 = warp * per, s1 = s0 + per < S ? s0 + per : S;
     const char *wr[MVM_NT];
 #pragma unroll
