@@ -5,7 +5,9 @@
  * a fixed number of new tokens per clip.
  *
  * Per batch size: one session (opened once, weights uploaded once, reported
- * apart as open_ms; the first call's wall time is first_ms), two warm-up calls (the first pays kernel loads and plans, the
+ * apart as open_ms, with its parts from ct_session_open_times: making the
+ * backends, and loading and uploading the weights; the first call's wall
+ * time is first_ms), two warm-up calls (the first pays kernel loads and plans, the
  * second the CUDA-graph capture of shapes that repeat), then `runs` timed
  * calls; each figure is the median over those. Wall time is taken around
  * the call inside the process, frontend included. One JSON object per batch
@@ -114,6 +116,8 @@ int main(int argc, char **argv) {
         double t0 = now_ms();
         if (!st) st = ct_session_open(&o, &s);
         double open_ms = now_ms() - t0;
+        ct_open_times ot;
+        ct_session_open_times(s, &ot);
         size_t n = (size_t)(seconds * SR);
         float *pcm = malloc((size_t)B * n * sizeof(float));
         const float **clips = malloc((size_t)B * sizeof *clips);
@@ -164,14 +168,16 @@ int main(int argc, char **argv) {
             if (min_tok != tokens || max_tok != tokens)
                 fprintf(stderr, "bench-transcribe_batch: batch %d: clips made %d..%d tokens, not %d "
                                 "(use a checkpoint made with --pin-token)\n", B, min_tok, max_tok, tokens);
-            char line[512];
+            char line[640];
             snprintf(line, sizeof line,
-                     "{\"batch\": %d, \"backend\": \"%s\", \"open_ms\": %.1f, \"total_ms\": %.2f, "
+                     "{\"batch\": %d, \"backend\": \"%s\", \"open_ms\": %.1f, \"backends_ms\": %.1f, "
+                     "\"weights_ms\": %.1f, \"weights_gb\": %.3f, \"total_ms\": %.2f, "
                      "\"first_ms\": %.1f, \"frontend_ms\": %.2f, \"encoder_ms\": %.2f, \"decoder_ms\": %.2f, "
                      "\"step_ms\": %.4f, "
                      "\"tokens_min\": %d, \"tokens_max\": %d, \"rtfx\": %.1f, \"peak_gib\": %.3f, "
                      "\"host_submit_share\": %.3f, \"runs\": %d}",
-                     B, ct_session_backend(s), open_ms, total, first_ms, f, e, d, d / steps, min_tok, max_tok,
+                     B, ct_session_backend(s), open_ms, ot.backends_ms, ot.weights_ms,
+                     (double)(ot.weights_bytes + ot.mapped_bytes) / 1e9, total, first_ms, f, e, d, d / steps, min_tok, max_tok,
                      B * seconds / (total / 1e3), peak / 1073741824.0, median(sub, runs), runs);
             printf("%s\n", line);
             fflush(stdout);

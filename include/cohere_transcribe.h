@@ -140,6 +140,21 @@ typedef struct ct_fault_stats {
 } ct_fault_stats;
 /* Fills *out (zeros for a NULL session). */
 void ct_session_fault_stats(const ct_session *s, ct_fault_stats *out);
+/* Where ct_session_open's wall time went, in milliseconds: making the
+ * backends (on a GPU: the driver, the context, the kernel library; a cold
+ * kernel cache compiles later, at the first transcription), loading the
+ * weights (reading the checkpoint, converting, and on a GPU the upload),
+ * and all of the call. After a device fault made the session's backends
+ * again, backends_ms and weights_ms (and the bytes) are that making's. */
+typedef struct ct_open_times {
+    double backends_ms;
+    double weights_ms;
+    double total_ms;
+    uint64_t weights_bytes; /* copied or converted into the backend's buffers */
+    uint64_t mapped_bytes;  /* used in place from the file's mapping (the CPU) */
+} ct_open_times;
+/* Fills *out (zeros for a NULL session). */
+void ct_session_open_times(const ct_session *s, ct_open_times *out);
 /* Changes language / punctuation for later calls. */
 ct_status ct_session_set_language(ct_session *s, const char *language, bool punctuation);
 /* Changes ct_options.max_new_tokens for later calls (a retry of one clip

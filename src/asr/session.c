@@ -73,6 +73,7 @@ struct ct_session {
     void *abort_user;
     ct_backend_kind kind;    /* the backends' device, for making them again */
     ct_fault_stats faults;
+    ct_open_times open_times;
     char lost[512];          /* why the backends could not be made again ("": they were);
                                 once set, the session stays without them */
 };
@@ -122,6 +123,12 @@ void ct_session_stats(const ct_session *s, tg_backend_stats *out) {
 
 void ct_session_reset_stats(ct_session *s) {
     if (s) tg_backend_reset_stats(s->backends[0]);
+}
+
+void ct_session_open_times(const ct_session *s, ct_open_times *out) {
+    if (!out) return;
+    if (s) *out = s->open_times;
+    else memset(out, 0, sizeof *out);
 }
 
 void ct_session_fault_stats(const ct_session *s, ct_fault_stats *out) {
@@ -245,9 +252,15 @@ static tg_status open_frontend(ct_session *s) {
 /* Opens the backends of s->kind, the scheduler and the model on them (and
  * the frontend's tables, once the mel frontend exists). */
 static tg_status open_model(ct_session *s, ct_backend_kind kind) {
+    double t0 = now_ms();
     tg_status st = open_backends(s, kind);
     if (!st) st = tg_sched_new(s->backends, s->n_backends, &s->sched);
+    double t1 = now_ms();
     if (!st) st = ct_model_load(s->model_dir, s->backends[0], &s->model);
+    s->open_times.backends_ms = t1 - t0;
+    s->open_times.weights_ms = now_ms() - t1;
+    s->open_times.weights_bytes = s->model ? s->model->bytes_copied : 0;
+    s->open_times.mapped_bytes = s->model ? s->model->bytes_in_place : 0;
     if (!st && s->mel_ready) st = open_frontend(s);
     for (int i = 0; !st && i < s->n_backends; i++)
         tg_backend_set_abort(s->backends[i], s->abort, s->abort_user);
@@ -326,6 +339,7 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     if (opts->frame_bucket < 0 || opts->frame_bucket > 4096)
         return tg_status_new(TG_ERR_INVALID_ARG, "frame_bucket must be in [0, 4096] (got %d)",
                              opts->frame_bucket);
+    double t0 = now_ms();
     tg_status st = NULL;
     ct_session *s = tg_calloc(1, sizeof *s);
     if (!s) return tg_status_new(TG_ERR_NO_MEMORY, "opening a session: out of memory");
@@ -377,6 +391,7 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
         goto fail;
     }
     s->f32 = opts->f32 < 0 ? tg_backend_is_cpu(s->backends[0]) : opts->f32 != 0;
+    s->open_times.total_ms = now_ms() - t0;
     *out_session = s;
     return NULL;
 fail:

@@ -180,4 +180,28 @@ static void session_long_audio(void) {
     st_close(ref);
 }
 
-TEST_MAIN(T(session_matches_reference), T(padding_keeps_results), T(session_long_audio))
+/* ct_session_open_times: the open's parts are inside its total, and on the
+ * CPU the bf16 matrices are used from the mapping (4.9 of the checkpoint's
+ * 5.1 MB) while the small tensors are converted to F32 copies. */
+static void open_times_add_up(void) {
+    ct_open_times t;
+    memset(&t, 0xff, sizeof t);
+    ct_session_open_times(NULL, &t);
+    CHECK(t.total_ms == 0.0 && t.weights_ms == 0.0 && t.weights_bytes == 0 && t.mapped_bytes == 0);
+    ct_options o;
+    tiny_options(&o, TINY "/hub");
+    ct_session *s = NULL;
+    CHECK_OK(ct_session_open(&o, &s));
+    if (!s) return;
+    ct_session_open_times(s, &t);
+    CHECK(t.backends_ms >= 0.0 && t.weights_ms >= 0.0);
+    CHECK(t.total_ms >= t.backends_ms + t.weights_ms);
+    CHECK(t.mapped_bytes > 4000000 && t.mapped_bytes < 5128168);
+    CHECK(t.weights_bytes > 0 && t.weights_bytes < 1000000);
+    printf("  open: backends %.1f ms, weights %.1f ms (%.1f MB mapped, %.2f MB copied), all %.1f ms\n",
+           t.backends_ms, t.weights_ms, t.mapped_bytes / 1e6, t.weights_bytes / 1e6, t.total_ms);
+    ct_session_close(s);
+}
+
+TEST_MAIN(T(session_matches_reference), T(padding_keeps_results), T(session_long_audio),
+          T(open_times_add_up))
