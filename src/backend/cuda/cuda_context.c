@@ -841,7 +841,8 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     if (c->matvec_columns < 1) c->matvec_columns = 1;
     if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;
     c->use_attn_decode = tg_cuda_env_int("CT_CUDA_ATTN_DECODE", 1) != 0;
-    c->attn_decode_fill = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_FILL", 1) != 0;
+    c->attn_decode_fill = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_FILL", 2);
+    if (c->attn_decode_fill < 0 || c->attn_decode_fill > 2) c->attn_decode_fill = 2;
     c->profile = tg_cuda_env_int("CT_CUDA_PROFILE", 0);
     c->debug = tg_cuda_env_int("CT_CUDA_DEBUG", 0);
     c->check_finite = tg_cuda_env_int("CT_CUDA_CHECK_FINITE", 0);

@@ -234,7 +234,8 @@ typedef struct tg_cuda_ctx {
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM, one tile; more as tiles) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
-    bool attn_decode_fill;     /* CT_CUDA_ATTN_DECODE_FILL: attn_decode chunks sized to fill the GPU (else one round a warp) */
+    int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
+                                  the default), by filling the slots (1, the rule of before), one round (0) */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */
     bool capturing;            /* encoding into a stream capture              */
 
@@ -318,6 +319,12 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c);
 bool tg_cuda_supports(const tg_cuda_device *dev, const tg_tensor *node);
 /* Scratch bytes the node needs while it runs (type conversions). */
 size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node);
+/* attn_decode's keys a warp (a multiple of ku, the keys of one round of
+ * loads) for Tk keys and `rows` (head, batch row) pairs on a GPU of
+ * sm_count SMs, by the rule `fill` picks (CT_CUDA_ATTN_DECODE_FILL: 2 the
+ * waves, 1 filling the slots, 0 one round); a pure function, so tests
+ * check the choice without a GPU. */
+int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, int64_t rows);
 /* Fusion: how many nodes starting at nodes[i] one launch covers (1 when
  * nothing fuses); the fused sequence's result is nodes[i + n - 1]. */
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i,

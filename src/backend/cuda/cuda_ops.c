@@ -237,31 +237,49 @@ static bool attn_decodes(const tg_cuda_ctx *c, const tg_tensor *n) {
  * memory and ~8 us whatever its keys (H200, batch 8: 448 blocks of one
  * round, one wave, 10.4 us), so with many (head, row) pairs one-round
  * chunks made waves of such blocks: at batch 64 the cross-attention's 3584
- * blocks took 67 us for 115 MB (1.7 TB/s). kpw is therefore chosen so the
- * chunks just fill the GPU's block slots (4 an SM, the kernel's bound):
- * one round a warp where the rows are few (batch 1 and 8, as before),
- * several rounds and one chunk a row where they fill the GPU alone (batch
- * 64: no combine launch then). CT_CUDA_ATTN_DECODE_FILL=0 keeps one round
- * a warp (the chunking of before, except that a row of one chunk still
- * skips the combine); past 65535 chunks kpw grows too. "Batch 1 and 8 as
- * before" holds for the BF16 caches (16 keys a round); with F32 caches (8)
- * batch 8 now gets two rounds a warp and half the chunks. The split count
- * is rounded down, so row counts just past the slots add a short second
- * wave of long blocks: at batch 67 (536 rows) the step took 1.626 ms
- * against 1.498 with one round a warp (NOTES.md has the fix to try). */
+ * blocks took 67 us for 115 MB (1.7 TB/s).
+ *
+ * kpw = r ku is therefore chosen by the waves the blocks make: the r of
+ * least waves(r) x (r + 1/2), plus 1/2 when a row has more than one chunk
+ * (the combine launch), the fewest rounds on a tie; a wave is the GPU's
+ * block slots, 4 an SM (the kernel's bound). That keeps what the rule of
+ * before chose at batch 1, 8, 32 and 64 on the released model's shapes
+ * (self-attention over 11-138 keys, cross over 438; bench/README.md): one
+ * round a warp where the rows are few, one chunk a row where they fill
+ * the GPU alone (batch 64: no combine launch). The rule of before filled
+ * the slots with rounded-down splits, so row counts just past the slots
+ * made a short second wave of long blocks: at batch 67 (536 rows, one
+ * chunk each for 528 slots) the step took 1.626 ms against 1.498 with one
+ * round a warp, which is what the waves pick there (2026-12-04, second
+ * session; NOTES.md). CT_CUDA_ATTN_DECODE_FILL=1 keeps the rule of before,
+ * =0 one round a warp (both for measuring); past 65535 chunks kpw grows. */
 enum { ATD_WARPS = TG_ATD_WARPS };
-static int attn_decode_kpw(const tg_cuda_ctx *c, const tg_tensor *n) {
-    const int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1);
-    const int64_t Tk = n->src[1]->ne[1], rows = n->src[0]->ne[2] * n->src[0]->ne[3];
+int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, int64_t rows) {
+    const int64_t slots = (int64_t)sm_count * 4;
     int64_t kpw = ku;
-    if (c->attn_decode_fill && rows > 0) {
-        int64_t slots = (int64_t)c->dev->props.sm_count * 4, splits = slots / rows > 1 ? slots / rows : 1;
+    if (fill == 1 && rows > 0) {
+        int64_t splits = slots / rows > 1 ? slots / rows : 1;
         int64_t per_warp = (Tk + splits * ATD_WARPS - 1) / (splits * ATD_WARPS);
         kpw = (per_warp + ku - 1) / ku * ku;
         if (kpw < ku) kpw = ku;
+    } else if (fill == 2 && rows > 0 && slots > 0) {
+        /* costs doubled: waves x (2r + 1) + (a combine ? 1 : 0) */
+        int64_t best = -1, rounds = (Tk + ATD_WARPS * ku - 1) / (ATD_WARPS * ku);
+        for (int64_t r = 1; r <= rounds; r++) {
+            int64_t chunks = (Tk + ATD_WARPS * r * ku - 1) / (ATD_WARPS * r * ku);
+            if (chunks > 65535) continue;
+            int64_t waves = (chunks * rows + slots - 1) / slots, cost = waves * (2 * r + 1) + (chunks > 1);
+            if (best < 0 || cost < best) best = cost, kpw = r * ku;
+        }
     }
     while ((Tk + ATD_WARPS * kpw - 1) / (ATD_WARPS * kpw) > 65535) kpw += ku;
-    return (int)kpw;
+    return kpw;
+}
+
+static int attn_decode_kpw(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1);
+    return (int)tg_cuda_attn_decode_kpw(c->dev->props.sm_count, c->attn_decode_fill, ku, n->src[1]->ne[1],
+                                        n->src[0]->ne[2] * n->src[0]->ne[3]);
 }
 
 static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
