@@ -297,7 +297,7 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
      * attn_decode, 2026-12-01/02, bench/README.md): the step's attention is
      * bound by its trips to memory, and a BF16 round carried half the
      * bytes; attn_decode now takes twice the keys a round for BF16
-     * (cuda_ops.c): 1.77 -> 1.54 ms. On the CPU, or asked for F32, F32;
+     * (cuda_attention.c): 1.77 -> 1.54 ms. On the CPU, or asked for F32, F32;
      * CT_DECODER_KV=f32 or bf16 overrides the choice on a GPU (for
      * measuring). */
     const char *kv_env = getenv("CT_DECODER_KV");

@@ -9,8 +9,9 @@
  * the captured CUDA graphs and the sticky error. cuda_device.c implements
  * the device half, cuda_context.c the context half and the backend table,
  * cuda_buffer.c the buffers, cuda_profile.c the profile and dump,
- * cuda_ops.c one encode function per op, cuda_matmul.c the cuBLASLt
- * products.
+ * cuda_ops.c one encode function per op (with cuda_attention.c the
+ * attention's, cuda_matvec.c the few-column products'), cuda_matmul.c the
+ * cuBLASLt products.
  *
  * Not here: the public entry point (tg_backend_cuda_new, in tg.h).
  */
@@ -319,12 +320,6 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c);
 bool tg_cuda_supports(const tg_cuda_device *dev, const tg_tensor *node);
 /* Scratch bytes the node needs while it runs (type conversions). */
 size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node);
-/* attn_decode's keys a warp (a multiple of ku, the keys of one round of
- * loads) for Tk keys and `rows` (head, batch row) pairs on a GPU of
- * sm_count SMs, by the rule `fill` picks (CT_CUDA_ATTN_DECODE_FILL: 2 the
- * waves, 1 filling the slots, 0 one round); a pure function, so tests
- * check the choice without a GPU. */
-int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, int64_t rows);
 /* Fusion: how many nodes starting at nodes[i] one launch covers (1 when
  * nothing fuses); the fused sequence's result is nodes[i + n - 1]. */
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i,
@@ -349,6 +344,40 @@ void tg_cuda_launch_config(CUlaunchConfig *cfg, CUlaunchAttribute *at, unsigned 
 
 /* Offsets into the scratch: every piece starts 256-byte aligned. */
 static inline size_t tg_cuda_align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+/* ------------------------------ the op encoders' shared parts (cuda_ops.c) */
+
+static inline uint64_t tg_cuda_dptr(const void *p) { return (uint64_t)(uintptr_t)p; }
+/* t as the kernels see it; NULL: a 1x1x1x1 placeholder at address 0. */
+tg_t tg_cuda_desc(const tg_tensor *t);
+/* Launches kernel `name` of `module` with its argument struct at args (its
+ * one by-value parameter). Called through LAUNCH, which checks the type. */
+tg_status tg_cuda_launch(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines, const char *name,
+                         unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, void *args);
+/* Launches `kernel` (a name, not a string) with args, which must be its
+ * argument struct, tg_args_<kernel> (kernels/kargs.cuh): another type does
+ * not compile. */
+#define LAUNCH(c, s, module, defines, kernel, gx, gy, gz, bx, smem, args)                            \
+    tg_cuda_launch(c, s, module, defines, #kernel, gx, gy, gz, bx, smem,                            \
+                   _Generic(&(args), tg_args_##kernel *: &(args)))
+/* A grid-stride kernel over args.n items, 256 threads a block. */
+#define LAUNCH_FLAT(c, s, module, kernel, args) \
+    ((args).n == 0 ? NULL : LAUNCH(c, s, module, "", kernel, tg_cuda_grid(c, (args).n, 256), 1, 1, 256, 0, args))
+
+/* ------------------------------------------------ attention (cuda_attention.c) */
+
+/* Scratch bytes an attention node needs (partials of a split, packed K/V). */
+size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n);
+/* An attention node: attn_decode (one query a row), the split over keys
+ * (a few queries), the tensor-core kernel (K/V packed first beyond 64
+ * queries) or the F32 one. */
+tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n);
+/* attn_decode's keys a warp (a multiple of ku, the keys of one round of
+ * loads) for Tk keys and `rows` (head, batch row) pairs on a GPU of
+ * sm_count SMs, by the rule `fill` picks (CT_CUDA_ATTN_DECODE_FILL: 2 the
+ * waves, 1 filling the slots, 0 one round); a pure function, so tests
+ * check the choice without a GPU. */
+int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, int64_t rows);
 
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
 
@@ -382,6 +411,18 @@ static inline bool tg_cuda_f32_words(const tg_tensor *t) {
     return t->type == TG_F32 && ((uintptr_t)t->data & 3) == 0 && t->nb[0] % 4 == 0 && t->nb[1] % 4 == 0 &&
            t->nb[2] % 4 == 0 && t->nb[3] % 4 == 0;
 }
+
+/* ------------------------------------- few-column products (cuda_matvec.c) */
+
+/* A layer norm whose only reader is the product mm after it, which runs
+ * on matvec.cu, writing out: the norm can go into that launch. */
+bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_tensor *mm, const tg_tensor *out);
+/* The product n (its group's parts f) into out: on matvec.cu where it
+ * takes it, else cuBLASLt (tg_cuda_encode_mul_mat); ln, when not NULL, the
+ * layer norm producing n's x, done inside the matvec launch (the caller
+ * checked tg_cuda_ln_matvec_ok). stored: the type x's producer stored. */
+tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_cuda_fused *f,
+                                 const tg_tensor *out, tg_type stored, const tg_tensor *ln);
 
 /* Test hooks (tests/cuda): make the next compute fail: kind 1 with a launch
  * the driver rejects, kind 2 with a kernel that faults; read compile/cache

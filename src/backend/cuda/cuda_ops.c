@@ -11,8 +11,10 @@
  * area, sized before encoding starts by tg_cuda_op_scratch, never allocated
  * while encoding.
  *
- * Not here: streams, graphs, errors (cuda_context.c); the cuBLASLt products
- * (cuda_matmul.c); device code (kernels/).
+ * Not here: streams, graphs, errors (cuda_context.c); the attention's
+ * paths (cuda_attention.c); products of few columns on matvec.cu
+ * (cuda_matvec.c); the cuBLASLt products (cuda_matmul.c); device code
+ * (kernels/).
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,10 +29,7 @@ _Static_assert(TG_KT_F32 == TG_F32 && TG_KT_F16 == TG_F16 && TG_KT_BF16 == TG_BF
                    TG_KT_I64 == TG_I64,
                "kernels/kargs.cuh's type codes must be tg_type's");
 
-static uint64_t dptr(const void *p) { return (uint64_t)(uintptr_t)p; }
-
-/* t as the kernels see it; NULL: a 1x1x1x1 placeholder at address 0. */
-static tg_t desc(const tg_tensor *t) {
+tg_t tg_cuda_desc(const tg_tensor *t) {
     tg_t d;
     memset(&d, 0, sizeof d);
     if (!t) {
@@ -69,11 +68,8 @@ void tg_cuda_launch_config(CUlaunchConfig *cfg, CUlaunchAttribute *at, unsigned 
     cfg->numAttrs = pdl ? 1 : 0;
 }
 
-/* Launches kernel `name` of `module` with its argument struct at args (its
- * one by-value parameter). Called through LAUNCH, which checks the type. */
-static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines,
-                        const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned smem, void *args) {
+tg_status tg_cuda_launch(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines, const char *name,
+                         unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, void *args) {
     void *params[] = {args};
     CUfunction fn;
     tg_status st = tg_cuda_kernel(c->dev, module, defines, name, &fn);
@@ -110,15 +106,6 @@ static tg_status launch(tg_cuda_ctx *c, CUstream s, const char *module, const ch
     return NULL;
 }
 
-/* Launches `kernel` (a name, not a string) with args, which must be its
- * argument struct, tg_args_<kernel> (kernels/kargs.cuh): another type does
- * not compile. */
-#define LAUNCH(c, s, module, defines, kernel, gx, gy, gz, bx, smem, args) \
-    launch(c, s, module, defines, #kernel, gx, gy, gz, bx, smem, _Generic(&(args), tg_args_##kernel *: &(args)))
-
-/* A grid-stride kernel over args.n items, 256 threads a block. */
-#define LAUNCH_FLAT(c, s, module, kernel, args) \
-    ((args).n == 0 ? NULL : LAUNCH(c, s, module, "", kernel, tg_cuda_grid(c, (args).n, 256), 1, 1, 256, 0, args))
 
 /* ------------------------------------------------------------- support */
 
@@ -183,136 +170,16 @@ bool tg_cuda_supports(const tg_cuda_device *dev, const tg_tensor *n) {
 
 /* ------------------------------------------------------------- scratch */
 
-static bool attn_use_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
-    const tg_tensor *q = n->src[0], *v = n->src[2];
-    int64_t D = q->ne[0], Dv = v->ne[0];
-    return c->use_attn_mma && c->dev->props.tc_level >= 2 && tg_node_prec(n) == TG_PREC_DEFAULT && D % 16 == 0 &&
-           D <= 160 && Dv % 16 == 0 && Dv <= 160 && q->ne[2] * q->ne[3] <= 65535 && n->src[1]->ne[1] <= (1 << 24);
-}
-
-static int64_t attn_keys_padded(const tg_tensor *n) { return (n->src[1]->ne[1] + 63) / 64 * 64; }
-
-/* Packing K and V first pays when several blocks of 64 queries would
- * convert the same keys. */
-static bool attn_packs(const tg_cuda_ctx *c, const tg_tensor *n) {
-    return attn_use_mma(c, n) && n->src[0]->ne[1] > 64 && n->src[1]->ne[1] > 0;
-}
-
-/* A few queries over many keys (the decoder's step) split over the keys
- * (attention_split.cu): chunks of 32 keys, partials in the scratch. F32
- * arithmetic, so any precision request is met. */
-enum { ATS_TQ = 8, ATS_CHUNK = 32 };
-
-static bool attn_splits(const tg_tensor *n) {
-    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
-    return q->ne[1] <= ATS_TQ && k->ne[1] >= 2 * ATS_CHUNK && q->ne[0] <= 256 && v->ne[0] <= 256 &&
-           q->ne[2] <= 65535 && q->ne[3] <= 65535 && (k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK <= 65535;
-}
-
-static size_t attn_split_scratch(const tg_tensor *n) {
-    const tg_tensor *q = n->src[0];
-    size_t n_split = (size_t)((n->src[1]->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK);
-    return tg_cuda_align256(n_split * (size_t)(q->ne[1] * q->ne[2] * q->ne[3]) * (size_t)(n->src[2]->ne[0] + 2) * 4);
-}
-
-/* One query per row over K/V rows that load as whole vectors
- * (attention_split.cu's attn_decode): the decoder's step. */
-static bool kv_rows_ok(const tg_tensor *t) {
-    size_t es = t->type == TG_F32 ? 4 : 2, al = 4 * es;
-    if ((t->type != TG_F32 && t->type != TG_BF16) || t->nb[0] != es || ((uintptr_t)t->data % al) != 0) return false;
-    for (int d = 1; d < 4; d++)
-        if (t->ne[d] > 1 && t->nb[d] % al != 0) return false;
-    return true;
-}
-
-static bool attn_decodes(const tg_cuda_ctx *c, const tg_tensor *n) {
-    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
-    return c->use_attn_decode && q->ne[1] == 1 && q->ne[0] == v->ne[0] && (q->ne[0] == 128 || q->ne[0] == 256) && k->ne[1] >= 1 &&
-           q->ne[2] <= 65535 && q->ne[3] <= 65535 && k->type == v->type && kv_rows_ok(k) && kv_rows_ok(v);
-}
-
-/* Keys per warp. A round of loads is ku keys (8 at D = 128, 4 at 256;
- * twice that for BF16 K and V, the same bytes a round), and a call has
- * ceil(Tk / (4 kpw)) x H x B blocks of 4 warps. A block is a few trips to
- * memory and ~8 us whatever its keys (H200, batch 8: 448 blocks of one
- * round, one wave, 10.4 us), so with many (head, row) pairs one-round
- * chunks made waves of such blocks: at batch 64 the cross-attention's 3584
- * blocks took 67 us for 115 MB (1.7 TB/s).
- *
- * kpw = r ku is therefore chosen by the waves the blocks make: the r of
- * least waves(r) x (r + 1/2), plus 1/2 when a row has more than one chunk
- * (the combine launch), the fewest rounds on a tie; a wave is the GPU's
- * block slots, 4 an SM (the kernel's bound). That keeps what the rule of
- * before chose at batch 1, 8, 32 and 64 on the released model's shapes
- * (self-attention over 11-138 keys, cross over 438; bench/README.md): one
- * round a warp where the rows are few, one chunk a row where they fill
- * the GPU alone (batch 64: no combine launch). The rule of before filled
- * the slots with rounded-down splits, so row counts just past the slots
- * made a short second wave of long blocks: at batch 67 (536 rows, one
- * chunk each for 528 slots) the step took 1.626 ms against 1.498 with one
- * round a warp, which is what the waves pick there (2026-12-04, second
- * session; NOTES.md). CT_CUDA_ATTN_DECODE_FILL=1 keeps the rule of before,
- * =0 one round a warp (both for measuring); past 65535 chunks kpw grows. */
-enum { ATD_WARPS = TG_ATD_WARPS };
-int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, int64_t rows) {
-    const int64_t slots = (int64_t)sm_count * 4;
-    int64_t kpw = ku;
-    if (fill == 1 && rows > 0) {
-        int64_t splits = slots / rows > 1 ? slots / rows : 1;
-        int64_t per_warp = (Tk + splits * ATD_WARPS - 1) / (splits * ATD_WARPS);
-        kpw = (per_warp + ku - 1) / ku * ku;
-        if (kpw < ku) kpw = ku;
-    } else if (fill == 2 && rows > 0 && slots > 0) {
-        /* costs doubled: waves x (2r + 1) + (a combine ? 1 : 0) */
-        int64_t best = -1, rounds = (Tk + ATD_WARPS * ku - 1) / (ATD_WARPS * ku);
-        for (int64_t r = 1; r <= rounds; r++) {
-            int64_t chunks = (Tk + ATD_WARPS * r * ku - 1) / (ATD_WARPS * r * ku);
-            if (chunks > 65535) continue;
-            int64_t waves = (chunks * rows + slots - 1) / slots, cost = waves * (2 * r + 1) + (chunks > 1);
-            if (best < 0 || cost < best) best = cost, kpw = r * ku;
-        }
-    }
-    while ((Tk + ATD_WARPS * kpw - 1) / (ATD_WARPS * kpw) > 65535) kpw += ku;
-    return kpw;
-}
-
-static int attn_decode_kpw(const tg_cuda_ctx *c, const tg_tensor *n) {
-    const int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1);
-    return (int)tg_cuda_attn_decode_kpw(c->dev->props.sm_count, c->attn_decode_fill, ku, n->src[1]->ne[1],
-                                        n->src[0]->ne[2] * n->src[0]->ne[3]);
-}
-
-static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
-    int64_t chunk = (int64_t)ATD_WARPS * attn_decode_kpw(c, n);
-    return (n->src[1]->ne[1] + chunk - 1) / chunk;
-}
-
-static size_t attn_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
-    if (attn_decodes(c, n)) {
-        /* one chunk a row writes the output itself: no partials */
-        int64_t splits = attn_decode_splits(c, n);
-        return splits == 1 ? 0
-                           : tg_cuda_align256((size_t)splits * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
-                                              (size_t)(n->src[0]->ne[0] + 2) * 4);
-    }
-    if (attn_splits(n)) return attn_split_scratch(n);
-    if (!attn_packs(c, n)) return 0;
-    const tg_tensor *q = n->src[0], *v = n->src[2];
-    size_t heads = (size_t)(q->ne[2] * q->ne[3]), tkp = (size_t)attn_keys_padded(n);
-    return tg_cuda_align256(heads * tkp * (size_t)q->ne[0] * 2) +
-           tg_cuda_align256(heads * tkp * (size_t)v->ne[0] * 2);
-}
-
 size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
     if (node->op == TG_OP_MUL_MAT) return tg_cuda_mm_scratch(c, node);
-    if (node->op == TG_OP_ATTENTION) return attn_scratch(c, node);
+    if (node->op == TG_OP_ATTENTION) return tg_cuda_attention_scratch(c, node);
     return 0;
 }
 
 /* n elements of contiguous src into contiguous dst of type dt. */
 static tg_status encode_cvt(tg_cuda_ctx *c, CUstream s, uint64_t dst, tg_type dt, const tg_tensor *src, int64_t n) {
     tg_args_cvt_c a = {.d = dst,
-                       .s = dptr(src->data),
+                       .s = tg_cuda_dptr(src->data),
                        .dt = (int32_t)dt,
                        .dsz = (int32_t)tg_type_size(dt),
                        .st = (int32_t)src->type,
@@ -338,7 +205,7 @@ tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_typ
     if (n == 0) return NULL;
     if (tg_is_contiguous(t) && t->type == TG_F32 && (dt == TG_BF16 || dt == TG_F16) && n % 4 == 0 &&
         ((uintptr_t)t->data & 15) == 0 && (dst & 7) == 0) {
-        tg_args_cvt_f32_16_c4 a = {.d = dst, .s = dptr(t->data), .n4 = n / 4, .to_bf16 = dt == TG_BF16};
+        tg_args_cvt_f32_16_c4 a = {.d = dst, .s = tg_cuda_dptr(t->data), .n4 = n / 4, .to_bf16 = dt == TG_BF16};
         return LAUNCH(c, s, "copy.cu", "", cvt_f32_16_c4, tg_cuda_grid(c, a.n4, 256), 1, 1, 256, 0, a);
     }
     if (tg_is_contiguous(t)) return encode_cvt(c, s, dst, dt, t, n);
@@ -349,7 +216,7 @@ tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_typ
         memset(&d, 0, sizeof d);
         d.p = dst;
         d.type = (int32_t)dt;
-        tg_args_cvt_rows_16 a = {.d = d, .a = desc(t), .n = n};
+        tg_args_cvt_rows_16 a = {.d = d, .a = tg_cuda_desc(t), .n = n};
         int64_t threads = n / t->ne[0] * 32;
         return LAUNCH(c, s, "copy.cu", "", cvt_rows_16, tg_cuda_grid(c, threads, 256), 1, 1, 256, 0, a);
     }
@@ -361,7 +228,7 @@ tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_typ
         d.ne[i] = t->ne[i];
         d.nb[i] = i == 0 ? (int64_t)es : d.nb[i - 1] * d.ne[i - 1];
     }
-    tg_args_cpy a = {.d = d, .a = desc(t), .n = n};
+    tg_args_cpy a = {.d = d, .a = tg_cuda_desc(t), .n = n};
     return LAUNCH(c, s, "copy.cu", "", cpy, tg_cuda_grid(c, n, 256), 1, 1, 256, 0, a);
 }
 /* -------------------------------------------------------------- fusion */
@@ -449,38 +316,6 @@ static int product_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n
     return len;
 }
 
-static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored,
-                      int64_t *ldx, int64_t *ldo);
-static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n);
-static bool column_stride(const tg_tensor *t, int64_t *out_ld);
-
-/* A layer norm whose only reader is the product after it, which runs on
- * matvec.cu: the norm goes into that launch (its x in shared memory). */
-static bool ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_tensor *mm, const tg_tensor *out) {
-    const tg_tensor *x = ln->src[0];
-    int64_t ldx = 0, ldo = 0, ldx_in = 0;
-    if (ln->op != TG_OP_LAYER_NORM || mm->op != TG_OP_MUL_MAT || mm->src[1] != ln || mm->src[0] == ln ||
-        (ln->flags & TG_FLAG_OUTPUT) || ln->type != TG_F32 || !tg_same_shape(ln, x))
-        return false;
-    if (!matvec_ok(c, mm, out, TG_F32, &ldx, &ldo)) return false;
-    /* x: F32 columns at an even spacing (16-byte, as the plain path's); the
-     * normed columns (F32 for mul_mat_vec with its static 32-float
-     * reduction buffer, BF16 rows of K + 8 for mul_mat_vec_mma) fit the
-     * default 48 KB of shared memory (launch() raises the limit only for
-     * more dynamic memory than that) */
-    int64_t K = x->ne[0], M = tg_nrows(x);
-    int64_t tile = M < TG_MVM_MAXM ? M : TG_MVM_MAXM; /* mul_mat_vec_mma's columns a block */
-    int64_t smem = matvec_mma(c, mm) ? tile * (K + 8) * 2 : K * M * 4 + 32 * 4;
-    if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
-        ((uintptr_t)x->data & 15) != 0 || smem > 48 * 1024 || K > INT32_MAX)
-        return false;
-    for (int k = 1; k < 3; k++) {
-        const tg_tensor *v = ln->src[k];
-        if (v && (v->type != TG_F32 || !tg_is_contiguous(v) || tg_nelements(v) != K || !v->data)) return false;
-    }
-    return true;
-}
-
 static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_is_contiguous(t); }
 
 /* The conv module's glu -> conv_1d_dw (stride 1) -> add bias -> silu,
@@ -516,8 +351,8 @@ static int conv_glu_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int 
 static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int out16) {
     const tg_tensor *glu = nodes[i], *dw = nodes[i + 1], *add = nodes[i + 2], *act = nodes[i + 3];
     const tg_tensor *bias = add->src[0] == dw ? add->src[1] : add->src[0], *a = glu->src[0];
-    tg_args_conv_glu_dw_silu_c4 g = {.o = dptr(act->data), .in = dptr(a->data), .kr = dptr(dw->src[0]->data),
-                                     .bias = dptr(bias->data), .c4 = (int)(dw->ne[0] / 4), .t = (int)a->ne[1],
+    tg_args_conv_glu_dw_silu_c4 g = {.o = tg_cuda_dptr(act->data), .in = tg_cuda_dptr(a->data), .kr = tg_cuda_dptr(dw->src[0]->data),
+                                     .bias = tg_cuda_dptr(bias->data), .c4 = (int)(dw->ne[0] / 4), .t = (int)a->ne[1],
                                      .ot = (int)dw->ne[1], .k = (int)dw->src[0]->ne[0], .p = tg_param_i32(dw, 1)};
     if (tg_nelements(act) == 0) return NULL;
     char defs[32] = "";
@@ -582,10 +417,10 @@ static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *
     const tg_tensor *mask = nodes[i + 1]->op == TG_OP_MUL ? row_operand(nodes[i + 1], add) : NULL;
     int64_t ne = tg_nelements(add);
     if (ne == 0) return NULL;
-    tg_args_ew_bias_mask_c4 a = {.bias = desc(bias),
-                                 .mask = mask ? desc(mask) : desc(bias),
-                                 .d = dptr(last->data),
-                                 .x = dptr(x->data),
+    tg_args_ew_bias_mask_c4 a = {.bias = tg_cuda_desc(bias),
+                                 .mask = mask ? tg_cuda_desc(mask) : tg_cuda_desc(bias),
+                                 .d = tg_cuda_dptr(last->data),
+                                 .x = tg_cuda_dptr(x->data),
                                  .n4 = ne / 4,
                                  .ne1 = add->ne[1],
                                  .ne2 = add->ne[2],
@@ -608,7 +443,7 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     const tg_tensor *ln = nodes[i], *out = nodes[i + len - 1];
     /* every block reads all of x while others write out: never over it;
      * and no group longer than the concurrency runs model as one launch */
-    if (len > TG_HAZARD_GROUP_MAX || !ln_matvec_ok(c, ln, nodes[i + 1], out) || tg_hazard_overlap(out, ln->src[0]))
+    if (len > TG_HAZARD_GROUP_MAX || !tg_cuda_ln_matvec_ok(c, ln, nodes[i + 1], out) || tg_hazard_overlap(out, ln->src[0]))
         return 1;
     return len;
 }
@@ -683,9 +518,9 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
     snprintf(defs, sizeof defs, TG_DEFS_EW, op, out16);
     int64_t per[2];
     if (binary_vec_ok(n, per)) {
-        tg_args_ew_binary_c4 v = {.d = dptr(n->data),
-                                  .a = dptr(a->data),
-                                  .b = dptr(b->data),
+        tg_args_ew_binary_c4 v = {.d = tg_cuda_dptr(n->data),
+                                  .a = tg_cuda_dptr(a->data),
+                                  .b = tg_cuda_dptr(b->data),
                                   .n4 = ne / 4,
                                   .na4 = per[0] / 4,
                                   .nb4 = per[1] / 4};
@@ -693,10 +528,10 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
     }
     if (out16 == TG_EMIT_F32 && binary_rows_ok(n)) {
         int64_t rows = ne / n->ne[0];
-        tg_args_ew_binary_rows r = {.d = desc(n), .a = desc(a), .b = desc(b), .n = rows};
+        tg_args_ew_binary_rows r = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .b = tg_cuda_desc(b), .n = rows};
         return LAUNCH(c, s, "elementwise.cu", defs, ew_binary_rows, tg_cuda_grid(c, rows * 32, 256), 1, 1, 256, 0, r);
     }
-    tg_args_ew_binary g = {.d = desc(n), .a = desc(a), .b = desc(b), .n = ne};
+    tg_args_ew_binary g = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .b = tg_cuda_desc(b), .n = ne};
     return LAUNCH(c, s, "elementwise.cu", defs, ew_binary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);
 }
 
@@ -707,10 +542,10 @@ static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, in
     char defs[48];
     snprintf(defs, sizeof defs, TG_DEFS_EW, op, out16);
     if (unary_vec_ok(n)) {
-        tg_args_ew_unary_c4 v = {.d = dptr(n->data), .a = dptr(a->data), .s = sc, .n4 = ne / 4};
+        tg_args_ew_unary_c4 v = {.d = tg_cuda_dptr(n->data), .a = tg_cuda_dptr(a->data), .s = sc, .n4 = ne / 4};
         return LAUNCH(c, s, "elementwise.cu", defs, ew_unary_c4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
     }
-    tg_args_ew_unary g = {.d = desc(n), .a = desc(a), .s = sc, .n = ne};
+    tg_args_ew_unary g = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .s = sc, .n = ne};
     return LAUNCH(c, s, "elementwise.cu", defs, ew_unary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);
 }
 
@@ -725,13 +560,13 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     float eps = tg_param_f32(n, 0);
     int64_t rows = tg_nrows(a), ne0 = a->ne[0];
     if (rows == 0 || ne0 == 0) return NULL;
-    uint64_t pw = w ? dptr(w->data) : 0, pb = b ? dptr(b->data) : 0;
+    uint64_t pw = w ? tg_cuda_dptr(w->data) : 0, pb = b ? tg_cuda_dptr(b->data) : 0;
     int64_t n4 = ne0 / 4;
     char defs[32] = "";
     if (out16 != TG_EMIT_F32) snprintf(defs, sizeof defs, TG_DEFS_OUT16, out16);
     if (norm_vec_ok(n)) {
         tg_args_layer_norm_c4 v = {
-            .d = dptr(n->data), .a = dptr(a->data), .w = pw, .b = pb, .rows = rows, .n4 = (int32_t)n4, .eps = eps};
+            .d = tg_cuda_dptr(n->data), .a = tg_cuda_dptr(a->data), .w = pw, .b = pb, .rows = rows, .n4 = (int32_t)n4, .eps = eps};
         /* A warp per row: no block barriers, the row in registers. */
         if (n4 <= 32 * 16)
             return LAUNCH(c, s, "norm.cu", defs, layer_norm_w4, (unsigned)((rows + 7) / 8), 1, 1, 256, 0, v);
@@ -740,7 +575,7 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         while ((int64_t)block * 8 < n4) block += 32;
         return LAUNCH(c, s, "norm.cu", defs, layer_norm_c4, (unsigned)rows, 1, 1, block, 0, v);
     }
-    tg_args_layer_norm g = {.d = desc(n), .a = desc(a), .w = pw, .b = pb, .eps = eps};
+    tg_args_layer_norm g = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .w = pw, .b = pb, .eps = eps};
     return LAUNCH(c, s, "norm.cu", "", layer_norm, (unsigned)rows, 1, 1, row_block(ne0), 0, g);
 }
 
@@ -779,92 +614,6 @@ static bool softmax_vec_ok(const tg_tensor *n) {
     return a->ne[0] % 4 == 0 && a->ne[0] / 4 <= 32 * 12 && rows16(n) && rows16(a) && rows16(n->src[1]);
 }
 
-static tg_status encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
-    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
-    float scale = tg_param_f32(n, 0);
-    int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
-    if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
-    if (attn_decodes(c, n)) {
-        int kpw = attn_decode_kpw(c, n);
-        int64_t n_split = attn_decode_splits(c, n);
-        c->n_attn_decode++;
-        tg_args_attn_decode da = {.part = c->scratch, .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m),
-                                  .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
-                                  .o = desc(n)};
-        const bool bf = k->type == TG_BF16;
-        tg_status st =
-            D == 128 ? (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_bf16, (unsigned)n_split, (unsigned)H,
-                                    (unsigned)B, ATD_WARPS * 32, 0, da)
-                           : LAUNCH(c, s, "attention_split.cu", "", attn_decode, (unsigned)n_split, (unsigned)H,
-                                    (unsigned)B, ATD_WARPS * 32, 0, da))
-                     : (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256_bf16, (unsigned)n_split,
-                                    (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da)
-                           : LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256, (unsigned)n_split,
-                                    (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da));
-        if (st || n_split == 1) return st;
-        tg_args_attn_split_combine ca = {.o = desc(n), .part = c->scratch, .n_split = (int)n_split, .tq = 1, .h = (int)H};
-        return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, 1, (unsigned)H, (unsigned)B, 128, 0, ca);
-    }
-    if (attn_splits(n)) {
-        tg_args_attn_split sa = {.part = c->scratch, .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m),
-                                 .has_mask = m != NULL, .scale = scale};
-        int n_split = (int)((k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK);
-        tg_status st = LAUNCH(c, s, "attention_split.cu", "", attn_split, (unsigned)n_split, (unsigned)H,
-                              (unsigned)B, 128, 0, sa);
-        if (st) return st;
-        tg_args_attn_split_combine ca = {.o = desc(n), .part = c->scratch, .n_split = n_split, .tq = (int)Tq, .h = (int)H};
-        return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, (unsigned)Tq, (unsigned)H, (unsigned)B,
-                      128, 0, ca);
-    }
-    tg_args_attention args = {
-        .o = desc(n), .q = desc(q), .k = desc(k), .v = desc(v), .mask = desc(m), .has_mask = m != NULL, .scale = scale};
-    if (attn_use_mma(c, n)) {
-        /* Tensor cores: bf16 operands, f32 accumulation (attention_mma.cu);
-         * beyond one block of queries per head, K and V are packed into the
-         * scratch first. */
-        char mdefs[48];
-        snprintf(mdefs, sizeof mdefs, TG_DEFS_AM, (int)D, (int)Dv);
-        unsigned msmem = (unsigned)((64 * (D + 8) + Dv * (64 + 8)) * 2);
-        if (!attn_packs(c, n))
-            return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma, (unsigned)((Tq + 63) / 64), (unsigned)H,
-                          (unsigned)B, 128, msmem, args);
-        int Tkp = (int)attn_keys_padded(n);
-        size_t heads = (size_t)(H * B);
-        uint64_t kp = c->scratch, vt = c->scratch + tg_cuda_align256(heads * (size_t)Tkp * (size_t)D * 2);
-        tg_status st;
-        unsigned kx = tg_cuda_grid(c, (int64_t)Tkp * D / 2 * (int64_t)heads, 256) / (unsigned)heads;
-        tg_args_attn_pack_k pk = {.dst = kp, .t = args.k, .tkp = Tkp};
-        if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_k, kx ? kx : 1, (unsigned)heads, 1, 256, 0, pk)))
-            return st;
-        tg_args_attn_pack_vt pv = {.dst = vt, .t = args.v, .tkp = Tkp};
-        if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_vt, (unsigned)(Tkp / 32),
-                         (unsigned)((Dv + 31) / 32), (unsigned)heads, 256, 0, pv)))
-            return st;
-        tg_args_attention_mma_packed pa = {.o = args.o,
-                                           .q = args.q,
-                                           .k = args.k,
-                                           .v = args.v,
-                                           .kp = kp,
-                                           .vtp = vt,
-                                           .mask = args.mask,
-                                           .tkp = Tkp,
-                                           .has_mask = args.has_mask,
-                                           .scale = scale};
-        /* and the block's 64 x 64 mask tile (rows of 64 + 8 floats) */
-        unsigned psmem = msmem + (m ? 64u * (64 + 8) * 4 : 0u);
-        return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed, (unsigned)((Tq + 63) / 64),
-                      (unsigned)H, (unsigned)B, 128, psmem, pa);
-    }
-    char defs[32];
-    /* At least 2: with a single accumulator per lane, NVRTC 13.0's front end
-     * does not finish compiling the kernel. */
-    int dvl = (int)((Dv + 31) / 32);
-    snprintf(defs, sizeof defs, TG_DEFS_DVL, dvl < 2 ? 2 : dvl);
-    unsigned smem = (unsigned)((32 * (D + 1) + 32 * Dv + 16 * D) * 4);
-    return LAUNCH(c, s, "attention.cu", defs, attention, (unsigned)((Tq + 15) / 16), (unsigned)H, (unsigned)B, 128,
-                  smem, args);
-}
-
 /* conv_2d's three paths: 1x1 convs as products (cuda_matmul.c), one input
  * channel 3x3 (conv_2d_c1_3x3), the direct kernel for the rest. */
 static bool conv_c1_ok(const tg_tensor *n) {
@@ -875,9 +624,9 @@ static bool conv_c1_ok(const tg_tensor *n) {
 }
 
 static tg_status encode_conv_c1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
-    tg_args_conv_2d_c1_3x3 a = {.o = desc(n),
-                                .k = desc(n->src[0]),
-                                .x = desc(n->src[1]),
+    tg_args_conv_2d_c1_3x3 a = {.o = tg_cuda_desc(n),
+                                .k = tg_cuda_desc(n->src[0]),
+                                .x = tg_cuda_desc(n->src[1]),
                                 .s0 = tg_param_i32(n, 0),
                                 .s1 = tg_param_i32(n, 1),
                                 .p0 = tg_param_i32(n, 2),
@@ -898,7 +647,7 @@ static bool conv_dw3_ok(const tg_tensor *n) {
 
 static tg_status encode_conv_dw3(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     const tg_tensor *x = n->src[1];
-    tg_args_conv_2d_dw_3x3 a = {.o = dptr(n->data), .in = dptr(x->data), .kr = dptr(n->src[0]->data),
+    tg_args_conv_2d_dw_3x3 a = {.o = tg_cuda_dptr(n->data), .in = tg_cuda_dptr(x->data), .kr = tg_cuda_dptr(n->src[0]->data),
                                 .w = (int)x->ne[0], .h = (int)x->ne[1], .ow = (int)n->ne[0], .oh = (int)n->ne[1],
                                 .s0 = tg_param_i32(n, 0), .s1 = tg_param_i32(n, 1), .p0 = tg_param_i32(n, 2),
                                 .p1 = tg_param_i32(n, 3)};
@@ -918,7 +667,7 @@ static bool conv_dw1_c4_ok(const tg_tensor *n) {
 
 static tg_status encode_conv_dw1_c4(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     const tg_tensor *x = n->src[1];
-    tg_args_conv_1d_dw_c4 a = {.o = dptr(n->data), .in = dptr(x->data), .kr = dptr(n->src[0]->data),
+    tg_args_conv_1d_dw_c4 a = {.o = tg_cuda_dptr(n->data), .in = tg_cuda_dptr(x->data), .kr = tg_cuda_dptr(n->src[0]->data),
                                .c4 = (int)(x->ne[0] / 4), .t = (int)x->ne[1], .ot = (int)n->ne[1],
                                .k = (int)n->src[0]->ne[0], .p = tg_param_i32(n, 1)};
     if (tg_nelements(n) == 0) return NULL;
@@ -930,9 +679,9 @@ static tg_status encode_conv_2d(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) 
     if (tg_nelements(n) == 0) return NULL;
     if (tg_cuda_conv_1x1_ok(c, n)) return tg_cuda_conv_1x1(c, s, n);
     if (conv_c1_ok(n)) return encode_conv_c1(c, s, n);
-    tg_args_conv_2d a = {.o = desc(n),
-                         .kr = desc(n->src[0]),
-                         .in = desc(n->src[1]),
+    tg_args_conv_2d a = {.o = tg_cuda_desc(n),
+                         .kr = tg_cuda_desc(n->src[0]),
+                         .in = tg_cuda_desc(n->src[1]),
                          .s0 = tg_param_i32(n, 0),
                          .s1 = tg_param_i32(n, 1),
                          .p0 = tg_param_i32(n, 2),
@@ -960,134 +709,14 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
                                                    (size_t)ne * tg_type_size(a->type), s);
         return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, "cpy");
     }
-    if (tg_is_contiguous(a) && tg_is_contiguous(n)) return encode_cvt(c, s, dptr(n->data), n->type, a, ne);
+    if (tg_is_contiguous(a) && tg_is_contiguous(n)) return encode_cvt(c, s, tg_cuda_dptr(n->data), n->type, a, ne);
     if (rows4_ok(a, n)) {
-        tg_args_cpy_rows4 r = {.d = desc(n), .a = desc(a), .n = ne};
+        tg_args_cpy_rows4 r = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .n = ne};
         int64_t threads = ne / a->ne[0] * 32;
         return LAUNCH(c, s, "copy.cu", "", cpy_rows4, tg_cuda_grid(c, threads, 256), 1, 1, 256, 0, r);
     }
-    tg_args_cpy g = {.d = desc(n), .a = desc(a), .n = ne};
+    tg_args_cpy g = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .n = ne};
     return LAUNCH_FLAT(c, s, "copy.cu", cpy, g);
-}
-
-/* The byte distance between consecutive columns of t (dims 1-3 flattened,
- * dim 1 fastest) when every column c lies at c times it: the stride of the
- * first dim of extent > 1, each later such dim spaced by the product of the
- * extents before it (a dim of extent 1 may have any stride). 0 for a
- * single column; false when the columns are not evenly spaced. */
-static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
-    int64_t ld = 0, span = 1;
-    for (int d = 1; d < 4; d++) {
-        if (t->ne[d] == 1) continue;
-        if (ld == 0) ld = (int64_t)t->nb[d];
-        else if ((int64_t)t->nb[d] != ld * span) return false;
-        span *= t->ne[d];
-    }
-    *out_ld = ld;
-    return true;
-}
-
-/* 1 to c->matvec_mma_max columns (TG_MVM_MAXM a block, more as tiles of
- * it) at default precision on a GPU with BF16 mma: mul_mat_vec_mma, which rounds x to BF16 as cuBLASLt's products do
- * (F32-precision requests keep mul_mat_vec's F32 x for 1-2 columns). On
- * the H200 (2026-12-04, the full-size decoder step; bench/README.md) it took
- * the step at batch 8 from 0.79 to 0.60 ms, where cuBLASLt ran each product
- * on 16-64 blocks in ~6 us, and at batch 1 from 0.58 to 0.54 ms against
- * mul_mat_vec. CT_CUDA_MATVEC_MMA=0 gives the split of before (1-2 columns
- * on mul_mat_vec, more on cuBLASLt), CT_CUDA_MATVEC_MMA_MIN=3 leaves 1-2
- * columns on mul_mat_vec (for measuring). CT_CUDA_MATVEC_MMA_MAX (default
- * TG_MVM_MAXM: one tile) sets the most columns it takes; above one tile
- * it is not yet measured against cuBLASLt (2026-12-05: written without a
- * GPU, conformance in tests/cuda/test_backend.c). */
-static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
-    const tg_tensor *x = n->src[1];
-    int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
-    return c->use_matvec_mma && c->dev->props.tc_level >= 2 && M >= c->matvec_mma_min && M <= c->matvec_mma_max &&
-           tg_node_prec(n) != TG_PREC_F32 && n->src[0]->ne[0] % 32 == 0;
-}
-
-/* A product with few columns against BF16 weights (matvec.cu): the
- * decoder's step, on mul_mat_vec_mma (above) or, for F32-precision
- * requests (or with that kernel off), mul_mat_vec with F32 x. The latter
- * takes up to TG_MV_MAXM columns, but on the H200 (2026-12-02, a full-size
- * decoder step) it beat cuBLASLt only for one (6.6 against ~11 us a product
- * at batch 1); at 8 columns it was slower (17 us, the step 1.70 ms against
- * 1.20 with cuBLASLt), so it takes at most 2 (CT_CUDA_MATVEC_COLUMNS moves
- * the limit, for measuring). x is F32 as the node says, or BF16 when its
- * producer stored it so (stored); *ldx and *ldo get the column strides in
- * bytes. */
-static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored,
-                      int64_t *ldx, int64_t *ldo) {
-    const tg_tensor *w = n->src[0], *x = n->src[1];
-    int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
-    if (!c->use_matvec || (M > c->matvec_columns && !matvec_mma(c, n)) || w->type != TG_BF16 || w->ne[2] != 1 || w->ne[3] != 1 ||
-        w->nb[0] != 2 || w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || w->ne[0] % 8 != 0 ||
-        w->ne[1] < 1 || (w->ne[1] + 7) / 8 > INT32_MAX || M < 1)
-        return false;
-    if (out->type != TG_F32 || out->nb[0] != 4 || !column_stride(out, ldo) || ((uintptr_t)out->data & 3) != 0)
-        return false;
-    if (stored == TG_BF16) {
-        *ldx = 2 * w->ne[0];
-        return ((uintptr_t)x->data & 15) == 0;
-    }
-    return stored == TG_F32 && x->type == TG_F32 && x->nb[0] == 4 && column_stride(x, ldx) && *ldx % 16 == 0 &&
-           ((uintptr_t)x->data & 15) == 0;
-}
-
-/* t is (a view of) a weight: no kernel writes it. */
-static bool is_weight(const tg_tensor *t) {
-    while (t->view_src) t = t->view_src;
-    return (t->flags & TG_FLAG_WEIGHT) != 0;
-}
-
-/* The product n (its group's parts f) into out; ln, when not NULL, the
- * layer norm producing n's x, done inside the matvec launch
- * (tg_cuda_fuse_len checked ln_matvec_ok). */
-static tg_status encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_cuda_fused *f,
-                                const tg_tensor *out, tg_type stored, const tg_tensor *ln) {
-    int64_t ldx = 0, ldo = 0, ldr = 0;
-    const tg_tensor *bias = f->bias, *res = f->res;
-    if (!matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr))) {
-        if (ln) return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s' fused into a product matvec.cu "
-                                     "does not take", ln->name);
-        return tg_cuda_encode_mul_mat(c, s, n, f, out, stored);
-    }
-    const tg_tensor *w = n->src[0], *x = ln ? ln->src[0] : n->src[1];
-    int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
-    if (ln && !column_stride(x, &ldx))
-        return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s': input columns not evenly spaced", ln->name);
-    tg_args_mul_mat_vec a = {.w = dptr(w->data), .x = dptr(x->data), .out = dptr(out->data),
-                             .bias = bias ? dptr(bias->data) : 0, .res = res ? dptr(res->data) : 0,
-                             .n = w->ne[1], .k = w->ne[0], .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo,
-                             .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
-                             .relu = f->relu, .w_early = is_weight(w)};
-    const bool mma = matvec_mma(c, n);
-    /* mul_mat_vec_mma: TG_MVM_ROWS rows and up to TG_MVM_MAXM columns a
-     * block (a block for every tile of columns), K split over 4 to 16
-     * warps (32 x 4 k each at K = 1024), each warp's partial sums (4
-     * floats a lane for every 8 rows) in shared memory */
-    int64_t warps = w->ne[0] / 128 < 4 ? 4 : w->ne[0] / 128 > 16 ? 16 : w->ne[0] / 128;
-    unsigned smem = mma ? (unsigned)(warps * (TG_MVM_ROWS / 8) * 32 * 4 * 4) : 0;
-    if (ln) {
-        a.ln = 1;
-        a.ln_w = ln->src[1] ? dptr(ln->src[1]->data) : 0;
-        a.ln_b = ln->src[2] ? dptr(ln->src[2]->data) : 0;
-        a.ln_eps = tg_param_f32(ln, 0);
-        int64_t tile = M < TG_MVM_MAXM ? M : TG_MVM_MAXM;
-        unsigned cols = (unsigned)(mma ? tile * (w->ne[0] + 8) * 2 : w->ne[0] * M * 4);
-        smem = cols > smem ? cols : smem;
-        c->n_fused[TG_FUSED_NORM_MATVEC]++;
-    }
-    c->n_matvec++;
-    c->n_matvec_mma += mma;
-    if (mma) {
-        int64_t blocks = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS * ((M + TG_MVM_MAXM - 1) / TG_MVM_MAXM);
-        if (blocks > INT32_MAX)
-            return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: product '%s': %lld blocks of mul_mat_vec_mma",
-                                 n->name, (long long)blocks);
-        return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma, (unsigned)blocks, 1, 1, (unsigned)(32 * warps), smem, a);
-    }
-    return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, smem, a);
 }
 
 /* The type nodes[i]'s source `src` was stored in (the emit fusion). */
@@ -1109,20 +738,20 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     if (len > 1 && n->op == TG_OP_LAYER_NORM) {
         /* the norm, then its product's group, in one matvec launch */
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i + 1, len - 1);
-        return encode_product(c, s, nodes[i + 1], &f, nodes[i + len - 1], TG_F32, n);
+        return tg_cuda_encode_product(c, s, nodes[i + 1], &f, nodes[i + len - 1], TG_F32, n);
     }
     if (len > 1) {
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i, len);
         c->n_fused[f.res ? TG_FUSED_MM_BIAS_RESIDUAL : f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
         if (nodes[i + 1]->op == TG_OP_SCALE) c->n_fused[TG_FUSED_MM_SCALE]++;
-        return encode_product(c, s, n, &f, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]), NULL);
+        return tg_cuda_encode_product(c, s, n, &f, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]), NULL);
     }
     int out16 = TG_EMIT_F32;
     if (c->emit && c->emit[i] != TG_F32) {
         out16 = c->emit[i] == TG_BF16 ? TG_EMIT_BF16 : TG_EMIT_F16;
         c->n_fused[TG_FUSED_EMIT]++;
     }
-    tg_t dd = desc(n), da = desc(n->src[0]), db = desc(n->src[1]);
+    tg_t dd = tg_cuda_desc(n), da = tg_cuda_desc(n->src[0]), db = tg_cuda_desc(n->src[1]);
     switch (n->op) {
     case TG_OP_NONE:
     case TG_OP_VIEW:
@@ -1139,7 +768,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16);
     case TG_OP_MUL_MAT: {
         const tg_cuda_fused plain = tg_cuda_fused_parts(nodes, i, 1);
-        return encode_product(c, s, n, &plain, n, stored_type(c, nodes, i, n->src[1]), NULL);
+        return tg_cuda_encode_product(c, s, n, &plain, n, stored_type(c, nodes, i, n->src[1]), NULL);
     }
     case TG_OP_LAYER_NORM:
         if (n->src[1] || n->src[2]) c->n_fused[TG_FUSED_NORM_AFFINE]++;
@@ -1158,7 +787,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     }
     case TG_OP_ATTENTION:
         c->n_fused[TG_FUSED_ATTENTION]++;
-        return encode_attention(c, s, n);
+        return tg_cuda_encode_attention(c, s, n);
     case TG_OP_GLU: {
         c->n_fused[TG_FUSED_GLU]++;
         tg_args_glu a = {.d = dd, .a = da, .n = tg_nelements(n)};

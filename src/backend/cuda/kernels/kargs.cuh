@@ -13,7 +13,7 @@
  * those with every padding word spelled out. Each struct's size is asserted
  * here, so the host and every kernel compile check it against the same
  * number; TG_KERNELS pairs each kernel with its struct, and the host
- * launches through that pairing (cuda_ops.c: LAUNCH) while
+ * launches through that pairing (cuda_internal.h: LAUNCH) while
  * tests/cuda/test_compile.c checks every compiled kernel's one parameter
  * against it.
  *

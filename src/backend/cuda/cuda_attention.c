@@ -1,0 +1,225 @@
+/*
+ * cuda_attention.c: the attention op's kernel choice, scratch and launches.
+ *
+ * Four paths, chosen per node from its shapes: attn_decode (one query a
+ * row over whole K/V rows: the decoder's step; its keys a warp chosen by
+ * the waves its blocks make), the split over keys with a combine (a few
+ * queries over many keys), the tensor-core kernel (bf16 operands, F32
+ * sums; beyond 64 queries K and V^T packed into the scratch first: the
+ * encoder), and the F32 kernel for the rest (and F32-precision requests).
+ * The scratch each needs is sized here too, before encoding starts
+ * (tg_cuda_op_scratch asks), so a launch never allocates.
+ *
+ * Not here: the other ops (cuda_ops.c), device code
+ * (kernels/attention*.cu).
+ */
+#include "cuda_internal.h"
+#include "cuda_variants.h"
+#include "op_params.h"
+
+static bool attn_use_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *q = n->src[0], *v = n->src[2];
+    int64_t D = q->ne[0], Dv = v->ne[0];
+    return c->use_attn_mma && c->dev->props.tc_level >= 2 && tg_node_prec(n) == TG_PREC_DEFAULT && D % 16 == 0 &&
+           D <= 160 && Dv % 16 == 0 && Dv <= 160 && q->ne[2] * q->ne[3] <= 65535 && n->src[1]->ne[1] <= (1 << 24);
+}
+
+static int64_t attn_keys_padded(const tg_tensor *n) { return (n->src[1]->ne[1] + 63) / 64 * 64; }
+
+/* Packing K and V first pays when several blocks of 64 queries would
+ * convert the same keys. */
+static bool attn_packs(const tg_cuda_ctx *c, const tg_tensor *n) {
+    return attn_use_mma(c, n) && n->src[0]->ne[1] > 64 && n->src[1]->ne[1] > 0;
+}
+
+/* A few queries over many keys (the decoder's step) split over the keys
+ * (attention_split.cu): chunks of 32 keys, partials in the scratch. F32
+ * arithmetic, so any precision request is met. */
+enum { ATS_TQ = 8, ATS_CHUNK = 32 };
+
+static bool attn_splits(const tg_tensor *n) {
+    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    return q->ne[1] <= ATS_TQ && k->ne[1] >= 2 * ATS_CHUNK && q->ne[0] <= 256 && v->ne[0] <= 256 &&
+           q->ne[2] <= 65535 && q->ne[3] <= 65535 && (k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK <= 65535;
+}
+
+static size_t attn_split_scratch(const tg_tensor *n) {
+    const tg_tensor *q = n->src[0];
+    size_t n_split = (size_t)((n->src[1]->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK);
+    return tg_cuda_align256(n_split * (size_t)(q->ne[1] * q->ne[2] * q->ne[3]) * (size_t)(n->src[2]->ne[0] + 2) * 4);
+}
+
+/* One query per row over K/V rows that load as whole vectors
+ * (attention_split.cu's attn_decode): the decoder's step. */
+static bool kv_rows_ok(const tg_tensor *t) {
+    size_t es = t->type == TG_F32 ? 4 : 2, al = 4 * es;
+    if ((t->type != TG_F32 && t->type != TG_BF16) || t->nb[0] != es || ((uintptr_t)t->data % al) != 0) return false;
+    for (int d = 1; d < 4; d++)
+        if (t->ne[d] > 1 && t->nb[d] % al != 0) return false;
+    return true;
+}
+
+static bool attn_decodes(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    return c->use_attn_decode && q->ne[1] == 1 && q->ne[0] == v->ne[0] && (q->ne[0] == 128 || q->ne[0] == 256) && k->ne[1] >= 1 &&
+           q->ne[2] <= 65535 && q->ne[3] <= 65535 && k->type == v->type && kv_rows_ok(k) && kv_rows_ok(v);
+}
+
+/* Keys per warp. A round of loads is ku keys (8 at D = 128, 4 at 256;
+ * twice that for BF16 K and V, the same bytes a round), and a call has
+ * ceil(Tk / (4 kpw)) x H x B blocks of 4 warps. A block is a few trips to
+ * memory and ~8 us whatever its keys (H200, batch 8: 448 blocks of one
+ * round, one wave, 10.4 us), so with many (head, row) pairs one-round
+ * chunks made waves of such blocks: at batch 64 the cross-attention's 3584
+ * blocks took 67 us for 115 MB (1.7 TB/s).
+ *
+ * kpw = r ku is therefore chosen by the waves the blocks make: the r of
+ * least waves(r) x (r + 1/2), plus 1/2 when a row has more than one chunk
+ * (the combine launch), the fewest rounds on a tie; a wave is the GPU's
+ * block slots, 4 an SM (the kernel's bound). That keeps what the rule of
+ * before chose at batch 1, 8, 32 and 64 on the released model's shapes
+ * (self-attention over 11-138 keys, cross over 438; bench/README.md): one
+ * round a warp where the rows are few, one chunk a row where they fill
+ * the GPU alone (batch 64: no combine launch). The rule of before filled
+ * the slots with rounded-down splits, so row counts just past the slots
+ * made a short second wave of long blocks: at batch 67 (536 rows, one
+ * chunk each for 528 slots) the step took 1.626 ms against 1.498 with one
+ * round a warp, which is what the waves pick there (2026-12-04, second
+ * session; NOTES.md). CT_CUDA_ATTN_DECODE_FILL=1 keeps the rule of before,
+ * =0 one round a warp (both for measuring); past 65535 chunks kpw grows. */
+enum { ATD_WARPS = TG_ATD_WARPS };
+int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, int64_t rows) {
+    const int64_t slots = (int64_t)sm_count * 4;
+    int64_t kpw = ku;
+    if (fill == 1 && rows > 0) {
+        int64_t splits = slots / rows > 1 ? slots / rows : 1;
+        int64_t per_warp = (Tk + splits * ATD_WARPS - 1) / (splits * ATD_WARPS);
+        kpw = (per_warp + ku - 1) / ku * ku;
+        if (kpw < ku) kpw = ku;
+    } else if (fill == 2 && rows > 0 && slots > 0) {
+        /* costs doubled: waves x (2r + 1) + (a combine ? 1 : 0) */
+        int64_t best = -1, rounds = (Tk + ATD_WARPS * ku - 1) / (ATD_WARPS * ku);
+        for (int64_t r = 1; r <= rounds; r++) {
+            int64_t chunks = (Tk + ATD_WARPS * r * ku - 1) / (ATD_WARPS * r * ku);
+            if (chunks > 65535) continue;
+            int64_t waves = (chunks * rows + slots - 1) / slots, cost = waves * (2 * r + 1) + (chunks > 1);
+            if (best < 0 || cost < best) best = cost, kpw = r * ku;
+        }
+    }
+    while ((Tk + ATD_WARPS * kpw - 1) / (ATD_WARPS * kpw) > 65535) kpw += ku;
+    return kpw;
+}
+
+static int attn_decode_kpw(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1);
+    return (int)tg_cuda_attn_decode_kpw(c->dev->props.sm_count, c->attn_decode_fill, ku, n->src[1]->ne[1],
+                                        n->src[0]->ne[2] * n->src[0]->ne[3]);
+}
+
+static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
+    int64_t chunk = (int64_t)ATD_WARPS * attn_decode_kpw(c, n);
+    return (n->src[1]->ne[1] + chunk - 1) / chunk;
+}
+
+size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
+    if (attn_decodes(c, n)) {
+        /* one chunk a row writes the output itself: no partials */
+        int64_t splits = attn_decode_splits(c, n);
+        return splits == 1 ? 0
+                           : tg_cuda_align256((size_t)splits * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
+                                              (size_t)(n->src[0]->ne[0] + 2) * 4);
+    }
+    if (attn_splits(n)) return attn_split_scratch(n);
+    if (!attn_packs(c, n)) return 0;
+    const tg_tensor *q = n->src[0], *v = n->src[2];
+    size_t heads = (size_t)(q->ne[2] * q->ne[3]), tkp = (size_t)attn_keys_padded(n);
+    return tg_cuda_align256(heads * tkp * (size_t)q->ne[0] * 2) +
+           tg_cuda_align256(heads * tkp * (size_t)v->ne[0] * 2);
+}
+
+
+tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
+    float scale = tg_param_f32(n, 0);
+    int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
+    if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
+    if (attn_decodes(c, n)) {
+        int kpw = attn_decode_kpw(c, n);
+        int64_t n_split = attn_decode_splits(c, n);
+        c->n_attn_decode++;
+        tg_args_attn_decode da = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
+                                  .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
+                                  .o = tg_cuda_desc(n)};
+        const bool bf = k->type == TG_BF16;
+        tg_status st =
+            D == 128 ? (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_bf16, (unsigned)n_split, (unsigned)H,
+                                    (unsigned)B, ATD_WARPS * 32, 0, da)
+                           : LAUNCH(c, s, "attention_split.cu", "", attn_decode, (unsigned)n_split, (unsigned)H,
+                                    (unsigned)B, ATD_WARPS * 32, 0, da))
+                     : (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256_bf16, (unsigned)n_split,
+                                    (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da)
+                           : LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256, (unsigned)n_split,
+                                    (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da));
+        if (st || n_split == 1) return st;
+        tg_args_attn_split_combine ca = {.o = tg_cuda_desc(n), .part = c->scratch, .n_split = (int)n_split, .tq = 1, .h = (int)H};
+        return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, 1, (unsigned)H, (unsigned)B, 128, 0, ca);
+    }
+    if (attn_splits(n)) {
+        tg_args_attn_split sa = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
+                                 .has_mask = m != NULL, .scale = scale};
+        int n_split = (int)((k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK);
+        tg_status st = LAUNCH(c, s, "attention_split.cu", "", attn_split, (unsigned)n_split, (unsigned)H,
+                              (unsigned)B, 128, 0, sa);
+        if (st) return st;
+        tg_args_attn_split_combine ca = {.o = tg_cuda_desc(n), .part = c->scratch, .n_split = n_split, .tq = (int)Tq, .h = (int)H};
+        return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, (unsigned)Tq, (unsigned)H, (unsigned)B,
+                      128, 0, ca);
+    }
+    tg_args_attention args = {
+        .o = tg_cuda_desc(n), .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale};
+    if (attn_use_mma(c, n)) {
+        /* Tensor cores: bf16 operands, f32 accumulation (attention_mma.cu);
+         * beyond one block of queries per head, K and V are packed into the
+         * scratch first. */
+        char mdefs[48];
+        snprintf(mdefs, sizeof mdefs, TG_DEFS_AM, (int)D, (int)Dv);
+        unsigned msmem = (unsigned)((64 * (D + 8) + Dv * (64 + 8)) * 2);
+        if (!attn_packs(c, n))
+            return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma, (unsigned)((Tq + 63) / 64), (unsigned)H,
+                          (unsigned)B, 128, msmem, args);
+        int Tkp = (int)attn_keys_padded(n);
+        size_t heads = (size_t)(H * B);
+        uint64_t kp = c->scratch, vt = c->scratch + tg_cuda_align256(heads * (size_t)Tkp * (size_t)D * 2);
+        tg_status st;
+        unsigned kx = tg_cuda_grid(c, (int64_t)Tkp * D / 2 * (int64_t)heads, 256) / (unsigned)heads;
+        tg_args_attn_pack_k pk = {.dst = kp, .t = args.k, .tkp = Tkp};
+        if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_k, kx ? kx : 1, (unsigned)heads, 1, 256, 0, pk)))
+            return st;
+        tg_args_attn_pack_vt pv = {.dst = vt, .t = args.v, .tkp = Tkp};
+        if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_vt, (unsigned)(Tkp / 32),
+                         (unsigned)((Dv + 31) / 32), (unsigned)heads, 256, 0, pv)))
+            return st;
+        tg_args_attention_mma_packed pa = {.o = args.o,
+                                           .q = args.q,
+                                           .k = args.k,
+                                           .v = args.v,
+                                           .kp = kp,
+                                           .vtp = vt,
+                                           .mask = args.mask,
+                                           .tkp = Tkp,
+                                           .has_mask = args.has_mask,
+                                           .scale = scale};
+        /* and the block's 64 x 64 mask tile (rows of 64 + 8 floats) */
+        unsigned psmem = msmem + (m ? 64u * (64 + 8) * 4 : 0u);
+        return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed, (unsigned)((Tq + 63) / 64),
+                      (unsigned)H, (unsigned)B, 128, psmem, pa);
+    }
+    char defs[32];
+    /* At least 2: with a single accumulator per lane, NVRTC 13.0's front end
+     * does not finish compiling the kernel. */
+    int dvl = (int)((Dv + 31) / 32);
+    snprintf(defs, sizeof defs, TG_DEFS_DVL, dvl < 2 ? 2 : dvl);
+    unsigned smem = (unsigned)((32 * (D + 1) + 32 * Dv + 16 * D) * 4);
+    return LAUNCH(c, s, "attention.cu", defs, attention, (unsigned)((Tq + 15) / 16), (unsigned)H, (unsigned)B, 128,
+                  smem, args);
+}

@@ -1,0 +1,166 @@
+/*
+ * cuda_matvec.c: matrix products of few columns (a decoder step) on
+ * matvec.cu, and the layer-norm fusion into them.
+ *
+ * A product of 1 to 16 columns at default precision (more as tiles of 16
+ * where CT_CUDA_MATVEC_MMA_MAX allows) runs on mul_mat_vec_mma, the
+ * tensor-core kernel; F32-precision requests of 1-2 columns on
+ * mul_mat_vec; everything else, and any layout the kernels do not take, on
+ * cuBLASLt (cuda_matmul.c). The bias, relu, alpha and residual of the
+ * product's fused group (tg_cuda_fuse_len) go into the same launch, and so
+ * may the layer norm in front of it.
+ *
+ * Not here: the fusion's pattern matching (cuda_ops.c), cuBLASLt
+ * (cuda_matmul.c), device code (kernels/matvec.cu).
+ */
+#include "cuda_internal.h"
+#include "op_params.h"
+
+/* The byte distance between consecutive columns of t (dims 1-3 flattened,
+ * dim 1 fastest) when every column c lies at c times it: the stride of the
+ * first dim of extent > 1, each later such dim spaced by the product of the
+ * extents before it (a dim of extent 1 may have any stride). 0 for a
+ * single column; false when the columns are not evenly spaced. */
+static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
+    int64_t ld = 0, span = 1;
+    for (int d = 1; d < 4; d++) {
+        if (t->ne[d] == 1) continue;
+        if (ld == 0) ld = (int64_t)t->nb[d];
+        else if ((int64_t)t->nb[d] != ld * span) return false;
+        span *= t->ne[d];
+    }
+    *out_ld = ld;
+    return true;
+}
+
+/* 1 to c->matvec_mma_max columns (TG_MVM_MAXM a block, more as tiles of
+ * it) at default precision on a GPU with BF16 mma: mul_mat_vec_mma, which rounds x to BF16 as cuBLASLt's products do
+ * (F32-precision requests keep mul_mat_vec's F32 x for 1-2 columns). On
+ * the H200 (2026-12-04, the full-size decoder step; bench/README.md) it took
+ * the step at batch 8 from 0.79 to 0.60 ms, where cuBLASLt ran each product
+ * on 16-64 blocks in ~6 us, and at batch 1 from 0.58 to 0.54 ms against
+ * mul_mat_vec. CT_CUDA_MATVEC_MMA=0 gives the split of before (1-2 columns
+ * on mul_mat_vec, more on cuBLASLt), CT_CUDA_MATVEC_MMA_MIN=3 leaves 1-2
+ * columns on mul_mat_vec (for measuring). CT_CUDA_MATVEC_MMA_MAX (default
+ * TG_MVM_MAXM: one tile) sets the most columns it takes; above one tile
+ * it is not yet measured against cuBLASLt (2026-12-05: written without a
+ * GPU, conformance in tests/cuda/test_backend.c). */
+static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *x = n->src[1];
+    int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
+    return c->use_matvec_mma && c->dev->props.tc_level >= 2 && M >= c->matvec_mma_min && M <= c->matvec_mma_max &&
+           tg_node_prec(n) != TG_PREC_F32 && n->src[0]->ne[0] % 32 == 0;
+}
+
+/* A product with few columns against BF16 weights (matvec.cu): the
+ * decoder's step, on mul_mat_vec_mma (above) or, for F32-precision
+ * requests (or with that kernel off), mul_mat_vec with F32 x. The latter
+ * takes up to TG_MV_MAXM columns, but on the H200 (2026-12-02, a full-size
+ * decoder step) it beat cuBLASLt only for one (6.6 against ~11 us a product
+ * at batch 1); at 8 columns it was slower (17 us, the step 1.70 ms against
+ * 1.20 with cuBLASLt), so it takes at most 2 (CT_CUDA_MATVEC_COLUMNS moves
+ * the limit, for measuring). x is F32 as the node says, or BF16 when its
+ * producer stored it so (stored); *ldx and *ldo get the column strides in
+ * bytes. */
+static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out, tg_type stored,
+                      int64_t *ldx, int64_t *ldo) {
+    const tg_tensor *w = n->src[0], *x = n->src[1];
+    int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
+    if (!c->use_matvec || (M > c->matvec_columns && !matvec_mma(c, n)) || w->type != TG_BF16 || w->ne[2] != 1 || w->ne[3] != 1 ||
+        w->nb[0] != 2 || w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || w->ne[0] % 8 != 0 ||
+        w->ne[1] < 1 || (w->ne[1] + 7) / 8 > INT32_MAX || M < 1)
+        return false;
+    if (out->type != TG_F32 || out->nb[0] != 4 || !column_stride(out, ldo) || ((uintptr_t)out->data & 3) != 0)
+        return false;
+    if (stored == TG_BF16) {
+        *ldx = 2 * w->ne[0];
+        return ((uintptr_t)x->data & 15) == 0;
+    }
+    return stored == TG_F32 && x->type == TG_F32 && x->nb[0] == 4 && column_stride(x, ldx) && *ldx % 16 == 0 &&
+           ((uintptr_t)x->data & 15) == 0;
+}
+
+/* A layer norm whose only reader is the product after it, which runs on
+ * matvec.cu: the norm goes into that launch (its x in shared memory). */
+bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_tensor *mm, const tg_tensor *out) {
+    const tg_tensor *x = ln->src[0];
+    int64_t ldx = 0, ldo = 0, ldx_in = 0;
+    if (ln->op != TG_OP_LAYER_NORM || mm->op != TG_OP_MUL_MAT || mm->src[1] != ln || mm->src[0] == ln ||
+        (ln->flags & TG_FLAG_OUTPUT) || ln->type != TG_F32 || !tg_same_shape(ln, x))
+        return false;
+    if (!matvec_ok(c, mm, out, TG_F32, &ldx, &ldo)) return false;
+    /* x: F32 columns at an even spacing (16-byte, as the plain path's); the
+     * normed columns (F32 for mul_mat_vec with its static 32-float
+     * reduction buffer, BF16 rows of K + 8 for mul_mat_vec_mma) fit the
+     * default 48 KB of shared memory (launch() raises the limit only for
+     * more dynamic memory than that) */
+    int64_t K = x->ne[0], M = tg_nrows(x);
+    int64_t tile = M < TG_MVM_MAXM ? M : TG_MVM_MAXM; /* mul_mat_vec_mma's columns a block */
+    int64_t smem = matvec_mma(c, mm) ? tile * (K + 8) * 2 : K * M * 4 + 32 * 4;
+    if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
+        ((uintptr_t)x->data & 15) != 0 || smem > 48 * 1024 || K > INT32_MAX)
+        return false;
+    for (int k = 1; k < 3; k++) {
+        const tg_tensor *v = ln->src[k];
+        if (v && (v->type != TG_F32 || !tg_is_contiguous(v) || tg_nelements(v) != K || !v->data)) return false;
+    }
+    return true;
+}
+
+
+
+/* t is (a view of) a weight: no kernel writes it. */
+static bool is_weight(const tg_tensor *t) {
+    while (t->view_src) t = t->view_src;
+    return (t->flags & TG_FLAG_WEIGHT) != 0;
+}
+
+/* The product n (its group's parts f) into out; ln, when not NULL, the
+ * layer norm producing n's x, done inside the matvec launch
+ * (tg_cuda_fuse_len checked tg_cuda_ln_matvec_ok). */
+tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_cuda_fused *f,
+                                const tg_tensor *out, tg_type stored, const tg_tensor *ln) {
+    int64_t ldx = 0, ldo = 0, ldr = 0;
+    const tg_tensor *bias = f->bias, *res = f->res;
+    if (!matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr))) {
+        if (ln) return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s' fused into a product matvec.cu "
+                                     "does not take", ln->name);
+        return tg_cuda_encode_mul_mat(c, s, n, f, out, stored);
+    }
+    const tg_tensor *w = n->src[0], *x = ln ? ln->src[0] : n->src[1];
+    int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
+    if (ln && !column_stride(x, &ldx))
+        return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s': input columns not evenly spaced", ln->name);
+    tg_args_mul_mat_vec a = {.w = tg_cuda_dptr(w->data), .x = tg_cuda_dptr(x->data), .out = tg_cuda_dptr(out->data),
+                             .bias = bias ? tg_cuda_dptr(bias->data) : 0, .res = res ? tg_cuda_dptr(res->data) : 0,
+                             .n = w->ne[1], .k = w->ne[0], .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo,
+                             .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
+                             .relu = f->relu, .w_early = is_weight(w)};
+    const bool mma = matvec_mma(c, n);
+    /* mul_mat_vec_mma: TG_MVM_ROWS rows and up to TG_MVM_MAXM columns a
+     * block (a block for every tile of columns), K split over 4 to 16
+     * warps (32 x 4 k each at K = 1024), each warp's partial sums (4
+     * floats a lane for every 8 rows) in shared memory */
+    int64_t warps = w->ne[0] / 128 < 4 ? 4 : w->ne[0] / 128 > 16 ? 16 : w->ne[0] / 128;
+    unsigned smem = mma ? (unsigned)(warps * (TG_MVM_ROWS / 8) * 32 * 4 * 4) : 0;
+    if (ln) {
+        a.ln = 1;
+        a.ln_w = ln->src[1] ? tg_cuda_dptr(ln->src[1]->data) : 0;
+        a.ln_b = ln->src[2] ? tg_cuda_dptr(ln->src[2]->data) : 0;
+        a.ln_eps = tg_param_f32(ln, 0);
+        int64_t tile = M < TG_MVM_MAXM ? M : TG_MVM_MAXM;
+        unsigned cols = (unsigned)(mma ? tile * (w->ne[0] + 8) * 2 : w->ne[0] * M * 4);
+        smem = cols > smem ? cols : smem;
+        c->n_fused[TG_FUSED_NORM_MATVEC]++;
+    }
+    c->n_matvec++;
+    c->n_matvec_mma += mma;
+    if (mma) {
+        int64_t blocks = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS * ((M + TG_MVM_MAXM - 1) / TG_MVM_MAXM);
+        if (blocks > INT32_MAX)
+            return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: product '%s': %lld blocks of mul_mat_vec_mma",
+                                 n->name, (long long)blocks);
+        return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma, (unsigned)blocks, 1, 1, (unsigned)(32 * warps), smem, a);
+    }
+    return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, smem, a);
+}
