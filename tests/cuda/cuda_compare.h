@@ -1,0 +1,185 @@
+/*
+ * cuda_compare.h: what the CUDA tests share: a backend or a clear skip
+ * where there is no GPU, graphs built from a builder function and filled
+ * with seeded values, and the comparison of a graph's result on CUDA with
+ * the CPU backend's (NMSE over several computes, so capture and replay are
+ * both checked). Header-only (static inline) for test_backend.c and
+ * test_kernels.c.
+ */
+#ifndef TESTS_CUDA_COMPARE_H
+#define TESTS_CUDA_COMPARE_H
+
+#include <math.h>
+#include <string.h>
+
+#include "base.h"
+#include "check.h"
+#include "tg.h"
+
+static inline tg_backend *cuda_or_skip(void) {
+    tg_backend *b = NULL;
+    tg_status st = tg_backend_cuda_new(0, &b);
+    if (st) {
+        printf("skipped: no CUDA device (%s)\n", tg_status_message(st));
+        CHECK(tg_status_code(st) == TG_ERR_UNSUPPORTED || tg_status_code(st) == TG_ERR_DEVICE);
+        CHECK(b == NULL);
+        tg_status_free(st);
+        return NULL;
+    }
+    return b;
+}
+
+typedef tg_tensor *(*build_fn)(tg_ctx *ctx);
+
+typedef struct run {
+    tg_ctx *ctx;
+    tg_graph *g;
+    tg_tensor *out;
+    tg_buffer *buf;
+} run;
+
+static inline void run_free(run *r) {
+    tg_buffer_free(r->buf);
+    tg_ctx_free(r->ctx);
+    memset(r, 0, sizeof *r);
+}
+
+static inline tg_status run_make(tg_backend *be, build_fn fn, run *r) {
+    memset(r, 0, sizeof *r);
+    r->ctx = tg_ctx_new();
+    if (!r->ctx) return tg_status_new(TG_ERR_NO_MEMORY, "ctx");
+    r->out = fn(r->ctx);
+    r->g = tg_graph_new(r->ctx);
+    tg_status st = tg_graph_build(r->g, r->out);
+    if (!st) st = tg_ctx_alloc_tensors(r->ctx, be, &r->buf);
+    return st;
+}
+
+static inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Fills every leaf with values drawn from (seed, leaf index); I32 leaves
+ * get small indices (the builders keep tables at least 4 rows long). */
+static inline tg_status fill_leaves(run *r, uint64_t seed) {
+    for (int i = 0; i < tg_graph_n_leafs(r->g); i++) {
+        tg_tensor *t = tg_graph_leaf(r->g, i);
+        int64_t n = tg_nelements(t);
+        size_t es = tg_type_size(t->type);
+        uint8_t *buf = tg_malloc((size_t)n * es + 1);
+        if (!buf) return tg_status_new(TG_ERR_NO_MEMORY, "fill");
+        for (int64_t k = 0; k < n; k++) {
+            uint64_t h = mix(seed * 1000003u + (uint64_t)i * 7919u + (uint64_t)k);
+            float f = (float)((double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            switch (t->type) {
+            case TG_F32: memcpy(buf + k * 4, &f, 4); break;
+            case TG_F16: { uint16_t v = tg_f32_to_f16(f); memcpy(buf + k * 2, &v, 2); } break;
+            case TG_BF16: { uint16_t v = tg_f32_to_bf16(f); memcpy(buf + k * 2, &v, 2); } break;
+            case TG_I32: { int32_t v = (int32_t)(h % 4); memcpy(buf + k * 4, &v, 4); } break;
+            default: { int64_t v = (int64_t)(h % 4); memcpy(buf + k * 8, &v, 8); } break;
+            }
+        }
+        tg_status st = tg_tensor_set(t, buf, 0, (size_t)n * es);
+        tg_free(buf);
+        if (st) return st;
+    }
+    return NULL;
+}
+
+static inline double *get_out(const tg_tensor *t) {
+    int64_t n = tg_nelements(t);
+    float *f = tg_malloc((size_t)n * 4 + 4);
+    double *d = tg_malloc((size_t)n * 8 + 8);
+    if (f && d && !tg_tensor_get(t, f, 0, (size_t)n * 4)) {
+        for (int64_t i = 0; i < n; i++) {
+            if (t->type == TG_I32) {
+                int32_t v;
+                memcpy(&v, &f[i], 4);
+                d[i] = v;
+            } else {
+                d[i] = f[i];
+            }
+        }
+    } else {
+        tg_free(d);
+        d = NULL;
+    }
+    tg_free(f);
+    return d;
+}
+
+static inline double nmse(const double *a, const double *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) return INFINITY;
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* Computes fn's graph on the CPU and on CUDA `iters` times with fresh data
+ * each time (the second compute captures a CUDA graph, later ones replay
+ * it), checking NMSE <= limit every time. */
+static inline void compare_with_cpu(tg_backend *cuda, build_fn fn, int iters, double limit, const char *what) {
+    tg_backend *cpu = NULL;
+    CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    run rc, rg;
+    tg_status st = run_make(cpu, fn, &rc);
+    CHECK_OK(st);
+    st = run_make(cuda, fn, &rg);
+    CHECK_OK(st);
+    for (int it = 0; it < iters && rc.g && rg.g && rg.buf && rc.buf; it++) {
+        CHECK_OK(fill_leaves(&rc, 100 + (uint64_t)it));
+        CHECK_OK(fill_leaves(&rg, 100 + (uint64_t)it));
+        CHECK_OK(tg_backend_graph_compute(cpu, rc.g));
+        tg_status cs = tg_backend_graph_compute(cuda, rg.g);
+        if (cs) {
+            CHECK_MSG(0, "%s: compute %d: %s", what, it, tg_status_message(cs));
+            tg_status_free(cs);
+            break;
+        }
+        double *a = get_out(rg.out), *b = get_out(rc.out);
+        CHECK(a && b);
+        if (a && b) {
+            double e = nmse(a, b, tg_nelements(rc.out));
+            CHECK_MSG(e <= limit, "%s: iteration %d: NMSE %.3g > %.3g", what, it, e, limit);
+            if (it == 0) printf("  %-40s NMSE %.3g\n", what, e);
+        }
+        tg_free(a);
+        tg_free(b);
+    }
+    run_free(&rg);
+    run_free(&rc);
+    tg_backend_free(cpu);
+}
+
+static inline tg_tensor *in2(tg_ctx *ctx, tg_type t, int64_t a, int64_t b) {
+    tg_tensor *x = tg_new_2d(ctx, t, a, b);
+    if (x) x->flags |= TG_FLAG_INPUT;
+    return x;
+}
+
+/* A feed-forward block on `cols` columns: norm, matmul+bias+relu (fused),
+ * matmul+bias+residual (fused), with BF16 weights. */
+static inline tg_tensor *ffn_block(tg_ctx *ctx, int64_t cols, int64_t hidden) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, cols);
+    tg_tensor *w = in2(ctx, TG_F32, 256, 1), *b = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *w1 = in2(ctx, TG_BF16, 256, hidden), *b1 = in2(ctx, TG_F32, hidden, 1);
+    tg_tensor *w2 = in2(ctx, TG_BF16, hidden, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *h = tg_layer_norm(ctx, x, tg_view_1d(ctx, w, 256, 0), tg_view_1d(ctx, b, 256, 0), 1e-5f);
+    h = tg_relu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, h), b1));
+    h = tg_add(ctx, tg_mul_mat(ctx, w2, h), b2);
+    return tg_add(ctx, h, x);
+}
+
+/* The conformer-like block on 37 frames (cuBLASLt). */
+static inline tg_tensor *build_ffn(tg_ctx *ctx) { return ffn_block(ctx, 37, 512); }
+
+/* argmax over 7 rows of 1000 */
+static inline tg_tensor *build_argmax(tg_ctx *ctx) { return tg_argmax(ctx, tg_new_2d(ctx, TG_F32, 1000, 7)); }
+
+#endif /* TESTS_CUDA_COMPARE_H */

@@ -1,0 +1,392 @@
+/*
+ * test_kernels.c: the CUDA backend's kernels and fusions against the CPU
+ * backend on small graphs shaped like the model's: the feed-forwards with
+ * their fused bias, relu, scale, residual and emitted BF16; the decoder
+ * step's products on matvec.cu (1-16 columns, and more as tiles) with the
+ * layer norm inside; the conv module's and the subsampling's fused chains;
+ * attention at the encoder's and the decoder's shapes (rel-pos views,
+ * masked rows, attn_decode over F32 and BF16 caches, NaN kept to its row);
+ * views, broadcasting, casts, rows and convolutions; argmax.
+ *
+ * Every test prints "skipped: no CUDA device" and passes where there is no
+ * driver or GPU.
+ *
+ * Not here: the backend's own behaviour (test_backend.c), per-op
+ * conformance over every backend (tests/ops).
+ */
+#include "check.h"
+#include "tg.h"
+
+#ifdef TG_HAVE_CUDA
+#include "cuda_compare.h"
+#include "cuda_internal.h"
+
+/* -------------------------------------------------------------- builders */
+
+/* The decoder step's shape: two columns (one token of two batch rows),
+ * products by matvec.cu with the bias (+ relu) added there, the first
+ * with the layer norm before it inside its launch (mul_mat_vec_mma; the
+ * second, K = 1000 not a multiple of 32, on mul_mat_vec). */
+static tg_tensor *build_ffn_vec(tg_ctx *ctx) { return ffn_block(ctx, 2, 1000); }
+
+/* A step at batch 8 and at 13: the products by mul_mat_vec_mma (K = 256
+ * and 1024 or 512), the norm inside the first. */
+static tg_tensor *build_ffn_mma8(tg_ctx *ctx) { return ffn_block(ctx, 8, 1024); }
+static tg_tensor *build_ffn_mma13(tg_ctx *ctx) { return ffn_block(ctx, 13, 512); }
+/* A step at batch 40 and 64 as tiles of 16 columns (CT_CUDA_MATVEC_MMA_MAX):
+ * the last tile of 40 partly filled. */
+static tg_tensor *build_ffn_mma40(tg_ctx *ctx) { return ffn_block(ctx, 40, 1024); }
+static tg_tensor *build_ffn_mma64(tg_ctx *ctx) { return ffn_block(ctx, 64, 512); }
+
+/* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
+ * product, scale, bias and residual as one launch (alpha), on cuBLASLt
+ * (cols 29) and on matvec.cu (cols 2). */
+static tg_tensor *half_ffn(tg_ctx *ctx, int64_t cols) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, cols);
+    tg_tensor *w2 = in2(ctx, TG_BF16, 512, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *h = tg_silu(ctx, tg_mul_mat(ctx, in2(ctx, TG_BF16, 256, 512), x));
+    return tg_add(ctx, x, tg_add(ctx, tg_scale(ctx, tg_mul_mat(ctx, w2, h), 0.5f), b2));
+}
+static tg_tensor *build_half_ffn(tg_ctx *ctx) { return half_ffn(ctx, 29); }
+static tg_tensor *build_half_ffn_vec(tg_ctx *ctx) { return half_ffn(ctx, 2); }
+
+/* The encoder's rel-pos attention as its graph has it: q, k, v strided
+ * views of [D*H, T] projections (no head copies), and the mask a shifted
+ * view of r·q, read in place: with 2T-1 rows of r (the spec's table; T - 1
+ * odd, as at the released size's 438 frames, starts the view 4-byte, not
+ * 8-byte, aligned) and with 2T+1 rows, the first at T (encoder.c's table
+ * for even T: every mask row 8-byte aligned). */
+static tg_tensor *attn_rel(tg_ctx *ctx, int64_t rows, int64_t first) {
+    int64_t D = 160, T = 70, H = 2;
+    tg_tensor *heads[3];
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *x = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, T), D, H, T, 1);
+        heads[i] = tg_permute(ctx, x, 0, 2, 1, 3);
+    }
+    tg_tensor *r = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, rows), D, H, rows, 1);
+    tg_tensor *bd = tg_mul_mat(ctx, tg_permute(ctx, r, 0, 2, 1, 3), heads[0]);
+    if (!bd) return NULL;
+    const int64_t ne[4] = {T, T, H, 1};
+    const size_t nb[4] = {4, bd->nb[1] - 4, bd->nb[2], bd->nb[3]};
+    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_view(ctx, bd, 4, ne, nb, (size_t)first * 4), 0.079f);
+}
+static tg_tensor *build_attn_rel(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 - 1, 70 - 1); }
+static tg_tensor *build_attn_rel_even(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 + 1, 70); }
+
+/* The conformer's conv module middle: glu, depthwise conv (9 taps), bias,
+ * silu as one kernel (conv_glu_dw_silu_c4), storing BF16 for the product
+ * after it, and F32 when the silu is the graph's result. */
+static tg_tensor *conv_module_mid(tg_ctx *ctx) {
+    int64_t C = 64, T = 37, B = 3;
+    tg_tensor *a = tg_new_3d(ctx, TG_F32, 2 * C, T, B);
+    tg_tensor *kr = in2(ctx, TG_F32, 9, C), *bias = tg_new_1d(ctx, TG_F32, C);
+    return tg_silu(ctx, tg_add(ctx, tg_conv_1d_dw(ctx, kr, tg_glu(ctx, a), 1, 4), bias));
+}
+static tg_tensor *build_conv_module(tg_ctx *ctx) {
+    return tg_mul_mat(ctx, in2(ctx, TG_BF16, 64, 48), conv_module_mid(ctx));
+}
+static tg_tensor *build_conv_module_f32(tg_ctx *ctx) { return conv_module_mid(ctx); }
+
+/* One query per head over an F32 cache (attn_decode), and the same over
+ * BF16 keys and values with D = 256 (two float4 groups a lane). */
+static tg_tensor *build_attn_step(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 150, H = 4, B = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+/* The decoder's cache as it is on a GPU: BF16 K/V at D = 128 (attn_decode_bf16,
+ * 16 keys a warp's round), a key count that ends inside a round, a mask. */
+static tg_tensor *build_attn_step_bf16_128(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 150, H = 4, B = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+static tg_tensor *build_attn_step_bf16(tg_ctx *ctx) {
+    int64_t D = 256, Tk = 37, H = 2, B = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    return tg_set_prec(tg_attention(ctx, q, k, v, NULL, 0.0625f), TG_PREC_F32);
+}
+
+/* The conformer's FFN shape with SiLU: the SiLU stores BF16 straight for
+ * the second product (emit fusion), the biases ride the epilogue. */
+static tg_tensor *build_ffn_silu(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, 29);
+    tg_tensor *w1 = in2(ctx, TG_BF16, 256, 1024), *b1 = in2(ctx, TG_F32, 1024, 1);
+    tg_tensor *w2 = in2(ctx, TG_BF16, 1024, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *h = tg_silu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, x), b1));
+    h = tg_add(ctx, tg_mul_mat(ctx, w2, h), b2);
+    return tg_scale(ctx, tg_add(ctx, h, x), 0.5f);
+}
+
+/* Attention at the encoder's head size (160) with a relative-position bias,
+ * and the decoder's (128) with F16 K/V over a longer cache. */
+static tg_tensor *build_attn_enc(tg_ctx *ctx) {
+    int64_t D = 160, T = 45, H = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, T, H, 1), *k = tg_new_4d(ctx, TG_F32, D, T, H, 1);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, T, H, 1), *m = tg_new_4d(ctx, TG_F32, T, T, H, 1);
+    return tg_attention(ctx, q, k, v, m, 0.079f);
+}
+
+static tg_tensor *build_attn_dec(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 70, H = 4;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, 2), *k = tg_new_4d(ctx, TG_F16, D, Tk, H, 2);
+    tg_tensor *v = tg_new_4d(ctx, TG_F16, D, Tk, H, 2), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, 2);
+    return tg_set_prec(tg_attention(ctx, q, k, v, m, 0.088f), TG_PREC_F32);
+}
+
+static tg_tensor *build_attn_dec_mma(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 130, H = 4;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 3, H, 2), *k = tg_new_4d(ctx, TG_F16, D, Tk, H, 2);
+    tg_tensor *v = tg_new_4d(ctx, TG_F16, D, Tk, H, 2), *m = tg_new_4d(ctx, TG_F32, Tk, 3, 1, 2);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+/* A mask of -inf over whole rows (a finished batch row): zeros, not NaN.
+ * sigmoid > 0, so scaling it by -inf gives clean -inf rows. */
+static tg_tensor *build_attn_masked_rows(tg_ctx *ctx) {
+    int64_t D = 64, T = 70, H = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, T, H, 1), *k = tg_new_4d(ctx, TG_F32, D, T, H, 1);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, T, H, 1), *m = tg_new_2d(ctx, TG_F32, T, T - 2);
+    tg_tensor *dead = tg_scale(ctx, tg_sigmoid(ctx, tg_new_2d(ctx, TG_F32, T, 2)), -INFINITY);
+    tg_tensor *full = tg_concat(ctx, dead, m, 1);
+    return tg_attention(ctx, q, k, v, tg_reshape_4d(ctx, full, T, T, 1, 1), 0.125f);
+}
+
+/* Strided views, broadcasting both ways, a transposed product operand,
+ * batched weights, a cast round trip, concat, pad and reductions. */
+static tg_tensor *build_mixed(tg_ctx *ctx) {
+    tg_tensor *a = tg_new_3d(ctx, TG_F32, 32, 24, 4);
+    tg_tensor *row = tg_new_3d(ctx, TG_F32, 32, 1, 1), *col = tg_new_3d(ctx, TG_F32, 1, 24, 4);
+    tg_tensor *x = tg_sub(ctx, tg_div(ctx, tg_add(ctx, a, row), tg_add(ctx, tg_scale(ctx, tg_relu(ctx, col), 1.0f),
+                                                                   tg_new_1d(ctx, TG_F32, 1))),
+                          row);
+    x = tg_sigmoid(ctx, x);
+    tg_tensor *wt = tg_new_3d(ctx, TG_F16, 32, 16, 2);            /* batched weights, broadcast x2 */
+    tg_tensor *p = tg_mul_mat(ctx, wt, tg_cont(ctx, x));          /* [16, 24, 4] */
+    tg_tensor *tr = tg_transpose(ctx, p);                         /* [24, 16, 4] view */
+    tg_tensor *w2 = tg_new_2d(ctx, TG_F32, 16, 10);
+    tg_tensor *q = tg_mul_mat(ctx, w2, tg_permute(ctx, tr, 1, 0, 2, 3)); /* non-contiguous b */
+    q = tg_cast(ctx, tg_cast(ctx, q, TG_BF16), TG_F32);
+    int lo[4] = {1, 0, 2, 0}, hi[4] = {0, 3, 0, 0};
+    q = tg_pad(ctx, q, lo, hi);
+    q = tg_concat(ctx, q, q, 1);
+    tg_tensor *g = tg_glu(ctx, tg_concat(ctx, q, q, 0));
+    return tg_add(ctx, tg_mean(ctx, g), tg_sum_rows(ctx, q));
+}
+
+static tg_tensor *build_rows_conv(tg_ctx *ctx) {
+    tg_tensor *table = tg_new_2d(ctx, TG_BF16, 48, 6), *ids = tg_new_1d(ctx, TG_I32, 5);
+    tg_tensor *e = tg_get_rows(ctx, table, ids);                  /* [48, 5] */
+    tg_tensor *cache = tg_new_2d(ctx, TG_F32, 48, 9), *pos = tg_new_1d(ctx, TG_I32, 2);
+    tg_tensor *src = tg_view_2d(ctx, e, 48, 2, e->nb[1], 0);
+    tg_tensor *c2 = tg_set_rows(ctx, cache, tg_cont(ctx, src), pos);
+    tg_tensor *k1 = tg_new_2d(ctx, TG_F32, 5, 48);
+    tg_tensor *cv = tg_conv_1d_dw(ctx, k1, tg_reshape_3d(ctx, tg_cont(ctx, c2), 48, 9, 1), 1, 2); /* [48, 9, 1] */
+    tg_tensor *img = tg_new_4d(ctx, TG_F32, 11, 9, 3, 2), *k2 = tg_new_4d(ctx, TG_F32, 3, 3, 3, 4);
+    tg_tensor *k3 = tg_new_4d(ctx, TG_F32, 3, 3, 1, 4);
+    tg_tensor *c = tg_conv_2d_dw(ctx, k3, tg_conv_2d(ctx, k2, img, 2, 2, 1, 1), 1, 1, 1, 1);
+    tg_tensor *s = tg_sum_rows(ctx, tg_reshape_2d(ctx, tg_cont(ctx, c), 6 * 5, 4 * 2));
+    return tg_concat(ctx, tg_reshape_2d(ctx, tg_cont(ctx, cv), 48 * 9, 1),
+                     tg_reshape_2d(ctx, tg_cont(ctx, s), 8, 1), 0);
+}
+
+/* A conv's output, its bias [1, 1, C, 1] added, a frame mask [1, H, 1, B]
+ * multiplied in and relu (the subsampling's chain, one ew_bias_mask_c4
+ * pass); with the operands the other way round and no relu; with no mask. */
+static tg_tensor *bias_mask_chain(tg_ctx *ctx, int kind) {
+    tg_tensor *img = tg_new_4d(ctx, TG_F32, 15, 9, 1, 3), *k = tg_new_4d(ctx, TG_F32, 3, 3, 1, 4);
+    tg_tensor *x = tg_conv_2d(ctx, k, img, 2, 2, 1, 1); /* [8, 5, 4, 3] */
+    tg_tensor *bias = tg_new_4d(ctx, TG_F32, 1, 1, 4, 1), *mask = tg_new_4d(ctx, TG_F32, 1, 5, 1, 3);
+    if (kind == 1) return tg_mul(ctx, mask, tg_add(ctx, bias, x));
+    if (kind == 2) return tg_relu(ctx, tg_add(ctx, x, bias));
+    return tg_relu(ctx, tg_mul(ctx, tg_add(ctx, x, bias), mask));
+}
+static tg_tensor *build_bias_mask_relu(tg_ctx *ctx) { return bias_mask_chain(ctx, 0); }
+static tg_tensor *build_mask_bias(tg_ctx *ctx) { return bias_mask_chain(ctx, 1); }
+static tg_tensor *build_bias_relu(tg_ctx *ctx) { return bias_mask_chain(ctx, 2); }
+
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_fused_and_mixed_graphs_match_cpu(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    compare_with_cpu(b, build_ffn, 3, 5e-4, "ffn block (bf16, fused bias+relu, bias+residual)");
+    CHECK(c->n_fused[1] >= 1);
+    CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] >= 1); /* the second product's residual (cuBLASLt's C) */
+    CHECK(c->n_fused[6] >= 1); /* the layer norm stored BF16 for the product */
+    int emitted = c->n_fused[6];
+    compare_with_cpu(b, build_ffn_silu, 3, 5e-4, "ffn block (silu stores bf16)");
+    CHECK(c->n_fused[6] > emitted);
+    int scaled = c->n_fused[TG_FUSED_MM_SCALE];
+    compare_with_cpu(b, build_half_ffn, 3, 5e-4, "half ffn step (scale as alpha, bias, residual)");
+    CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
+    scaled = c->n_fused[TG_FUSED_MM_SCALE];
+    int vecs = c->n_matvec;
+    compare_with_cpu(b, build_half_ffn_vec, 3, 5e-4, "half ffn step on 2 columns (the matvec kernel's alpha)");
+    CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
+    CHECK(c->n_matvec > vecs);
+    /* 5e-4: the product's bf16 operands; 1e-5: the same f32 arithmetic
+     * as the four kernels, only expf's and the FMA contraction's last bits */
+    int convs = c->n_fused[TG_FUSED_CONV_GLU], emits = c->n_fused[TG_FUSED_EMIT];
+    compare_with_cpu(b, build_conv_module, 2, 5e-4, "conv module: glu, dw conv, bias, silu (bf16 for the product)");
+    CHECK(c->n_fused[TG_FUSED_CONV_GLU] > convs);
+    CHECK(c->n_fused[TG_FUSED_EMIT] > emits); /* the fused kernel stored bf16 for the product */
+    convs = c->n_fused[TG_FUSED_CONV_GLU];
+    compare_with_cpu(b, build_conv_module_f32, 2, 1e-5, "conv module: glu, dw conv, bias, silu (f32 result)");
+    CHECK(c->n_fused[TG_FUSED_CONV_GLU] > convs);
+    compare_with_cpu(b, build_attn_enc, 2, 5e-4, "attention D=160 with bias");
+    compare_with_cpu(b, build_attn_rel, 2, 5e-4, "attention on strided heads, rel-shifted mask view");
+    compare_with_cpu(b, build_attn_rel_even, 2, 5e-4, "the same, mask rows 8-byte aligned");
+    compare_with_cpu(b, build_attn_dec, 2, 5e-4, "attention D=128 f16 kv, f32 precision");
+    compare_with_cpu(b, build_attn_dec_mma, 2, 5e-4, "attention D=128 f16 kv, tensor cores");
+    compare_with_cpu(b, build_attn_masked_rows, 2, 5e-4, "attention with fully masked rows");
+    int mv = c->n_matvec, ad = c->n_attn_decode;
+    int res = c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL];
+    int normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (matvec.cu: norm, bias+relu, bias+residual)");
+    CHECK(c->n_matvec >= mv + 2); /* both products, encoded at least once */
+    CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed); /* the norm inside the first */
+    CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] > res); /* matvec's residual */
+    if (c->dev->props.tc_level >= 2) {
+        int mma = c->n_matvec_mma;
+        normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+        compare_with_cpu(b, build_ffn_mma8, 3, 5e-4, "ffn on 8 columns (mul_mat_vec_mma, norm, relu, residual)");
+        compare_with_cpu(b, build_ffn_mma13, 3, 5e-4, "ffn on 13 columns (mul_mat_vec_mma)");
+        CHECK(c->n_matvec_mma >= mma + 4); /* both products of both, encoded at least once */
+        CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+    }
+    compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
+    CHECK(c->n_attn_decode > ad);
+    ad = c->n_attn_decode;
+    compare_with_cpu(b, build_attn_step_bf16, 2, 5e-4, "attention step, bf16 kv, D=256");
+    CHECK(c->n_attn_decode > ad);
+    ad = c->n_attn_decode;
+    compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128");
+    CHECK(c->n_attn_decode > ad);
+    compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");
+    compare_with_cpu(b, build_rows_conv, 2, 1e-6, "rows and convolutions");
+    /* the same f32 arithmetic in the same order as the three kernels */
+    int bm = c->n_fused[TG_FUSED_BIAS_MASK];
+    compare_with_cpu(b, build_bias_mask_relu, 2, 1e-6, "conv, bias, mask, relu (one pass)");
+    CHECK(c->n_fused[TG_FUSED_BIAS_MASK] > bm);
+    bm = c->n_fused[TG_FUSED_BIAS_MASK];
+    compare_with_cpu(b, build_mask_bias, 2, 1e-6, "conv, bias, mask; operands swapped (one pass)");
+    CHECK(c->n_fused[TG_FUSED_BIAS_MASK] > bm);
+    bm = c->n_fused[TG_FUSED_BIAS_MASK];
+    compare_with_cpu(b, build_bias_relu, 2, 1e-6, "conv, bias, relu (one pass)");
+    CHECK(c->n_fused[TG_FUSED_BIAS_MASK] > bm);
+    compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");
+    tg_backend_free(b);
+}
+
+/* With mul_mat_vec_mma off, the decoder step's products of 1-2 columns run
+ * on mul_mat_vec (F32 x, the layer norm inside); at F32 precision they do
+ * so anyway. */
+static void test_matvec_f32_kernel_matches_cpu(void) {
+    setenv("CT_CUDA_MATVEC_MMA", "0", 1);
+    tg_backend *b = cuda_or_skip();
+    unsetenv("CT_CUDA_MATVEC_MMA");
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    int normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+    compare_with_cpu(b, build_ffn_vec, 3, 5e-4, "ffn on 2 columns (mul_mat_vec, norm, bias+relu, bias+residual)");
+    compare_with_cpu(b, build_half_ffn_vec, 3, 5e-4, "half ffn step on 2 columns (mul_mat_vec's alpha)");
+    CHECK(c->n_matvec >= 3 && c->n_matvec_mma == 0);
+    CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+    tg_backend_free(b);
+}
+
+/* mul_mat_vec_mma over more than 16 columns, as tiles (each block its
+ * tile's columns of x, out and the residual, the norm of its own columns):
+ * not the default until measured on a GPU, so switched on here. */
+static void test_matvec_mma_tiles_match_cpu(void) {
+    setenv("CT_CUDA_MATVEC_MMA_MAX", "64", 1);
+    tg_backend *b = cuda_or_skip();
+    unsetenv("CT_CUDA_MATVEC_MMA_MAX");
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    if (c->dev->props.tc_level >= 2) {
+        int mma = c->n_matvec_mma, normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+        int res = c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL];
+        compare_with_cpu(b, build_ffn_mma40, 3, 5e-4, "ffn on 40 columns (mul_mat_vec_mma, 3 tiles)");
+        compare_with_cpu(b, build_ffn_mma64, 3, 5e-4, "ffn on 64 columns (mul_mat_vec_mma, 4 tiles)");
+        CHECK(c->n_matvec_mma >= mma + 4); /* both products of both */
+        CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+        CHECK(c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL] > res);
+    }
+    tg_backend_free(b);
+}
+
+/* A NaN in one query reaches that row's output as NaN (as on the CPU) and
+ * no other row: attn_decode and the combine keep NaN through their maxima
+ * (fmaxf would drop it and give a row of zeros, hiding where it began). */
+static int64_t g_nan_tk = 150;
+static tg_tensor *build_attn_step_nomask(tg_ctx *ctx) {
+    int64_t D = 128, Tk = g_nan_tk, H = 4, B = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
+    return tg_attention(ctx, q, k, v, NULL, 0.088f);
+}
+
+static void attention_step_keeps_nan(int64_t tk) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    int ad = c->n_attn_decode;
+    g_nan_tk = tk;
+    run r;
+    CHECK_OK(run_make(b, build_attn_step_nomask, &r));
+    if (r.g && r.buf) {
+        CHECK_OK(fill_leaves(&r, 7));
+        const tg_tensor *q = r.out->src[0];
+        float nan = NAN;
+        /* q [128, 1, 4, 3]: element 5 of head 1, batch row 2 */
+        CHECK_OK(tg_tensor_set((tg_tensor *)q, &nan, (size_t)((2 * 4 + 1) * 128 + 5) * 4, 4));
+        CHECK_OK(tg_backend_graph_compute(b, r.g));
+        CHECK(c->n_attn_decode > ad);
+        double *o = get_out(r.out); /* [128, 4, 1, 3] */
+        CHECK(o != NULL);
+        int nan_rows = 0, bad = 0;
+        for (int row = 0; o && row < 4 * 3; row++) {
+            int n_nan = 0;
+            for (int d = 0; d < 128; d++) n_nan += isnan(o[row * 128 + d]);
+            if (row == 2 * 4 + 1) nan_rows += n_nan == 128;
+            else bad += n_nan;
+        }
+        CHECK_MSG(nan_rows == 1, "Tk %d: the row with a NaN query is not all NaN", (int)tk);
+        CHECK_MSG(bad == 0, "Tk %d: %d NaN outside the row with a NaN query", (int)tk, bad);
+        tg_free(o);
+    }
+    run_free(&r);
+    tg_backend_free(b);
+}
+
+/* 150 keys: several chunks a row and the combine; 20: one chunk a row,
+ * whose block writes the output itself (attn_decode's direct path). */
+static void test_attention_step_keeps_nan(void) {
+    attention_step_keeps_nan(150);
+    attention_step_keeps_nan(20);
+}
+
+/* Under the scheduler (split graphs) the fusions still apply when nothing
+ * outside reads the fused-away intermediates, and stand down when something
+ * does: here a tensor outside the graph reads the product, whose value must
+ * then be real after the compute. */
+
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_matches_cpu),
+          T(test_matvec_mma_tiles_match_cpu), T(test_attention_step_keeps_nan))
+#else
+static void test_skipped_without_cuda(void) {
+    printf("skipped: built without the CUDA backend\n");
+    tg_backend *b = NULL;
+    CHECK_ERR(tg_backend_cuda_new(0, &b), TG_ERR_UNSUPPORTED, "CUDA");
+}
+TEST_MAIN(T(test_skipped_without_cuda))
+#endif
