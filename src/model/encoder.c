@@ -7,7 +7,9 @@
  * layout of spec 2.3 with rel-pos attention (spec 2.4): AC comes from
  * tg_attention with q + u, BD = (q + v)·(Wpos·P) is shifted and handed
  * to the attention as its additive mask (scaled, plus -inf on padded key
- * frames), exactly as HF passes it to SDPA. Heads are strided views and
+ * frames), exactly as HF passes it to SDPA. Where the weights are packed
+ * (a GPU; weights.c) q, k and v come from one product, strided views of
+ * its result; on a CPU from three. Heads are strided views and
  * the shifted BD a view of its product (bd_view), read in place: no
  * [T, T, H, B] copy. The feed-forwards' 0.5 comes before their (halved)
  * bias, so a GPU fuses the product, scale, bias and residual add.
@@ -119,14 +121,24 @@ static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
     float scale = 1.0f / sqrtf((float)hd);
     tg_tensor *h = ct_nn_norm(nn, x, l->att_norm_w, l->att_norm_b);
 
+    /* q, k, v: one packed product where the weights are packed (a GPU;
+     * weights.c), its parts strided views; else three */
+    tg_tensor *q, *k, *v;
+    if (l->wqkv) {
+        tg_tensor *qkv = ct_nn_linear(nn, l->wqkv, l->bqkv, h); /* [3d, T, B] */
+        q = ct_nn_part_of(nn, qkv, 0, (int64_t)hd * H);
+        k = b->copy_heads ? ct_nn_split_heads_of(nn, qkv, 1, hd, H) : ct_nn_heads_view_of(nn, qkv, 1, hd, H);
+        v = b->copy_heads ? ct_nn_split_heads_of(nn, qkv, 2, hd, H) : ct_nn_heads_view_of(nn, qkv, 2, hd, H);
+    } else {
+        q = ct_nn_linear(nn, l->wq, l->bq, h);
+        k = heads(b, ct_nn_linear(nn, l->wk, l->bk, h));
+        v = heads(b, ct_nn_linear(nn, l->wv, l->bv, h));
+    }
     /* q + u and q + v: the biases [hd, H] are [d] vectors over every frame */
-    tg_tensor *q = ct_nn_linear(nn, l->wq, l->bq, h);
     tg_tensor *u = tg_reshape_2d(ctx, l->pos_u, (int64_t)hd * H, 1);
     tg_tensor *vb = tg_reshape_2d(ctx, l->pos_v, (int64_t)hd * H, 1);
     tg_tensor *qu = heads(b, tg_add(ctx, q, u));
     tg_tensor *qv = heads(b, tg_add(ctx, q, vb));
-    tg_tensor *k = heads(b, ct_nn_linear(nn, l->wk, l->bk, h));
-    tg_tensor *v = heads(b, ct_nn_linear(nn, l->wv, l->bv, h));
 
     /* r = Wpos P: [d, R] -> [hd, R, H, 1] for the table's R rows; BDraw
      * [R, T, H, B]; the shift gives BD[j, i] = BDraw[first-i+j, i] */

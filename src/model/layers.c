@@ -73,6 +73,21 @@ tg_tensor *ct_nn_split_heads_from(const ct_nn *nn, tg_tensor *x, int head0, int 
     return tg_cont(nn->ctx, tg_permute(nn->ctx, t, 0, 2, 1, 3));
 }
 
+tg_tensor *ct_nn_heads_view_of(const ct_nn *nn, tg_tensor *x, int part, int hd, int H) {
+    if (!x) return NULL;
+    size_t es = tg_type_size(x->type);
+    int64_t ne[4] = {hd, H, x->ne[1], x->ne[2]};
+    size_t nb[4] = {es, (size_t)hd * es, x->nb[1], x->nb[2]};
+    tg_tensor *t = tg_view(nn->ctx, x, 4, ne, nb, (size_t)part * (size_t)H * (size_t)hd * es);
+    return tg_permute(nn->ctx, t, 0, 2, 1, 3);
+}
+
+tg_tensor *ct_nn_part_of(const ct_nn *nn, tg_tensor *x, int part, int64_t d) {
+    if (!x) return NULL;
+    return tg_view_3d(nn->ctx, x, d, x->ne[1], x->ne[2], x->nb[1], x->nb[2],
+                      (size_t)part * (size_t)d * tg_type_size(x->type));
+}
+
 tg_tensor *ct_nn_attention(const ct_nn *nn, tg_tensor *q, tg_tensor *k, tg_tensor *v,
                            tg_tensor *mask, float scale) {
     tg_tensor *a = tg_attention(nn->ctx, q, k, v, mask, scale); /* [hd, H, Tq, B] */

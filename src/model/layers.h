@@ -52,6 +52,12 @@ tg_tensor *ct_nn_split_heads_of(const ct_nn *nn, tg_tensor *x, int part, int hd,
 /* The same for the H heads of x from head head0 on (k and v of a packed
  * product together: head0 = heads, H = 2 heads). */
 tg_tensor *ct_nn_split_heads_from(const ct_nn *nn, tg_tensor *x, int head0, int hd, int H);
+/* Part `part` of x [n * hd*H, T, B] (a packed product's q, k or v) as
+ * [hd, T, H, B], a strided view at every T: for consumers that read
+ * strided operands (the encoder's attention and rel-pos product). */
+tg_tensor *ct_nn_heads_view_of(const ct_nn *nn, tg_tensor *x, int part, int hd, int H);
+/* Part `part` of x [n * d, T, B] as [d, T, B], a strided view. */
+tg_tensor *ct_nn_part_of(const ct_nn *nn, tg_tensor *x, int part, int64_t d);
 /* softmax(q·kᵀ·scale + mask)·v with the precision request, heads merged:
  * q [hd, Tq, H, B], k and v [hd, Tk, H, B], mask as tg_attention's; result
  * [hd*H, Tq, B] (the heads concatenated, ready for the output linear). */

@@ -33,9 +33,10 @@
  * the feed-forwards' second biases are halved (ff1_b2h, ff2_b2h: encoder.c
  * adds them after the macaron's 0.5 scale, which a GPU runs in the
  * product's epilogue; halving is exact in binary floating point). The
- * decoder's self-attention q, k, v are packed into one matrix and one bias
- * (take_qkv), copied on every backend, so that a decoder step runs one
- * product for the three.
+ * self-attentions' q, k, v are packed into one matrix and one bias
+ * (take_qkv), so that a layer runs one product for the three: the
+ * decoder's on every backend (copied), the encoder's where the matrices
+ * are copied anyway (not on a CPU, where they stay in the mapping).
  *
  * Not here: running anything (encoder.c, decoder.c). Of the tensors this
  * model does not use, only preprocessor.* and num_batches_tracked are
@@ -74,6 +75,7 @@ typedef struct loader {
     const char *dir;
     pending *items;
     int n_items, cap_items;
+    bool in_place; /* the matrices are used from the mapping (a CPU backend) */
     /* BatchNorm tensors per encoder layer, read at fold time */
     const st_tensor **bn; /* [n_enc_layers][6]: dw_w, dw_b, gamma, beta, mean, var */
 } loader;
@@ -233,57 +235,67 @@ static tg_status take_lin(loader *L, bool dec, lname n, int layer, int64_t out_d
     return take_vec(L, name, out_dim, b);
 }
 
-/* A decoder layer's self-attention projections q, k, v as one matrix
- * [dd, 3 dd] and one bias [3 dd] (l->sa_wqkv, l->sa_bqkv), the three
- * checkpoint tensors filled into consecutive slices of them and each kept
- * as a view (l->sa_wq ...): a decoder step then runs one product where it
- * ran three (16 launches fewer a step at 8 layers, at every batch size).
- * The views are copied, never used in place, since they are no longer the
- * mapping's bytes: 6 MB a layer at the released size on a CPU backend.
- * When the three matrices differ in stored type they stay apart
- * (sa_wqkv NULL), as they do with CT_DECODER_QKV=separate (for measuring
- * the difference). */
-static tg_status take_qkv(loader *L, int layer, int64_t dd, ct_dec_layer *l) {
-    static const lname names[3] = {{"first_sub_layer.query_net", "self_attn.q_proj"},
-                                   {"first_sub_layer.key_net", "self_attn.k_proj"},
-                                   {"first_sub_layer.value_net", "self_attn.v_proj"}};
-    tg_tensor **w[3] = {&l->sa_wq, &l->sa_wk, &l->sa_wv}, **b[3] = {&l->sa_bq, &l->sa_bk, &l->sa_bv};
+/* q, k, v: the checkpoint's three projections of a self-attention.
+ * names: their logical names; w, b: where their tensors go. */
+typedef struct qkv_parts {
+    lname names[3];
+    tg_tensor **w[3], **b[3];
+    tg_tensor **wqkv, **bqkv; /* the packed matrix and bias, NULL when apart */
+} qkv_parts;
+
+/* A self-attention's q, k, v as one matrix [dim, 3 dim] and one bias
+ * [3 dim] (*P->wqkv, *P->bqkv), the three checkpoint tensors filled into
+ * consecutive slices of them and each kept as a view (*P->w[i] ...), so
+ * that the layer runs one product where it ran three. The views are
+ * copied, never used in place, since they are no longer the mapping's
+ * bytes. With pack false, or when the three matrices differ in stored
+ * type, they stay apart (*P->wqkv NULL). */
+static tg_status take_qkv(loader *L, bool dec, int layer, int64_t dim, bool pack, const qkv_parts *P) {
     const st_tensor *ws[3], *bs[3];
-    int64_t want_w[2] = {dd, dd}, want_b[1] = {dd};
+    int64_t want_w[2] = {dim, dim}, want_b[1] = {dim};
     char name[MAX_NAME];
     tg_status st;
     for (int i = 0; i < 3; i++) {
-        lname_fmt(L, name, true, names[i], ".weight", layer);
+        lname_fmt(L, name, dec, P->names[i], ".weight", layer);
         if ((st = find_checked(L, name, 2, want_w, &ws[i]))) return st;
-        lname_fmt(L, name, true, names[i], ".bias", layer);
+        lname_fmt(L, name, dec, P->names[i], ".bias", layer);
         if ((st = find_checked(L, name, 1, want_b, &bs[i]))) return st;
     }
-    const char *env = getenv("CT_DECODER_QKV"); /* "separate": for measuring */
-    if (ws[1]->dtype != ws[0]->dtype || ws[2]->dtype != ws[0]->dtype || (env && !strcmp(env, "separate"))) {
-        l->sa_wqkv = l->sa_bqkv = NULL;
+    *P->wqkv = *P->bqkv = NULL;
+    if (!pack || ws[1]->dtype != ws[0]->dtype || ws[2]->dtype != ws[0]->dtype) {
         for (int i = 0; i < 3; i++)
-            if ((st = take_lin(L, true, names[i], layer, dd, dd, true, w[i], b[i]))) return st;
+            if ((st = take_lin(L, dec, P->names[i], layer, dim, dim, true, P->w[i], P->b[i]))) return st;
         return NULL;
     }
+    const char *part = dec ? "decoder" : "encoder";
     tg_type type;
     if ((st = st_dtype_to_tg(ws[0]->dtype, &type))) return st;
     tg_ctx *ctx = L->m->ctx;
-    l->sa_wqkv = tg_new_2d(ctx, type, dd, 3 * dd);
-    l->sa_bqkv = tg_new_1d(ctx, TG_F32, 3 * dd);
-    if (!l->sa_wqkv || !l->sa_bqkv)
-        return tg_status_wrap(tg_ctx_check(ctx), "%s: decoder layer %d's packed q/k/v", L->dir, layer);
-    tg_set_name(l->sa_wqkv, "decoder.%d.self_attn.qkv.weight (packed)", layer);
-    tg_set_name(l->sa_bqkv, "decoder.%d.self_attn.qkv.bias (packed)", layer);
-    l->sa_wqkv->flags |= TG_FLAG_WEIGHT;
-    l->sa_bqkv->flags |= TG_FLAG_WEIGHT;
+    tg_tensor *w = *P->wqkv = tg_new_2d(ctx, type, dim, 3 * dim);
+    tg_tensor *b = *P->bqkv = tg_new_1d(ctx, TG_F32, 3 * dim);
+    if (!w || !b) return tg_status_wrap(tg_ctx_check(ctx), "%s: %s layer %d's packed q/k/v", L->dir, part, layer);
+    tg_set_name(w, "%s.%d.self_attn.qkv.weight (packed)", part, layer);
+    tg_set_name(b, "%s.%d.self_attn.qkv.bias (packed)", part, layer);
+    w->flags |= TG_FLAG_WEIGHT;
+    b->flags |= TG_FLAG_WEIGHT;
     for (int i = 0; i < 3; i++) {
-        *w[i] = tg_view_2d(ctx, l->sa_wqkv, dd, dd, l->sa_wqkv->nb[1], (size_t)i * dd * l->sa_wqkv->nb[1]);
-        *b[i] = tg_view_1d(ctx, l->sa_bqkv, dd, (size_t)i * dd * sizeof(float));
-        if (!*w[i] || !*b[i])
-            return tg_status_wrap(tg_ctx_check(ctx), "%s: decoder layer %d's packed q/k/v", L->dir, layer);
-        if ((st = queue(L, *w[i], ws[i], KIND_MATRIX, 0)) || (st = queue(L, *b[i], bs[i], KIND_F32, 0))) return st;
+        *P->w[i] = tg_view_2d(ctx, w, dim, dim, w->nb[1], (size_t)i * dim * w->nb[1]);
+        *P->b[i] = tg_view_1d(ctx, b, dim, (size_t)i * dim * sizeof(float));
+        if (!*P->w[i] || !*P->b[i])
+            return tg_status_wrap(tg_ctx_check(ctx), "%s: %s layer %d's packed q/k/v", L->dir, part, layer);
+        if ((st = queue(L, *P->w[i], ws[i], KIND_MATRIX, 0)) || (st = queue(L, *P->b[i], bs[i], KIND_F32, 0)))
+            return st;
     }
     return NULL;
+}
+
+/* CT_ENCODER_QKV, CT_DECODER_QKV: "separate" or "packed" when set (for
+ * measuring), else dflt. */
+static bool qkv_packed(const char *env, bool dflt) {
+    const char *v = getenv(env);
+    if (v && !strcmp(v, "separate")) return false;
+    if (v && !strcmp(v, "packed")) return true;
+    return dflt;
 }
 
 static tg_status take_norm(loader *L, bool dec, lname n, int layer, int64_t dim,
@@ -486,12 +498,17 @@ static tg_status declare_enc_layer(loader *L, int i) {
     halve_last(L);
     TRY(take_norm(L, false, (lname){"norm_self_att", "norm_self_att"}, i, d, &e->att_norm_w,
                   &e->att_norm_b));
-    TRY(take_lin(L, false, (lname){"self_attn.linear_q", "self_attn.q_proj"}, i, d, d, true,
-                 &e->wq, &e->bq));
-    TRY(take_lin(L, false, (lname){"self_attn.linear_k", "self_attn.k_proj"}, i, d, d, true,
-                 &e->wk, &e->bk));
-    TRY(take_lin(L, false, (lname){"self_attn.linear_v", "self_attn.v_proj"}, i, d, d, true,
-                 &e->wv, &e->bv));
+    /* packed where the matrices are copied anyway (a GPU): one product for
+     * the three; on a CPU they stay in place in the mapping (packing would
+     * copy 9.8 MB a layer, 472 MB at the released size) */
+    const qkv_parts sa = {{{"self_attn.linear_q", "self_attn.q_proj"},
+                           {"self_attn.linear_k", "self_attn.k_proj"},
+                           {"self_attn.linear_v", "self_attn.v_proj"}},
+                          {&e->wq, &e->wk, &e->wv},
+                          {&e->bq, &e->bk, &e->bv},
+                          &e->wqkv,
+                          &e->bqkv};
+    TRY(take_qkv(L, false, i, d, qkv_packed("CT_ENCODER_QKV", !L->in_place), &sa));
     TRY(take_lin(L, false, (lname){"self_attn.linear_out", "self_attn.o_proj"}, i, d, d, true,
                  &e->wo, &e->bo));
     TRY(take_lin(L, false, (lname){"self_attn.linear_pos", "self_attn.relative_k_proj"}, i, d,
@@ -579,7 +596,17 @@ static tg_status declare_decoder(loader *L) {
         int64_t ff = m->dec_ff;
         TRY(take_norm(L, true, (lname){"layer_norm_1", "input_layernorm"}, i, dd, &l->ln1_w,
                       &l->ln1_b));
-        TRY(take_qkv(L, i, dd, l));
+        /* a decoder step runs one product for the three (16 launches
+         * fewer a step at 8 layers, at every batch size): packed on every
+         * backend (6 MB a layer copied on a CPU at the released size) */
+        const qkv_parts sa = {{{"first_sub_layer.query_net", "self_attn.q_proj"},
+                               {"first_sub_layer.key_net", "self_attn.k_proj"},
+                               {"first_sub_layer.value_net", "self_attn.v_proj"}},
+                              {&l->sa_wq, &l->sa_wk, &l->sa_wv},
+                              {&l->sa_bq, &l->sa_bk, &l->sa_bv},
+                              &l->sa_wqkv,
+                              &l->sa_bqkv};
+        TRY(take_qkv(L, true, i, dd, qkv_packed("CT_DECODER_QKV", true), &sa));
         TRY(take_lin(L, true, (lname){"first_sub_layer.out_projection", "self_attn.o_proj"}, i,
                      dd, dd, true, &l->sa_wo, &l->sa_bo));
         TRY(take_norm(L, true, (lname){"layer_norm_2", "post_attention_layernorm"}, i, dd,
@@ -907,6 +934,7 @@ tg_status ct_model_load_flags(const char *dir, tg_backend *backend, unsigned fla
         st = tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", dir);
         goto fail;
     }
+    L.in_place = tg_backend_is_cpu(backend) && !(flags & CT_LOAD_COPY);
     if ((st = declare_subsampling(&L))) goto fail;
     for (int i = 0; i < m->n_enc_layers; i++)
         if ((st = declare_enc_layer(&L, i))) goto fail;
@@ -915,7 +943,7 @@ tg_status ct_model_load_flags(const char *dir, tg_backend *backend, unsigned fla
     if ((st = check_finite(&L))) goto fail;
     m->matrix_type = m->enc[0].wq->type;
 
-    if (tg_backend_is_cpu(backend) && !(flags & CT_LOAD_COPY) && (st = place_in_place(&L)))
+    if (L.in_place && (st = place_in_place(&L)))
         goto fail;
     if ((st = place_copies(&L))) goto fail;
     /* what the copies and the sampling read must have come from the file */

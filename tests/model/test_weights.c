@@ -251,8 +251,9 @@ static void layouts_are_detected(void) {
 }
 
 /* The path a GPU backend takes (every tensor copied into a buffer of the
- * backend, matrices in their stored type) gives the same encoder output as
- * the in-place one, bit for bit. */
+ * backend, matrices in their stored type, the encoder's q, k, v packed into
+ * one product) gives the same encoder output as the in-place one (three
+ * products), bit for bit. */
 static void copied_weights_match_in_place(void) {
     ct_model *a = NULL, *b = NULL;
     tg_sched *sched = NULL;
@@ -264,6 +265,10 @@ static void copied_weights_match_in_place(void) {
         CHECK(a->bytes_in_place > 0 && b->bytes_in_place == 0);
         CHECK(b->bytes_copied > a->bytes_copied);
         CHECK(b->enc[0].wq->type == TG_BF16 && b->tok_emb->type == TG_BF16);
+        /* packed where copied, apart in place (weights.c) */
+        CHECK(a->enc[1].wqkv == NULL);
+        CHECK(b->enc[1].wqkv != NULL && b->enc[1].wqkv->ne[1] == 3 * b->d);
+        CHECK(b->enc[1].wv->view_src == b->enc[1].wqkv && b->enc[1].bk->view_src == b->enc[1].bqkv);
         const st_tensor *src = st_find(b->st, b->enc[0].wq->name);
         CHECK(src && (const void *)src->data != b->enc[0].wq->data);
         /* a synthetic input: 200 frames of a ramp */
