@@ -225,7 +225,7 @@ typedef struct tg_cuda_ctx {
     bool use_graphs, use_concurrency, use_fusion;
     bool use_pdl;              /* programmatic dependent launch (sm_90)      */
     bool use_matvec;           /* CT_CUDA_MATVEC: few-column products (matvec.cu) */
-    bool use_matvec_mma;       /* CT_CUDA_MATVEC_MMA: 1-16 columns on matvec.cu's tensor-core kernel */
+    bool use_matvec_mma;       /* CT_CUDA_MATVEC_MMA: few columns on matvec.cu's tensor-core kernel */
     bool use_residual;         /* CT_CUDA_FUSE_RESIDUAL: a product's residual add in its epilogue */
     bool use_scale;            /* CT_CUDA_FUSE_SCALE: a scale after a product as its alpha */
     bool use_ln_matvec;        /* CT_CUDA_FUSE_NORM: a layer norm inside its product's matvec */

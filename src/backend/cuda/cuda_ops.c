@@ -441,7 +441,8 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     if (!c->use_ln_matvec || n_uses[i] != 1) return 1;
     int len = 1 + product_fuse_len(c, nodes, n, i + 1, n_uses);
     const tg_tensor *ln = nodes[i], *out = nodes[i + len - 1];
-    /* every block reads all of x while others write out: never over it;
+    /* every block reads x (all of it, or its tile's columns) while others
+     * write out: never over it;
      * and no group longer than the concurrency runs model as one launch */
     if (len > TG_HAZARD_GROUP_MAX || !tg_cuda_ln_matvec_ok(c, ln, nodes[i + 1], out) || tg_hazard_overlap(out, ln->src[0]))
         return 1;

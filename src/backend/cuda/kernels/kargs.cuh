@@ -249,7 +249,8 @@ TG_KARGS_SIZE(tg_attn_decode_args, 424);
  * res); bias and res 0 when absent (res may be out itself, element for
  * element). With ln, x's columns (F32) are layer-normed first (eps,
  * optional affine ln_w, ln_b) into dynamic shared memory (k * m floats for
- * mul_mat_vec, m rows of k + 8 BF16 for mul_mat_vec_mma): the layer norm
+ * mul_mat_vec, min(m, TG_MVM_MAXM) rows of k + 8 BF16 a block for
+ * mul_mat_vec_mma, whose blocks each norm their tile): the layer norm
  * before a decoder step's product, one launch fewer.
  * w_early: w is a weight (no kernel writes it), so its first loads may go
  * out before the wait for the previous kernel. */

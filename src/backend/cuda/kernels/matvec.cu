@@ -1,6 +1,7 @@
 /*
  * matvec.cu: matrix products with few columns (the decoder's step: one
- * token per batch row, M <= TG_MVM_MAXM columns) against BF16 weights:
+ * token per batch row: M columns, a few or, as tiles, up to a few dozen)
+ * against BF16 weights:
  * out[n, m] = alpha sum_k W[k, n] x[k, m] (+ bias[n]) (relu) (+ res[n, m]),
  * the last the residual add that follows a decoder layer's output products.
  *
