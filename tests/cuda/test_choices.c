@@ -1,6 +1,8 @@
 /*
- * test_choices.c: launch-shape choices the CUDA backend makes from sizes
- * alone, checked without a GPU (pure functions of cuda_internal.h).
+ * test_choices.c: choices the CUDA backend makes from sizes and graph
+ * shapes alone, checked without a GPU: launch shapes (pure functions of
+ * cuda_internal.h) and which nodes fuse (tg_cuda_fuse_len on graphs whose
+ * tensors get made-up addresses, as the hazard tests do).
  *
  * attn_decode's keys a warp (tg_cuda_attn_decode_kpw) on the H200's 132
  * SMs for the released model's decoder (8 heads, D = 128, BF16 caches: 16
@@ -15,7 +17,9 @@
 #include "check.h"
 
 #ifdef TG_HAVE_CUDA
+#include "base.h"
 #include "cuda_internal.h"
+#include "op_params.h"
 
 enum { SMS = 132, KU = 16, HEADS = 8 };
 
@@ -61,8 +65,78 @@ static void test_choices_are_whole_rounds_within_the_grid(void) {
                 }
 }
 
+/* ------------------------------------------------------------ fusions */
+
+/* Every tensor of the graph at a made-up address 4 KiB apart (a view at
+ * its source's), and each node's readers counted as the plan counts them
+ * (through view chains). */
+static int fake_plan(tg_graph *g, int *uses, int max) {
+    int n = tg_graph_n_nodes(g);
+    uintptr_t at = 0x100000;
+    for (int i = 0; i < tg_graph_n_leafs(g); i++, at += 4096) tg_graph_leaf(g, i)->data = (void *)at;
+    for (int i = 0; i < n && i < max; i++, at += 4096) {
+        tg_tensor *t = tg_graph_node(g, i);
+        t->data = t->view_src ? (char *)t->view_src->data + t->view_offs : (void *)at;
+        uses[i] = 0;
+    }
+    for (int i = 0; i < n && i < max; i++) {
+        tg_tensor *t = tg_graph_node(g, i);
+        for (int k = 0; k <= TG_MAX_SRC; k++)
+            for (const tg_tensor *s = k < TG_MAX_SRC ? t->src[k] : t->view_src; s; s = s->view_src) {
+                int j = -1;
+                for (int q = 0; q < n && j < 0; q++)
+                    if (tg_graph_node(g, q) == s) j = q;
+                if (j >= 0) {
+                    uses[j]++;
+                    break;
+                }
+            }
+    }
+    return n;
+}
+
+/* The decoder step's head as decoder.c builds it: token and position
+ * lookups, their sum, a reshape to [d, n_q, B] and the embedding norm; a
+ * second reader of the sum, when asked. */
+static tg_tensor *embed_head(tg_ctx *ctx, bool second_reader, tg_tensor **table) {
+    int64_t d = 64, B = 3;
+    tg_tensor *tok = tg_new_2d(ctx, TG_BF16, d, 40), *pos = tg_new_2d(ctx, TG_BF16, d, 12);
+    tg_tensor *x = tg_add(ctx, tg_get_rows(ctx, tok, tg_new_1d(ctx, TG_I32, B)),
+                          tg_get_rows(ctx, pos, tg_new_1d(ctx, TG_I32, B)));
+    tg_tensor *y = tg_layer_norm(ctx, tg_reshape_3d(ctx, x, d, 1, B), tg_new_1d(ctx, TG_F32, d),
+                                 tg_new_1d(ctx, TG_F32, d), 1e-5f);
+    *table = tok;
+    return second_reader ? tg_add(ctx, y, tg_reshape_3d(ctx, tg_scale(ctx, x, 2.0f), d, 1, B)) : y;
+}
+
+static void test_embedding_head_fuses(void) {
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    CHECK(c != NULL);
+    if (!c) return;
+    c->use_fusion = c->use_embed_norm = true;
+    for (int v = 0; v < 4; v++) {
+        tg_ctx *ctx = tg_ctx_new();
+        tg_tensor *table = NULL, *out = embed_head(ctx, v == 1, &table);
+        tg_graph *g = tg_graph_new(ctx);
+        CHECK_OK(tg_graph_build(g, out));
+        int uses[32];
+        int n = fake_plan(g, uses, 32);
+        CHECK(n >= 5 && n <= 32);
+        tg_tensor *nodes[32];
+        for (int i = 0; i < n && i < 32; i++) nodes[i] = tg_graph_node(g, i);
+        c->use_embed_norm = v != 2;
+        if (v == 3) nodes[4]->data = table->data; /* the norm's result over the table */
+        int len = n <= 32 ? tg_cuda_fuse_len(c, nodes, n, 0, uses) : -1;
+        /* 0: get_rows, get_rows, add, the reshape's view node, layer norm */
+        CHECK_MSG(len == (v == 0 ? 5 : 1), "case %d: fuse length %d", v, len);
+        if (v == 0) CHECK(nodes[4]->op == TG_OP_LAYER_NORM && tg_op_is_view(nodes[3]->op));
+        tg_ctx_free(ctx);
+    }
+    tg_free(c);
+}
+
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_waves_fix_the_second_wave_at_batch_67),
-          T(test_choices_are_whole_rounds_within_the_grid))
+          T(test_choices_are_whole_rounds_within_the_grid), T(test_embedding_head_fuses))
 #else
 static void test_skipped_without_cuda(void) {
     printf("skipped: built without the CUDA backend\n");

@@ -4,6 +4,7 @@
  * their fused bias, relu, scale, residual and emitted BF16; the decoder
  * step's products on matvec.cu (1-16 columns, and more as tiles) with the
  * layer norm inside; the conv module's and the subsampling's fused chains;
+ * the decoder step's embedding lookups, sum and norm as one launch;
  * attention at the encoder's and the decoder's shapes (rel-pos views,
  * masked rows, attn_decode over F32 and BF16 caches, NaN kept to its row);
  * views, broadcasting, casts, rows and convolutions; argmax.
@@ -211,6 +212,18 @@ static tg_tensor *build_mask_bias(tg_ctx *ctx) { return bias_mask_chain(ctx, 1);
 static tg_tensor *build_bias_relu(tg_ctx *ctx) { return bias_mask_chain(ctx, 2); }
 
 
+/* The decoder step's head: token and position rows looked up from BF16
+ * tables by ids on the device, summed, reshaped to [d, n_q, B] and
+ * layer-normed: embed_norm, one launch for the four nodes. */
+static tg_tensor *build_embed_norm(tg_ctx *ctx) {
+    int64_t d = 96, B = 5;
+    tg_tensor *tok = in2(ctx, TG_BF16, d, 40), *pos = in2(ctx, TG_BF16, d, 12);
+    tg_tensor *it = tg_new_1d(ctx, TG_I32, B), *ip = tg_new_1d(ctx, TG_I32, B);
+    tg_tensor *x = tg_add(ctx, tg_get_rows(ctx, tok, it), tg_get_rows(ctx, pos, ip));
+    return tg_layer_norm(ctx, tg_reshape_3d(ctx, x, d, 1, B), tg_new_1d(ctx, TG_F32, d), tg_new_1d(ctx, TG_F32, d),
+                         1e-5f);
+}
+
 /* ------------------------------------------------------------------ tests */
 
 static void test_fused_and_mixed_graphs_match_cpu(void) {
@@ -283,6 +296,10 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     compare_with_cpu(b, build_bias_relu, 2, 1e-6, "conv, bias, relu (one pass)");
     CHECK(c->n_fused[TG_FUSED_BIAS_MASK] > bm);
     compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");
+    /* f32 arithmetic throughout; only the norm's summation order differs */
+    int emb = c->n_fused[TG_FUSED_EMBED_NORM];
+    compare_with_cpu(b, build_embed_norm, 2, 1e-9, "embeddings, sum, layer norm (one launch)");
+    CHECK(c->n_fused[TG_FUSED_EMBED_NORM] > emb);
     tg_backend_free(b);
 }
 

@@ -231,6 +231,7 @@ typedef struct tg_cuda_ctx {
     bool use_ln_matvec;        /* CT_CUDA_FUSE_NORM: a layer norm inside its product's matvec */
     bool use_conv_glu;         /* CT_CUDA_FUSE_CONV: the conv module's glu .. silu as one kernel */
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
+    bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM, one tile; more as tiles) */

@@ -3,7 +3,9 @@
  * arguments; the op/type support matrix; the scratch each node needs; the
  * fusions: matmul (+ scale as alpha) + bias (+ relu, or + a residual); a
  * layer norm inside its matvec product; the conv module's glu, depthwise
- * conv, bias and silu as one kernel; emit (16-bit stores for a product).
+ * conv, bias and silu as one kernel; the subsampling's bias, mask and
+ * relu as one pass; the decoder step's two embedding lookups, their sum
+ * and its layer norm as one kernel; emit (16-bit stores for a product).
  *
  * Every encode only enqueues work on the given stream, so the same code runs
  * for direct launches and inside a CUDA-graph capture. Temporaries (type
@@ -433,9 +435,53 @@ static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *
     return LAUNCH(c, s, "elementwise.cu", defs, ew_bias_mask_c4, tg_cuda_grid(c, a.n4, 256), 1, 1, 256, 0, a);
 }
 
+/* A get_rows from a 2-D table by contiguous I32 ids, F32 and contiguous
+ * with one row per id, of the width `width`. */
+static bool embed_lookup_ok(const tg_tensor *g, int64_t width) {
+    const tg_tensor *t = g->src[0], *ids = g->src[1];
+    return g->op == TG_OP_GET_ROWS && f32_contiguous(g) && t->ne[0] == width && t->ne[2] == 1 && t->ne[3] == 1 &&
+           t->ne[1] <= INT32_MAX && ids->type == TG_I32 && tg_is_contiguous(ids) && tg_nelements(ids) == tg_nrows(g);
+}
+
+/* The decoder step's head: get_rows of the token table, get_rows of the
+ * position table, their add, a reshape (a view node) or not, and the
+ * layer norm of that, each read only by the next, as embed_norm: 4 or 5
+ * when they fuse (the norm last), else 1. The result may not lie over
+ * what the kernel reads. */
+static int embed_norm_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
+    if (!c->use_embed_norm || i + 3 >= n) return 1;
+    const tg_tensor *ga = nodes[i], *gb = nodes[i + 1], *add = nodes[i + 2];
+    int len = 4;
+    const tg_tensor *x = nodes[i + 3];
+    if (tg_op_is_view(x->op)) {
+        if (i + 4 >= n || x->view_src != add || x->data != add->data || !tg_is_contiguous(x)) return 1;
+        len = 5;
+    } else {
+        x = add;
+    }
+    const tg_tensor *ln = nodes[i + len - 1];
+    if (add->op != TG_OP_ADD || ln->op != TG_OP_LAYER_NORM || ln->src[0] != x || len > TG_HAZARD_GROUP_MAX) return 1;
+    for (int k = 0; k < len - 1; k++)
+        if (n_uses[i + k] != 1 || (nodes[i + k]->flags & TG_FLAG_OUTPUT)) return 1;
+    if (!((add->src[0] == ga && add->src[1] == gb) || (add->src[0] == gb && add->src[1] == ga))) return 1;
+    const int64_t width = add->ne[0];
+    if (!embed_lookup_ok(ga, width) || !embed_lookup_ok(gb, width) || !f32_contiguous(add) ||
+        !tg_same_shape(ga, add) || !tg_same_shape(gb, add) || !f32_contiguous(ln) || ln->ne[0] != width ||
+        tg_nelements(ln) != tg_nelements(add) || tg_nrows(ln) > INT32_MAX)
+        return 1;
+    for (int k = 1; k < 3; k++) {
+        const tg_tensor *v = ln->src[k];
+        if (v && (!f32_contiguous(v) || tg_nelements(v) != width || tg_hazard_overlap(ln, v))) return 1;
+    }
+    for (int k = 0; k < 2; k++)
+        if (tg_hazard_overlap(ln, ga->src[k]) || tg_hazard_overlap(ln, gb->src[k])) return 1;
+    return len;
+}
+
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     if (!c->use_fusion || i + 1 >= n) return 1;
     if (nodes[i]->op == TG_OP_GLU) return conv_glu_fuse_len(c, nodes, n, i, n_uses);
+    if (nodes[i]->op == TG_OP_GET_ROWS) return embed_norm_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op == TG_OP_ADD) return bias_mask_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op != TG_OP_LAYER_NORM) return product_fuse_len(c, nodes, n, i, n_uses);
     if (!c->use_ln_matvec || n_uses[i] != 1) return 1;
@@ -578,6 +624,25 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     }
     tg_args_layer_norm g = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .w = pw, .b = pb, .eps = eps};
     return LAUNCH(c, s, "norm.cu", "", layer_norm, (unsigned)rows, 1, 1, row_block(ne0), 0, g);
+}
+
+/* The group of len nodes embed_norm_fuse_len took from nodes[i]: one
+ * block a row. */
+static tg_status encode_embed_norm(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
+    const tg_tensor *ga = nodes[i], *gb = nodes[i + 1], *ln = nodes[i + len - 1];
+    const tg_tensor *w = ln->src[1], *b = ln->src[2];
+    int64_t rows = tg_nrows(ln);
+    if (rows == 0 || ln->ne[0] == 0) return NULL;
+    tg_args_embed_norm a = {.d = tg_cuda_desc(ln),
+                            .ta = tg_cuda_desc(ga->src[0]),
+                            .tb = tg_cuda_desc(gb->src[0]),
+                            .ia = tg_cuda_desc(ga->src[1]),
+                            .ib = tg_cuda_desc(gb->src[1]),
+                            .w = w ? tg_cuda_dptr(w->data) : 0,
+                            .b = b ? tg_cuda_dptr(b->data) : 0,
+                            .eps = tg_param_f32(ln, 0)};
+    c->n_fused[TG_FUSED_EMBED_NORM]++;
+    return LAUNCH(c, s, "norm.cu", "", embed_norm, (unsigned)rows, 1, 1, row_block(ln->ne[0]), 0, a);
 }
 
 /* A kernel with one block per row of node n's source (row_block threads). */
@@ -736,6 +801,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         return encode_conv_glu(c, s, nodes, i, out16);
     }
     if (len > 1 && n->op == TG_OP_ADD) return encode_bias_mask(c, s, nodes, i, len);
+    if (len > 1 && n->op == TG_OP_GET_ROWS) return encode_embed_norm(c, s, nodes, i, len);
     if (len > 1 && n->op == TG_OP_LAYER_NORM) {
         /* the norm, then its product's group, in one matvec launch */
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i + 1, len - 1);

@@ -92,6 +92,7 @@ enum {
     TG_FUSED_NORM_MATVEC, /* a layer norm inside its product's matvec launch */
     TG_FUSED_CONV_GLU,    /* glu, depthwise conv, bias, silu as one kernel */
     TG_FUSED_BIAS_MASK,   /* a row bias add, row mask mul, relu as one pass */
+    TG_FUSED_EMBED_NORM,  /* two embedding lookups, their sum and its layer norm */
     TG_FUSED_KINDS
 };
 
@@ -152,6 +153,18 @@ typedef struct tg_norm_args {
     tg_i32 pad_;
 } tg_norm_args;
 TG_KARGS_SIZE(tg_norm_args, 184);
+
+/* embed_norm: row r of d (contiguous F32) = the layer norm (eps, affine
+ * w, b: 0 when absent) of ta's row ia[r] plus tb's row ib[r] (ia, ib
+ * contiguous I32, one id per row of d; a table row outside the table
+ * counts as zeros, as get_rows reads it). */
+typedef struct tg_embed_norm_args {
+    tg_t d, ta, tb, ia, ib;
+    tg_dp_cfloat w, b;
+    float eps;
+    tg_i32 pad_;
+} tg_embed_norm_args;
+TG_KARGS_SIZE(tg_embed_norm_args, 424);
 
 /* Contiguous F32 rows of 4*n4 floats; rows: layer_norm_w4 only. */
 typedef struct tg_norm4_args {
@@ -386,6 +399,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(norm, layer_norm, tg_norm_args)                        \
     X(norm, layer_norm_c4, tg_norm4_args)                    \
     X(norm, layer_norm_w4, tg_norm4_args)                    \
+    X(norm, embed_norm, tg_embed_norm_args)                  \
     X(softmax, soft_max, tg_softmax_args)                    \
     X(softmax, soft_max_w4, tg_softmax_args)                 \
     X(attention, attention, tg_attention_args)               \

@@ -7,6 +7,11 @@
  * cache) and accepts any strides. Mean, then the variance of the centred
  * values (two passes, not E[x^2]-E[x]^2, which cancels badly).
  *
+ * embed_norm is the decoder step's first four nodes as one launch: two
+ * embedding lookups (token and position), their sum and its layer norm,
+ * a block per row, with get_rows's and the add's arithmetic (F32 loads of
+ * the tables' stored values, one F32 add) and this file's norm.
+ *
  * Not here: RMS norm (the model has none).
  */
 #include "common.cuh"
@@ -138,4 +143,36 @@ extern "C" __global__ void layer_norm_w4(const tg_args_layer_norm_w4 args) {
         int i = lane + 32 * k;
         if (i < n4) norm_store4(d, dst + i, x[k], mean, rstd, w, b, i);
     }
+}
+
+/* Row r of d = LN(ta[:, ia[r]] + tb[:, ib[r]]): the sum is formed three
+ * times (mean, variance, store) from the tables' rows, which stay in L1
+ * after the first pass; a row is the model's width (1024 at the released
+ * size), one row of the batch a block. */
+extern "C" __global__ void embed_norm(const tg_args_embed_norm args) {
+    TG_PDL();
+    const tg_t &d = args.d, &ta = args.ta, &tb = args.tb;
+    __shared__ float sh[32];
+    const i64 r = blockIdx.x, n = d.ne[0];
+    const i64 ra = ((const int *)args.ia.p)[r], rb = ((const int *)args.ib.p)[r];
+    const char *pa = ra >= 0 && ra < ta.ne[1] ? ta.p + ra * ta.nb[1] : nullptr;
+    const char *pb = rb >= 0 && rb < tb.ne[1] ? tb.p + rb * tb.nb[1] : nullptr;
+    float *dst = (float *)d.p + r * n;
+#define EMB_X(i) ((pa ? tg_ld(pa + (i) * ta.nb[0], ta.type) : 0.0f) + (pb ? tg_ld(pb + (i) * tb.nb[0], tb.type) : 0.0f))
+    float s = 0.0f;
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) s += EMB_X(i);
+    const float mean = tg_block_sum(s, sh) / (float)n;
+    float v = 0.0f;
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+        float x = EMB_X(i) - mean;
+        v += x * x;
+    }
+    const float rstd = rsqrtf(tg_block_sum(v, sh) / (float)n + args.eps);
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+        float y = (EMB_X(i) - mean) * rstd;
+        if (args.w) y *= args.w[i];
+        if (args.b) y += args.b[i];
+        dst[i] = y;
+    }
+#undef EMB_X
 }
