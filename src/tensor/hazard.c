@@ -43,15 +43,15 @@ static bool conflicts(const range *run, int n_run, const range *r) {
 }
 
 int tg_hazard_runs(tg_tensor *const *nodes, int n, const uint8_t *cls, int max_run, int *out_run) {
-    return tg_hazard_runs_grouped(nodes, n, cls, NULL, max_run, out_run);
+    return tg_hazard_runs_grouped(nodes, n, cls, NULL, NULL, max_run, out_run);
 }
 
-/* Most ranges one launch of a group touches: its result, every source. */
+/* Most ranges one launch of a group touches: its results, every source. */
 #define GROUP_MAX TG_HAZARD_GROUP_MAX
-#define MINE_MAX (GROUP_MAX * TG_MAX_SRC + 1)
+#define MINE_MAX (GROUP_MAX * (TG_MAX_SRC + 1))
 
-int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, const int *group, int max_run,
-                           int *out_run) {
+int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, const int *group,
+                           const uint8_t *writes, int max_run, int *out_run) {
     range *run = NULL;
     int n_run = 0, cap = 0, run_id = -1, run_len = 0;
     bool run_exclusive = false, run_alone = false;
@@ -72,6 +72,8 @@ int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, c
         range mine[MINE_MAX];
         int n_mine = 0;
         if (span(nodes[i + len - 1], &mine[n_mine])) mine[n_mine++].write = true;
+        for (int j = i; writes && j < i + len - 1; j++)
+            if (writes[j] && span(nodes[j], &mine[n_mine])) mine[n_mine++].write = true;
         for (int j = i; j < i + len; j++)
             for (int s = 0; s < TG_MAX_SRC; s++) {
                 const tg_tensor *src = nodes[j]->src[s];

@@ -35,15 +35,18 @@ int tg_hazard_runs(tg_tensor *const *nodes, int n, const uint8_t *cls, int max_r
 
 /* The same where a backend launches some runs of nodes as one (fusion):
  * group[i] > 1 at the first node of a group of that many, whose launch
- * writes only the group's last result and reads every source of its nodes
- * that is not one of them; group[i] == 0 for the nodes it covers, which take
- * the first node's run. group NULL: every node is its own launch. A group
- * longer than TG_HAZARD_GROUP_MAX is modelled as separate launches, so a
- * backend must not fuse one (the CUDA backend's longest: a layer norm, a
- * product, its scale, bias add and residual add). */
-#define TG_HAZARD_GROUP_MAX 5
-int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, const int *group, int max_run,
-                           int *out_run);
+ * writes the group's last result (and the result of every node k of it
+ * with writes[k] set: an intermediate the launch still stores because
+ * nodes outside the group read it) and reads every source of its nodes
+ * that is not one of them; group[i] == 0 for the nodes it covers, which
+ * take the first node's run. group NULL: every node is its own launch;
+ * writes NULL: only last results. A group longer than TG_HAZARD_GROUP_MAX
+ * is modelled as separate launches, so a backend must not fuse one (the
+ * CUDA backend's longest: a layer norm, a product, its bias add, two view
+ * nodes and the set_rows that writes the product's k and v into a cache). */
+#define TG_HAZARD_GROUP_MAX 6
+int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, const int *group,
+                           const uint8_t *writes, int max_run, int *out_run);
 
 /* True when the byte ranges that a and b span in memory overlap (both must
  * have data; views count their own span, not their source's). */

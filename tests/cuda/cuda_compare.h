@@ -179,6 +179,30 @@ static inline tg_tensor *ffn_block(tg_ctx *ctx, int64_t cols, int64_t hidden) {
 /* The conformer-like block on 37 frames (cuBLASLt). */
 static inline tg_tensor *build_ffn(tg_ctx *ctx) { return ffn_block(ctx, 37, 512); }
 
+/* A decoder step's self-attention as decoder.c builds it: the layer norm,
+ * one packed q/k/v product with its bias ([3 dd, 1, B]), q and the k, v
+ * heads as views of it, the k and v heads written into a BF16 cache
+ * [hd, T, 2H, B] at rows from ids [1, 2H, B] (one set_rows), and the
+ * attention of q over the cache's two halves. */
+static inline tg_tensor *kv_step_graph(tg_ctx *ctx) {
+    const int64_t hd = 32, H = 2, dd = hd * H, B = 3, T = 8;
+    tg_tensor *x = tg_new_3d(ctx, TG_F32, dd, 1, B);
+    tg_tensor *h = tg_layer_norm(ctx, x, tg_new_1d(ctx, TG_F32, dd), tg_new_1d(ctx, TG_F32, dd), 1e-5f);
+    tg_tensor *qkv = tg_add(ctx, tg_mul_mat(ctx, tg_new_2d(ctx, TG_BF16, dd, 3 * dd), h), tg_new_1d(ctx, TG_F32, 3 * dd));
+    if (!qkv) return NULL;
+    const size_t es = sizeof(float);
+    const int64_t qne[4] = {hd, 1, H, B}, kvne[4] = {hd, 1, 2 * H, B};
+    const size_t nb[4] = {es, (size_t)hd * es, (size_t)hd * es, qkv->nb[2]};
+    tg_tensor *q = tg_view(ctx, qkv, 4, qne, nb, 0);
+    tg_tensor *cache = tg_new_4d(ctx, TG_BF16, hd, T, 2 * H, B);
+    tg_tensor *kv = tg_set_rows(ctx, cache, tg_view(ctx, qkv, 4, kvne, nb, (size_t)dd * es),
+                                tg_new_3d(ctx, TG_I32, 1, 2 * H, B));
+    if (!kv) return NULL;
+    const int64_t hne[4] = {hd, T, H, B};
+    tg_tensor *kc = tg_view(ctx, kv, 4, hne, kv->nb, 0), *vc = tg_view(ctx, kv, 4, hne, kv->nb, (size_t)H * kv->nb[2]);
+    return tg_attention(ctx, q, kc, vc, tg_new_4d(ctx, TG_F32, T, 1, 1, B), 0.17f);
+}
+
 /* argmax over 7 rows of 1000 */
 static inline tg_tensor *build_argmax(tg_ctx *ctx) { return tg_argmax(ctx, tg_new_2d(ctx, TG_F32, 1000, 7)); }
 

@@ -18,7 +18,9 @@
 
 #ifdef TG_HAVE_CUDA
 #include "base.h"
+#include "cuda_compare.h"
 #include "cuda_internal.h"
+#include "hazard.h"
 #include "op_params.h"
 
 enum { SMS = 132, KU = 16, HEADS = 8 };
@@ -135,8 +137,81 @@ static void test_embedding_head_fuses(void) {
     tg_free(c);
 }
 
+/* A decoder step's q/k/v product and the set_rows of its k and v into
+ * the cache (kv_step_graph): one group from the layer norm to the
+ * set_rows, on mul_mat_vec_mma, the product's result marked as written
+ * too, so the attention reading q from it (and the cache) runs after the
+ * group; refused with the switch off, on a GPU without BF16 mma (where
+ * the product is not on matvec.cu at all), and with the cache over the
+ * product's weights. */
+static void test_kv_write_fuses_into_the_product(void) {
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    tg_cuda_device *dev = tg_calloc(1, sizeof *dev);
+    CHECK(c && dev);
+    if (!c || !dev) {
+        tg_free(c);
+        tg_free(dev);
+        return;
+    }
+    dev->props.tc_level = 2;
+    dev->props.sm_count = SMS;
+    c->dev = dev;
+    c->use_fusion = c->use_matvec = c->use_matvec_mma = c->use_ln_matvec = true;
+    c->matvec_mma_min = 1;
+    c->matvec_mma_max = 16;
+    c->matvec_columns = 2;
+    for (int v = 0; v < 4; v++) {
+        c->use_kv_rows = v != 1;
+        dev->props.tc_level = v == 2 ? 1 : 2;
+        tg_ctx *ctx = tg_ctx_new();
+        tg_tensor *out = kv_step_graph(ctx);
+        tg_graph *g = tg_graph_new(ctx);
+        CHECK_OK(tg_graph_build(g, out));
+        int uses[48], fuse[48] = {0}, runs[48];
+        uint8_t writes[48] = {0};
+        int n = fake_plan(g, uses, 48);
+        CHECK(n >= 8 && n <= 48);
+        if (n > 48) n = 48;
+        tg_tensor *nodes[48];
+        int ln = -1, att = -1, rows = -1;
+        for (int i = 0; i < n; i++) {
+            nodes[i] = tg_graph_node(g, i);
+            if (nodes[i]->op == TG_OP_LAYER_NORM) ln = i;
+            if (nodes[i]->op == TG_OP_ATTENTION) att = i;
+            if (nodes[i]->op == TG_OP_SET_ROWS) rows = i;
+        }
+        CHECK(ln >= 0 && att > ln && rows > ln);
+        if (ln < 0 || att < 0 || rows < 0) {
+            tg_ctx_free(ctx);
+            continue;
+        }
+        if (v == 3) nodes[rows]->data = nodes[ln + 1]->src[0]->data; /* the cache over the weights */
+        for (int i = 0; i < n;) {
+            int len = tg_op_is_view(nodes[i]->op) ? 1 : tg_cuda_fuse_len(c, nodes, n, i, uses);
+            fuse[i] = len;
+            if (len > 1) tg_cuda_group_writes(nodes, i, len, writes);
+            i += len;
+        }
+        /* LN, mul_mat, add (the bias), q's view, the k/v view, set_rows;
+         * without BF16 mma 3 columns go to cuBLASLt, the norm apart */
+        int want = v == 0 ? rows - ln + 1 : v == 2 ? 1 : 3;
+        CHECK_MSG(fuse[ln] == want, "case %d: group of %d at the norm, want %d", v, fuse[ln], want);
+        if (v == 0) {
+            CHECK(rows - ln + 1 == 6 && nodes[ln + 2]->op == TG_OP_ADD && writes[ln + 2] == 1);
+            CHECK(tg_hazard_runs_grouped(nodes, n, NULL, fuse, writes, 0, runs) > 0);
+            CHECK_MSG(runs[att] > runs[ln], "attention in run %d, the group in %d", runs[att], runs[ln]);
+        } else {
+            CHECK(writes[ln + 2] == 0);
+        }
+        tg_ctx_free(ctx);
+    }
+    tg_free(dev);
+    tg_free(c);
+}
+
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_waves_fix_the_second_wave_at_batch_67),
-          T(test_choices_are_whole_rounds_within_the_grid), T(test_embedding_head_fuses))
+          T(test_choices_are_whole_rounds_within_the_grid), T(test_embedding_head_fuses),
+          T(test_kv_write_fuses_into_the_product))
 #else
 static void test_skipped_without_cuda(void) {
     printf("skipped: built without the CUDA backend\n");

@@ -93,13 +93,20 @@ static void test_views_exclusive_and_cap(void) {
  * of the run reading the same memory, though the product's own result does
  * not. Found on the H200: the planner had given the add's result the
  * storage of a tensor whose last reader ran beside the product. */
-static void test_fused_group_writes_at_its_first_node(void) {
-    tg_ctx *ctx = tg_ctx_new();
+/* The last reader of x (at 0x1000, its result at 0x4000) and a product
+ * of two other vectors, its result at mm_at. */
+static tg_tensor *reader_and_product(tg_ctx *ctx, uintptr_t mm_at, tg_tensor **out_reader) {
     tg_tensor *x = vec(ctx, 0x1000), *w = vec(ctx, 0x2000), *h = vec(ctx, 0x3000);
-    tg_tensor *reader = tg_relu(ctx, x); /* the last reader of x */
+    tg_tensor *reader = *out_reader = tg_relu(ctx, x);
     reader->data = ADDR(0x4000);
     tg_tensor *mm = tg_mul_mat(ctx, tg_reshape_2d(ctx, w, 16, 1), tg_reshape_2d(ctx, h, 16, 1));
-    mm->data = ADDR(0x5000);
+    mm->data = ADDR(mm_at);
+    return mm;
+}
+
+static void test_fused_group_writes_at_its_first_node(void) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *reader, *mm = reader_and_product(ctx, 0x5000, &reader);
     tg_tensor *bias = tg_new_1d(ctx, TG_F32, 1);
     bias->data = ADDR(0x6000);
     tg_tensor *add = tg_add(ctx, mm, bias);
@@ -112,15 +119,42 @@ static void test_fused_group_writes_at_its_first_node(void) {
     CHECK(run[0] == 0 && run[1] == 0 && run[2] == 1);
     /* as one launch at the product, its write of x's storage must wait */
     int group[3] = {1, 2, 0};
-    CHECK(tg_hazard_runs_grouped(nodes, 3, NULL, group, 0, run) == 2);
+    CHECK(tg_hazard_runs_grouped(nodes, 3, NULL, group, NULL, 0, run) == 2);
     CHECK_MSG(run[0] == 0 && run[1] == 1 && run[2] == 1, "runs %d %d %d", run[0], run[1], run[2]);
     /* a 0 with no accepted group before it (a refused length) is a launch
      * of its own, its ranges counted: here the add, reading mm, waits */
     int refused[3] = {1, 9, 0};
-    CHECK(tg_hazard_runs_grouped(nodes, 3, NULL, refused, 0, run) == 2);
+    CHECK(tg_hazard_runs_grouped(nodes, 3, NULL, refused, NULL, 0, run) == 2);
     CHECK_MSG(run[0] == 0 && run[1] == 0 && run[2] == 1, "runs %d %d %d", run[0], run[1], run[2]);
     tg_ctx_free(ctx);
 }
 
+/* A group whose launch still stores an intermediate (a product whose
+ * result others read, then a set_rows of part of it into a cache): with
+ * writes[] marking that node, a node of the run reading the memory the
+ * intermediate was given must finish first; without it the write is
+ * unseen and the two would share a run. */
+static void test_group_writes_a_marked_intermediate(void) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *reader, *mm = reader_and_product(ctx, 0x1000, &reader); /* x's storage, free after `reader` */
+    tg_tensor *cache = tg_new_2d(ctx, TG_F32, 1, 4), *ids = tg_new_1d(ctx, TG_I32, 1);
+    cache->data = ADDR(0x7000);
+    ids->data = ADDR(0x8000);
+    tg_tensor *rows = tg_set_rows(ctx, cache, mm, ids);
+    CHECK(rows != NULL);
+    if (!rows) {
+        tg_ctx_free(ctx);
+        return;
+    }
+    tg_tensor *nodes[3] = {reader, mm, rows};
+    int run[3], group[3] = {1, 2, 0};
+    CHECK(tg_hazard_runs_grouped(nodes, 3, NULL, group, NULL, 0, run) == 1); /* the store unseen */
+    uint8_t writes[3] = {0, 1, 0};
+    CHECK(tg_hazard_runs_grouped(nodes, 3, NULL, group, writes, 0, run) == 2);
+    CHECK_MSG(run[0] == 0 && run[1] == 1 && run[2] == 1, "runs %d %d %d", run[0], run[1], run[2]);
+    tg_ctx_free(ctx);
+}
+
 TEST_MAIN(T(test_independent_nodes_share_a_run), T(test_read_after_write_and_write_after_read_split),
-          T(test_views_exclusive_and_cap), T(test_fused_group_writes_at_its_first_node))
+          T(test_views_exclusive_and_cap), T(test_fused_group_writes_at_its_first_node),
+          T(test_group_writes_a_marked_intermediate))

@@ -4,7 +4,8 @@
  * their fused bias, relu, scale, residual and emitted BF16; the decoder
  * step's products on matvec.cu (1-16 columns, and more as tiles) with the
  * layer norm inside; the conv module's and the subsampling's fused chains;
- * the decoder step's embedding lookups, sum and norm as one launch;
+ * the decoder step's embedding lookups, sum and norm as one launch, and
+ * its K/V cache write inside the q/k/v product's launch;
  * attention at the encoder's and the decoder's shapes (rel-pos views,
  * masked rows, attn_decode over F32 and BF16 caches, NaN kept to its row);
  * views, broadcasting, casts, rows and convolutions; argmax.
@@ -274,6 +275,12 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
         compare_with_cpu(b, build_ffn_mma13, 3, 5e-4, "ffn on 13 columns (mul_mat_vec_mma)");
         CHECK(c->n_matvec_mma >= mma + 4); /* both products of both, encoded at least once */
         CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+        /* the k/v cache write inside the q/k/v product's launch (the cache
+         * BF16, as the decoder's), the attention reading q from the
+         * product and k, v from the cache */
+        int kv = c->n_fused[TG_FUSED_KV_ROWS];
+        compare_with_cpu(b, kv_step_graph, 3, 5e-4, "step: norm, q/k/v, cache write, attention");
+        CHECK(c->n_fused[TG_FUSED_KV_ROWS] > kv);
     }
     compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
     CHECK(c->n_attn_decode > ad);

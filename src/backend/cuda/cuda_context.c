@@ -35,8 +35,8 @@
  * computed graph: nodes, kernels, launch shapes, times; NVTX ranges mark
  * computes and ops for Nsight when it is attached), CT_CUDA_SYNC_TIMEOUT_MS,
  * CT_CUDA_HOST_BUFFERS=1 (buffers in pinned host memory); the fusions' own
- * switches are CT_CUDA_FUSE_SCALE, _NORM, _CONV, _BIAS_MASK and _EMBED (=0:
- * off).
+ * switches are CT_CUDA_FUSE_SCALE, _NORM, _CONV, _BIAS_MASK, _EMBED and
+ * _KV (=0: off).
  *
  * Not here: buffers and host copies (cuda_buffer.c), the profile, dump and
  * debug output (cuda_profile.c), kernels and their launch shapes
@@ -207,6 +207,7 @@ typedef struct plan {
     int *run;      /* concurrency run of each node, -1 for views */
     uint8_t *cls;  /* hazard class of each node (TG_HAZARD_*) */
     int *fuse;     /* nodes one launch covers from here (tg_cuda_fuse_len), 0 inside a group */
+    uint8_t *writes; /* nodes inside a group whose results its launch stores too (tg_cuda_group_writes) */
     int n_runs;
 } plan;
 
@@ -216,6 +217,7 @@ static void plan_free(plan *p) {
     tg_free(p->run);
     tg_free(p->cls);
     tg_free(p->fuse);
+    tg_free(p->writes);
 }
 
 /* The emit fusion: a node whose only readers are matrix products taking it
@@ -276,7 +278,8 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     p->cls = tg_calloc((size_t)n + 1, sizeof *p->cls);
     p->emit = tg_calloc((size_t)n + 1, sizeof *p->emit);
     p->fuse = tg_calloc((size_t)n + 1, sizeof *p->fuse);
-    if (!p->uses || !p->run || !p->cls || !p->emit || !p->fuse) {
+    p->writes = tg_calloc((size_t)n + 1, sizeof *p->writes);
+    if (!p->uses || !p->run || !p->cls || !p->emit || !p->fuse || !p->writes) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
     }
@@ -329,10 +332,11 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         int len = tg_op_is_view(g->nodes[i]->op) ? 1 : tg_cuda_fuse_len(c, g->nodes, n, i, p->uses);
         p->fuse[i] = len;
         for (int k = 1; k < len; k++) p->fuse[i + k] = 0;
+        if (len > 1) tg_cuda_group_writes(g->nodes, i, len, p->writes);
         i += len;
     }
     plan_emit(c, g, p);
-    p->n_runs = tg_hazard_runs_grouped(g->nodes, n, p->cls, p->fuse, CUDA_N_STREAMS * 4, p->run);
+    p->n_runs = tg_hazard_runs_grouped(g->nodes, n, p->cls, p->fuse, p->writes, CUDA_N_STREAMS * 4, p->run);
     if (p->n_runs < 0) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: hazard runs", c->name);
@@ -842,6 +846,7 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     c->use_conv_glu = tg_cuda_env_int("CT_CUDA_FUSE_CONV", 1) != 0;
     c->use_bias_mask = tg_cuda_env_int("CT_CUDA_FUSE_BIAS_MASK", 1) != 0;
     c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
+    c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
     c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);
     if (c->matvec_columns < 1) c->matvec_columns = 1;
     if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;

@@ -232,6 +232,7 @@ typedef struct tg_cuda_ctx {
     bool use_conv_glu;         /* CT_CUDA_FUSE_CONV: the conv module's glu .. silu as one kernel */
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
+    bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM, one tile; more as tiles) */
@@ -325,6 +326,11 @@ size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node);
  * nothing fuses); the fused sequence's result is nodes[i + n - 1]. */
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i,
                      const int *n_uses);
+/* Marks in writes[] the nodes of the fused group of len nodes at nodes[i]
+ * whose results its launch stores besides the last one (a product whose
+ * result other nodes read, before the set_rows fused after it), for the
+ * hazard runs (tg_hazard_runs_grouped). */
+void tg_cuda_group_writes(tg_tensor *const *nodes, int i, int len, uint8_t *writes);
 /* True when node's kernel can store BF16/F16 instead of F32 (its readers
  * being matrix products that take that type): the emit fusion. */
 bool tg_cuda_can_emit16(const tg_tensor *node);
@@ -391,6 +397,8 @@ typedef struct tg_cuda_fused {
     const tg_tensor *bias, *res;
     float alpha;
     bool relu;
+    const tg_tensor *rows; /* a set_rows of some of the result's rows into a cache, after the
+                              group (mul_mat_vec_mma only: tg_cuda_kv_rows_len) */
 } tg_cuda_fused;
 /* The product of node = mul_mat(a, b) with f's parts: alpha as cuBLASLt's,
  * the bias (and relu) by its epilogue, the residual (out's shape and
@@ -424,6 +432,13 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
  * checked tg_cuda_ln_matvec_ok). stored: the type x's producer stored. */
 tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_cuda_fused *f,
                                  const tg_tensor *out, tg_type stored, const tg_tensor *ln);
+/* After a product group whose product is nodes[p] and whose last node is
+ * nodes[end - 1] (ln: a layer norm leads it, so x is the norm's input): up
+ * to two view nodes and a set_rows storing rows of that group's result
+ * into a cache (the decoder step's k and v, one write a layer), which the
+ * group's mul_mat_vec_mma launch can make itself. Returns how many nodes
+ * that adds to the group, 0 when it cannot. */
+int tg_cuda_kv_rows_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int p, int end, bool ln);
 
 /* Test hooks (tests/cuda): make the next compute fail: kind 1 with a launch
  * the driver rejects, kind 2 with a kernel that faults; read compile/cache

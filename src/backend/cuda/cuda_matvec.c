@@ -14,6 +14,7 @@
  * (cuda_matmul.c), device code (kernels/matvec.cu).
  */
 #include "cuda_internal.h"
+#include "hazard.h"
 #include "op_params.h"
 
 /* The byte distance between consecutive columns of t (dims 1-3 flattened,
@@ -115,9 +116,75 @@ static bool is_weight(const tg_tensor *t) {
     return (t->flags & TG_FLAG_WEIGHT) != 0;
 }
 
+/* What mv_kv_store (matvec.cu) needs for the set_rows r of rows of out:
+ * false when r is not such a write. src = r's rows, a view [hd, 1, G,
+ * B] of out (heads side by side in out's columns, from row n0 on), ids
+ * [1, G, B] I32, r a cache view [hd, T, G, B] of F32, F16 or BF16. */
+static bool kv_rows_args(const tg_tensor *r, const tg_tensor *out, int64_t ldo, tg_args_mul_mat_vec *a) {
+    const tg_tensor *src = r->src[0], *ids = r->src[1];
+    if (r->op != TG_OP_SET_ROWS || !src || !ids || src->view_src != out || !src->data || !out->data || !r->data ||
+        !ids->data)
+        return false;
+    const int64_t hd = src->ne[0], G = src->ne[2], B = src->ne[3];
+    size_t es = r->type == TG_F32 ? 4 : 2;
+    intptr_t off = (const char *)src->data - (const char *)out->data;
+    if (src->type != TG_F32 || src->nb[0] != 4 || src->ne[1] != 1 || (int64_t)src->nb[2] != 4 * hd ||
+        (B > 1 && (int64_t)src->nb[3] != ldo) || off < 0 || off % 4 != 0 || off / 4 + G * hd > out->ne[0] ||
+        tg_nrows(out) != B || hd > INT32_MAX || G > INT32_MAX)
+        return false;
+    if ((r->type != TG_F32 && r->type != TG_BF16 && r->type != TG_F16) || r->nb[0] != es || r->ne[0] != hd ||
+        r->ne[2] != G || r->ne[3] != B || r->ne[1] > INT32_MAX || ids->type != TG_I32 || ids->ne[0] != 1 ||
+        ids->ne[1] != G || ids->ne[2] != B)
+        return false;
+    if (a) {
+        a->kv = tg_cuda_dptr(r->data);
+        a->kv_ids = tg_cuda_dptr(ids->data);
+        a->kv_nb1 = (int64_t)r->nb[1];
+        a->kv_nb2 = (int64_t)r->nb[2];
+        a->kv_nb3 = (int64_t)r->nb[3];
+        a->ids_nb1 = (int64_t)ids->nb[1];
+        a->ids_nb2 = (int64_t)ids->nb[2];
+        a->kv_n0 = off / 4;
+        a->kv_hd = (int32_t)hd;
+        a->kv_heads = (int32_t)G;
+        a->kv_t = (int32_t)r->ne[1];
+        a->kv_type = (int32_t)r->type;
+    }
+    return true;
+}
+
+int tg_cuda_kv_rows_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int p, int end, bool ln) {
+    if (!c->use_kv_rows || end >= n || end < 1) return 0;
+    const tg_tensor *mm = nodes[p], *out = nodes[end - 1];
+    int k = end;
+    while (k < n && k < end + 2 && tg_op_is_view(nodes[k]->op)) k++;
+    if (k >= n || nodes[k]->op != TG_OP_SET_ROWS || mm->op != TG_OP_MUL_MAT || !matvec_mma(c, mm)) return 0;
+    const tg_tensor *r = nodes[k];
+    int64_t ldx = 0, ldo = 0, ld2 = 0;
+    /* the launch is mul_mat_vec_mma whatever x's producer stores (the emit
+     * fusion is planned later), and the cache lies apart from everything
+     * it reads and from out */
+    if (!matvec_ok(c, mm, out, TG_F32, &ldx, &ldo) || !matvec_ok(c, mm, out, TG_BF16, &ldx, &ld2) ||
+        !kv_rows_args(r, out, ldo, NULL))
+        return 0;
+    const tg_tensor *x = ln ? nodes[p - 1]->src[0] : mm->src[1];
+    if (tg_hazard_overlap(r, x) || tg_hazard_overlap(r, mm->src[0]) || tg_hazard_overlap(r, out) ||
+        tg_hazard_overlap(r, r->src[1]))
+        return 0;
+    for (int j = p + 1; j < end; j++)
+        for (int q = 0; q < TG_MAX_SRC; q++)
+            if (nodes[j]->src[q] && tg_hazard_overlap(r, nodes[j]->src[q])) return 0;
+    if (ln)
+        for (int q = 1; q < 3; q++)
+            if (nodes[p - 1]->src[q] && tg_hazard_overlap(r, nodes[p - 1]->src[q])) return 0;
+    return k + 1 - end;
+}
+
 /* The product n (its group's parts f) into out; ln, when not NULL, the
  * layer norm producing n's x, done inside the matvec launch
- * (tg_cuda_fuse_len checked tg_cuda_ln_matvec_ok). */
+ * (tg_cuda_fuse_len checked tg_cuda_ln_matvec_ok); f->rows, when not
+ * NULL, the set_rows after the group, done by the same launch
+ * (tg_cuda_kv_rows_len checked it). */
 tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_cuda_fused *f,
                                 const tg_tensor *out, tg_type stored, const tg_tensor *ln) {
     int64_t ldx = 0, ldo = 0, ldr = 0;
@@ -125,6 +192,8 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     if (!matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr))) {
         if (ln) return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s' fused into a product matvec.cu "
                                      "does not take", ln->name);
+        if (f->rows) return tg_status_new(TG_ERR_INTERNAL, "cuda: set_rows '%s' fused into a product matvec.cu "
+                                          "does not take", f->rows->name);
         return tg_cuda_encode_mul_mat(c, s, n, f, out, stored);
     }
     const tg_tensor *w = n->src[0], *x = ln ? ln->src[0] : n->src[1];
@@ -137,6 +206,12 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
                              .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
                              .relu = f->relu, .w_early = is_weight(w)};
     const bool mma = matvec_mma(c, n);
+    if (f->rows) {
+        if (!mma || !kv_rows_args(f->rows, out, ldo, &a))
+            return tg_status_new(TG_ERR_INTERNAL, "cuda: set_rows '%s' fused into a product mul_mat_vec_mma "
+                                 "does not take", f->rows->name);
+        c->n_fused[TG_FUSED_KV_ROWS]++;
+    }
     /* mul_mat_vec_mma: TG_MVM_ROWS rows and up to TG_MVM_MAXM columns a
      * block (a block for every tile of columns), K split over 4 to 16
      * warps (32 x 4 k each at K = 1024), each warp's partial sums (4

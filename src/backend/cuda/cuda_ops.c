@@ -483,16 +483,44 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     if (nodes[i]->op == TG_OP_GLU) return conv_glu_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op == TG_OP_GET_ROWS) return embed_norm_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op == TG_OP_ADD) return bias_mask_fuse_len(c, nodes, n, i, n_uses);
-    if (nodes[i]->op != TG_OP_LAYER_NORM) return product_fuse_len(c, nodes, n, i, n_uses);
-    if (!c->use_ln_matvec || n_uses[i] != 1) return 1;
-    int len = 1 + product_fuse_len(c, nodes, n, i + 1, n_uses);
-    const tg_tensor *ln = nodes[i], *out = nodes[i + len - 1];
-    /* every block reads x (all of it, or its tile's columns) while others
-     * write out: never over it;
-     * and no group longer than the concurrency runs model as one launch */
-    if (len > TG_HAZARD_GROUP_MAX || !tg_cuda_ln_matvec_ok(c, ln, nodes[i + 1], out) || tg_hazard_overlap(out, ln->src[0]))
-        return 1;
+    int len, p = i;
+    if (nodes[i]->op != TG_OP_LAYER_NORM) {
+        len = product_fuse_len(c, nodes, n, i, n_uses);
+    } else {
+        if (!c->use_ln_matvec || n_uses[i] != 1) return 1;
+        len = 1 + product_fuse_len(c, nodes, n, i + 1, n_uses);
+        const tg_tensor *ln = nodes[i], *out = nodes[i + len - 1];
+        /* every block reads x (all of it, or its tile's columns) while
+         * others write out: never over it; and no group longer than the
+         * concurrency runs model as one launch */
+        if (len > TG_HAZARD_GROUP_MAX || !tg_cuda_ln_matvec_ok(c, ln, nodes[i + 1], out) ||
+            tg_hazard_overlap(out, ln->src[0]))
+            return 1;
+        p = i + 1;
+    }
+    /* then the set_rows of the group's k and v rows into the cache, in the
+     * same launch where it takes it */
+    if (nodes[p]->op == TG_OP_MUL_MAT) {
+        int more = tg_cuda_kv_rows_len(c, nodes, n, p, i + len, p != i);
+        if (more > 0 && len + more <= TG_HAZARD_GROUP_MAX) len += more;
+    }
     return len;
+}
+
+/* The index of the node of the group at nodes[i] (ending in a fused
+ * set_rows) whose result the set_rows' rows view: the product group's
+ * last node. */
+static int kv_rows_source(tg_tensor *const *nodes, int i, int len) {
+    const tg_tensor *src = nodes[i + len - 1]->src[0];
+    for (int k = i + len - 2; k >= i; k--)
+        if (src && src->view_src == nodes[k]) return k;
+    return -1;
+}
+
+void tg_cuda_group_writes(tg_tensor *const *nodes, int i, int len, uint8_t *writes) {
+    if (len < 2 || nodes[i + len - 1]->op != TG_OP_SET_ROWS) return;
+    int k = kv_rows_source(nodes, i, len);
+    if (k >= 0) writes[k] = 1;
 }
 
 /* ------------------------------------------------------------ encoders */
@@ -802,6 +830,18 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     }
     if (len > 1 && n->op == TG_OP_ADD) return encode_bias_mask(c, s, nodes, i, len);
     if (len > 1 && n->op == TG_OP_GET_ROWS) return encode_embed_norm(c, s, nodes, i, len);
+    if (len > 1 && nodes[i + len - 1]->op == TG_OP_SET_ROWS) {
+        /* [the norm,] the product's group, views, and the set_rows of its
+         * k and v into the cache: one mul_mat_vec_mma launch */
+        int o = kv_rows_source(nodes, i, len), p = i + (n->op == TG_OP_LAYER_NORM);
+        if (o < p || nodes[p]->op != TG_OP_MUL_MAT)
+            return tg_status_new(TG_ERR_INTERNAL, "cuda: a fused set_rows after '%s' without its product", n->name);
+        tg_cuda_fused f = tg_cuda_fused_parts(nodes, p, o - p + 1);
+        f.rows = nodes[i + len - 1];
+        if (p == i && o > p) c->n_fused[f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
+        if (p > i) return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o], TG_F32, n);
+        return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o], stored_type(c, nodes, i, nodes[p]->src[1]), NULL);
+    }
     if (len > 1 && n->op == TG_OP_LAYER_NORM) {
         /* the norm, then its product's group, in one matvec launch */
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i + 1, len - 1);

@@ -93,6 +93,7 @@ enum {
     TG_FUSED_CONV_GLU,    /* glu, depthwise conv, bias, silu as one kernel */
     TG_FUSED_BIAS_MASK,   /* a row bias add, row mask mul, relu as one pass */
     TG_FUSED_EMBED_NORM,  /* two embedding lookups, their sum and its layer norm */
+    TG_FUSED_KV_ROWS,     /* a set_rows of a matvec product's rows (the K/V cache write) in its launch */
     TG_FUSED_KINDS
 };
 
@@ -276,8 +277,17 @@ typedef struct tg_mul_mat_vec_args {
     tg_i64 n, k, lda, ldx, ldo, ldr;
     float alpha, ln_eps;
     tg_i32 m, x_bf16, relu, ln, w_early, pad_;
+    /* kv (0: none): output rows kv_n0 .. kv_n0 + kv_heads kv_hd - 1 (head
+     * j, element e) of column m are also stored, as type kv_type, at
+     * kv + e es + id kv_nb1 + j kv_nb2 + m kv_nb3 where id is the I32 at
+     * kv_ids + j ids_nb1 + m ids_nb2, when 0 <= id < kv_t: the set_rows
+     * that writes a decoder step's k and v into the cache, in the launch */
+    tg_dp_char kv;
+    tg_dp_cchar kv_ids;
+    tg_i64 kv_nb1, kv_nb2, kv_nb3, ids_nb1, ids_nb2, kv_n0;
+    tg_i32 kv_hd, kv_heads, kv_t, kv_type;
 } tg_mul_mat_vec_args;
-TG_KARGS_SIZE(tg_mul_mat_vec_args, 136);
+TG_KARGS_SIZE(tg_mul_mat_vec_args, 216);
 
 /* ------------------------------------------------------------ conv.cu */
 

@@ -26,7 +26,9 @@
  * mul_mat_vec_mma (below) takes 1 to TG_MVM_MAXM columns at default
  * precision (the host's choice wherever the GPU has BF16 mma): x rounded to
  * BF16 as cuBLASLt's products do, the sums on the tensor cores; the kernel
- * above then serves F32-precision requests; more columns (a decoder step
+ * above then serves F32-precision requests; with args.kv it also writes
+ * the k and v rows of a packed q/k/v product into the cache (the set_rows
+ * after it, fused: one launch fewer a layer); more columns (a decoder step
  * at batch 17-64) as tiles of 16, a block each, where the host asks
  * (CT_CUDA_MATVEC_MMA_MAX). Not here: products of many columns (cuBLASLt,
  * cuda_matmul.c), other weight types.
@@ -67,6 +69,18 @@ __device__ __forceinline__ void mv_norm_columns(const tg_args_mul_mat_vec &args,
         }
     }
     __syncthreads();
+}
+
+/* args.kv: output (n, column mg) into the cache too, as set_rows would
+ * store it (kargs.cuh). */
+__device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64 mg, i64 n, float r) {
+    const i64 q = n - args.kv_n0;
+    if (q < 0 || q >= (i64)args.kv_heads * args.kv_hd) return;
+    const i64 j = q / args.kv_hd, e = q - j * args.kv_hd;
+    const i64 id = *(const int *)(args.kv_ids + j * args.ids_nb1 + mg * args.ids_nb2);
+    if (id < 0 || id >= args.kv_t) return;
+    tg_st(args.kv + e * (args.kv_type == TG_KT_F32 ? 4 : 2) + id * args.kv_nb1 + j * args.kv_nb2 + mg * args.kv_nb3,
+          args.kv_type, r);
 }
 
 extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) mul_mat_vec(const tg_args_mul_mat_vec args) {
@@ -295,6 +309,7 @@ extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_
         if (args.relu) r = fmaxf(r, 0.0f);
         if (args.res) r += *(const float *)(args.res + m * args.ldr + n * 4);
         *(float *)(args.out + m * args.ldo + n * 4) = r;
+        if (args.kv) mv_kv_store(args, (i64)tile * TG_MVM_MAXM + m, n, r);
     }
 #endif
 }
