@@ -84,6 +84,38 @@ int tg_cuda_env_int(const char *name, int dflt) {
 
 static tg_cuda_ctx *ctx_of(tg_backend *b) { return (tg_cuda_ctx *)b->impl; }
 
+/* The context's switches (the environment table in NOTES.md), read once
+ * when it is made; props: its device's. */
+static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
+    c->use_graphs = tg_cuda_env_int("CT_CUDA_GRAPHS", 1) != 0;
+    c->use_concurrency = tg_cuda_env_int("CT_CUDA_CONCURRENCY", 1) != 0;
+    c->use_fusion = tg_cuda_env_int("CT_CUDA_FUSION", 1) != 0;
+    c->use_pdl = props->cc_major >= 9 && tg_cuda_env_int("CT_CUDA_PDL", 1) != 0;
+    c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
+    c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
+    c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
+    c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
+    c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_MAXM);
+    if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
+    /* 1 to 256 columns (16 tiles): past that the products are the
+     * encoder's, where cuBLASLt's tiles reuse the weights */
+    if (c->matvec_mma_max < 1 || c->matvec_mma_max > 256) c->matvec_mma_max = TG_MVM_MAXM;
+    c->use_residual = tg_cuda_env_int("CT_CUDA_FUSE_RESIDUAL", 1) != 0;
+    c->use_scale = tg_cuda_env_int("CT_CUDA_FUSE_SCALE", 1) != 0;
+    c->use_ln_matvec = tg_cuda_env_int("CT_CUDA_FUSE_NORM", 1) != 0;
+    c->use_conv_glu = tg_cuda_env_int("CT_CUDA_FUSE_CONV", 1) != 0;
+    c->use_bias_mask = tg_cuda_env_int("CT_CUDA_FUSE_BIAS_MASK", 1) != 0;
+    c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
+    c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
+    c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);
+    if (c->matvec_columns < 1) c->matvec_columns = 1;
+    if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;
+    c->use_attn_decode = tg_cuda_env_int("CT_CUDA_ATTN_DECODE", 1) != 0;
+    c->attn_decode_fill = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_FILL", 2);
+    if (c->attn_decode_fill < 0 || c->attn_decode_fill > 2) c->attn_decode_fill = 2;
+}
+
+
 /* Errors after which the driver refuses all further work in this process
  * (a kernel fault): no backend made again in the process can recover. */
 static bool context_lost(CUresult r) {
@@ -270,6 +302,16 @@ static uint8_t hazard_class(const tg_cuda_ctx *c, const tg_tensor *t) {
     return tiles >= c->dev->props.sm_count ? TG_HAZARD_ALONE : TG_HAZARD_SHARED;
 }
 
+/* The node s is, or the node a chain of view tensors that are not nodes
+ * leads to from s; -1 when none (a leaf, or another graph's tensor). */
+static int node_through_views(const tg_ptrmap *idx, const tg_tensor *s) {
+    for (; s; s = s->view_src) {
+        int j = tg_ptrmap_get(idx, s);
+        if (j >= 0 || s->op != TG_OP_VIEW) return j;
+    }
+    return -1;
+}
+
 static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     int n = g->n_nodes;
     memset(p, 0, sizeof *p);
@@ -293,7 +335,7 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         p->cls[i] = hazard_class(c, t);
         for (int k = 0; k <= TG_MAX_SRC; k++) {
             const tg_tensor *s = k < TG_MAX_SRC ? t->src[k] : t->view_src;
-            int j = tg_ptrmap_get(&idx, s);
+            int j = node_through_views(&idx, s);
             if (j >= 0) direct[j]++;
             for (; s; s = s->view_src) {
                 j = tg_ptrmap_get(&idx, s);
@@ -305,15 +347,21 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         }
         if (!tg_ptrmap_put(&idx, t, i)) goto oom;
     }
-    /* Readers outside this graph (the scheduler's other splits, views it
-     * left out, other graphs of the context) are every tensor of the
-     * context that names a node: a node with any of those never fuses away. */
+    /* Readers outside this graph (the scheduler's other splits, other
+     * graphs of the context) are every tensor of the context that names a
+     * node, directly or through views that are not nodes: a node with any
+     * of those never fuses away. A view the split left out reads nothing
+     * itself; its readers count (each node's own reads were counted the
+     * same way above), so a node read only through such a view by the next
+     * node (the decoder's embedding sum, reshaped for its norm) may still
+     * fuse. */
     if (c->use_fusion && g->ctx) {
         int n_t = tg_ctx_n_tensors(g->ctx);
         for (int i = 0; i < n_t; i++) {
             const tg_tensor *t = tg_ctx_tensor(g->ctx, i);
+            if (t->op == TG_OP_VIEW && tg_ptrmap_get(&idx, t) < 0) continue;
             for (int k = 0; k <= TG_MAX_SRC; k++) {
-                int j = tg_ptrmap_get(&idx, k < TG_MAX_SRC ? t->src[k] : t->view_src);
+                int j = node_through_views(&idx, k < TG_MAX_SRC ? t->src[k] : t->view_src);
                 if (j >= 0) direct[j]--;
             }
         }
@@ -827,32 +875,7 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
         c->lt_ws_size = (size_t)32 << 20;
         if ((r = cu->cuMemAlloc(&c->lt_ws, c->lt_ws_size)) != CUDA_SUCCESS) goto cu_fail;
     }
-    c->use_graphs = tg_cuda_env_int("CT_CUDA_GRAPHS", 1) != 0;
-    c->use_concurrency = tg_cuda_env_int("CT_CUDA_CONCURRENCY", 1) != 0;
-    c->use_fusion = tg_cuda_env_int("CT_CUDA_FUSION", 1) != 0;
-    c->use_pdl = dev->props.cc_major >= 9 && tg_cuda_env_int("CT_CUDA_PDL", 1) != 0;
-    c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
-    c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
-    c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
-    c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
-    c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_MAXM);
-    if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
-    /* 1 to 256 columns (16 tiles): past that the products are the
-     * encoder's, where cuBLASLt's tiles reuse the weights */
-    if (c->matvec_mma_max < 1 || c->matvec_mma_max > 256) c->matvec_mma_max = TG_MVM_MAXM;
-    c->use_residual = tg_cuda_env_int("CT_CUDA_FUSE_RESIDUAL", 1) != 0;
-    c->use_scale = tg_cuda_env_int("CT_CUDA_FUSE_SCALE", 1) != 0;
-    c->use_ln_matvec = tg_cuda_env_int("CT_CUDA_FUSE_NORM", 1) != 0;
-    c->use_conv_glu = tg_cuda_env_int("CT_CUDA_FUSE_CONV", 1) != 0;
-    c->use_bias_mask = tg_cuda_env_int("CT_CUDA_FUSE_BIAS_MASK", 1) != 0;
-    c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
-    c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
-    c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);
-    if (c->matvec_columns < 1) c->matvec_columns = 1;
-    if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;
-    c->use_attn_decode = tg_cuda_env_int("CT_CUDA_ATTN_DECODE", 1) != 0;
-    c->attn_decode_fill = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_FILL", 2);
-    if (c->attn_decode_fill < 0 || c->attn_decode_fill > 2) c->attn_decode_fill = 2;
+    read_switches(c, &dev->props);
     c->profile = tg_cuda_env_int("CT_CUDA_PROFILE", 0);
     c->debug = tg_cuda_env_int("CT_CUDA_DEBUG", 0);
     c->check_finite = tg_cuda_env_int("CT_CUDA_CHECK_FINITE", 0);
@@ -873,6 +896,31 @@ fail:
 }
 
 /* ---------------------------------------------------------- test hooks */
+
+tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes) {
+    tg_cuda_device *dev = tg_calloc(1, sizeof *dev);
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    tg_status st = NULL;
+    if (!dev || !c) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "tg_cuda_test_plan: out of memory");
+        goto done;
+    }
+    dev->props = *props;
+    c->dev = dev;
+    snprintf(c->name, sizeof c->name, "cuda (plan only)");
+    read_switches(c, props);
+    plan p;
+    if ((st = plan_make(c, g, &p))) goto done;
+    for (int i = 0; i < g->n_nodes; i++) {
+        out_fuse[i] = p.fuse[i];
+        out_writes[i] = p.writes[i];
+    }
+    plan_free(&p);
+done:
+    tg_free(c);
+    tg_free(dev);
+    return st;
+}
 
 void tg_cuda_test_fault_next(tg_backend *b, int kind) {
     if (b && b->iface == &cuda_iface) ctx_of(b)->force_fault = kind;

@@ -440,6 +440,13 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
  * that adds to the group, 0 when it cannot. */
 int tg_cuda_kv_rows_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int p, int end, bool ln);
 
+/* Test hook: the plan a context on a device of these properties would
+ * make for g (its switches from the environment, as a real context reads
+ * them), without a device: out_fuse[i] (tg_cuda_fuse_len's group lengths,
+ * 0 inside a group) and out_writes[i] for g's nodes. The graph's tensors
+ * need addresses (allocated, on any backend). */
+tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes);
+
 /* Test hooks (tests/cuda): make the next compute fail: kind 1 with a launch
  * the driver rejects, kind 2 with a kernel that faults; read compile/cache
  * counters. */

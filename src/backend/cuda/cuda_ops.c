@@ -444,23 +444,20 @@ static bool embed_lookup_ok(const tg_tensor *g, int64_t width) {
 }
 
 /* The decoder step's head: get_rows of the token table, get_rows of the
- * position table, their add, a reshape (a view node) or not, and the
- * layer norm of that, each read only by the next, as embed_norm: 4 or 5
- * when they fuse (the norm last), else 1. The result may not lie over
- * what the kernel reads. */
+ * position table, their add, and the layer norm of it or of a reshape of
+ * it (a view), each read only by the next, as embed_norm: 4 or 5 (with
+ * the view's node) when they fuse, the norm last, else 1. The result may
+ * not lie over what the kernel reads. */
 static int embed_norm_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     if (!c->use_embed_norm || i + 3 >= n) return 1;
     const tg_tensor *ga = nodes[i], *gb = nodes[i + 1], *add = nodes[i + 2];
-    int len = 4;
-    const tg_tensor *x = nodes[i + 3];
-    if (tg_op_is_view(x->op)) {
-        if (i + 4 >= n || x->view_src != add || x->data != add->data || !tg_is_contiguous(x)) return 1;
-        len = 5;
-    } else {
-        x = add;
-    }
-    const tg_tensor *ln = nodes[i + len - 1];
-    if (add->op != TG_OP_ADD || ln->op != TG_OP_LAYER_NORM || ln->src[0] != x || len > TG_HAZARD_GROUP_MAX) return 1;
+    /* the reshape is a view node in a whole graph, and no node at all in
+     * a scheduler's split (which leaves views out) */
+    const int len = i + 4 < n && tg_op_is_view(nodes[i + 3]->op) ? 5 : 4;
+    const tg_tensor *ln = nodes[i + len - 1], *x = ln->src[0];
+    if (add->op != TG_OP_ADD || ln->op != TG_OP_LAYER_NORM || len > TG_HAZARD_GROUP_MAX || !x) return 1;
+    if (x != add && (x->view_src != add || x->data != add->data || !tg_is_contiguous(x))) return 1;
+    if (len == 5 && nodes[i + 3] != x) return 1;
     for (int k = 0; k < len - 1; k++)
         if (n_uses[i + k] != 1 || (nodes[i + k]->flags & TG_FLAG_OUTPUT)) return 1;
     if (!((add->src[0] == ga && add->src[1] == gb) || (add->src[0] == gb && add->src[1] == ga))) return 1;

@@ -1,0 +1,138 @@
+/*
+ * test_plan.c: the CUDA backend's plan (fusion groups and the writes the
+ * hazard runs see) for the model's real graphs, without a GPU.
+ *
+ * The tiny checkpoint runs on the CPU backend, copied as on a GPU (so the
+ * encoder's q, k, v are packed, weights.c), and every graph the scheduler
+ * hands the CPU is also planned by tg_cuda_test_plan as an H200 context
+ * with the default switches would plan it. Synthetic graphs (test_choices.c)
+ * only show a matcher takes the shape it was written for; this shows the
+ * graphs decoder.c and encoder.c really build reach it: a decoder step gets
+ * one embedding group (embed_norm) and one K/V write inside the q/k/v
+ * launch per layer, with the product's result marked written; the prefill
+ * gets the embedding group; the encoder plans without error.
+ * Skipped (and counted as passed) where the build has no CUDA backend.
+ */
+#include "check.h"
+
+#ifdef TG_HAVE_CUDA
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_impl.h"
+#include "base.h"
+#include "cuda_internal.h"
+#include "model.h"
+#include "op_params.h"
+
+#define TINY TEST_DATA_DIR "/tiny"
+
+typedef struct seen {
+    int graphs, errors;
+    int embed_graphs;  /* graphs with one embed_norm group */
+    int step_graphs;   /* graphs with a K/V group per decoder layer */
+    int kv_unmarked;   /* K/V groups without their product's result marked written */
+    int kv_layers;     /* expected K/V groups in a step graph */
+} seen;
+
+static seen g_seen;
+static const struct tg_backend_iface *g_cpu_iface;
+static struct tg_backend_iface g_observed;
+static tg_cuda_props g_props;
+
+static tg_status observe(tg_backend *b, tg_graph *g) {
+    int n = tg_graph_n_nodes(g);
+    int *fuse = tg_calloc((size_t)n + 1, sizeof *fuse);
+    uint8_t *writes = tg_calloc((size_t)n + 1, 1);
+    g_seen.graphs++;
+    tg_status st = fuse && writes ? tg_cuda_test_plan(&g_props, g, fuse, writes) : NULL;
+    if (!fuse || !writes || st) {
+        printf("  plan of a graph of %d nodes failed: %s\n", n, st ? tg_status_message(st) : "out of memory");
+        tg_status_free(st);
+        g_seen.errors++;
+    } else {
+        int embed = 0, kv = 0;
+        for (int i = 0; i < n; i++) {
+            if (fuse[i] < 2) continue;
+            const tg_tensor *first = tg_graph_node(g, i), *last = tg_graph_node(g, i + fuse[i] - 1);
+            if (first->op == TG_OP_GET_ROWS && last->op == TG_OP_LAYER_NORM) embed++;
+            if (last->op == TG_OP_SET_ROWS) {
+                kv++;
+                int marked = 0;
+                for (int k = i; k < i + fuse[i] - 1; k++) marked += writes[k];
+                g_seen.kv_unmarked += marked != 1;
+            }
+        }
+        g_seen.embed_graphs += embed == 1;
+        g_seen.step_graphs += kv == g_seen.kv_layers;
+        printf("  graph of %3d nodes: %d embedding group(s), %d K/V write(s) in a product's launch\n", n, embed, kv);
+    }
+    tg_free(fuse);
+    tg_free(writes);
+    return g_cpu_iface->graph_compute(b, g);
+}
+
+static void test_decoder_graphs_get_the_step_fusions(void) {
+    tg_backend *be = NULL;
+    CHECK_OK(tg_backend_cpu_new(2, &be));
+    if (!be) return;
+    g_cpu_iface = be->iface;
+    g_observed = *be->iface;
+    g_observed.graph_compute = observe;
+    be->iface = &g_observed;
+    memset(&g_props, 0, sizeof g_props);
+    g_props.cc_major = 9;
+    g_props.tc_level = 2;
+    g_props.bf16 = true;
+    g_props.sm_count = 132;
+
+    ct_model *m = NULL;
+    tg_sched *sched = NULL;
+    CHECK_OK(ct_model_load_flags(TINY "/hub", be, CT_LOAD_COPY, &m));
+    CHECK_OK(tg_sched_new(&be, 1, &sched));
+    for (int B = 1; B <= 3 && m && sched; B += 2) {
+        memset(&g_seen, 0, sizeof g_seen);
+        g_seen.kv_layers = m->n_dec_layers;
+        CHECK(m->enc[0].wqkv != NULL); /* copied: the encoder's q, k, v packed */
+        int T = 120, valid[3] = {120, 100, 90};
+        float *feat = tg_calloc((size_t)B * T * 128, sizeof(float));
+        for (int i = 0; feat && i < B * T * 128; i++) feat[i] = (float)((i * 37) % 101 - 50) / 25.0f;
+        ct_enc_opts eo = {.f32 = false};
+        ct_enc_result enc = {0};
+        CHECK_OK(ct_encoder_run(m, sched, feat, B, T, valid, &eo, &enc));
+        int encoder_graphs = g_seen.graphs;
+        ct_dec_opts dopt = {.queued = true};
+        ct_dec_state *ds = NULL;
+        const int32_t prompt[12] = {4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7};
+        if (enc.out) CHECK_OK(ct_decoder_begin(m, sched, &enc, 4, 16, &dopt, &ds));
+        if (ds) {
+            int32_t next[3] = {-1, -1, -1}, ids[6] = {0};
+            CHECK_OK(ct_decoder_prefill(ds, prompt, next, NULL, NULL));
+            for (int pos = 4; pos < 6; pos++) CHECK_OK(ct_decoder_queue_step(ds, pos));
+            CHECK_OK(ct_decoder_read_steps(ds, 4, 2, ids, NULL));
+        }
+        printf("  batch %d: %d graphs planned (%d of the encoder), %d plan errors\n", B, g_seen.graphs,
+               encoder_graphs, g_seen.errors);
+        CHECK(encoder_graphs >= 1);
+        CHECK(g_seen.errors == 0);
+        CHECK(g_seen.embed_graphs >= 2); /* the prefill's and the steps' */
+        CHECK(g_seen.step_graphs >= 1);
+        CHECK(g_seen.kv_unmarked == 0);
+        ct_decoder_free(ds);
+        ct_enc_result_free(&enc);
+        tg_free(feat);
+    }
+    tg_sched_free(sched);
+    ct_model_free(m);
+    be->iface = g_cpu_iface;
+    tg_backend_free(be);
+}
+
+TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions))
+#else
+static void test_skipped_without_cuda(void) {
+    printf("skipped: built without the CUDA backend\n");
+    CHECK(1);
+}
+TEST_MAIN(T(test_skipped_without_cuda))
+#endif
