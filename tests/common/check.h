@@ -83,4 +83,13 @@ char *check_capture_stderr(void (*fn)(void *arg), void *arg);
     }
 #define T(fn) {#fn, fn}
 
+/* A test program's main where what it tests is not built (why: what is
+ * missing): one test that says so and passes. */
+#define TEST_MAIN_SKIPPED(why)                      \
+    static void test_skipped(void) {                \
+        printf("skipped: %s\n", why);               \
+        CHECK(1);                                   \
+    }                                               \
+    TEST_MAIN(T(test_skipped))
+
 #endif

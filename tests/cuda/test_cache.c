@@ -209,9 +209,5 @@ TEST_MAIN(T(test_cold_then_warm), T(test_damaged_entries_are_misses), T(test_lru
           T(test_disabled_by_environment), T(test_two_processes_at_once),
           T(test_unwritable_folder_is_an_error_not_a_crash))
 #else
-static void test_skipped_without_cuda(void) {
-    printf("skipped: built without the CUDA backend\n");
-    CHECK(1);
-}
-TEST_MAIN(T(test_skipped_without_cuda))
+TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

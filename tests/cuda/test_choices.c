@@ -213,9 +213,5 @@ TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_waves_fix_the_second_w
           T(test_choices_are_whole_rounds_within_the_grid), T(test_embedding_head_fuses),
           T(test_kv_write_fuses_into_the_product))
 #else
-static void test_skipped_without_cuda(void) {
-    printf("skipped: built without the CUDA backend\n");
-    CHECK(1);
-}
-TEST_MAIN(T(test_skipped_without_cuda))
+TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

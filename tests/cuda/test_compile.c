@@ -190,9 +190,5 @@ TEST_MAIN(T(test_every_variant_compiles_for_sm90), T(test_host_spellings_are_the
           T(test_every_kernel_takes_its_argument_struct), T(test_files_compile_for_older_archs),
           T(test_bad_source_reports_the_log))
 #else
-static void test_skipped_without_cuda(void) {
-    printf("skipped: built without the CUDA backend\n");
-    CHECK(1);
-}
-TEST_MAIN(T(test_skipped_without_cuda))
+TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

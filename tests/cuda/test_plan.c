@@ -130,9 +130,5 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
 
 TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions))
 #else
-static void test_skipped_without_cuda(void) {
-    printf("skipped: built without the CUDA backend\n");
-    CHECK(1);
-}
-TEST_MAIN(T(test_skipped_without_cuda))
+TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif
