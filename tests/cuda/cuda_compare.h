@@ -184,8 +184,8 @@ static inline tg_tensor *build_ffn(tg_ctx *ctx) { return ffn_block(ctx, 37, 512)
  * heads as views of it, the k and v heads written into a BF16 cache
  * [hd, T, 2H, B] at rows from ids [1, 2H, B] (one set_rows), and the
  * attention of q over the cache's two halves. */
-static inline tg_tensor *kv_step_graph(tg_ctx *ctx) {
-    const int64_t hd = 32, H = 2, dd = hd * H, B = 3, T = 8;
+static inline tg_tensor *kv_step_graph_b(tg_ctx *ctx, int64_t B) {
+    const int64_t hd = 32, H = 2, dd = hd * H, T = 8;
     tg_tensor *x = tg_new_3d(ctx, TG_F32, dd, 1, B);
     tg_tensor *h = tg_layer_norm(ctx, x, tg_new_1d(ctx, TG_F32, dd), tg_new_1d(ctx, TG_F32, dd), 1e-5f);
     tg_tensor *qkv = tg_add(ctx, tg_mul_mat(ctx, tg_new_2d(ctx, TG_BF16, dd, 3 * dd), h), tg_new_1d(ctx, TG_F32, 3 * dd));
@@ -202,6 +202,7 @@ static inline tg_tensor *kv_step_graph(tg_ctx *ctx) {
     tg_tensor *kc = tg_view(ctx, kv, 4, hne, kv->nb, 0), *vc = tg_view(ctx, kv, 4, hne, kv->nb, (size_t)H * kv->nb[2]);
     return tg_attention(ctx, q, kc, vc, tg_new_4d(ctx, TG_F32, T, 1, 1, B), 0.17f);
 }
+static inline tg_tensor *kv_step_graph(tg_ctx *ctx) { return kv_step_graph_b(ctx, 3); }
 
 /* argmax over 7 rows of 1000 */
 static inline tg_tensor *build_argmax(tg_ctx *ctx) { return tg_argmax(ctx, tg_new_2d(ctx, TG_F32, 1000, 7)); }

@@ -362,6 +362,160 @@ static void test_matvec_mma_tiles_match_cpu(void) {
     tg_backend_free(b);
 }
 
+/* Ids outside their tables in the step's fused kernels, which only a GPU
+ * computes this way (the CPU reports such ids as errors): a K/V write
+ * whose cache row is outside the cache writes nothing (checked against
+ * the same launch with every row valid, and against the cache as filled),
+ * and embed_norm reads an id outside its table as a row of zeros (checked
+ * against the CPU's norm of the rows summed on the host). Then the K/V
+ * write over 17 columns (two tiles of mul_mat_vec_mma). */
+enum { KVB_T = 8, KVB_B = 3, KVB_G = 4, KVB_HD = 32 };
+static tg_tensor *g_kvb_cache, *g_kvb_ids;
+static tg_tensor *build_kv_write(tg_ctx *ctx) {
+    const int64_t hd = KVB_HD, dd = hd * KVB_G / 2, B = KVB_B;
+    tg_tensor *x = tg_new_3d(ctx, TG_F32, dd, 1, B);
+    tg_tensor *h = tg_layer_norm(ctx, x, tg_new_1d(ctx, TG_F32, dd), tg_new_1d(ctx, TG_F32, dd), 1e-5f);
+    tg_tensor *qkv = tg_add(ctx, tg_mul_mat(ctx, tg_new_2d(ctx, TG_BF16, dd, 3 * dd), h), tg_new_1d(ctx, TG_F32, 3 * dd));
+    if (!qkv) return NULL;
+    const int64_t ne[4] = {hd, 1, KVB_G, B};
+    const size_t nb[4] = {4, (size_t)hd * 4, (size_t)hd * 4, qkv->nb[2]};
+    g_kvb_cache = tg_new_4d(ctx, TG_BF16, hd, KVB_T, KVB_G, B);
+    g_kvb_ids = tg_new_3d(ctx, TG_I32, 1, KVB_G, B);
+    return tg_set_rows(ctx, g_kvb_cache, tg_view(ctx, qkv, 4, ne, nb, (size_t)dd * 4), g_kvb_ids);
+}
+
+/* run r's cache after a compute with these ids (the other leaves as seed 9
+ * fills them); into out (KVB cache elements as uint16). */
+static void kv_write_run(tg_backend *b, run *r, const int32_t *ids, uint16_t *filled, uint16_t *out) {
+    const size_t n = (size_t)KVB_HD * KVB_T * KVB_G * KVB_B;
+    CHECK_OK(fill_leaves(r, 9));
+    CHECK_OK(tg_tensor_set(g_kvb_ids, ids, 0, sizeof(int32_t) * KVB_G * KVB_B));
+    if (filled) CHECK_OK(tg_tensor_get(g_kvb_cache, filled, 0, n * 2));
+    CHECK_OK(tg_backend_graph_compute(b, r->g));
+    CHECK_OK(tg_tensor_get(r->out, out, 0, n * 2));
+}
+
+static void kv_write_keeps_bad_rows(tg_backend *b) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    const size_t plane = (size_t)KVB_HD * KVB_T, n = plane * KVB_G * KVB_B;
+    uint16_t *p0 = tg_malloc(n * 2), *r1 = tg_malloc(n * 2), *r2 = tg_malloc(n * 2);
+    run r;
+    CHECK_OK(run_make(b, build_kv_write, &r));
+    int32_t good[KVB_G * KVB_B], bad[KVB_G * KVB_B];
+    for (int k = 0; k < KVB_G * KVB_B; k++) {
+        good[k] = 2;
+        bad[k] = k % 4 == 0 ? -1 : k % 4 == 1 ? KVB_T : k % 4 == 2 ? 1 << 30 : 5; /* [j + G b] */
+    }
+    int kv = c->n_fused[TG_FUSED_KV_ROWS];
+    if (p0 && r1 && r2 && r.g && r.buf) {
+        kv_write_run(b, &r, good, NULL, r1);
+        kv_write_run(b, &r, bad, p0, r2);
+        CHECK(c->n_fused[TG_FUSED_KV_ROWS] >= kv + 2);
+        int wrong = 0;
+        for (int k = 0; k < KVB_G * KVB_B; k++) /* plane (j, b) = [hd, T] at k = j + G b */
+            for (int t = 0; t < KVB_T; t++)
+                for (int e = 0; e < KVB_HD; e++) {
+                    size_t at = (size_t)k * plane + (size_t)t * KVB_HD + (size_t)e;
+                    uint16_t want = t == bad[k] ? r1[(size_t)k * plane + 2 * KVB_HD + (size_t)e] : p0[at];
+                    wrong += r2[at] != want;
+                }
+        CHECK_MSG(wrong == 0, "%d cache elements differ from the rows the ids allow", wrong);
+        /* and the good run did write row 2 (not merely kept the fill) */
+        int changed = 0;
+        for (size_t e = 0; e < KVB_HD; e++) changed += r1[2 * KVB_HD + e] != p0[2 * KVB_HD + e];
+        CHECK(changed > 0);
+    }
+    run_free(&r);
+    tg_free(p0);
+    tg_free(r1);
+    tg_free(r2);
+}
+
+enum { EMB_D = 96, EMB_B = 5, EMB_TOK = 40, EMB_POS = 12 };
+static tg_tensor *g_emb_tok, *g_emb_pos, *g_emb_it, *g_emb_ip, *g_emb_w, *g_emb_b;
+static tg_tensor *build_embed_ids(tg_ctx *ctx) {
+    g_emb_tok = tg_new_2d(ctx, TG_BF16, EMB_D, EMB_TOK);
+    g_emb_pos = tg_new_2d(ctx, TG_BF16, EMB_D, EMB_POS);
+    g_emb_it = tg_new_1d(ctx, TG_I32, EMB_B);
+    g_emb_ip = tg_new_1d(ctx, TG_I32, EMB_B);
+    g_emb_w = tg_new_1d(ctx, TG_F32, EMB_D);
+    g_emb_b = tg_new_1d(ctx, TG_F32, EMB_D);
+    tg_tensor *x = tg_add(ctx, tg_get_rows(ctx, g_emb_tok, g_emb_it), tg_get_rows(ctx, g_emb_pos, g_emb_ip));
+    return tg_layer_norm(ctx, tg_reshape_3d(ctx, x, EMB_D, 1, EMB_B), g_emb_w, g_emb_b, 1e-5f);
+}
+
+/* the reference: the norm of the rows summed on the host */
+static float g_emb_x[EMB_D * EMB_B], g_emb_wv[EMB_D], g_emb_bv[EMB_D];
+static tg_tensor *g_ref_x, *g_ref_w, *g_ref_b;
+static tg_tensor *build_norm_of_x(tg_ctx *ctx) {
+    g_ref_x = tg_new_3d(ctx, TG_F32, EMB_D, 1, EMB_B);
+    g_ref_w = tg_new_1d(ctx, TG_F32, EMB_D);
+    g_ref_b = tg_new_1d(ctx, TG_F32, EMB_D);
+    return tg_layer_norm(ctx, g_ref_x, g_ref_w, g_ref_b, 1e-5f);
+}
+
+static void embed_norm_reads_bad_ids_as_zeros(tg_backend *b) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    const int32_t it[EMB_B] = {-1, EMB_TOK, 3, 7, 1 << 30}, ip[EMB_B] = {2, EMB_POS - 1, -5, EMB_POS, 0};
+    run r, rc;
+    CHECK_OK(run_make(b, build_embed_ids, &r));
+    int emb = c->n_fused[TG_FUSED_EMBED_NORM];
+    uint16_t tok[EMB_D * EMB_TOK], pos[EMB_D * EMB_POS];
+    float got[EMB_D * EMB_B], want[EMB_D * EMB_B];
+    if (r.g && r.buf) {
+        CHECK_OK(fill_leaves(&r, 4));
+        CHECK_OK(tg_tensor_set(g_emb_it, it, 0, sizeof it));
+        CHECK_OK(tg_tensor_set(g_emb_ip, ip, 0, sizeof ip));
+        CHECK_OK(tg_tensor_get(g_emb_tok, tok, 0, sizeof tok));
+        CHECK_OK(tg_tensor_get(g_emb_pos, pos, 0, sizeof pos));
+        CHECK_OK(tg_tensor_get(g_emb_w, g_emb_wv, 0, sizeof g_emb_wv));
+        CHECK_OK(tg_tensor_get(g_emb_b, g_emb_bv, 0, sizeof g_emb_bv));
+        CHECK_OK(tg_backend_graph_compute(b, r.g));
+        CHECK_OK(tg_tensor_get(r.out, got, 0, sizeof got));
+        CHECK(c->n_fused[TG_FUSED_EMBED_NORM] > emb);
+        for (int row = 0; row < EMB_B; row++)
+            for (int e = 0; e < EMB_D; e++) {
+                float a = it[row] >= 0 && it[row] < EMB_TOK ? tg_bf16_to_f32(tok[it[row] * EMB_D + e]) : 0.0f;
+                float p = ip[row] >= 0 && ip[row] < EMB_POS ? tg_bf16_to_f32(pos[ip[row] * EMB_D + e]) : 0.0f;
+                g_emb_x[row * EMB_D + e] = a + p;
+            }
+        tg_backend *cpu = NULL;
+        CHECK_OK(tg_backend_cpu_new(2, &cpu));
+        CHECK_OK(run_make(cpu, build_norm_of_x, &rc));
+        if (rc.g && rc.buf) {
+            CHECK_OK(tg_tensor_set(g_ref_x, g_emb_x, 0, sizeof g_emb_x));
+            CHECK_OK(tg_tensor_set(g_ref_w, g_emb_wv, 0, sizeof g_emb_wv));
+            CHECK_OK(tg_tensor_set(g_ref_b, g_emb_bv, 0, sizeof g_emb_bv));
+            CHECK_OK(tg_backend_graph_compute(cpu, rc.g));
+            CHECK_OK(tg_tensor_get(rc.out, want, 0, sizeof want));
+            double worst = 0;
+            for (int k = 0; k < EMB_D * EMB_B; k++) worst = fmax(worst, fabs((double)got[k] - want[k]));
+            CHECK_MSG(worst < 1e-5, "embed_norm with ids outside the tables: %.3g from the CPU's", worst);
+        }
+        run_free(&rc);
+        tg_backend_free(cpu);
+    }
+    run_free(&r);
+}
+
+static tg_tensor *build_kv_step17(tg_ctx *ctx) { return kv_step_graph_b(ctx, 17); }
+
+static void test_step_fusions_take_bad_ids_and_tiles(void) {
+    setenv("CT_CUDA_MATVEC_MMA_MAX", "32", 1);
+    tg_backend *b = cuda_or_skip();
+    unsetenv("CT_CUDA_MATVEC_MMA_MAX");
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    if (c->dev->props.tc_level >= 2) {
+        kv_write_keeps_bad_rows(b);
+        int kv = c->n_fused[TG_FUSED_KV_ROWS];
+        compare_with_cpu(b, build_kv_step17, 3, 5e-4, "step at 17 columns: cache write in two tiles");
+        CHECK(c->n_fused[TG_FUSED_KV_ROWS] > kv);
+    }
+    embed_norm_reads_bad_ids_as_zeros(b);
+    tg_backend_free(b);
+}
+
 /* A NaN in one query reaches that row's output as NaN (as on the CPU) and
  * no other row: attn_decode and the combine keep NaN through their maxima
  * (fmaxf would drop it and give a row of zeros, hiding where it began). */
@@ -419,7 +573,8 @@ static void test_attention_step_keeps_nan(void) {
  * then be real after the compute. */
 
 TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_matches_cpu),
-          T(test_matvec_mma_tiles_match_cpu), T(test_attention_step_keeps_nan))
+          T(test_matvec_mma_tiles_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
+          T(test_attention_step_keeps_nan))
 #else
 static void test_skipped_without_cuda(void) {
     printf("skipped: built without the CUDA backend\n");

@@ -302,6 +302,16 @@ static uint8_t hazard_class(const tg_cuda_ctx *c, const tg_tensor *t) {
     return tiles >= c->dev->props.sm_count ? TG_HAZARD_ALONE : TG_HAZARD_SHARED;
 }
 
+/* The bytes the launch of the group at node j computes, for the rule on
+ * large runs: its last node's result, or for a product whose group ends in
+ * a fused cache write (which the last node spans: the whole cache) the
+ * product's. */
+static size_t group_bytes(const tg_graph *g, const plan *p, int j) {
+    for (int k = j; k < j + p->fuse[j] - 1; k++)
+        if (p->writes[k]) return tg_nbytes(g->nodes[k]);
+    return tg_nbytes(g->nodes[j + p->fuse[j] - 1]);
+}
+
 /* The node s is, or the node a chain of view tensors that are not nodes
  * leads to from s; -1 when none (a leaf, or another graph's tensor). */
 static int node_through_views(const tg_ptrmap *idx, const tg_tensor *s) {
@@ -354,12 +364,12 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
      * itself; its readers count (each node's own reads were counted the
      * same way above), so a node read only through such a view by the next
      * node (the decoder's embedding sum, reshaped for its norm) may still
-     * fuse. */
+     * fuse; unless the view is an output (the host reads it). */
     if (c->use_fusion && g->ctx) {
         int n_t = tg_ctx_n_tensors(g->ctx);
         for (int i = 0; i < n_t; i++) {
             const tg_tensor *t = tg_ctx_tensor(g->ctx, i);
-            if (t->op == TG_OP_VIEW && tg_ptrmap_get(&idx, t) < 0) continue;
+            if (t->op == TG_OP_VIEW && !(t->flags & TG_FLAG_OUTPUT) && tg_ptrmap_get(&idx, t) < 0) continue;
             for (int k = 0; k <= TG_MAX_SRC; k++) {
                 int j = node_through_views(&idx, k < TG_MAX_SRC ? t->src[k] : t->view_src);
                 if (j >= 0) direct[j]--;
@@ -495,8 +505,7 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
              * node, by what its last node writes). */
             int run_big = 0;
             for (int j = i; j < n && (p->run[j] == cur_run || p->run[j] < 0); j++)
-                run_big += p->run[j] == cur_run && p->fuse[j] > 0 &&
-                           tg_nbytes(g->nodes[j + p->fuse[j] - 1]) >= CUDA_RUN_BIG_BYTES;
+                run_big += p->run[j] == cur_run && p->fuse[j] > 0 && group_bytes(g, p, j) >= CUDA_RUN_BIG_BYTES;
             if (run_big > 1) {
                 CUresult r = cu->cuEventRecord(c->fork_ev, c->stream);
                 for (int k = 0; k < CUDA_N_STREAMS - 1 && r == CUDA_SUCCESS; k++)
@@ -522,8 +531,11 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
             return tg_status_wrap(st, "%s: node %d '%s' (%s)", c->name, i, t->name, tg_op_name(t->op));
         }
         tg_cuda_prof_node_end(c, pf, i, s, t, len, p->run[i]);
-        if (c->check_finite > 0 && !c->capturing)
+        if (c->check_finite > 0 && !c->capturing) {
+            for (int k = i; k < i + len - 1; k++) /* what the launch also stored */
+                if (p->writes[k]) tg_cuda_check_finite(c, s, g, p->emit, k);
             tg_cuda_check_finite(c, s, g, p->emit, i + len - 1);
+        }
         i += len;
     }
     if (forked && (st = join_streams(c))) return st;
