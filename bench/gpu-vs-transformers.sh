@@ -106,19 +106,25 @@ for b in sorted(set(ours) | set(peer)):
         f(o.get("decoder_ms"), "%.1f"), f(o.get("step_ms"), "%.3f"), f(o.get("rtfx")),
         f(o.get("peak_gib"), "%.2f"), f(submit, "%.2f"), f(hf_ms, "%.1f"),
         f(p.get("rtfx")), f(p.get("peak_mem_gib"), "%.2f"), f(ratio, "%.2f")))
-for name, what, target in (("cold.json", "cold start (empty kernel cache)", 1500),
-                           ("warm.json", "warm start (kernel cache filled)", 500)):
+# The cold start is judged with the weights upload in it, as every earlier
+# table did (the stricter reading of the target), the warm start
+# without it, as the target says; both printed either way. The first
+# transcription ends with its last token, so each figure bounds the time to
+# the first token from above.
+for name, what, target, with_weights in (("cold.json", "cold start (empty kernel cache)", 1500, True),
+                                         ("warm.json", "warm start (kernel cache filled)", 500, False)):
     r = load(name).get(1)
     if not r:
         continue
-    # the first transcription ends with its last token, so this bounds the
-    # time to the first token from above
-    start = r["open_ms"] - r.get("weights_ms", 0) + r["first_ms"]
+    whole = r["open_ms"] + r["first_ms"]
+    apart = whole - r["weights_ms"] if "weights_ms" in r else None
+    judged = whole if with_weights else apart
     print("%s, a fresh process, batch 1: session open %.0f ms (backends: driver, context, kernel library "
-          "%s ms; weights %s ms for %s GB, excluded below), first transcription %.0f ms: to its last token "
-          "without the weights %.0f ms, target <= %d: %s" % (
+          "%s ms; weights %s ms for %s GB), first transcription %.0f ms: to its last token %.0f ms with the "
+          "weights, %s without; target <= %d %s: %s" % (
           what, r["open_ms"], f(r.get("backends_ms")), f(r.get("weights_ms")), f(r.get("weights_gb"), "%.2f"),
-          r["first_ms"], start, target, "met" if start <= target else "not met"))
+          r["first_ms"], whole, f(apart), target, "with them" if with_weights else "without them",
+          "n/a (no weights time in this JSON)" if judged is None else "met" if judged <= target else "not met"))
 if ours.get(1):
     print("warm median of a batch-1 transcription in the running process: %.0f ms" % ours[1]["total_ms"])
 print("ours: medians of %s runs after two warm-ups, wall inside the process, frontend included; "

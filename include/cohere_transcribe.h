@@ -145,7 +145,9 @@ void ct_session_fault_stats(const ct_session *s, ct_fault_stats *out);
  * kernel cache compiles later, at the first transcription), loading the
  * weights (reading the checkpoint, converting, and on a GPU the upload),
  * and all of the call. After a device fault made the session's backends
- * again, backends_ms and weights_ms (and the bytes) are that making's. */
+ * again, backends_ms and weights_ms (and the bytes) are that making's,
+ * total_ms still the first open's; when that making failed, its times
+ * and zero bytes. */
 typedef struct ct_open_times {
     double backends_ms;
     double weights_ms;

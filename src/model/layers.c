@@ -59,8 +59,9 @@ tg_tensor *ct_nn_split_heads_of(const ct_nn *nn, tg_tensor *x, int part, int hd,
     return ct_nn_split_heads_from(nn, x, part * H, hd, H);
 }
 
-tg_tensor *ct_nn_split_heads_from(const ct_nn *nn, tg_tensor *x, int head0, int hd, int H) {
-    if (!x) return NULL;
+/* Heads head0 .. head0 + H - 1 of x [n * hd*H, T, B] as [hd, T, H, B], a
+ * strided view (a permuted one for T > 1). */
+static tg_tensor *heads_from(const ct_nn *nn, tg_tensor *x, int head0, int hd, int H) {
     size_t es = tg_type_size(x->type), off = (size_t)head0 * (size_t)hd * es;
     if (x->ne[1] == 1) {
         int64_t ne[4] = {hd, 1, H, x->ne[2]};
@@ -69,17 +70,17 @@ tg_tensor *ct_nn_split_heads_from(const ct_nn *nn, tg_tensor *x, int head0, int 
     }
     int64_t ne[4] = {hd, H, x->ne[1], x->ne[2]};
     size_t nb[4] = {es, (size_t)hd * es, x->nb[1], x->nb[2]};
-    tg_tensor *t = tg_view(nn->ctx, x, 4, ne, nb, off);
-    return tg_cont(nn->ctx, tg_permute(nn->ctx, t, 0, 2, 1, 3));
+    return tg_permute(nn->ctx, tg_view(nn->ctx, x, 4, ne, nb, off), 0, 2, 1, 3);
+}
+
+tg_tensor *ct_nn_split_heads_from(const ct_nn *nn, tg_tensor *x, int head0, int hd, int H) {
+    if (!x) return NULL;
+    tg_tensor *t = heads_from(nn, x, head0, hd, H);
+    return x->ne[1] == 1 ? t : tg_cont(nn->ctx, t);
 }
 
 tg_tensor *ct_nn_heads_view_of(const ct_nn *nn, tg_tensor *x, int part, int hd, int H) {
-    if (!x) return NULL;
-    size_t es = tg_type_size(x->type);
-    int64_t ne[4] = {hd, H, x->ne[1], x->ne[2]};
-    size_t nb[4] = {es, (size_t)hd * es, x->nb[1], x->nb[2]};
-    tg_tensor *t = tg_view(nn->ctx, x, 4, ne, nb, (size_t)part * (size_t)H * (size_t)hd * es);
-    return tg_permute(nn->ctx, t, 0, 2, 1, 3);
+    return x ? heads_from(nn, x, part * H, hd, H) : NULL;
 }
 
 tg_tensor *ct_nn_part_of(const ct_nn *nn, tg_tensor *x, int part, int64_t d) {

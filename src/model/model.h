@@ -38,8 +38,10 @@ typedef struct ct_enc_layer {
     tg_tensor *ff1_norm_w, *ff1_norm_b, *ff1_w1, *ff1_b1, *ff1_w2, *ff1_b2h;
     tg_tensor *att_norm_w, *att_norm_b;
     tg_tensor *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
-    /* q, k, v packed [d, 3 d] / [3 d], wq ... views of them (weights.c);
-     * NULL when apart (a CPU backend, or stored in different types) */
+    /* q, k, v packed [d, 3 d] / [3 d], wq ... views of them (weights.c),
+     * where the weights are copied (a GPU; CT_LOAD_COPY); NULL when apart
+     * (the matrices used in place from the mapping, stored in different
+     * types, or CT_ENCODER_QKV=separate) */
     tg_tensor *wqkv, *bqkv;
     tg_tensor *wpos;             /* linear_pos / relative_k_proj, no bias  */
     tg_tensor *pos_u, *pos_v;    /* [head_dim, heads], F32                 */

@@ -290,11 +290,13 @@ static tg_status take_qkv(loader *L, bool dec, int layer, int64_t dim, bool pack
 }
 
 /* CT_ENCODER_QKV, CT_DECODER_QKV: "separate" or "packed" when set (for
- * measuring), else dflt. */
+ * measuring), else dflt; another value is named in a warning. */
 static bool qkv_packed(const char *env, bool dflt) {
     const char *v = getenv(env);
-    if (v && !strcmp(v, "separate")) return false;
-    if (v && !strcmp(v, "packed")) return true;
+    if (!v || !*v) return dflt;
+    if (!strcmp(v, "separate")) return false;
+    if (!strcmp(v, "packed")) return true;
+    TG_WARN("%s=%s: not separate or packed; ignored", env, v);
     return dflt;
 }
 

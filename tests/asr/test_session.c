@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base.h"
 #include "check.h"
@@ -181,8 +182,8 @@ static void session_long_audio(void) {
 }
 
 /* ct_session_open_times: the open's parts are inside its total, and on the
- * CPU the bf16 matrices are used from the mapping (4.9 of the checkpoint's
- * 5.1 MB) while the small tensors are converted to F32 copies. */
+ * CPU the bf16 matrices are used from the mapping (most of the checkpoint:
+ * 4.9 of its 5.1 MB) while the small tensors are converted to F32 copies. */
 static void open_times_add_up(void) {
     ct_open_times t;
     memset(&t, 0xff, sizeof t);
@@ -196,7 +197,9 @@ static void open_times_add_up(void) {
     ct_session_open_times(s, &t);
     CHECK(t.backends_ms >= 0.0 && t.weights_ms >= 0.0);
     CHECK(t.total_ms >= t.backends_ms + t.weights_ms);
-    CHECK(t.mapped_bytes > 4000000 && t.mapped_bytes < 5128168);
+    struct stat file;
+    CHECK(stat(TINY "/hub/model.safetensors", &file) == 0);
+    CHECK(t.mapped_bytes > (uint64_t)file.st_size * 3 / 4 && t.mapped_bytes < (uint64_t)file.st_size);
     CHECK(t.weights_bytes > 0 && t.weights_bytes < 1000000);
     printf("  open: backends %.1f ms, weights %.1f ms (%.1f MB mapped, %.2f MB copied), all %.1f ms\n",
            t.backends_ms, t.weights_ms, t.mapped_bytes / 1e6, t.weights_bytes / 1e6, t.total_ms);

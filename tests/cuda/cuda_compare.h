@@ -3,8 +3,9 @@
  * where there is no GPU, graphs built from a builder function and filled
  * with seeded values, and the comparison of a graph's result on CUDA with
  * the CPU backend's (NMSE over several computes, so capture and replay are
- * both checked). Header-only (static inline) for test_backend.c and
- * test_kernels.c.
+ * both checked); the graph builders more than one test file uses.
+ * Header-only (static inline) for the CUDA test programs. Not here: the
+ * tests themselves.
  */
 #ifndef TESTS_CUDA_COMPARE_H
 #define TESTS_CUDA_COMPARE_H

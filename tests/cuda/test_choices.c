@@ -2,7 +2,9 @@
  * test_choices.c: choices the CUDA backend makes from sizes and graph
  * shapes alone, checked without a GPU: launch shapes (pure functions of
  * cuda_internal.h) and which nodes fuse (tg_cuda_fuse_len on graphs whose
- * tensors get made-up addresses, as the hazard tests do).
+ * tensors get made-up addresses, as the hazard tests do). Not here: the
+ * plan on the model's real graphs (test_plan.c), what fused kernels
+ * compute (test_kernels.c, on a GPU).
  *
  * attn_decode's keys a warp (tg_cuda_attn_decode_kpw) on the H200's 132
  * SMs for the released model's decoder (8 heads, D = 128, BF16 caches: 16

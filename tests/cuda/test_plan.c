@@ -10,7 +10,9 @@
  * graphs decoder.c and encoder.c really build reach it: a decoder step gets
  * one embedding group (embed_norm) and one K/V write inside the q/k/v
  * launch per layer, with the product's result marked written; the prefill
- * gets the embedding group; the encoder plans without error.
+ * gets the embedding group; the encoder plans without error; and a view
+ * the host reads still keeps the node it views from fusing away.
+ * Not here: what the fused kernels compute (test_kernels.c, on a GPU).
  * Skipped (and counted as passed) where the build has no CUDA backend.
  */
 #include "check.h"
@@ -72,10 +74,12 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
     return g_cpu_iface->graph_compute(b, g);
 }
 
-static void test_decoder_graphs_get_the_step_fusions(void) {
+/* A CPU backend whose every graph is also planned by observe(), as an
+ * H200 context would plan it; restore with unobserved() before freeing. */
+static tg_backend *observed_cpu(void) {
     tg_backend *be = NULL;
     CHECK_OK(tg_backend_cpu_new(2, &be));
-    if (!be) return;
+    if (!be) return NULL;
     g_cpu_iface = be->iface;
     g_observed = *be->iface;
     g_observed.graph_compute = observe;
@@ -85,6 +89,18 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
     g_props.tc_level = 2;
     g_props.bf16 = true;
     g_props.sm_count = 132;
+    memset(&g_seen, 0, sizeof g_seen);
+    return be;
+}
+
+static void unobserved(tg_backend *be) {
+    if (be) be->iface = g_cpu_iface;
+    tg_backend_free(be);
+}
+
+static void test_decoder_graphs_get_the_step_fusions(void) {
+    tg_backend *be = observed_cpu();
+    if (!be) return;
 
     ct_model *m = NULL;
     tg_sched *sched = NULL;
@@ -124,11 +140,43 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
     }
     tg_sched_free(sched);
     ct_model_free(m);
-    be->iface = g_cpu_iface;
-    tg_backend_free(be);
+    unobserved(be);
 }
 
-TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions))
+/* The embedding head through the scheduler (so its reshape is a view the
+ * split leaves out): one embed_norm group; none when that view is also an
+ * output, which the host reads, so the sum it views must be stored. */
+static void test_an_output_view_keeps_its_node(void) {
+    for (int v = 0; v < 2; v++) {
+        tg_backend *be = observed_cpu();
+        if (!be) return;
+        tg_sched *sched = NULL;
+        CHECK_OK(tg_sched_new(&be, 1, &sched));
+        tg_ctx *ctx = tg_ctx_new();
+        const int64_t d = 64, B = 2;
+        tg_tensor *tok = tg_new_2d(ctx, TG_BF16, d, 10), *pos = tg_new_2d(ctx, TG_BF16, d, 6);
+        tg_tensor *it = tg_new_1d(ctx, TG_I32, B), *ip = tg_new_1d(ctx, TG_I32, B);
+        tg_tensor *x = tg_add(ctx, tg_get_rows(ctx, tok, it), tg_get_rows(ctx, pos, ip));
+        tg_tensor *view = tg_reshape_3d(ctx, x, d, 1, B);
+        tg_tensor *y = tg_layer_norm(ctx, view, tg_new_1d(ctx, TG_F32, d), tg_new_1d(ctx, TG_F32, d), 1e-5f);
+        tg_graph *g = tg_graph_new(ctx);
+        CHECK_OK(tg_graph_build(g, y));
+        if (v == 1) CHECK_OK(tg_graph_build(g, view));
+        CHECK_OK(tg_sched_alloc(sched, g));
+        const int32_t ids[2] = {1, 3};
+        CHECK_OK(tg_tensor_set(it, ids, 0, sizeof ids));
+        CHECK_OK(tg_tensor_set(ip, ids, 0, sizeof ids));
+        CHECK_OK(tg_sched_compute(sched, g));
+        CHECK(g_seen.graphs >= 1 && g_seen.errors == 0);
+        CHECK_MSG(g_seen.embed_graphs == (v == 0 ? 1 : 0), "case %d: %d graphs with the group", v,
+                  g_seen.embed_graphs);
+        tg_ctx_free(ctx);
+        tg_sched_free(sched);
+        unobserved(be);
+    }
+}
+
+TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions), T(test_an_output_view_keeps_its_node))
 #else
 TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

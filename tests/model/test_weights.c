@@ -532,6 +532,44 @@ static void decoder_qkv_is_packed(void) {
     rm_tmp();
 }
 
+/* The encoder's q, k, v: packed where the weights are copied (as on a GPU)
+ * unless CT_ENCODER_QKV=separate, apart in place unless =packed (another
+ * value is warned about and ignored), and apart, still loading, when the
+ * three are stored in different types. */
+static void encoder_qkv_packing_follows_the_path(void) {
+    tg_backend *be = get_cpu();
+    static const struct {
+        const char *env;
+        unsigned flags;
+        bool packed;
+    } cases[] = {{NULL, CT_LOAD_COPY, true},     {NULL, 0, false},        {"separate", CT_LOAD_COPY, false},
+                 {"packed", 0, true},            {"sideways", CT_LOAD_COPY, true}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (cases[k].env) setenv("CT_ENCODER_QKV", cases[k].env, 1);
+        ct_model *m = NULL;
+        CHECK_OK(ct_model_load_flags(TINY "/hub", be, cases[k].flags, &m));
+        unsetenv("CT_ENCODER_QKV");
+        if (!m) continue;
+        CHECK_MSG((m->enc[0].wqkv != NULL) == cases[k].packed, "case %zu: packed %d", k, m->enc[0].wqkv != NULL);
+        if (m->enc[0].wqkv) CHECK(m->enc[0].wk->view_src == m->enc[0].wqkv && m->enc[1].wqkv != NULL);
+        ct_model_free(m);
+    }
+    if (!make_tmp()) {
+        CHECK(0);
+        return;
+    }
+    edit e = {.name = "encoder.layers.0.self_attn.linear_v.weight", .convert = true, .dtype = ST_F32};
+    write_altered(TINY "/hub", &e, NULL, NULL, NULL);
+    ct_model *m = NULL;
+    CHECK_OK(ct_model_load_flags(tmp_dir, be, CT_LOAD_COPY, &m));
+    if (m) {
+        CHECK(m->enc[0].wqkv == NULL && m->enc[0].wv->type == TG_F32 && m->enc[0].wq->type == TG_BF16);
+        CHECK(m->enc[1].wqkv != NULL);
+        ct_model_free(m);
+    }
+    rm_tmp();
+}
+
 static void missing_tensor_is_named(void) {
     edit e = {.name = "encoder.layers.1.conv.depthwise_conv.weight", .drop = true};
     expect_load_error(&e, NULL, NULL, TG_ERR_NOT_FOUND, e.name, "missing");
@@ -742,7 +780,7 @@ static void cleanup(void) {
     CHECK(1);
 }
 
-TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(copied_weights_match_in_place), T(native_layout_matches_reference), T(decoder_qkv_is_packed),
+TEST_MAIN(T(layouts_are_detected), T(batchnorm_is_folded), T(copied_weights_match_in_place), T(native_layout_matches_reference), T(decoder_qkv_is_packed), T(encoder_qkv_packing_follows_the_path),
           T(f16_checkpoint_matches_reference), T(odd_header_length_loads),
           T(missing_tensor_is_named), T(misshapen_tensor_names_both_shapes),
           T(unsupported_dtype_is_named), T(foreign_config_is_rejected), T(head_counts_must_fit),
