@@ -78,6 +78,13 @@ static tg_tensor *heads(const builder *b, tg_tensor *x) {
                          : ct_nn_heads_view(&b->nn, x, b->m->head_dim, b->m->heads);
 }
 
+/* Part `part` of a packed q/k/v result [3 hd*H, T, B] as heads(), a view
+ * or (CT_ENCODER_HEADS=copy) a copy. */
+static tg_tensor *heads_of(const builder *b, tg_tensor *qkv, int part) {
+    return b->copy_heads ? ct_nn_split_heads_of(&b->nn, qkv, part, b->m->head_dim, b->m->heads)
+                         : ct_nn_heads_view_of(&b->nn, qkv, part, b->m->head_dim, b->m->heads);
+}
+
 /* The rel-pos table's first position and rows for T frames. The attention
  * reads BD as a view of BDraw [rows, T, H, B] with row i starting at
  * element first + i (rows - 1) (bd_view). For an even T the table starts
@@ -127,8 +134,8 @@ static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
     if (l->wqkv) {
         tg_tensor *qkv = ct_nn_linear(nn, l->wqkv, l->bqkv, h); /* [3d, T, B] */
         q = ct_nn_part_of(nn, qkv, 0, (int64_t)hd * H);
-        k = b->copy_heads ? ct_nn_split_heads_of(nn, qkv, 1, hd, H) : ct_nn_heads_view_of(nn, qkv, 1, hd, H);
-        v = b->copy_heads ? ct_nn_split_heads_of(nn, qkv, 2, hd, H) : ct_nn_heads_view_of(nn, qkv, 2, hd, H);
+        k = heads_of(b, qkv, 1);
+        v = heads_of(b, qkv, 2);
     } else {
         q = ct_nn_linear(nn, l->wq, l->bq, h);
         k = heads(b, ct_nn_linear(nn, l->wk, l->bk, h));

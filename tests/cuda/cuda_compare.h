@@ -11,6 +11,7 @@
 #define TESTS_CUDA_COMPARE_H
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base.h"
@@ -29,6 +30,26 @@ static inline tg_backend *cuda_or_skip(void) {
     }
     return b;
 }
+
+/* A CUDA backend made while the environment variable `name` is `value`
+ * (a switch the context reads once, at its making), or NULL as
+ * cuda_or_skip. */
+static inline tg_backend *cuda_with(const char *name, const char *value) {
+    setenv(name, value, 1);
+    tg_backend *b = cuda_or_skip();
+    unsetenv(name);
+    return b;
+}
+
+/* A CUDA test program's main in a build without the CUDA backend: one test,
+ * that the backend says so (TG_ERR_UNSUPPORTED naming CUDA). */
+#define TEST_MAIN_WITHOUT_CUDA()                                            \
+    static void test_skipped_without_cuda(void) {                           \
+        printf("skipped: built without the CUDA backend\n");                \
+        tg_backend *b = NULL;                                               \
+        CHECK_ERR(tg_backend_cuda_new(0, &b), TG_ERR_UNSUPPORTED, "CUDA");  \
+    }                                                                       \
+    TEST_MAIN(T(test_skipped_without_cuda))
 
 typedef tg_tensor *(*build_fn)(tg_ctx *ctx);
 

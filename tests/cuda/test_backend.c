@@ -17,6 +17,7 @@
  * backend).
  */
 #include "check.h"
+#include "cuda_compare.h"
 #include "tg.h"
 
 #ifdef TG_HAVE_CUDA
@@ -28,7 +29,6 @@
 #include <unistd.h>
 
 #include "base.h"
-#include "cuda_compare.h"
 #include "cuda_internal.h"
 #include "cuda_kernels.h"
 
@@ -185,9 +185,7 @@ static bool abort_second(void *user) {
 }
 
 static void test_abort_between_segments_leaves_context_usable(void) {
-    setenv("CT_CUDA_GRAPHS", "0", 1);
-    tg_backend *b = cuda_or_skip();
-    unsetenv("CT_CUDA_GRAPHS");
+    tg_backend *b = cuda_with("CT_CUDA_GRAPHS", "0");
     if (!b) return;
     run r;
     CHECK_OK(run_make(b, build_chain, &r));
@@ -557,10 +555,5 @@ int main(int argc, char **argv) {
     return check_run(tests, (int)(sizeof tests / sizeof tests[0]), argc, argv);
 }
 #else
-static void test_skipped_without_cuda(void) {
-    printf("skipped: built without the CUDA backend\n");
-    tg_backend *b = NULL;
-    CHECK_ERR(tg_backend_cuda_new(0, &b), TG_ERR_UNSUPPORTED, "CUDA");
-}
-TEST_MAIN(T(test_skipped_without_cuda))
+TEST_MAIN_WITHOUT_CUDA()
 #endif

@@ -17,10 +17,10 @@
  * conformance over every backend (tests/ops).
  */
 #include "check.h"
+#include "cuda_compare.h"
 #include "tg.h"
 
 #ifdef TG_HAVE_CUDA
-#include "cuda_compare.h"
 #include "cuda_internal.h"
 
 /* -------------------------------------------------------------- builders */
@@ -314,9 +314,7 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
  * on mul_mat_vec (F32 x, the layer norm inside); at F32 precision they do
  * so anyway. */
 static void test_matvec_f32_kernel_matches_cpu(void) {
-    setenv("CT_CUDA_MATVEC_MMA", "0", 1);
-    tg_backend *b = cuda_or_skip();
-    unsetenv("CT_CUDA_MATVEC_MMA");
+    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA", "0");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     int normed = c->n_fused[TG_FUSED_NORM_MATVEC];
@@ -331,9 +329,7 @@ static void test_matvec_f32_kernel_matches_cpu(void) {
  * tile's columns of x, out and the residual, the norm of its own columns):
  * not the default until measured on a GPU, so switched on here. */
 static void test_matvec_mma_tiles_match_cpu(void) {
-    setenv("CT_CUDA_MATVEC_MMA_MAX", "64", 1);
-    tg_backend *b = cuda_or_skip();
-    unsetenv("CT_CUDA_MATVEC_MMA_MAX");
+    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "64");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     CHECK(c->matvec_mma_max == 64);
@@ -501,9 +497,7 @@ static void embed_norm_reads_bad_ids_as_zeros(tg_backend *b) {
 static tg_tensor *build_kv_step17(tg_ctx *ctx) { return kv_step_graph_b(ctx, 17); }
 
 static void test_step_fusions_take_bad_ids_and_tiles(void) {
-    setenv("CT_CUDA_MATVEC_MMA_MAX", "32", 1);
-    tg_backend *b = cuda_or_skip();
-    unsetenv("CT_CUDA_MATVEC_MMA_MAX");
+    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "32");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     if (c->dev->props.tc_level >= 2) {
@@ -576,10 +570,5 @@ TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_mat
           T(test_matvec_mma_tiles_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan))
 #else
-static void test_skipped_without_cuda(void) {
-    printf("skipped: built without the CUDA backend\n");
-    tg_backend *b = NULL;
-    CHECK_ERR(tg_backend_cuda_new(0, &b), TG_ERR_UNSUPPORTED, "CUDA");
-}
-TEST_MAIN(T(test_skipped_without_cuda))
+TEST_MAIN_WITHOUT_CUDA()
 #endif

@@ -115,7 +115,6 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     if (c->attn_decode_fill < 0 || c->attn_decode_fill > 2) c->attn_decode_fill = 2;
 }
 
-
 /* Errors after which the driver refuses all further work in this process
  * (a kernel fault): no backend made again in the process can recover. */
 static bool context_lost(CUresult r) {

@@ -71,18 +71,6 @@ __device__ __forceinline__ void mv_norm_columns(const tg_args_mul_mat_vec &args,
     __syncthreads();
 }
 
-/* args.kv: output (n, column mg) into the cache too, as set_rows would
- * store it (kargs.cuh). */
-__device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64 mg, i64 n, float r) {
-    const i64 q = n - args.kv_n0;
-    if (q < 0 || q >= (i64)args.kv_heads * args.kv_hd) return;
-    const i64 j = q / args.kv_hd, e = q - j * args.kv_hd;
-    const i64 id = *(const int *)(args.kv_ids + j * args.ids_nb1 + mg * args.ids_nb2);
-    if (id < 0 || id >= args.kv_t) return;
-    tg_st(args.kv + e * (args.kv_type == TG_KT_F32 ? 4 : 2) + id * args.kv_nb1 + j * args.kv_nb2 + mg * args.kv_nb3,
-          args.kv_type, r);
-}
-
 extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) mul_mat_vec(const tg_args_mul_mat_vec args) {
     extern __shared__ __align__(16) float mv_xs[];
     const int lane = threadIdx.x & 31;
@@ -231,6 +219,18 @@ __device__ __forceinline__ void mvm_norm_columns(const tg_args_mul_mat_vec &args
         }
     }
     __syncthreads();
+}
+
+/* args.kv: output (n, column mg) into the cache too, as set_rows would
+ * store it (kargs.cuh). */
+__device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64 mg, i64 n, float r) {
+    const i64 q = n - args.kv_n0;
+    if (q < 0 || q >= (i64)args.kv_heads * args.kv_hd) return;
+    const i64 j = q / args.kv_hd, e = q - j * args.kv_hd;
+    const i64 id = *(const int *)(args.kv_ids + j * args.ids_nb1 + mg * args.ids_nb2);
+    if (id < 0 || id >= args.kv_t) return;
+    tg_st(args.kv + e * (args.kv_type == TG_KT_F32 ? 4 : 2) + id * args.kv_nb1 + j * args.kv_nb2 + mg * args.kv_nb3,
+          args.kv_type, r);
 }
 
 extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_mul_mat_vec full) {
