@@ -27,7 +27,7 @@ deps:
 	apt-get update
 	apt-get install -y --no-install-recommends build-essential cmake pkg-config \
 	    libcjson-dev libopenblas-dev libsoxr-dev clang libclang-rt-dev \
-	    libavformat-dev libavcodec-dev libswresample-dev libavutil-dev ffmpeg
+	    libavformat-dev libavcodec-dev libswresample-dev libavutil-dev ffmpeg python3
 
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_ARGS="-DTG_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DTG_CUDA_PRECOMPILE=OFF"

@@ -17,34 +17,14 @@
 
 typedef enum { B_ADD, B_MUL_BCAST, B_SCALE, B_SILU, B_NORM, B_SOFTMAX } bop;
 
-typedef struct copy_arg {
-    const tg_cu_api *cu;
-    CUdeviceptr dst, src;
-    size_t bytes;
-} copy_arg;
-
-static void copy_chain(void *arg, CUstream s) {
-    copy_arg *a = arg;
-    for (int i = 0; i < CHAIN; i++) a->cu->cuMemcpyDtoDAsync(a->dst, a->src, a->bytes, s);
-}
-
 int main(void) {
     tg_backend *b = bench_cuda_or_skip("cuda_bandwidth");
     if (!b) return 0;
-    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    const tg_cu_api *cu = c->dev->cu;
     size_t bytes = (size_t)ROW * ROWS * 4;
 
     /* The ceiling: a device-to-device copy of the same size. */
-    CUdeviceptr src, dst;
-    if (cu->cuMemAlloc(&src, bytes) || cu->cuMemAlloc(&dst, bytes)) return 1;
-    cu->cuMemsetD8Async(src, 0x3c, bytes, c->stream);
-    copy_arg ca = {cu, dst, src, bytes};
-    double best = bench_gpu_best_ms(b, 1, 5, copy_chain, &ca);
-    double copy_gbs = 2.0 * bytes * CHAIN / (best * 1e-3) / 1e9;
+    double copy_gbs = bench_copy_bytes_per_s(b, bytes, CHAIN) / 1e9;
     printf("device-to-device copy: %.0f GB/s (read + write)\n", copy_gbs);
-    cu->cuMemFree(src);
-    cu->cuMemFree(dst);
 
     static const char *names[] = {"add (3 streams)", "mul, row broadcast", "scale", "silu", "layer_norm+affine",
                                   "soft_max scale+mask"};

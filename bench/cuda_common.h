@@ -105,6 +105,90 @@ static inline double bench_gpu_best_ms(tg_backend *b, int warm, int trials, benc
     return best;
 }
 
+/* Device-to-device copies, `chain` in a row of `bytes` each (arg: a
+ * bench_copy_arg). */
+typedef struct bench_copy_arg {
+    const tg_cu_api *cu;
+    CUdeviceptr dst, src;
+    size_t bytes;
+    int chain;
+} bench_copy_arg;
+
+static inline void bench_copy_step(void *arg, CUstream s) {
+    bench_copy_arg *a = arg;
+    for (int i = 0; i < a->chain; i++) a->cu->cuMemcpyDtoDAsync(a->dst, a->src, a->bytes, s);
+}
+
+/* The device-to-device copy rate, bytes read plus bytes written per second,
+ * of `chain` copies of `bytes` in a row (the best of 5 timed runs). The copy
+ * is the ceiling the benchmarks hold memory-bound work to. */
+static inline double bench_copy_bytes_per_s(tg_backend *b, size_t bytes, int chain) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    const tg_cu_api *cu = c->dev->cu;
+    CUdeviceptr src, dst;
+    if (cu->cuMemAlloc(&src, bytes)) BENCH_TRY(tg_status_new(TG_ERR_NO_MEMORY, "copy source of %zu bytes", bytes));
+    if (cu->cuMemAlloc(&dst, bytes)) BENCH_TRY(tg_status_new(TG_ERR_NO_MEMORY, "copy target of %zu bytes", bytes));
+    cu->cuMemsetD8Async(src, 0x3c, bytes, c->stream);
+    bench_copy_arg ca = {cu, dst, src, bytes, chain};
+    double ms = bench_gpu_best_ms(b, 1, 5, bench_copy_step, &ca);
+    cu->cuMemFree(src);
+    cu->cuMemFree(dst);
+    return 2.0 * (double)bytes * chain / (ms * 1e-3);
+}
+
+/* cuBLASLt called directly (arg: a bench_lt_arg): `reps` products of the
+ * same operands, writing outs[0..reps) in turn. */
+typedef struct bench_lt_arg {
+    tg_cuda_ctx *c;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulHeuristicResult_t res;
+    CUdeviceptr A, B;
+    const CUdeviceptr *outs;
+    int reps;
+} bench_lt_arg;
+
+static inline void bench_lt_step(void *arg, CUstream s) {
+    bench_lt_arg *r = arg;
+    const tg_cublaslt_api *lt = r->c->dev->lt;
+    float alpha = 1, beta = 0;
+    for (int i = 0; i < r->reps; i++)
+        lt->cublasLtMatmul(r->c->dev->lt_handle, r->op, &alpha, (void *)r->A, r->la, (void *)r->B, r->lb, &beta,
+                           (void *)r->outs[i], r->ld, (void *)r->outs[i], r->ld, &r->res.algo, (void *)r->c->lt_ws,
+                           r->res.workspaceSize, s);
+}
+
+/* ms per product of cuBLASLt's first heuristic choice for D[M, N] = B[M, K]
+ * A[N, K]^T with BF16 operands, F32 accumulation and an `out` (CUDA_R_32F or
+ * CUDA_R_16BF) result, the best of 5 timed runs of `reps` products; -1 when
+ * cuBLASLt offers no algorithm. */
+static inline double bench_lt_ms(tg_backend *b, int64_t K, int64_t N, int64_t M, CUdeviceptr A, CUdeviceptr B,
+                                 const CUdeviceptr *outs, int reps, cudaDataType_t out) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    const tg_cublaslt_api *lt = c->dev->lt;
+    bench_lt_arg r = {.c = c, .A = A, .B = B, .outs = outs, .reps = reps};
+    cublasLtMatmulPreference_t pref;
+    lt->cublasLtMatmulDescCreate(&r.op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    lt->cublasLtMatmulDescSetAttribute(r.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    lt->cublasLtMatmulDescSetAttribute(r.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    lt->cublasLtMatrixLayoutCreate(&r.la, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K);
+    lt->cublasLtMatrixLayoutCreate(&r.lb, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K);
+    lt->cublasLtMatrixLayoutCreate(&r.ld, out, (uint64_t)N, (uint64_t)M, N);
+    lt->cublasLtMatmulPreferenceCreate(&pref);
+    uint64_t ws = c->lt_ws_size;
+    lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    int n = 0;
+    lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, r.op, r.la, r.lb, r.ld, r.ld, pref, 1, &r.res, &n);
+    double ms = n > 0 ? bench_gpu_best_ms(b, 1, 5, bench_lt_step, &r) / reps : -1;
+    lt->cublasLtMatmulPreferenceDestroy(pref);
+    lt->cublasLtMatrixLayoutDestroy(r.la);
+    lt->cublasLtMatrixLayoutDestroy(r.lb);
+    lt->cublasLtMatrixLayoutDestroy(r.ld);
+    lt->cublasLtMatmulDescDestroy(r.op);
+    return ms;
+}
+
 /* A step that computes a graph (arg: a bench_graph_arg). */
 typedef struct bench_graph_arg {
     tg_backend *b;

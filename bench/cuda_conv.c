@@ -17,32 +17,6 @@
 #define REPS 5
 #define F32_PEAK 67e12
 
-typedef struct copy_arg {
-    const tg_cu_api *cu;
-    CUdeviceptr dst, src;
-    size_t bytes;
-} copy_arg;
-
-static void copy_once(void *arg, CUstream s) {
-    copy_arg *a = arg;
-    a->cu->cuMemcpyDtoDAsync(a->dst, a->src, a->bytes, s);
-}
-
-/* Device-to-device copy bandwidth, bytes read plus written per second. */
-static double copy_bw(tg_backend *b) {
-    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    const tg_cu_api *cu = c->dev->cu;
-    size_t bytes = (size_t)256 << 20;
-    CUdeviceptr src, dst;
-    if (cu->cuMemAlloc(&src, bytes) || cu->cuMemAlloc(&dst, bytes)) BENCH_TRY(tg_status_new(TG_ERR_DEVICE, "alloc"));
-    cu->cuMemsetD8Async(src, 0x3c, bytes, c->stream);
-    copy_arg ca = {cu, dst, src, bytes};
-    double ms = bench_gpu_best_ms(b, 1, 5, copy_once, &ca);
-    cu->cuMemFree(src);
-    cu->cuMemFree(dst);
-    return 2.0 * (double)bytes / (ms * 1e-3);
-}
-
 typedef struct shape {
     const char *name;
     int64_t k[4], x[3]; /* kernel [KW, KH, Cin, Cout]; input [W, H, Cin] (batch apart) */
@@ -72,7 +46,7 @@ static double run_ms(tg_backend *b, const shape *sh, int64_t B) {
 int main(void) {
     tg_backend *b = bench_cuda_or_skip("cuda_conv");
     if (!b) return 0;
-    double bw = copy_bw(b);
+    double bw = bench_copy_bytes_per_s(b, (size_t)256 << 20, 1);
     printf("device-to-device copy: %.0f GB/s (read + write)\n", bw / 1e9);
     static const shape shapes[] = {
         {"conv0 3x3 s2 1->256 128x3500", {3, 3, 1, 256}, {128, 3500, 1}, 2, 1},

@@ -20,55 +20,6 @@
 
 #define REPS 20
 
-/* cuBLASLt called directly: REPS products of the same operands, writing the
- * REPS outputs in turn. */
-typedef struct lt_run {
-    tg_cuda_ctx *c;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, ld;
-    cublasLtMatmulHeuristicResult_t res;
-    CUdeviceptr A, B;
-    const CUdeviceptr *Ds;
-} lt_run;
-
-static void lt_step(void *arg, CUstream s) {
-    lt_run *r = arg;
-    const tg_cublaslt_api *lt = r->c->dev->lt;
-    float alpha = 1, beta = 0;
-    for (int i = 0; i < REPS; i++)
-        lt->cublasLtMatmul(r->c->dev->lt_handle, r->op, &alpha, (void *)r->A, r->la, (void *)r->B, r->lb, &beta,
-                           (void *)r->Ds[i], r->ld, (void *)r->Ds[i], r->ld, &r->res.algo, (void *)r->c->lt_ws,
-                           r->res.workspaceSize, s);
-}
-
-/* ms per product; -1 when cuBLASLt has no algorithm. */
-static double direct_ms(tg_backend *b, int64_t K, int64_t N, int64_t M, CUdeviceptr A, CUdeviceptr B,
-                        const CUdeviceptr *Ds) {
-    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    const tg_cublaslt_api *lt = c->dev->lt;
-    lt_run r = {.c = c, .A = A, .B = B, .Ds = Ds};
-    cublasLtMatmulPreference_t pref;
-    lt->cublasLtMatmulDescCreate(&r.op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    lt->cublasLtMatmulDescSetAttribute(r.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-    lt->cublasLtMatmulDescSetAttribute(r.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    lt->cublasLtMatrixLayoutCreate(&r.la, CUDA_R_16BF, (uint64_t)K, (uint64_t)N, K);
-    lt->cublasLtMatrixLayoutCreate(&r.lb, CUDA_R_16BF, (uint64_t)K, (uint64_t)M, K);
-    lt->cublasLtMatrixLayoutCreate(&r.ld, CUDA_R_32F, (uint64_t)N, (uint64_t)M, N);
-    lt->cublasLtMatmulPreferenceCreate(&pref);
-    uint64_t ws = c->lt_ws_size;
-    lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    int n = 0;
-    lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, r.op, r.la, r.lb, r.ld, r.ld, pref, 1, &r.res, &n);
-    double ms = n > 0 ? bench_gpu_best_ms(b, 1, 5, lt_step, &r) / REPS : -1;
-    lt->cublasLtMatmulPreferenceDestroy(pref);
-    lt->cublasLtMatrixLayoutDestroy(r.la);
-    lt->cublasLtMatrixLayoutDestroy(r.lb);
-    lt->cublasLtMatrixLayoutDestroy(r.ld);
-    lt->cublasLtMatmulDescDestroy(r.op);
-    return ms;
-}
-
 typedef struct exec_arg {
     const tg_cu_api *cu;
     CUgraphExec exec;
@@ -135,7 +86,7 @@ static void plain(tg_backend *b, int64_t K, int64_t N, int64_t M) {
     double ours = bench_graph_best_ms(b, g, 3, 5) / REPS;
     CUdeviceptr outs[REPS];
     if (product_outputs(g, outs) != REPS) BENCH_TRY(tg_status_new(TG_ERR_INTERNAL, "product outputs"));
-    double ceil_ms = direct_ms(b, K, N, M, (CUdeviceptr)w->data, (CUdeviceptr)xb->data, outs);
+    double ceil_ms = bench_lt_ms(b, K, N, M, (CUdeviceptr)w->data, (CUdeviceptr)xb->data, outs, REPS, CUDA_R_32F);
     double conv = convert_ms(b, x, xb);
     double fl = 2.0 * K * N * M;
     printf("mul_mat %lldx%lld M=%lld: ours %.1f us, cuBLASLt %.1f us, conversion pass alone %.1f us "
@@ -179,7 +130,7 @@ static void produced(tg_backend *b, int64_t K, int64_t N, int64_t M) {
     double node = bench_graph_best_ms(b, gn, 3, 5) / REPS;
     CUdeviceptr outs[REPS];
     if (product_outputs(g, outs) != REPS) BENCH_TRY(tg_status_new(TG_ERR_INTERNAL, "product outputs"));
-    double mm_ms = direct_ms(b, K, N, M, (CUdeviceptr)w->data, (CUdeviceptr)xb->data, outs);
+    double mm_ms = bench_lt_ms(b, K, N, M, (CUdeviceptr)w->data, (CUdeviceptr)xb->data, outs, REPS, CUDA_R_32F);
     double ceil_ms = mm_ms + node;
     const char *what = norm ? "norm" : "silu";
     printf("%s->mul_mat %lldx%lld M=%lld: ours %.1f us, %s alone %.1f us + cuBLASLt %.1f us\n", what, (long long)K,

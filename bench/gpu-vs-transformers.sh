@@ -10,7 +10,12 @@
 # of 35 s) at each batch size, then transformers' own script
 # (bench_transformers.py: bf16, SDPA, features on the GPU) on the same sizes,
 # and prints total, frontend, encoder, decoder, ms per decoder step, RTFx,
-# peak GPU memory, host submit share, and the ratio to transformers.
+# peak GPU memory, host submit share, and the ratio to transformers. It also
+# measures the card's two ceilings in the same run (bench-cuda_ceilings: BF16
+# products, the copy rate), prints each row's floor (the model's FLOPs and
+# bytes at those rates, bench/floors.py) and, last, issue 9's targets each
+# met or not, with the floor and the stage furthest above it for one not met
+# (bench/gpu_summary.py, which also reads a run's JSON alone, off the GPU).
 #
 # Usage (repository root, on the GPU machine):
 #   bench/gpu-vs-transformers.sh [--batches 1,8,32,64] [--tokens 128] [--runs 3]
@@ -44,7 +49,7 @@ REF=${CT_REF_DIR:-../shared/reference}
 
 echo "== build"
 if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=${GPU_CHECK_PRECOMPILE:-ON} &&
-       cmake --build "$BUILD" -j"$(nproc)" --target bench-transcribe_batch; } > "$LOG/build.log" 2>&1; then
+       cmake --build "$BUILD" -j"$(nproc)" --target bench-transcribe_batch bench-cuda_ceilings; } > "$LOG/build.log" 2>&1; then
   grep -E "error|Error" "$LOG/build.log" | head -20; echo "gpu-vs-transformers: build failed"; exit 1
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1 | tee "$LOG/gpu.txt"
@@ -55,6 +60,9 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
   python3 bench/make_full_random.py tests/data/tiny/hub "$MODEL" --pin-token 1000 || exit 1
   echo "written in $(( $(date +%s) - T0 )) s"
 fi
+
+echo "== ceilings: BF16 products and the copy rate on this card (bench-cuda_ceilings)"
+"./$BUILD/bench-cuda_ceilings" --json "$LOG/ceilings.json" 2>&1 | tee "$LOG/ceilings.log"
 
 if [ "${COLD:-1}" = 1 ]; then
   echo "== ours, cold: a fresh process, an empty kernel cache, batch 1"
@@ -84,50 +92,4 @@ fi
 [ -n "${OUT:-}" ] && tar czf "$OUT/gpu-vs-transformers.tgz" -C /tmp gpu-vs-transformers
 echo
 echo "==================== ours vs transformers, $(date -u +%Y-%m-%d), $(cut -d, -f1 "$LOG/gpu.txt") ===================="
-python3 - "$LOG" "$TOKENS" <<'EOF'
-import json, os, sys
-log, tokens = sys.argv[1], int(sys.argv[2])
-def load(name):
-    p = os.path.join(log, name)
-    return {r["batch"]: r for r in json.load(open(p))} if os.path.exists(p) else {}
-ours, peer = load("ours.json"), load("peer.json")
-def f(v, fmt="%.0f"):
-    return "-" if v is None else fmt % v
-print("%5s | %9s %8s %8s %8s %8s %8s %8s %7s | %9s %8s %8s | %6s" % (
-    "batch", "total ms", "front", "encoder", "decoder", "ms/step", "RTFx", "peak GiB", "submit",
-    "hf total", "hf RTFx", "hf GiB", "ratio"))
-for b in sorted(set(ours) | set(peer)):
-    o, p = ours.get(b, {}), peer.get(b, {})
-    hf_ms = p["total_s"] * 1e3 if p else None
-    ratio = (o.get("rtfx") / p["rtfx"]) if o and p else None
-    submit = o.get("host_submit_share")
-    print("%5d | %9s %8s %8s %8s %8s %8s %8s %7s | %9s %8s %8s | %6s" % (
-        b, f(o.get("total_ms"), "%.1f"), f(o.get("frontend_ms"), "%.1f"), f(o.get("encoder_ms"), "%.1f"),
-        f(o.get("decoder_ms"), "%.1f"), f(o.get("step_ms"), "%.3f"), f(o.get("rtfx")),
-        f(o.get("peak_gib"), "%.2f"), f(submit, "%.2f"), f(hf_ms, "%.1f"),
-        f(p.get("rtfx")), f(p.get("peak_mem_gib"), "%.2f"), f(ratio, "%.2f")))
-# The cold start is judged with the weights upload in it, as every earlier
-# table did (the stricter reading of the issue's target), the warm start
-# without it, as the target says; both printed either way. The first
-# transcription ends with its last token, so each figure bounds the time to
-# the first token from above.
-for name, what, target, with_weights in (("cold.json", "cold start (empty kernel cache)", 1500, True),
-                                         ("warm.json", "warm start (kernel cache filled)", 500, False)):
-    r = load(name).get(1)
-    if not r:
-        continue
-    whole = r["open_ms"] + r["first_ms"]
-    apart = whole - r["weights_ms"] if "weights_ms" in r else None
-    judged = whole if with_weights else apart
-    print("%s, a fresh process, batch 1: session open %.0f ms (backends: driver, context, kernel library "
-          "%s ms; weights %s ms for %s GB), first transcription %.0f ms: to its last token %.0f ms with the "
-          "weights, %s without; target <= %d %s: %s" % (
-          what, r["open_ms"], f(r.get("backends_ms")), f(r.get("weights_ms")), f(r.get("weights_gb"), "%.2f"),
-          r["first_ms"], whole, f(apart), target, "with them" if with_weights else "without them",
-          "n/a (no weights time in this JSON)" if judged is None else "met" if judged <= target else "not met"))
-if ours.get(1):
-    print("warm median of a batch-1 transcription in the running process: %.0f ms" % ours[1]["total_ms"])
-print("ours: medians of %s runs after two warm-ups, wall inside the process, frontend included; "
-      "%d new tokens per clip; ratio = our RTFx / transformers' RTFx" % (
-      next(iter(ours.values()))["runs"] if ours else "?", tokens))
-EOF
+python3 bench/gpu_summary.py "$LOG" "$MODEL" --tokens "$TOKENS"

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""test_gpu_summary.py: bench/gpu_summary.py's verdicts from made-up runs,
+without a GPU: a target met and not met on each side of its line, the floor
+and its reason printed for one not met, and the missing pieces (no
+ceilings, no peer, a batch not run, bad JSON) said instead of numbers.
+
+Usage: test_gpu_summary.py REPO_ROOT (ctest passes it).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+SUMMARY = os.path.join(ROOT, "bench", "gpu_summary.py")
+MODEL = os.path.join(ROOT, "tests", "data", "full", "config.json")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+def row(b, total, enc, dec, step, rtfx, peak):
+    return {"batch": b, "total_ms": total, "frontend_ms": 1.0, "encoder_ms": enc, "decoder_ms": dec,
+            "step_ms": step, "rtfx": rtfx, "peak_gib": peak, "host_submit_share": 0.1, "runs": 3}
+
+
+def run(files):
+    with tempfile.TemporaryDirectory() as d:
+        for name, data in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(data if isinstance(data, str) else json.dumps(data))
+        p = subprocess.run([sys.executable, SUMMARY, d, MODEL, "--tokens", "128"], capture_output=True, text=True)
+        return p.returncode, p.stdout + p.stderr
+
+
+def line(out, start):
+    hits = [x for x in out.splitlines() if x.startswith(start)]
+    return hits[0] if hits else ""
+
+
+ceilings = {"product_tflops": 790.0, "product_model_shape_tflops": 600.0, "copy_tbs": 4.3}
+peer = [{"batch": b, "total_s": 1.0, "rtfx": 100.0, "peak_mem_gib": 8.0} for b in (1, 8, 64)]
+
+# batch 64 just above its line, batch 8 just below, batch 1 met on time and not on its step
+ours = [row(64, 279.0, 180.0, 90.0, 0.70, 8029.0, 7.0), row(8, 71.0, 40.0, 25.0, 0.19, 3944.0, 8.5),
+        row(1, 49.5, 20.0, 28.0, 0.26, 707.0, 4.0)]
+rc, out = run({"ours.json": ours, "peer.json": peer, "ceilings.json": ceilings,
+               "cold.json": [{"batch": 1, "open_ms": 900, "backends_ms": 200, "weights_ms": 600,
+                              "weights_gb": 4.1, "first_ms": 300}],
+               "warm.json": [{"batch": 1, "open_ms": 800, "backends_ms": 100, "weights_ms": 600,
+                              "weights_gb": 4.1, "first_ms": 250}]})
+check(rc == 0, "exit status %d" % rc)
+check(line(out, "- batch 64, RTFx >= 8000: 8029, met") != "", "batch 64 met:\n" + out)
+b8 = line(out, "- batch 8, RTFx >= 4000: 3944, not met")
+check(b8 != "", "batch 8 not met:\n" + out)
+check("floor " in b8 and "the most above its floor: the encoder" in b8, "batch 8's floor and reason: " + b8)
+check(line(out, "- batch 1, <= 50 ms: 49.5 ms, met") != "", "batch 1 time met:\n" + out)
+step = line(out, "- batch 1, step <= 0.25 ms: 0.260 ms, not met; floor 0.0")
+check(step != "", "batch 1 step not met with a floor:\n" + out)
+check(line(out, "- peak GPU memory at or below transformers' at every batch: not met at batch 8") != "",
+      "peak memory at batch 8:\n" + out)
+check(line(out, "- cold start").endswith(": met"), "cold start 1200 ms with weights met:\n" + out)
+check(line(out, "- warm start").endswith(": met"), "warm start 450 ms without weights met:\n" + out)
+check("floors: the model's FLOPs and bytes" in out, "floors line:\n" + out)
+# the floor column: a floor below every measured total, above zero
+for b in (1, 8, 64):
+    cols = line(out, "%5d |" % b).split("|")
+    check(len(cols) == 5, "batch %d row has 5 parts: %r" % (b, cols))
+    if len(cols) == 5:
+        fl, x = cols[4].split()
+        check(0 < float(fl) < float(cols[1].split()[0]) and float(x) > 1, "batch %d floor %s, x %s" % (b, fl, x))
+
+# no ceilings, no peer, no batch 64, no cold or warm run
+rc, out = run({"ours.json": [row(8, 300.0, 150.0, 140.0, 1.1, 933.0, 5.0)]})
+check(rc == 0, "exit status %d without ceilings" % rc)
+check("no ceilings measured in this run" in out, "no-ceilings line:\n" + out)
+check(line(out, "- batch 64, RTFx >= 8000: not run") != "", "batch 64 not run:\n" + out)
+check("not met; no floor (no ceilings in this run)" in line(out, "- batch 8"), "batch 8 without floor:\n" + out)
+check(line(out, "- batch 1: not run") != "", "batch 1 not run:\n" + out)
+check(line(out, "- peak GPU memory against transformers': no batch with both") != "", "no peer:\n" + out)
+check(line(out, "- cold start (empty kernel cache): not run") != "", "no cold run:\n" + out)
+
+# a broken JSON file is an error that names it, not a table of guesses
+rc, out = run({"ours.json": "{\"batch\": 1,"})
+check(rc != 0 and "ours.json" in out, "broken ours.json: rc %d:\n%s" % (rc, out))
+
+for f in failures:
+    print("FAIL: " + f)
+print("test_gpu_summary: %s" % ("failed (%d)" % len(failures) if failures else "passed"))
+sys.exit(1 if failures else 0)
