@@ -14,6 +14,8 @@
  * made a second wave of long blocks (step 1.626 ms against 1.498 with one
  * round a warp, measured), it takes one round a warp. Every choice is a
  * whole number of rounds and stays within the grid's 65535 chunks.
+ * A decoder step's tail (argmax, sums, feed, history writes) fuses into
+ * one argmax_sum launch only in the form the scheduler hands it.
  * Skipped (and counted as passed) where the build has no CUDA backend.
  */
 #include "check.h"
@@ -211,9 +213,118 @@ static void test_kv_write_fuses_into_the_product(void) {
     tg_free(c);
 }
 
+/* A decoder step's tail as decoder.c builds it (build_graph, build_feed):
+ * argmax and sum_rows of the logits [V, n_q, B], the last query's ids into
+ * the feed, the ids cast to F32 and both into one row of the histories.
+ * Variants: 2 gives the cast a second reader; 4 puts the softmax and the
+ * chosen token's probability (want_scores) between the sums and the feed;
+ * 6 copies the ids into an existing F32 tensor instead of tg_cast; 7 gives
+ * the two history writes different row-id tensors; 8 keeps the sums'
+ * history in BF16. Returns the graph; *logits, *hist (the ids' history),
+ * *hist_sums set. */
+static tg_graph *step_tail(tg_ctx *ctx, int n_q, int variant, tg_tensor **logits, tg_tensor **hist,
+                           tg_tensor **hist_sums) {
+    const int64_t V = 300, B = 3, cols = 16; /* every tensor within fake_plan's 4096-byte slots */
+    tg_tensor *L = tg_new_3d(ctx, TG_F32, V, n_q, B);
+    tg_tensor *ids = tg_argmax(ctx, L), *sums = tg_sum_rows(ctx, L);
+    tg_tensor *feed = tg_new_1d(ctx, TG_I32, B), *pos = tg_new_1d(ctx, TG_I32, n_q);
+    tg_tensor *hi = tg_new_2d(ctx, TG_F32, B, cols), *hs = tg_new_2d(ctx, variant == 8 ? TG_BF16 : TG_F32, B, cols);
+    tg_graph *g = tg_graph_new(ctx);
+    if (!g || tg_graph_build(g, ids) || tg_graph_build(g, sums)) return NULL;
+    if (variant == 4) {
+        tg_tensor *p = tg_reshape_4d(ctx, tg_soft_max(ctx, L, NULL, 1.0f), 1, V, n_q * B, 1);
+        if (tg_graph_build(g, tg_get_rows(ctx, p, tg_reshape_3d(ctx, ids, 1, n_q * B, 1)))) return NULL;
+    }
+    tg_tensor *last = tg_view_2d(ctx, ids, 1, B, ids->nb[1], (size_t)(n_q - 1) * ids->nb[0]);
+    if (tg_graph_build(g, tg_cpy(ctx, last, tg_reshape_2d(ctx, feed, 1, B)))) return NULL;
+    *logits = L;
+    *hist = hi;
+    *hist_sums = hs;
+    if (n_q != 1) return g; /* a prefill writes no history */
+    tg_tensor *at = tg_view_1d(ctx, pos, 1, 0);
+    tg_tensor *at2 = variant == 7 ? tg_new_1d(ctx, TG_I32, 1) : at;
+    tg_tensor *cast = variant == 6 ? tg_cpy(ctx, ids, tg_new_2d(ctx, TG_F32, 1, B)) : tg_cast(ctx, ids, TG_F32);
+    if (tg_graph_build(g, tg_set_rows(ctx, hi, tg_reshape_2d(ctx, cast, B, 1), at))) return NULL;
+    if (tg_graph_build(g, tg_set_rows(ctx, hs, tg_reshape_2d(ctx, sums, B, 1), at2))) return NULL;
+    if (variant == 2 && tg_graph_build(g, tg_scale(ctx, cast, 2.0f))) return NULL;
+    return g;
+}
+
+/* Points `t` and every node viewing it (the set_rows that write it) at
+ * the address `to`, after fake_plan. */
+static void move_to(tg_graph *g, tg_tensor *t, void *to) {
+    t->data = to;
+    for (int i = 0; i < tg_graph_n_nodes(g); i++)
+        if (tg_graph_node(g, i)->view_src == t) tg_graph_node(g, i)->data = to;
+}
+
+/* The step's tail in one argmax_sum launch, as the scheduler's split holds
+ * it (its view nodes left out): six nodes, the ids, sums, feed and the ids'
+ * history row marked as written and the cast not; refused with the switch
+ * off (1), when the cast has another reader (2), when a history lies over
+ * the logits (3), with the chosen token's probability wanted (4: its nodes
+ * come between), for a prefill (5), when the "cast" is a copy into a
+ * tensor of its own (6: it would go unwritten), when the histories' row
+ * ids differ (7), for a BF16 history (8), and when one history lies over
+ * the other (9). */
+static void test_step_tail_fuses(void) {
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    CHECK(c != NULL);
+    if (!c) return;
+    for (int v = 0; v < 10; v++) {
+        c->use_fusion = true;
+        c->use_pick = v != 1;
+        tg_ctx *ctx = tg_ctx_new();
+        tg_tensor *L = NULL, *hist = NULL, *hist_sums = NULL;
+        tg_graph *g = step_tail(ctx, v == 5 ? 2 : 1, v, &L, &hist, &hist_sums);
+        CHECK_MSG(g != NULL, "case %d: graph", v);
+        if (!g) {
+            tg_ctx_free(ctx);
+            continue;
+        }
+        int uses[48];
+        int n = fake_plan(g, uses, 48);
+        CHECK(n <= 48);
+        if (v == 3) move_to(g, hist, L->data);
+        if (v == 9) move_to(g, hist_sums, hist->data);
+        /* the split: the graph without its view nodes (readers through a
+         * view already count for the node it views) */
+        tg_tensor *nodes[48];
+        int su[48], m = 0, first = -1;
+        for (int i = 0; i < n && i < 48; i++) {
+            tg_tensor *t = tg_graph_node(g, i);
+            if (tg_op_is_view(t->op)) continue;
+            if (t->op == TG_OP_ARGMAX) first = m;
+            su[m] = uses[i];
+            nodes[m++] = t;
+        }
+        CHECK(first >= 0);
+        if (first < 0) {
+            tg_ctx_free(ctx);
+            continue;
+        }
+        int len = tg_cuda_fuse_len(c, nodes, m, first, su);
+        CHECK_MSG(len == (v == 0 ? 6 : 1), "case %d: fuse length %d", v, len);
+        if (v == 0 && len == 6) {
+            int fuse[48] = {0}, runs[48];
+            uint8_t writes[48] = {0};
+            for (int i = 0; i < m; i++) fuse[i] = i < first || i >= first + 6 ? 1 : i == first ? 6 : 0;
+            tg_cuda_group_writes(nodes, first, 6, writes);
+            static const uint8_t want[5] = {1, 1, 1, 0, 1}; /* ids, sums, feed, the cast, the ids' row */
+            for (int k = 0; k < 5; k++)
+                CHECK_MSG(writes[first + k] == want[k], "node %d (%s) written %d", k,
+                          tg_op_name(nodes[first + k]->op), writes[first + k]);
+            CHECK(nodes[first + 5]->op == TG_OP_SET_ROWS);
+            CHECK(tg_hazard_runs_grouped(nodes, m, NULL, fuse, writes, 0, runs) > 0);
+        }
+        tg_ctx_free(ctx);
+    }
+    tg_free(c);
+}
+
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_waves_fix_the_second_wave_at_batch_67),
           T(test_choices_are_whole_rounds_within_the_grid), T(test_embedding_head_fuses),
-          T(test_kv_write_fuses_into_the_product))
+          T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses))
 #else
 TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

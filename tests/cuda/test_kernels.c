@@ -5,7 +5,8 @@
  * step's products on matvec.cu (1-16 columns, and more as tiles) with the
  * layer norm inside; the conv module's and the subsampling's fused chains;
  * the decoder step's embedding lookups, sum and norm as one launch, and
- * its K/V cache write inside the q/k/v product's launch;
+ * its K/V cache write inside the q/k/v product's launch, its tail
+ * (argmax, sums, feed, history writes) as one launch;
  * attention at the encoder's and the decoder's shapes (rel-pos views,
  * masked rows, attn_decode over F32 and BF16 caches, NaN kept to its row);
  * views, broadcasting, casts, rows and convolutions; argmax.
@@ -566,9 +567,172 @@ static void test_attention_step_keeps_nan(void) {
  * does: here a tensor outside the graph reads the product, whose value must
  * then be real after the compute. */
 
+/* One side of test_step_tail_in_one_launch: the tail as decoder.c builds
+ * it over logits [V, 1, B], its leaves in a buffer of `be` (the feed and
+ * the histories are written by the graph, so they are placed, as the
+ * decoder places them), run by a scheduler over `list`. The histories hold
+ * TAIL_SPARE rows past the `cols` the graph writes into (a view), so a
+ * store past the graph's rows lands where the test reads it back. */
+enum { TAIL_SPARE = 8 };
+typedef struct tail_run {
+    tg_ctx *ctx;
+    tg_graph *g;
+    tg_sched *sc;
+    tg_buffer *buf;
+    tg_tensor *L, *ids, *sums, *feed, *pos, *hi, *hs;
+} tail_run;
+
+static void tail_make(tail_run *r, tg_backend *be, tg_backend **list, int n_list, int64_t V, int64_t B, int64_t cols) {
+    memset(r, 0, sizeof *r);
+    tg_ctx *ctx = r->ctx = tg_ctx_new();
+    r->L = tg_new_3d(ctx, TG_F32, V, 1, B);
+    r->ids = tg_argmax(ctx, r->L);
+    r->sums = tg_sum_rows(ctx, r->L);
+    r->feed = tg_new_1d(ctx, TG_I32, B);
+    r->pos = tg_new_1d(ctx, TG_I32, 1);
+    r->hi = tg_new_2d(ctx, TG_F32, B, cols + TAIL_SPARE);
+    r->hs = tg_new_2d(ctx, TG_F32, B, cols + TAIL_SPARE);
+    r->g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(r->g, r->ids));
+    CHECK_OK(tg_graph_build(r->g, r->sums));
+    CHECK_OK(tg_graph_build(r->g, tg_cpy(ctx, tg_view_2d(ctx, r->ids, 1, B, r->ids->nb[1], 0),
+                                          tg_reshape_2d(ctx, r->feed, 1, B))));
+    tg_tensor *at = tg_view_1d(ctx, r->pos, 1, 0);
+    tg_tensor *hi = tg_view_2d(ctx, r->hi, B, cols, r->hi->nb[1], 0), *hs = tg_view_2d(ctx, r->hs, B, cols, r->hs->nb[1], 0);
+    CHECK_OK(tg_graph_build(r->g, tg_set_rows(ctx, hi, tg_reshape_2d(ctx, tg_cast(ctx, r->ids, TG_F32), B, 1), at)));
+    CHECK_OK(tg_graph_build(r->g, tg_set_rows(ctx, hs, tg_reshape_2d(ctx, r->sums, B, 1), at)));
+    tg_tensor *placed[5] = {r->L, r->feed, r->pos, r->hi, r->hs};
+    size_t size = 0;
+    for (int k = 0; k < 5; k++) size += (tg_nbytes(placed[k]) + 255) & ~(size_t)255;
+    CHECK_OK(tg_backend_buffer_alloc(be, size, &r->buf));
+    for (int k = 0, off = 0; k < 5 && r->buf; k++) {
+        CHECK_OK(tg_tensor_place(placed[k], r->buf, (size_t)off));
+        off += (int)((tg_nbytes(placed[k]) + 255) & ~(size_t)255);
+    }
+    CHECK_OK(tg_sched_new(list, n_list, &r->sc));
+    if (r->sc) CHECK_OK(tg_sched_alloc(r->sc, r->g));
+}
+
+static void tail_free(tail_run *r) {
+    tg_sched_free(r->sc);
+    tg_buffer_free(r->buf);
+    tg_ctx_free(r->ctx);
+}
+
+/* What one run of the tail left: ids, sums, feed, both whole histories. */
+enum { TAIL_BMAX = 5, TAIL_COLS = 16, TAIL_HIST = TAIL_BMAX * (TAIL_COLS + TAIL_SPARE) };
+typedef struct tail_out {
+    int32_t ids[TAIL_BMAX], feed[TAIL_BMAX];
+    float sums[TAIL_BMAX], hi[TAIL_HIST], hs[TAIL_HIST];
+} tail_out;
+
+/* Sets the run's inputs (logits, the feed to -1, the row id, the
+ * histories to hist0), computes it and reads back what it wrote. */
+static void tail_compute(tail_run *r, const float *logits, int64_t V, int64_t B, int32_t at, const float *hist0,
+                         tail_out *o) {
+    const int32_t fill[TAIL_BMAX] = {-1, -1, -1, -1, -1};
+    const size_t hist = (size_t)(B * (TAIL_COLS + TAIL_SPARE)) * 4;
+    memset(o, 0, sizeof *o);
+    if (!r->sc) return;
+    CHECK_OK(tg_tensor_set(r->L, logits, 0, (size_t)(V * B) * sizeof(float)));
+    CHECK_OK(tg_tensor_set(r->feed, fill, 0, (size_t)B * 4));
+    CHECK_OK(tg_tensor_set(r->pos, &at, 0, 4));
+    CHECK_OK(tg_tensor_set(r->hi, hist0, 0, hist));
+    CHECK_OK(tg_tensor_set(r->hs, hist0, 0, hist));
+    CHECK_OK(tg_sched_compute(r->sc, r->g));
+    CHECK_OK(tg_tensor_get(r->ids, o->ids, 0, (size_t)B * 4));
+    CHECK_OK(tg_tensor_get(r->sums, o->sums, 0, (size_t)B * 4));
+    CHECK_OK(tg_tensor_get(r->feed, o->feed, 0, (size_t)B * 4));
+    CHECK_OK(tg_tensor_get(r->hi, o->hi, 0, hist));
+    CHECK_OK(tg_tensor_get(r->hs, o->hs, 0, hist));
+}
+
+/* A decoder step's tail (argmax, sums, feed, the two history writes)
+ * through the scheduler, so its view nodes are left out as they are for
+ * decoder.c's graphs: one argmax_sum launch on CUDA. Its ids, sums, feed
+ * and histories equal, bit for bit, those of the six launches it replaces
+ * (a second CUDA backend with CT_CUDA_FUSE_PICK=0); its ids and feed equal
+ * the CPU's, its sums within float rounding; the histories' other rows
+ * (and the spare rows past them) untouched; a row id past the histories'
+ * rows or negative writes nothing (the CPU reports such an id, so those
+ * cases are checked against the values before). Row 0 holds its largest
+ * value three times, across lanes and warps: the first index wins. V =
+ * 16384 (the vocabulary: float4 loads, 1024 threads) and 1001 (element
+ * loads). */
+static void test_step_tail_in_one_launch(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_backend *apart = cuda_with("CT_CUDA_FUSE_PICK", "0");
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl, *ca = apart ? (tg_cuda_ctx *)apart->impl : NULL;
+    tg_backend *cpu = NULL;
+    CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    /* each scheduler: its backend, then the CPU (the fallback it needs) */
+    tg_backend *fused_list[2] = {b, cpu}, *apart_list[2] = {apart, cpu}, *cpu_list[1] = {cpu};
+    const int64_t stride = TAIL_COLS + TAIL_SPARE;
+    for (int v = 0; v < 4 && cpu && apart; v++) {
+        const int64_t V = v == 1 ? 1001 : 16384, B = v == 1 ? 2 : TAIL_BMAX;
+        const int32_t at = v == 2 ? TAIL_COLS + 2 : v == 3 ? -1 : 3, at_cpu = 3;
+        const bool writes = v < 2;
+        tail_run r[3];
+        tail_make(&r[0], b, fused_list, 2, V, B, TAIL_COLS);
+        tail_make(&r[1], apart, apart_list, 2, V, B, TAIL_COLS);
+        tail_make(&r[2], cpu, cpu_list, 1, V, B, TAIL_COLS);
+        float *logits = tg_malloc((size_t)(V * B) * sizeof(float)), hist0[TAIL_HIST];
+        tail_out *o = tg_malloc(3 * sizeof *o);
+        if (!logits || !o) {
+            CHECK(0);
+            tg_free(logits);
+            tg_free(o);
+            break;
+        }
+        uint64_t x = 0x1234567u + (uint64_t)v;
+        for (int64_t i = 0; i < V * B; i++) {
+            x = mix(x + 0x9e3779b97f4a7c15ull);
+            logits[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 8.0 - 4.0);
+        }
+        const int64_t ties[3] = {V / 5 * 2 + 1, V / 2, V - 2}; /* the first is the answer */
+        for (int k = 0; k < 3; k++) logits[ties[k]] = 10.0f;
+        for (int i = 0; i < TAIL_HIST; i++) hist0[i] = (float)(i % 7) - 3.0f;
+        int fused = c->n_fused[TG_FUSED_PICK], fused_apart = ca->n_fused[TG_FUSED_PICK];
+        tail_compute(&r[0], logits, V, B, at, hist0, &o[0]);
+        tail_compute(&r[1], logits, V, B, at, hist0, &o[1]);
+        tail_compute(&r[2], logits, V, B, at_cpu, hist0, &o[2]);
+        CHECK_MSG(c->n_fused[TG_FUSED_PICK] == fused + 1 && ca->n_fused[TG_FUSED_PICK] == fused_apart,
+                  "case %d: step tails fused %d, with the switch off %d", v, c->n_fused[TG_FUSED_PICK] - fused,
+                  ca->n_fused[TG_FUSED_PICK] - fused_apart);
+        CHECK_MSG(!memcmp(o[0].ids, o[1].ids, sizeof o[0].ids) && !memcmp(o[0].feed, o[1].feed, sizeof o[0].feed) &&
+                      !memcmp(o[0].sums, o[1].sums, sizeof o[0].sums) && !memcmp(o[0].hi, o[1].hi, sizeof o[0].hi) &&
+                      !memcmp(o[0].hs, o[1].hs, sizeof o[0].hs),
+                  "case %d: one launch and six differ", v);
+        CHECK_MSG(o[0].ids[0] == ties[0], "case %d: row 0's argmax %d, the first of its ties %lld", v, o[0].ids[0],
+                  (long long)ties[0]);
+        for (int64_t i = 0; i < B; i++) {
+            CHECK_MSG(o[0].ids[i] == o[2].ids[i] && o[0].feed[i] == o[2].ids[i],
+                      "case %d row %lld: id %d, feed %d, CPU %d", v, (long long)i, o[0].ids[i], o[0].feed[i],
+                      o[2].ids[i]);
+            double scale = 0;
+            for (int64_t j = 0; j < V; j++) scale += fabs(logits[i * V + j]);
+            CHECK_MSG(fabs(o[0].sums[i] - o[2].sums[i]) <= 1e-6 * scale, "case %d row %lld: sum %g, CPU %g", v,
+                      (long long)i, o[0].sums[i], o[2].sums[i]);
+        }
+        for (int64_t i = 0; i < B * stride; i++) {
+            bool row = writes && i / B == at;
+            float want_i = row ? (float)o[2].ids[i % B] : hist0[i], want_s = row ? o[0].sums[i % B] : hist0[i];
+            CHECK_MSG(o[0].hi[i] == want_i && o[0].hs[i] == want_s, "case %d: histories [%lld] %g, %g; want %g, %g",
+                      v, (long long)i, o[0].hi[i], o[0].hs[i], want_i, want_s);
+        }
+        tg_free(o);
+        tg_free(logits);
+        for (int k = 0; k < 3; k++) tail_free(&r[k]);
+    }
+    tg_backend_free(cpu);
+    tg_backend_free(apart);
+    tg_backend_free(b);
+}
+
 TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_matches_cpu),
           T(test_matvec_mma_tiles_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
-          T(test_attention_step_keeps_nan))
+          T(test_attention_step_keeps_nan), T(test_step_tail_in_one_launch))
 #else
 TEST_MAIN_WITHOUT_CUDA()
 #endif

@@ -8,8 +8,9 @@
  * with the default switches would plan it. Synthetic graphs (test_choices.c)
  * only show a matcher takes the shape it was written for; this shows the
  * graphs decoder.c and encoder.c really build reach it: a decoder step gets
- * one embedding group (embed_norm) and one K/V write inside the q/k/v
- * launch per layer, with the product's result marked written; the prefill
+ * one embedding group (embed_norm), one K/V write inside the q/k/v launch
+ * per layer, with the product's result marked written, and its tail
+ * (argmax, sums, feed, history writes) as one argmax_sum; the prefill
  * gets the embedding group; the encoder plans without error; and a view
  * the host reads still keeps the node it views from fusing away.
  * Not here: what the fused kernels compute (test_kernels.c, on a GPU).
@@ -35,6 +36,9 @@ typedef struct seen {
     int step_graphs;   /* graphs with a K/V group per decoder layer */
     int kv_unmarked;   /* K/V groups without their product's result marked written */
     int kv_layers;     /* expected K/V groups in a step graph */
+    int pick_graphs;   /* step graphs with one argmax_sum group (the step's tail) */
+    int picks;         /* argmax_sum groups in any graph */
+    int pick_marks;    /* argmax_sum groups whose writes are not ids, sums, feed and the ids' row */
 } seen;
 
 static seen g_seen;
@@ -53,12 +57,18 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
         tg_status_free(st);
         g_seen.errors++;
     } else {
-        int embed = 0, kv = 0;
+        int embed = 0, kv = 0, pick = 0;
         for (int i = 0; i < n; i++) {
             if (fuse[i] < 2) continue;
             const tg_tensor *first = tg_graph_node(g, i), *last = tg_graph_node(g, i + fuse[i] - 1);
             if (first->op == TG_OP_GET_ROWS && last->op == TG_OP_LAYER_NORM) embed++;
-            if (last->op == TG_OP_SET_ROWS) {
+            if (first->op == TG_OP_ARGMAX) {
+                pick++;
+                g_seen.picks++;
+                static const uint8_t want[5] = {1, 1, 1, 0, 1};
+                for (int k = 0; k < 5 && fuse[i] == 6; k++) g_seen.pick_marks += writes[i + k] != want[k];
+                g_seen.pick_marks += fuse[i] != 6;
+            } else if (last->op == TG_OP_SET_ROWS) {
                 kv++;
                 int marked = 0;
                 for (int k = i; k < i + fuse[i] - 1; k++) marked += writes[k];
@@ -67,7 +77,9 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
         }
         g_seen.embed_graphs += embed == 1;
         g_seen.step_graphs += kv == g_seen.kv_layers;
-        printf("  graph of %3d nodes: %d embedding group(s), %d K/V write(s) in a product's launch\n", n, embed, kv);
+        g_seen.pick_graphs += pick == 1 && kv == g_seen.kv_layers;
+        printf("  graph of %3d nodes: %d embedding group(s), %d K/V write(s) in a product's launch, %d step "
+               "tail(s) in one\n", n, embed, kv, pick);
     }
     tg_free(fuse);
     tg_free(writes);
@@ -134,6 +146,11 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
         CHECK(g_seen.embed_graphs >= 2); /* the prefill's and the steps' */
         CHECK(g_seen.step_graphs >= 1);
         CHECK(g_seen.kv_unmarked == 0);
+        CHECK_MSG(g_seen.pick_graphs == g_seen.step_graphs, "%d step graphs, %d with their tail in one launch",
+                  g_seen.step_graphs, g_seen.pick_graphs);
+        CHECK(g_seen.pick_marks == 0);
+        CHECK_MSG(g_seen.picks == g_seen.pick_graphs, "%d step tails fused, %d in step graphs", g_seen.picks,
+                  g_seen.pick_graphs); /* none in the prefill or the encoder */
         ct_decoder_free(ds);
         ct_enc_result_free(&enc);
         tg_free(feat);

@@ -35,8 +35,8 @@
  * computed graph: nodes, kernels, launch shapes, times; NVTX ranges mark
  * computes and ops for Nsight when it is attached), CT_CUDA_SYNC_TIMEOUT_MS,
  * CT_CUDA_HOST_BUFFERS=1 (buffers in pinned host memory); the fusions' own
- * switches are CT_CUDA_FUSE_SCALE, _NORM, _CONV, _BIAS_MASK, _EMBED and
- * _KV (=0: off).
+ * switches are CT_CUDA_FUSE_SCALE, _NORM, _CONV, _BIAS_MASK, _EMBED, _KV
+ * and _PICK (=0: off).
  *
  * Not here: buffers and host copies (cuda_buffer.c), the profile, dump and
  * debug output (cuda_profile.c), kernels and their launch shapes
@@ -107,6 +107,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_bias_mask = tg_cuda_env_int("CT_CUDA_FUSE_BIAS_MASK", 1) != 0;
     c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
     c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
+    c->use_pick = tg_cuda_env_int("CT_CUDA_FUSE_PICK", 1) != 0;
     c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);
     if (c->matvec_columns < 1) c->matvec_columns = 1;
     if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;

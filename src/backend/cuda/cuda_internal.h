@@ -233,6 +233,7 @@ typedef struct tg_cuda_ctx {
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
+    bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM, one tile; more as tiles) */
@@ -322,15 +323,32 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c);
 bool tg_cuda_supports(const tg_cuda_device *dev, const tg_tensor *node);
 /* Scratch bytes the node needs while it runs (type conversions). */
 size_t tg_cuda_op_scratch(const tg_cuda_ctx *c, const tg_tensor *node);
-/* Fusion: how many nodes starting at nodes[i] one launch covers (1 when
- * nothing fuses); the fused sequence's result is nodes[i + n - 1]. */
+
+/* ------------------------------------------------------------- fusion (cuda_fusion.c) */
+
+/* How many nodes starting at nodes[i] one launch covers (1 when nothing
+ * fuses); the fused sequence's result is nodes[i + n - 1]. */
 int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i,
                      const int *n_uses);
 /* Marks in writes[] the nodes of the fused group of len nodes at nodes[i]
  * whose results its launch stores besides the last one (a product whose
- * result other nodes read, before the set_rows fused after it), for the
- * hazard runs (tg_hazard_runs_grouped). */
+ * result other nodes read, before the set_rows fused after it; a step
+ * tail's ids, sums, feed and history of ids), for the hazard runs
+ * (tg_hazard_runs_grouped). */
 void tg_cuda_group_writes(tg_tensor *const *nodes, int i, int len, uint8_t *writes);
+/* The index of the node of the group at nodes[i] (ending in a fused
+ * set_rows) whose result the set_rows' rows view: the product group's
+ * last node; -1 when none. */
+int tg_cuda_kv_rows_source(tg_tensor *const *nodes, int i, int len);
+/* A value per row of n: F32, ne[0] == 1, every other dim 1 or n's (a conv
+ * bias [1, 1, C, 1], a frame mask [1, T, 1, B]). */
+bool tg_cuda_row_value(const tg_tensor *t, const tg_tensor *n);
+/* The operand of binary node n that is not `from`, when n reads `from` as
+ * one operand and a row value as the other; else NULL. */
+const tg_tensor *tg_cuda_row_operand(const tg_tensor *n, const tg_tensor *from);
+
+/* ------------------------------------------------------------- ops */
+
 /* True when node's kernel can store BF16/F16 instead of F32 (its readers
  * being matrix products that take that type): the emit fusion. */
 bool tg_cuda_can_emit16(const tg_tensor *node);

@@ -1,11 +1,10 @@
 /*
  * cuda_ops.c: one encode function per op: kernel choice, launch shape and
  * arguments; the op/type support matrix; the scratch each node needs; the
- * fusions: matmul (+ scale as alpha) + bias (+ relu, or + a residual); a
- * layer norm inside its matvec product; the conv module's glu, depthwise
- * conv, bias and silu as one kernel; the subsampling's bias, mask and
- * relu as one pass; the decoder step's two embedding lookups, their sum
- * and its layer norm as one kernel; emit (16-bit stores for a product).
+ * launches of the fused groups cuda_fusion.c finds (the conv module's
+ * chain, the subsampling's bias/mask/relu, the embedding head, a step's
+ * tail; products' groups go to cuda_matmul.c and cuda_matvec.c); emit
+ * (16-bit stores for a product).
  *
  * Every encode only enqueues work on the given stream, so the same code runs
  * for direct launches and inside a CUDA-graph capture. Temporaries (type
@@ -13,7 +12,8 @@
  * area, sized before encoding starts by tg_cuda_op_scratch, never allocated
  * while encoding.
  *
- * Not here: streams, graphs, errors (cuda_context.c); the attention's
+ * Not here: which nodes fuse (cuda_fusion.c); streams, graphs, errors
+ * (cuda_context.c); the attention's
  * paths (cuda_attention.c); products of few columns on matvec.cu
  * (cuda_matvec.c); the cuBLASLt products (cuda_matmul.c); device code
  * (kernels/).
@@ -233,122 +233,7 @@ tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_typ
     tg_args_cpy a = {.d = d, .a = tg_cuda_desc(t), .n = n};
     return LAUNCH(c, s, "copy.cu", "", cpy, tg_cuda_grid(c, n, 256), 1, 1, 256, 0, a);
 }
-/* -------------------------------------------------------------- fusion */
-
-static bool is_bias_for(const tg_tensor *bias, const tg_tensor *mm) {
-    return bias && bias->type == TG_F32 && bias->data && tg_is_contiguous(bias) && bias->ne[0] == mm->ne[0] &&
-           bias->ne[1] == 1 && bias->ne[2] == 1 && bias->ne[3] == 1;
-}
-
-/* The other source of add = sum + r when it can ride a product's epilogue
- * as the residual; NULL when not. */
-static const tg_tensor *fused_residual(const tg_tensor *add, const tg_tensor *sum) {
-    const tg_tensor *r = add->src[0] == sum ? add->src[1] : add->src[1] == sum ? add->src[0] : NULL;
-    if (!r || r == sum || r->type != TG_F32 || !r->data || !tg_same_shape(r, add) || !tg_is_contiguous(r))
-        return NULL;
-    return r;
-}
-
-/* The scale node of a group (mul_mat, scale s, add bias ...): it reads the
- * product alone and stores what the product did, so s can be the
- * product's alpha. */
-static bool is_alpha_for(const tg_tensor *sc, const tg_tensor *mm) {
-    return sc->op == TG_OP_SCALE && sc->src[0] == mm && sc->type == TG_F32 && tg_same_shape(sc, mm) &&
-           tg_is_contiguous(sc) && !(sc->flags & TG_FLAG_OUTPUT);
-}
-
-tg_cuda_fused tg_cuda_fused_parts(tg_tensor *const *nodes, int i, int len) {
-    tg_cuda_fused f = {.bias = NULL, .res = NULL, .alpha = 1.0f, .relu = false};
-    if (len < 2) return f;
-    int j = i + 1;
-    const tg_tensor *prev = nodes[i];
-    if (nodes[j]->op == TG_OP_SCALE) {
-        f.alpha = tg_param_f32(nodes[j], 0);
-        prev = nodes[j++];
-    }
-    const tg_tensor *add = nodes[j];
-    f.bias = add->src[0] == prev ? add->src[1] : add->src[0];
-    if (j + 1 < i + len) {
-        const tg_tensor *last = nodes[j + 1];
-        if (last->op == TG_OP_RELU) f.relu = true;
-        else f.res = fused_residual(last, add);
-    }
-    return f;
-}
-
-static int product_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
-    if (!c->use_fusion || i + 1 >= n) return 1;
-    const tg_tensor *mm = nodes[i];
-    if (mm->op != TG_OP_MUL_MAT || n_uses[i] != 1 || (mm->flags & TG_FLAG_OUTPUT) || !tg_is_contiguous(mm))
-        return 1;
-    /* mul_mat [, scale s] , add bias: the scale (the encoder's feed-forward
-     * halves, encoder.c) rides as the product's alpha */
-    int j = i + 1;
-    const tg_tensor *prev = mm;
-    if (c->use_scale && j + 1 < n && n_uses[j] == 1 && is_alpha_for(nodes[j], mm)) prev = nodes[j++];
-    const tg_tensor *add = nodes[j];
-    if (add->op != TG_OP_ADD) return 1;
-    const tg_tensor *bias = add->src[0] == prev ? add->src[1] : add->src[1] == prev ? add->src[0] : NULL;
-    if (!is_bias_for(bias, mm) || !tg_same_shape(add, mm) || add->type != TG_F32 || !tg_is_contiguous(add))
-        return 1;
-    /* The epilogue needs one product over contiguous activations. */
-    const tg_tensor *a = mm->src[0];
-    if (a->ne[2] != 1 || a->ne[3] != 1) return 1;
-    int len = j - i + 1;
-    const tg_tensor *third = j + 1 < n ? nodes[j + 1] : NULL;
-    bool chain = third && n_uses[j] == 1 && !(add->flags & TG_FLAG_OUTPUT) && tg_same_shape(third, add) &&
-                 third->type == TG_F32 && tg_is_contiguous(third);
-    if (chain && third->op == TG_OP_RELU && third->src[0] == add) len++;
-    /* + a residual r (a layer's output product and its skip connection):
-     * an F32 tensor of the result's shape and layout, read at the element
-     * the launch writes, so r may be the result's own storage (storage
-     * placed by hand; the planners never put an add's result on its
-     * source) but must not overlap it otherwise */
-    const tg_tensor *res = chain && c->use_residual && third->op == TG_OP_ADD ? fused_residual(third, add) : NULL;
-    if (res && (!tg_hazard_overlap(res, third) || (res->data == third->data && tg_same_shape(res, third))))
-        len++;
-    /* The fused launch writes the last result while the product reads its
-     * operands and the bias: never over them. The planners keep the
-     * product's operands apart (tg_plan_fused_product); a bias that is not
-     * a weight, or storage placed by hand, may still overlap, and then the
-     * nodes run one by one. */
-    const tg_tensor *out = nodes[i + len - 1];
-    if (tg_hazard_overlap(out, mm->src[0]) || tg_hazard_overlap(out, mm->src[1]) || tg_hazard_overlap(out, bias))
-        return 1;
-    return len;
-}
-
 static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_is_contiguous(t); }
-
-/* The conv module's glu -> conv_1d_dw (stride 1) -> add bias -> silu,
- * each read only by the next, as conv_glu_dw_silu_c4 takes them: F32,
- * contiguous, 16-byte aligned, channels a multiple of 4, at most
- * TG_DW1_KMAX taps, within the grid's limits; the result apart from the
- * GLU's input, the kernel and the bias. 4 when they fuse, else 1. */
-static int conv_glu_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
-    if (!c->use_conv_glu || i + 3 >= n) return 1;
-    const tg_tensor *glu = nodes[i], *dw = nodes[i + 1], *add = nodes[i + 2], *act = nodes[i + 3];
-    for (int k = 0; k < 3; k++)
-        if (n_uses[i + k] != 1 || (nodes[i + k]->flags & TG_FLAG_OUTPUT)) return 1;
-    if (dw->op != TG_OP_CONV_1D_DW || dw->src[1] != glu || add->op != TG_OP_ADD || act->op != TG_OP_SILU ||
-        act->src[0] != add)
-        return 1;
-    const tg_tensor *bias = add->src[0] == dw ? add->src[1] : add->src[1] == dw ? add->src[0] : NULL;
-    const tg_tensor *a = glu->src[0], *kr = dw->src[0];
-    if (!bias || !f32_contiguous(bias) || tg_nelements(bias) != dw->ne[0] || bias->ne[0] != dw->ne[0] || !bias->data)
-        return 1;
-    if (!f32_contiguous(a) || !f32_contiguous(kr) || !f32_contiguous(act) || !tg_same_shape(add, dw) ||
-        !tg_same_shape(act, dw) || tg_param_i32(dw, 0) != 1)
-        return 1;
-    int64_t C = dw->ne[0], batch = a->ne[2] * a->ne[3];
-    if (a->ne[0] != 2 * C || C % 4 != 0 || kr->ne[1] != C || kr->ne[0] > TG_DW1_KMAX || kr->ne[0] < 1 ||
-        (((uintptr_t)a->data | (uintptr_t)act->data | (uintptr_t)bias->data) & 15) != 0 ||
-        a->ne[0] * a->ne[1] >= INT32_MAX || dw->ne[1] >= INT32_MAX - TG_DW1_TT || batch > 65535 ||
-        (dw->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT > 65535 || dw->ne[2] * dw->ne[3] != batch)
-        return 1;
-    if (tg_hazard_overlap(act, a) || tg_hazard_overlap(act, kr) || tg_hazard_overlap(act, bias)) return 1;
-    return 4;
-}
 
 static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int out16) {
     const tg_tensor *glu = nodes[i], *dw = nodes[i + 1], *add = nodes[i + 2], *act = nodes[i + 3];
@@ -367,56 +252,11 @@ static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *n
                   (unsigned)((dw->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT), (unsigned)(a->ne[2] * a->ne[3]), 64, 0, g);
 }
 
-/* A value per row of n: F32, ne[0] == 1, every other dim 1 or n's (a conv
- * bias [1, 1, C, 1], a frame mask [1, T, 1, B]). */
-static bool row_value(const tg_tensor *t, const tg_tensor *n) {
-    if (t->type != TG_F32 || t->ne[0] != 1 || !t->data) return false;
-    for (int d = 1; d < 4; d++)
-        if (t->ne[d] != 1 && t->ne[d] != n->ne[d]) return false;
-    return true;
-}
-
-/* The operand of binary node n that is not `from`, when n reads `from` as
- * one operand and a row value as the other; else NULL. */
-static const tg_tensor *row_operand(const tg_tensor *n, const tg_tensor *from) {
-    const tg_tensor *o = n->src[0] == from ? n->src[1] : n->src[1] == from ? n->src[0] : NULL;
-    return o && o != from && row_value(o, n) ? o : NULL;
-}
-
-/* A conv's output x -> add a row bias [-> mul a row mask] [-> relu], each
- * read only by the next (the subsampling of spec 2.1: three passes over the
- * encoder's largest tensors), as ew_bias_mask_c4 takes them: contiguous F32
- * rows of a multiple of 4 floats, 16-byte aligned; the result exactly on x
- * (elementwise: each thread reads before it writes) or apart from it, and
- * apart from the bias and mask. 2 or 3 when they fuse, else 1. */
-static int bias_mask_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
-    const tg_tensor *add = nodes[i];
-    if (!c->use_bias_mask || i + 1 >= n || add->op != TG_OP_ADD || add->type != TG_F32) return 1;
-    const tg_tensor *x = row_value(add->src[1], add) ? add->src[0] : add->src[1];
-    const tg_tensor *bias = x == add->src[0] ? add->src[1] : add->src[0];
-    if (!row_value(bias, add) || !f32_contiguous(x) || !tg_same_shape(x, add)) return 1;
-    const tg_tensor *last = add, *mask = NULL;
-    int len = 1;
-    if (n_uses[i] == 1 && !(add->flags & TG_FLAG_OUTPUT) && nodes[i + 1]->op == TG_OP_MUL &&
-        (mask = row_operand(nodes[i + 1], add)) && tg_same_shape(nodes[i + 1], add))
-        last = nodes[i + len++];
-    if (i + len < n && n_uses[i + len - 1] == 1 && !(last->flags & TG_FLAG_OUTPUT) &&
-        nodes[i + len]->op == TG_OP_RELU && nodes[i + len]->src[0] == last && tg_same_shape(nodes[i + len], add))
-        last = nodes[i + len++];
-    if (len == 1 || !f32_contiguous(last) || add->ne[0] % 4 != 0 || add->ne[0] / 4 > INT32_MAX ||
-        (((uintptr_t)x->data | (uintptr_t)last->data) & 15) != 0 || add->ne[1] > INT32_MAX || add->ne[2] > INT32_MAX)
-        return 1;
-    if ((tg_hazard_overlap(last, x) && last->data != x->data) || tg_hazard_overlap(last, bias) ||
-        (mask && tg_hazard_overlap(last, mask)))
-        return 1;
-    return len;
-}
-
 static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
     const tg_tensor *add = nodes[i], *last = nodes[i + len - 1];
-    const tg_tensor *x = row_value(add->src[1], add) ? add->src[0] : add->src[1];
+    const tg_tensor *x = tg_cuda_row_value(add->src[1], add) ? add->src[0] : add->src[1];
     const tg_tensor *bias = x == add->src[0] ? add->src[1] : add->src[0];
-    const tg_tensor *mask = nodes[i + 1]->op == TG_OP_MUL ? row_operand(nodes[i + 1], add) : NULL;
+    const tg_tensor *mask = nodes[i + 1]->op == TG_OP_MUL ? tg_cuda_row_operand(nodes[i + 1], add) : NULL;
     int64_t ne = tg_nelements(add);
     if (ne == 0) return NULL;
     tg_args_ew_bias_mask_c4 a = {.bias = tg_cuda_desc(bias),
@@ -433,91 +273,6 @@ static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *
     snprintf(defs, sizeof defs, TG_DEFS_EW, TG_EW_ADD, TG_EMIT_F32);
     c->n_fused[TG_FUSED_BIAS_MASK]++;
     return LAUNCH(c, s, "elementwise.cu", defs, ew_bias_mask_c4, tg_cuda_grid(c, a.n4, 256), 1, 1, 256, 0, a);
-}
-
-/* A get_rows from a 2-D table by contiguous I32 ids, F32 and contiguous
- * with one row per id, of the width `width`. */
-static bool embed_lookup_ok(const tg_tensor *g, int64_t width) {
-    const tg_tensor *t = g->src[0], *ids = g->src[1];
-    return g->op == TG_OP_GET_ROWS && f32_contiguous(g) && t->ne[0] == width && t->ne[2] == 1 && t->ne[3] == 1 &&
-           t->ne[1] <= INT32_MAX && ids->type == TG_I32 && tg_is_contiguous(ids) && tg_nelements(ids) == tg_nrows(g);
-}
-
-/* The decoder step's head: get_rows of the token table, get_rows of the
- * position table, their add, and the layer norm of it or of a reshape of
- * it (a view), each read only by the next, as embed_norm: 4 or 5 (with
- * the view's node) when they fuse, the norm last, else 1. The result may
- * not lie over what the kernel reads. */
-static int embed_norm_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
-    if (!c->use_embed_norm || i + 3 >= n) return 1;
-    const tg_tensor *ga = nodes[i], *gb = nodes[i + 1], *add = nodes[i + 2];
-    /* the reshape is a view node in a whole graph, and no node at all in
-     * a scheduler's split (which leaves views out) */
-    const int len = i + 4 < n && tg_op_is_view(nodes[i + 3]->op) ? 5 : 4;
-    const tg_tensor *ln = nodes[i + len - 1], *x = ln->src[0];
-    if (add->op != TG_OP_ADD || ln->op != TG_OP_LAYER_NORM || len > TG_HAZARD_GROUP_MAX || !x) return 1;
-    if (x != add && (x->view_src != add || x->data != add->data || !tg_is_contiguous(x))) return 1;
-    if (len == 5 && nodes[i + 3] != x) return 1;
-    for (int k = 0; k < len - 1; k++)
-        if (n_uses[i + k] != 1 || (nodes[i + k]->flags & TG_FLAG_OUTPUT)) return 1;
-    if (!((add->src[0] == ga && add->src[1] == gb) || (add->src[0] == gb && add->src[1] == ga))) return 1;
-    const int64_t width = add->ne[0];
-    if (!embed_lookup_ok(ga, width) || !embed_lookup_ok(gb, width) || !f32_contiguous(add) ||
-        !tg_same_shape(ga, add) || !tg_same_shape(gb, add) || !f32_contiguous(ln) || ln->ne[0] != width ||
-        tg_nelements(ln) != tg_nelements(add) || tg_nrows(ln) > INT32_MAX)
-        return 1;
-    for (int k = 1; k < 3; k++) {
-        const tg_tensor *v = ln->src[k];
-        if (v && (!f32_contiguous(v) || tg_nelements(v) != width || tg_hazard_overlap(ln, v))) return 1;
-    }
-    for (int k = 0; k < 2; k++)
-        if (tg_hazard_overlap(ln, ga->src[k]) || tg_hazard_overlap(ln, gb->src[k])) return 1;
-    return len;
-}
-
-int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
-    if (!c->use_fusion || i + 1 >= n) return 1;
-    if (nodes[i]->op == TG_OP_GLU) return conv_glu_fuse_len(c, nodes, n, i, n_uses);
-    if (nodes[i]->op == TG_OP_GET_ROWS) return embed_norm_fuse_len(c, nodes, n, i, n_uses);
-    if (nodes[i]->op == TG_OP_ADD) return bias_mask_fuse_len(c, nodes, n, i, n_uses);
-    int len, p = i;
-    if (nodes[i]->op != TG_OP_LAYER_NORM) {
-        len = product_fuse_len(c, nodes, n, i, n_uses);
-    } else {
-        if (!c->use_ln_matvec || n_uses[i] != 1) return 1;
-        len = 1 + product_fuse_len(c, nodes, n, i + 1, n_uses);
-        const tg_tensor *ln = nodes[i], *out = nodes[i + len - 1];
-        /* every block reads x (all of it, or its tile's columns) while
-         * others write out: never over it; and no group longer than the
-         * concurrency runs model as one launch */
-        if (len > TG_HAZARD_GROUP_MAX || !tg_cuda_ln_matvec_ok(c, ln, nodes[i + 1], out) ||
-            tg_hazard_overlap(out, ln->src[0]))
-            return 1;
-        p = i + 1;
-    }
-    /* then the set_rows of the group's k and v rows into the cache, in the
-     * same launch where it takes it */
-    if (nodes[p]->op == TG_OP_MUL_MAT) {
-        int more = tg_cuda_kv_rows_len(c, nodes, n, p, i + len, p != i);
-        if (more > 0 && len + more <= TG_HAZARD_GROUP_MAX) len += more;
-    }
-    return len;
-}
-
-/* The index of the node of the group at nodes[i] (ending in a fused
- * set_rows) whose result the set_rows' rows view: the product group's
- * last node. */
-static int kv_rows_source(tg_tensor *const *nodes, int i, int len) {
-    const tg_tensor *src = nodes[i + len - 1]->src[0];
-    for (int k = i + len - 2; k >= i; k--)
-        if (src && src->view_src == nodes[k]) return k;
-    return -1;
-}
-
-void tg_cuda_group_writes(tg_tensor *const *nodes, int i, int len, uint8_t *writes) {
-    if (len < 2 || nodes[i + len - 1]->op != TG_OP_SET_ROWS) return;
-    int k = kv_rows_source(nodes, i, len);
-    if (k >= 0) writes[k] = 1;
 }
 
 /* ------------------------------------------------------------ encoders */
@@ -689,6 +444,26 @@ static unsigned reduce_block(int64_t ne0) {
                                 : LAUNCH(c, s, "reduce.cu", "", kernel, (unsigned)tg_nrows((n)->src[0]), 1, 1, \
                                          reduce_block((n)->src[0]->ne[0]), 0, args))
 
+/* The group pick_fuse_len took from nodes[i]: argmax_sum, a block a row
+ * with the block argmax takes. */
+static tg_status encode_pick(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i) {
+    const tg_tensor *am = nodes[i], *hi = nodes[i + 4], *hs = nodes[i + 5], *at = hi->src[1];
+    tg_args_argmax_sum a = {.a = tg_cuda_desc(am->src[0]),
+                            .ids = tg_cuda_dptr(am->data),
+                            .sums = tg_cuda_dptr(nodes[i + 1]->data),
+                            .feed = tg_cuda_dptr(nodes[i + 2]->data),
+                            .hist_ids = tg_cuda_dptr(hi->data),
+                            .hist_sums = tg_cuda_dptr(hs->data),
+                            .at = tg_cuda_dptr(at->data),
+                            .hist_ids_ld = (int64_t)hi->nb[1],
+                            .hist_sums_ld = (int64_t)hs->nb[1],
+                            .hist_rows = hi->ne[1],
+                            .at_i64 = at->type == TG_I64};
+    c->n_fused[TG_FUSED_PICK]++;
+    return LAUNCH(c, s, "reduce.cu", "", argmax_sum, (unsigned)tg_nelements(am), 1, 1,
+                  reduce_block(am->src[0]->ne[0]), 0, a);
+}
+
 /* F32 rows contiguous in dim 0 and 16-byte aligned everywhere a warp's
  * float4 loads land, short enough for the registers (softmax.cu's
  * TG_SM_WV: 4*32*12 floats). */
@@ -827,10 +602,11 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     }
     if (len > 1 && n->op == TG_OP_ADD) return encode_bias_mask(c, s, nodes, i, len);
     if (len > 1 && n->op == TG_OP_GET_ROWS) return encode_embed_norm(c, s, nodes, i, len);
+    if (len > 1 && n->op == TG_OP_ARGMAX) return encode_pick(c, s, nodes, i);
     if (len > 1 && nodes[i + len - 1]->op == TG_OP_SET_ROWS) {
         /* [the norm,] the product's group, views, and the set_rows of its
          * k and v into the cache: one mul_mat_vec_mma launch */
-        int o = kv_rows_source(nodes, i, len), p = i + (n->op == TG_OP_LAYER_NORM);
+        int o = tg_cuda_kv_rows_source(nodes, i, len), p = i + (n->op == TG_OP_LAYER_NORM);
         if (o < p || nodes[p]->op != TG_OP_MUL_MAT)
             return tg_status_new(TG_ERR_INTERNAL, "cuda: a fused set_rows after '%s' without its product", n->name);
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, p, o - p + 1);

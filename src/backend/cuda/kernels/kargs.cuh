@@ -94,6 +94,7 @@ enum {
     TG_FUSED_BIAS_MASK,   /* a row bias add, row mask mul, relu as one pass */
     TG_FUSED_EMBED_NORM,  /* two embedding lookups, their sum and its layer norm */
     TG_FUSED_KV_ROWS,     /* a set_rows of a matvec product's rows (the K/V cache write) in its launch */
+    TG_FUSED_PICK,        /* a step's tail: argmax, logit sums, the feed, both history writes */
     TG_FUSED_KINDS
 };
 
@@ -382,6 +383,21 @@ TG_KARGS_SIZE(tg_pad_args, 184);
 typedef struct tg_reduce_args { tg_t o, a; float div; tg_i32 pad_; } tg_reduce_args;
 TG_KARGS_SIZE(tg_reduce_args, 168);
 
+/* argmax_sum (a decoder step's tail, cuda_fusion.c: pick_fuse_len): for row r
+ * of a, its argmax (argmax's rule) as I32 into ids[r] and feed[r], its sum
+ * (sum_rows' order) into sums[r]; and where 0 <= *at < hist_rows (at: I32,
+ * or I64 when at_i64), the id as F32 at hist_ids + at hist_ids_ld + 4 r and
+ * the sum at hist_sums + at hist_sums_ld + 4 r (set_rows' rule: an id
+ * outside the history writes nothing). */
+typedef struct tg_pick_args {
+    tg_t a;
+    tg_dp_char ids, sums, feed, hist_ids, hist_sums;
+    tg_dp_cchar at;
+    tg_i64 hist_ids_ld, hist_sums_ld, hist_rows;
+    tg_i32 at_i64, pad_;
+} tg_pick_args;
+TG_KARGS_SIZE(tg_pick_args, 160);
+
 /* ------------------------------------------------------------ rows.cu */
 
 typedef struct tg_rows_args { tg_t d, a, ids; tg_i64 n; } tg_rows_args;
@@ -441,6 +457,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(copy, cvt_rows_16, tg_flat2_args)                      \
     X(reduce, argmax, tg_reduce_args)                        \
     X(reduce, sum_rows, tg_reduce_args)                      \
+    X(reduce, argmax_sum, tg_pick_args)                      \
     X(reduce, glu, tg_flat2_args)                            \
     X(rows, get_rows, tg_rows_args)                          \
     X(rows, set_rows, tg_rows_args)                          \
