@@ -213,6 +213,52 @@ static void test_kv_write_fuses_into_the_product(void) {
     tg_free(c);
 }
 
+/* The rel-pos table's projection as encoder.c builds it: r = W_pos P, no
+ * bias, scaled by 1/sqrt(d_head), then read by a product (whose node
+ * follows the group: its parts must not reach past the group); variant 2
+ * reads the product twice, 4 adds a bias after the second product. */
+static tg_tensor *pos_projection(tg_ctx *ctx, int variant, tg_tensor **w) {
+    const int64_t d = 64, rows = 29;
+    tg_tensor *W = tg_new_2d(ctx, TG_BF16, d, d), *P = tg_new_2d(ctx, TG_F32, d, rows);
+    tg_tensor *mm = tg_mul_mat(ctx, W, P), *r = tg_scale(ctx, mm, 0.125f);
+    *w = W;
+    if (variant == 2) r = tg_add(ctx, r, tg_scale(ctx, mm, 2.0f)); /* the product read twice */
+    tg_tensor *out = tg_mul_mat(ctx, r, tg_new_2d(ctx, TG_F32, d, 15));
+    return variant == 4 ? tg_add(ctx, out, tg_new_1d(ctx, TG_F32, rows)) : out;
+}
+
+/* A product and the scale after it, with no bias: one launch, the scale as
+ * the product's alpha and no bias (0 and 4); refused with the switch off
+ * (1), when the product has another reader (2), and when the scale's
+ * result lies over the product's weights (3). */
+static void test_scale_alone_rides_the_product(void) {
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    CHECK(c != NULL);
+    if (!c) return;
+    for (int v = 0; v < 5; v++) {
+        c->use_fusion = true;
+        c->use_scale = v != 1;
+        tg_ctx *ctx = tg_ctx_new();
+        tg_tensor *W = NULL, *out = pos_projection(ctx, v, &W);
+        tg_graph *g = tg_graph_new(ctx);
+        CHECK_OK(tg_graph_build(g, out));
+        int uses[16];
+        int n = fake_plan(g, uses, 16);
+        tg_tensor *nodes[16];
+        for (int i = 0; i < n && i < 16; i++) nodes[i] = tg_graph_node(g, i);
+        CHECK(n >= 3 && nodes[0]->op == TG_OP_MUL_MAT && nodes[1]->op == TG_OP_SCALE);
+        if (v == 3) nodes[1]->data = W->data;
+        int len = n >= 3 && n <= 16 ? tg_cuda_fuse_len(c, nodes, n, 0, uses) : -1;
+        CHECK_MSG(len == (v == 0 || v == 4 ? 2 : 1), "case %d: fuse length %d", v, len);
+        if (len == 2) {
+            tg_cuda_fused f = tg_cuda_fused_parts(nodes, 0, 2);
+            CHECK(f.bias == NULL && f.res == NULL && !f.relu && f.alpha == 0.125f);
+        }
+        tg_ctx_free(ctx);
+    }
+    tg_free(c);
+}
+
 /* A decoder step's tail as decoder.c builds it (build_graph, build_feed):
  * argmax and sum_rows of the logits [V, n_q, B], the last query's ids into
  * the feed, the ids cast to F32 and both into one row of the histories.
@@ -324,7 +370,8 @@ static void test_step_tail_fuses(void) {
 
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_waves_fix_the_second_wave_at_batch_67),
           T(test_choices_are_whole_rounds_within_the_grid), T(test_embedding_head_fuses),
-          T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses))
+          T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses),
+          T(test_scale_alone_rides_the_product))
 #else
 TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

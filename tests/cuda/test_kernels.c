@@ -53,6 +53,14 @@ static tg_tensor *half_ffn(tg_ctx *ctx, int64_t cols) {
 static tg_tensor *build_half_ffn(tg_ctx *ctx) { return half_ffn(ctx, 29); }
 static tg_tensor *build_half_ffn_vec(tg_ctx *ctx) { return half_ffn(ctx, 2); }
 
+/* The rel-pos table's projection as encoder.c builds it: r = W_pos P (BF16
+ * weights, no bias) scaled by 1/sqrt(160), then read by a product of two
+ * F32 activations (the BD term): the scale as cuBLASLt's alpha alone. */
+static tg_tensor *build_pos_projection(tg_ctx *ctx) {
+    tg_tensor *r = tg_scale(ctx, tg_mul_mat(ctx, in2(ctx, TG_BF16, 320, 320), in2(ctx, TG_F32, 320, 139)), 0.0790569f);
+    return tg_mul_mat(ctx, r, in2(ctx, TG_F32, 320, 70));
+}
+
 /* The encoder's rel-pos attention as its graph has it: q, k, v strided
  * views of [D*H, T] projections (no head copies), and the mask a shifted
  * view of r·q, read in place: with 2T-1 rows of r (the spec's table; T - 1
@@ -242,6 +250,10 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     int scaled = c->n_fused[TG_FUSED_MM_SCALE];
     compare_with_cpu(b, build_half_ffn, 3, 5e-4, "half ffn step (scale as alpha, bias, residual)");
     CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled);
+    scaled = c->n_fused[TG_FUSED_MM_SCALE];
+    int biased = c->n_fused[TG_FUSED_MM_BIAS];
+    compare_with_cpu(b, build_pos_projection, 3, 5e-4, "rel-pos projection (scale as alpha, no bias)");
+    CHECK(c->n_fused[TG_FUSED_MM_SCALE] > scaled && c->n_fused[TG_FUSED_MM_BIAS] == biased);
     scaled = c->n_fused[TG_FUSED_MM_SCALE];
     int vecs = c->n_matvec;
     compare_with_cpu(b, build_half_ffn_vec, 3, 5e-4, "half ffn step on 2 columns (the matvec kernel's alpha)");

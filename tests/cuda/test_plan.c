@@ -11,7 +11,8 @@
  * one embedding group (embed_norm), one K/V write inside the q/k/v launch
  * per layer, with the product's result marked written, and its tail
  * (argmax, sums, feed, history writes) as one argmax_sum; the prefill
- * gets the embedding group; the encoder plans without error; and a view
+ * gets the embedding group; the encoder plans without error, each layer's
+ * rel-pos projection with its scale as the product's alpha; and a view
  * the host reads still keeps the node it views from fusing away.
  * Not here: what the fused kernels compute (test_kernels.c, on a GPU).
  * Skipped (and counted as passed) where the build has no CUDA backend.
@@ -38,6 +39,7 @@ typedef struct seen {
     int kv_layers;     /* expected K/V groups in a step graph */
     int pick_graphs;   /* step graphs with one argmax_sum group (the step's tail) */
     int picks;         /* argmax_sum groups in any graph */
+    int alpha_groups;  /* products with a scale as their alpha and no bias (the rel-pos table's) */
     int pick_marks;    /* argmax_sum groups whose writes are not ids, sums, feed and the ids' row */
 } seen;
 
@@ -62,6 +64,7 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
             if (fuse[i] < 2) continue;
             const tg_tensor *first = tg_graph_node(g, i), *last = tg_graph_node(g, i + fuse[i] - 1);
             if (first->op == TG_OP_GET_ROWS && last->op == TG_OP_LAYER_NORM) embed++;
+            if (first->op == TG_OP_MUL_MAT && fuse[i] == 2 && last->op == TG_OP_SCALE) g_seen.alpha_groups++;
             if (first->op == TG_OP_ARGMAX) {
                 pick++;
                 g_seen.picks++;
@@ -129,6 +132,8 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
         ct_enc_result enc = {0};
         CHECK_OK(ct_encoder_run(m, sched, feat, B, T, valid, &eo, &enc));
         int encoder_graphs = g_seen.graphs;
+        CHECK_MSG(g_seen.alpha_groups == m->n_enc_layers, "%d rel-pos projections with their scale as alpha, "
+                  "%d layers", g_seen.alpha_groups, m->n_enc_layers);
         ct_dec_opts dopt = {.queued = true};
         ct_dec_state *ds = NULL;
         const int32_t prompt[12] = {4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7};

@@ -54,6 +54,7 @@ tg_cuda_fused tg_cuda_fused_parts(tg_tensor *const *nodes, int i, int len) {
         f.alpha = tg_param_f32(nodes[j], 0);
         prev = nodes[j++];
     }
+    if (j >= i + len) return f; /* mul_mat, scale: alpha alone */
     const tg_tensor *add = nodes[j];
     f.bias = add->src[0] == prev ? add->src[1] : add->src[0];
     if (j + 1 < i + len) {
@@ -70,15 +71,21 @@ static int product_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n
     if (mm->op != TG_OP_MUL_MAT || n_uses[i] != 1 || (mm->flags & TG_FLAG_OUTPUT) || !tg_is_contiguous(mm))
         return 1;
     /* mul_mat [, scale s] , add bias: the scale (the encoder's feed-forward
-     * halves, encoder.c) rides as the product's alpha */
+     * halves, encoder.c) rides as the product's alpha; mul_mat, scale s
+     * without a bias after it (the rel-pos table's projection scaled by
+     * 1/sqrt(d_head)) is a group of two, the scale the alpha alone */
     int j = i + 1;
     const tg_tensor *prev = mm;
-    if (c->use_scale && j + 1 < n && n_uses[j] == 1 && is_alpha_for(nodes[j], mm)) prev = nodes[j++];
-    const tg_tensor *add = nodes[j];
-    if (add->op != TG_OP_ADD) return 1;
-    const tg_tensor *bias = add->src[0] == prev ? add->src[1] : add->src[1] == prev ? add->src[0] : NULL;
-    if (!is_bias_for(bias, mm) || !tg_same_shape(add, mm) || add->type != TG_F32 || !tg_is_contiguous(add))
-        return 1;
+    if (c->use_scale && n_uses[j] == 1 && is_alpha_for(nodes[j], mm)) prev = nodes[j++];
+    const tg_tensor *add = j < n ? nodes[j] : NULL;
+    const tg_tensor *bias = !add || add->op != TG_OP_ADD ? NULL
+                            : add->src[0] == prev    ? add->src[1]
+                            : add->src[1] == prev    ? add->src[0]
+                                                     : NULL;
+    if (!is_bias_for(bias, mm) || !tg_same_shape(add, mm) || add->type != TG_F32 || !tg_is_contiguous(add)) {
+        if (prev == mm || tg_hazard_overlap(prev, mm->src[0]) || tg_hazard_overlap(prev, mm->src[1])) return 1;
+        return 2;
+    }
     /* The epilogue needs one product over contiguous activations. */
     const tg_tensor *a = mm->src[0];
     if (a->ne[2] != 1 || a->ne[3] != 1) return 1;

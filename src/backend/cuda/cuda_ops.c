@@ -622,7 +622,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     }
     if (len > 1) {
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i, len);
-        c->n_fused[f.res ? TG_FUSED_MM_BIAS_RESIDUAL : f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
+        if (f.bias) c->n_fused[f.res ? TG_FUSED_MM_BIAS_RESIDUAL : f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
         if (nodes[i + 1]->op == TG_OP_SCALE) c->n_fused[TG_FUSED_MM_SCALE]++;
         return tg_cuda_encode_product(c, s, n, &f, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]), NULL);
     }

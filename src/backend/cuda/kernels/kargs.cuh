@@ -88,7 +88,7 @@ enum {
     TG_FUSED_GLU,
     TG_FUSED_EMIT,
     TG_FUSED_MM_BIAS_RESIDUAL,
-    TG_FUSED_MM_SCALE,   /* of the groups above, those with a scale as alpha */
+    TG_FUSED_MM_SCALE,   /* products with a scale as alpha (with a bias: also counted above) */
     TG_FUSED_NORM_MATVEC, /* a layer norm inside its product's matvec launch */
     TG_FUSED_CONV_GLU,    /* glu, depthwise conv, bias, silu as one kernel */
     TG_FUSED_BIAS_MASK,   /* a row bias add, row mask mul, relu as one pass */
