@@ -26,7 +26,9 @@
 # GPU_CHECK_PRECOMPILE=OFF (no nvcc fatbins: a faster build; NVRTC compiles),
 # COLD=0 (no cold- and warm-start runs, a fresh process each at batch 1, the
 # first with an empty kernel cache, the second with the cache the first
-# filled: for runs that compare levers).
+# filled: for runs that compare levers), BACKEND=cpu with a small checkpoint
+# in CT_FULL_MODEL (tests/data/tiny/hub) to try the script itself without a
+# GPU (no ceilings there, so no floors).
 # Logs and JSON go to /tmp/gpu-vs-transformers and, as one archive, to $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -42,6 +44,7 @@ done
 LOG=/tmp/gpu-vs-transformers
 rm -rf "$LOG"; mkdir -p "$LOG"
 BUILD=${BUILD:-build-gpu}
+BACKEND=${BACKEND:-cuda}
 MODEL=${CT_FULL_MODEL:-/tmp/ct-full-random}
 REF=${CT_REF_DIR:-../shared/reference}
 [ -f "$REF/bench_transformers.py" ] || REF=.ref
@@ -52,7 +55,7 @@ if ! { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=${
        cmake --build "$BUILD" -j"$(nproc)" --target bench-transcribe_batch bench-cuda_ceilings; } > "$LOG/build.log" 2>&1; then
   grep -E "error|Error" "$LOG/build.log" | head -20; echo "gpu-vs-transformers: build failed"; exit 1
 fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1 | tee "$LOG/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1 | tee "$LOG/gpu.txt"
 
 if [ ! -f "$MODEL/model.safetensors" ]; then
   echo "== checkpoint (full size, random, pinned token)"
@@ -68,17 +71,17 @@ if [ "${COLD:-1}" = 1 ]; then
   echo "== ours, cold: a fresh process, an empty kernel cache, batch 1"
   rm -rf /tmp/ct-bench-kcache-cold
   CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
-      --backend cuda --batches 1 --tokens "$TOKENS" --runs 1 --json "$LOG/cold.json" 2>&1 | tee "$LOG/cold.log"
+      --backend "$BACKEND" --batches 1 --tokens "$TOKENS" --runs 1 --json "$LOG/cold.json" 2>&1 | tee "$LOG/cold.log"
   echo "== ours, warm: a fresh process, the kernel cache the cold run filled, batch 1"
   CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
-      --backend cuda --batches 1 --tokens "$TOKENS" --runs 1 --json "$LOG/warm.json" 2>&1 | tee "$LOG/warm.log"
+      --backend "$BACKEND" --batches 1 --tokens "$TOKENS" --runs 1 --json "$LOG/warm.json" 2>&1 | tee "$LOG/warm.log"
 fi
 echo "== ours"
 export CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache
-CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend cuda --batches "$BATCHES" \
+CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend "$BACKEND" --batches "$BATCHES" \
     --tokens "$TOKENS" --runs "$RUNS" --json "$LOG/ours.json" 2>&1 | tee "$LOG/ours.log"
 if [ "${PROFILE:-0}" = 1 ]; then
-  CT_CUDA_PROFILE=2 "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend cuda --batches "${PROFILE_BATCHES:-1,64}" \
+  CT_CUDA_PROFILE=2 "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend "$BACKEND" --batches "${PROFILE_BATCHES:-1,64}" \
       --tokens "$TOKENS" --runs 1 > "$LOG/profile.log" 2>&1
   grep -E "nodes \(|^\[profile\]   " "$LOG/profile.log" | sort | uniq -c | sort -rn | head -60
 fi

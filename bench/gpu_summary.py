@@ -114,11 +114,12 @@ def main():
                                                        "" if met else "; " + floor_reason(1)))
         met = o["step_ms"] <= B1_STEP_MS
         fb = fl.get(1)
-        floor_step = fb and fb["decoder_ms"] / steps
+        floor_step = fb["decoder_ms"] / steps if fb else None
+        why = ("no floor (no ceilings in this run)" if floor_step is None else
+               "floor %.3f ms (the decoder's floor over %d steps, as ours is counted), ours %.1f x it" % (
+                   floor_step, steps, o["step_ms"] / floor_step))
         print("- batch 1, step <= %.2f ms: %.3f ms, %s%s" % (
-            B1_STEP_MS, o["step_ms"], "met" if met else "not met",
-            "" if met else "; floor %s ms (the decoder's floor over %d steps, as ours is counted), ours %s x it" % (
-                f(floor_step, "%.3f"), steps, f(floor_step and o["step_ms"] / floor_step, "%.1f"))))
+            B1_STEP_MS, o["step_ms"], "met" if met else "not met", "" if met else "; " + why))
     else:
         print("- batch 1: not run")
     both = [b for b in ours if b in peer]

@@ -75,14 +75,19 @@ for b in (1, 8, 64):
         check(0 < float(fl) < float(cols[1].split()[0]) and float(x) > 1, "batch %d floor %s, x %s" % (b, fl, x))
 
 # no ceilings, no peer, no batch 64, no cold or warm run
-rc, out = run({"ours.json": [row(8, 300.0, 150.0, 140.0, 1.1, 933.0, 5.0)]})
+rc, out = run({"ours.json": [row(8, 300.0, 150.0, 140.0, 1.1, 933.0, 5.0), row(1, 90.0, 30.0, 55.0, 0.5, 389.0, 4.0)]})
 check(rc == 0, "exit status %d without ceilings" % rc)
 check("no ceilings measured in this run" in out, "no-ceilings line:\n" + out)
 check(line(out, "- batch 64, RTFx >= 8000: not run") != "", "batch 64 not run:\n" + out)
 check("not met; no floor (no ceilings in this run)" in line(out, "- batch 8"), "batch 8 without floor:\n" + out)
-check(line(out, "- batch 1: not run") != "", "batch 1 not run:\n" + out)
+check(line(out, "- batch 1, step <= 0.25 ms: 0.500 ms, not met; no floor (no ceilings in this run)") != "",
+      "batch 1 step without floor:\n" + out)
 check(line(out, "- peak GPU memory against transformers': no batch with both") != "", "no peer:\n" + out)
 check(line(out, "- cold start (empty kernel cache): not run") != "", "no cold run:\n" + out)
+
+# no batch 1 at all
+rc, out = run({"ours.json": [row(8, 300.0, 150.0, 140.0, 1.1, 933.0, 5.0)]})
+check(line(out, "- batch 1: not run") != "", "batch 1 not run:\n" + out)
 
 # a broken JSON file is an error that names it, not a table of guesses
 rc, out = run({"ours.json": "{\"batch\": 1,"})
