@@ -29,9 +29,7 @@
  * host.
  *
  * The rel-pos table (spec 2.2) is computed on the host in fp32: device
- * sin/cos differ at sensitive tokens (spec 7.1 item 5). A GPU gets it in
- * the projection's 16-bit type (rel_pos_type), the rounding each layer's
- * product did on the device done once on the host.
+ * sin/cos differ at sensitive tokens (spec 7.1 item 5).
  *
  * The output (and, for dumps and tests, every layer's input) is copied by
  * the graph's last nodes into tensors of a buffer of their own on the
@@ -330,27 +328,6 @@ static tg_tensor *subsample_batch(builder *b, tg_tensor *feat, tg_tensor *m1, tg
     return part[0];
 }
 
-/* The rel-pos table's type: the projection's own 16-bit type where a GPU
- * runs it at default precision, else F32. There the product rounded the
- * F32 table to that type in every layer (a conversion launch each, 48 a
- * pass); rounded once on the host instead (round to nearest even, as the
- * device's conversion) the products see the same bits, and the spec's
- * table is cast to the model's dtype too (2.2). The CPU's products take
- * F32 activations only; F32 precision keeps the table exact. */
-static tg_type rel_pos_type(const ct_model *m, const ct_enc_opts *o) {
-    tg_type t = m->n_enc_layers > 0 ? m->enc[0].wpos->type : TG_F32;
-    if (o->f32 || tg_backend_is_cpu(m->backend) || (t != TG_BF16 && t != TG_F16)) return TG_F32;
-    for (int i = 1; i < m->n_enc_layers; i++)
-        if (m->enc[i].wpos->type != t) return TG_F32;
-    /* and the backend takes such a product (not, say, a GPU without its
-     * matrix library, whose products fall back to the CPU) */
-    tg_ctx *probe = tg_ctx_new();
-    tg_tensor *mm = probe ? tg_mul_mat(probe, tg_new_2d(probe, t, 32, 32), tg_new_2d(probe, t, 32, 1)) : NULL;
-    bool takes = mm && tg_backend_supports_op(m->backend, mm);
-    tg_ctx_free(probe);
-    return takes ? t : TG_F32;
-}
-
 /* The batch's input: features on the host, or window grids and the
  * frontend that turns them into features in the encoder's graph. */
 typedef struct enc_input {
@@ -420,8 +397,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
         kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
     }
     const int pos_first = rel_pos_first(&bl, T3), pos_rows = rel_pos_rows(&bl, pos_first, T3);
-    const tg_type pos_type = rel_pos_type(m, &o);
-    tg_tensor *pos = ct_nn_input(nn, pos_type, d, pos_rows, 1, 1, "rel_pos");
+    tg_tensor *pos = ct_nn_input(nn, TG_F32, d, pos_rows, 1, 1, "rel_pos");
     tg_graph *g = tg_graph_new(ctx);
     if ((st = tg_ctx_check(ctx))) goto fail;
     if (!g) {
@@ -473,15 +449,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
         if (!st) st = tg_tensor_set(kmask, host, 0, (size_t)T3 * B * sizeof(float));
     }
     rel_pos_table(host, pos_first, pos_rows, d);
-    if (!st && pos_type != TG_F32) {
-        uint16_t *half = tg_malloc(n_pos * sizeof *half);
-        st = half ? tg_convert(TG_F32, host, pos_type, half, n_pos)
-                  : tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory");
-        if (!st) st = tg_tensor_set(pos, half, 0, n_pos * sizeof *half);
-        tg_free(half);
-    } else if (!st) {
-        st = tg_tensor_set(pos, host, 0, n_pos * sizeof(float));
-    }
+    if (!st) st = tg_tensor_set(pos, host, 0, n_pos * sizeof(float));
     if (!st) st = tg_sched_compute(sched, g);
     if (!st) st = ct_model_check(m); /* weights read in place may have faulted */
     if (st) {
