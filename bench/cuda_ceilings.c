@@ -1,8 +1,8 @@
 /*
  * cuda_ceilings.c: the two rates a floor is counted against, measured on the
  * card the run is on: the BF16 tensor-core product rate (cuBLASLt, F32
- * accumulation, BF16 result, 8192 x 8192 x 8192, the best of its shapes for
- * this card) and the device-to-device copy rate (1 GiB, bytes read plus
+ * accumulation, BF16 result, 8192 x 8192 x 8192, the heuristic's first
+ * algorithm for this card) and the device-to-device copy rate (1 GiB, bytes read plus
  * bytes written). The encoder's largest product (1280 -> 5120 over 64 clips
  * of 438 frames) is timed too, as the rate the model's own shapes allow.
  *
@@ -34,8 +34,9 @@ static double product_rate(tg_backend *b, int64_t K, int64_t N, int64_t M) {
     double ms = bench_lt_ms(b, K, N, M, (CUdeviceptr)A->data, (CUdeviceptr)B->data, outs, REPS, CUDA_R_16BF);
     tg_buffer_free(buf);
     tg_ctx_free(ctx);
-    if (ms <= 0) BENCH_TRY(tg_status_new(TG_ERR_UNSUPPORTED, "cuBLASLt has no BF16 algorithm for %lldx%lldx%lld",
-                                         (long long)K, (long long)N, (long long)M));
+    if (ms <= 0)
+        BENCH_TRY(tg_status_new(TG_ERR_UNSUPPORTED, "cuBLASLt has no BF16 algorithm for %lldx%lldx%lld, or it failed",
+                                (long long)K, (long long)N, (long long)M));
     return 2.0 * (double)K * (double)N * (double)M / (ms * 1e-3);
 }
 

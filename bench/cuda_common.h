@@ -161,7 +161,7 @@ static inline void bench_lt_step(void *arg, CUstream s) {
 /* ms per product of cuBLASLt's first heuristic choice for D[M, N] = B[M, K]
  * A[N, K]^T with BF16 operands, F32 accumulation and an `out` (CUDA_R_32F or
  * CUDA_R_16BF) result, the best of 5 timed runs of `reps` products; -1 when
- * cuBLASLt offers no algorithm. */
+ * cuBLASLt offers no algorithm or its first product fails. */
 static inline double bench_lt_ms(tg_backend *b, int64_t K, int64_t N, int64_t M, CUdeviceptr A, CUdeviceptr B,
                                  const CUdeviceptr *outs, int reps, cudaDataType_t out) {
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
@@ -180,7 +180,13 @@ static inline double bench_lt_ms(tg_backend *b, int64_t K, int64_t N, int64_t M,
     lt->cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     int n = 0;
     lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, r.op, r.la, r.lb, r.ld, r.ld, pref, 1, &r.res, &n);
-    double ms = n > 0 ? bench_gpu_best_ms(b, 1, 5, bench_lt_step, &r) / reps : -1;
+    /* one product first, its status checked: the timed ones are not, and
+     * events around failed calls would time nothing */
+    float alpha = 1, beta = 0;
+    bool ok = n > 0 && lt->cublasLtMatmul(c->dev->lt_handle, r.op, &alpha, (void *)A, r.la, (void *)B, r.lb, &beta,
+                                          (void *)outs[0], r.ld, (void *)outs[0], r.ld, &r.res.algo,
+                                          (void *)c->lt_ws, r.res.workspaceSize, c->stream) == CUBLAS_STATUS_SUCCESS;
+    double ms = ok ? bench_gpu_best_ms(b, 1, 5, bench_lt_step, &r) / reps : -1;
     lt->cublasLtMatmulPreferenceDestroy(pref);
     lt->cublasLtMatrixLayoutDestroy(r.la);
     lt->cublasLtMatrixLayoutDestroy(r.lb);

@@ -28,7 +28,12 @@ longer. Each count is the least the model needs, not what an engine does:
   the samples in and the features out.
 Left out, which only makes the floor lower than the truth: activations
 between layers (as if they stayed on chip), norms, softmax and elementwise
-work, launch and synchronisation costs, the host.
+work, launch and synchronisation costs, the host. Kept, which makes it a
+little higher than a strict bound (a few percent at most, the largest at
+batch 1): a step's K/V caches charged at the memory rate though at batch 1
+they would fit in the L2 (~15 MB), biases and norm weights counted as
+product FLOPs, and the memory rate a copy's (read plus write), which a
+read-only stream can beat slightly.
 """
 import argparse
 import json
@@ -79,7 +84,7 @@ def params(c):
     """Parameter counts by part, from the config (spec 6.3's table)."""
     d, ff, k, ch = c["enc_d"], c["enc_ff"], c["conv_k"], c["sub_c"]
     stages = int(round(math.log2(c["sub_factor"])))
-    feat_out = c["feat"] >> stages
+    feat_out = sub_lengths(c["feat"], stages)[-1]
     sub = (ch * 9 + ch)                                   # conv 0: 1 -> ch, 3x3
     sub += (stages - 1) * ((ch * 9 + ch) + (ch * ch + ch))  # depthwise 3x3 + pointwise
     sub += ch * feat_out * d + d                          # the linear to d
@@ -105,7 +110,7 @@ def cost(c, batch, seconds=35.0, tokens=128):
     stages = int(round(math.log2(c["sub_factor"])))
     t0 = mel_frames(seconds)
     ts = sub_lengths(t0, stages)
-    fs = [c["feat"] >> (i + 1) for i in range(stages)]
+    fs = sub_lengths(c["feat"], stages)
     T = ts[-1]
     p = params(c)
 
@@ -131,8 +136,11 @@ def cost(c, batch, seconds=35.0, tokens=128):
     step_weights = L * (p["dec_layer"] - p["dec_cross_kv"]) + V * D + V + 2 * D + 2 * D
     fl_dec = B * L * 2 * 2 * D * D * T                                 # cross K and V, once
     by_dec = L * p["dec_cross_kv"] * WEIGHT_BYTES + B * L * T * D * 2 * KV_BYTES
-    # the prefill: P rows a clip through every step weight, causal attention
-    fl_dec += B * (PROMPT * 2 * step_weights + L * 2 * 2 * D * (PROMPT * (PROMPT + 1) // 2 + PROMPT * T))
+    # the prefill: P rows a clip through the layers, causal attention, and
+    # the head for the last row only (its logits give the first token)
+    head = V * D + V
+    fl_dec += B * (PROMPT * 2 * (step_weights - head) + 2 * head +
+                   L * 2 * 2 * D * (PROMPT * (PROMPT + 1) // 2 + PROMPT * T))
     by_dec += step_weights * WEIGHT_BYTES + B * L * T * D * 2 * KV_BYTES
     steps = []
     for s in range(1, tokens):

@@ -28,7 +28,8 @@
 # first with an empty kernel cache, the second with the cache the first
 # filled: for runs that compare levers), BACKEND=cpu with a small checkpoint
 # in CT_FULL_MODEL (tests/data/tiny/hub) to try the script itself without a
-# GPU (no ceilings there, so no floors).
+# GPU (then no ceilings, no floors, no transformers unless PEER=1, and the
+# targets are not judged).
 # Logs and JSON go to /tmp/gpu-vs-transformers and, as one archive, to $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -64,8 +65,10 @@ if [ ! -f "$MODEL/model.safetensors" ]; then
   echo "written in $(( $(date +%s) - T0 )) s"
 fi
 
-echo "== ceilings: BF16 products and the copy rate on this card (bench-cuda_ceilings)"
-"./$BUILD/bench-cuda_ceilings" --json "$LOG/ceilings.json" 2>&1 | tee "$LOG/ceilings.log"
+if [ "$BACKEND" = cuda ]; then
+  echo "== ceilings: BF16 products and the copy rate on this card (bench-cuda_ceilings)"
+  "./$BUILD/bench-cuda_ceilings" --json "$LOG/ceilings.json" 2>&1 | tee "$LOG/ceilings.log"
+fi
 
 if [ "${COLD:-1}" = 1 ]; then
   echo "== ours, cold: a fresh process, an empty kernel cache, batch 1"
@@ -86,7 +89,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
   grep -E "nodes \(|^\[profile\]   " "$LOG/profile.log" | sort | uniq -c | sort -rn | head -60
 fi
 
-if [ "${PEER:-1}" = 1 ]; then
+if [ "${PEER:-$([ "$BACKEND" = cuda ] && echo 1 || echo 0)}" = 1 ]; then
   echo "== transformers ($REF/bench_transformers.py)"
   PYTHONUNBUFFERED=1 python3 "$REF/bench_transformers.py" --batches "$BATCHES" --tokens "$TOKENS" \
       --json "$LOG/peer.json" 2>&1 | grep -vE "Warning|warn" | tee "$LOG/peer.log"
@@ -95,4 +98,4 @@ fi
 [ -n "${OUT:-}" ] && tar czf "$OUT/gpu-vs-transformers.tgz" -C /tmp gpu-vs-transformers
 echo
 echo "==================== ours vs transformers, $(date -u +%Y-%m-%d), $(cut -d, -f1 "$LOG/gpu.txt") ===================="
-python3 bench/gpu_summary.py "$LOG" "$MODEL" --tokens "$TOKENS"
+python3 bench/gpu_summary.py "$LOG" "$MODEL" --tokens "$TOKENS" $([ "$BACKEND" = cuda ] || echo --trial)

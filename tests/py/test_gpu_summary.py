@@ -28,12 +28,13 @@ def row(b, total, enc, dec, step, rtfx, peak):
             "step_ms": step, "rtfx": rtfx, "peak_gib": peak, "host_submit_share": 0.1, "runs": 3}
 
 
-def run(files):
+def run(files, extra=()):
     with tempfile.TemporaryDirectory() as d:
         for name, data in files.items():
             with open(os.path.join(d, name), "w") as f:
                 f.write(data if isinstance(data, str) else json.dumps(data))
-        p = subprocess.run([sys.executable, SUMMARY, d, MODEL, "--tokens", "128"], capture_output=True, text=True)
+        p = subprocess.run([sys.executable, SUMMARY, d, MODEL, "--tokens", "128", *extra], capture_output=True,
+                           text=True)
         return p.returncode, p.stdout + p.stderr
 
 
@@ -54,12 +55,12 @@ rc, out = run({"ours.json": ours, "peer.json": peer, "ceilings.json": ceilings,
                "warm.json": [{"batch": 1, "open_ms": 800, "backends_ms": 100, "weights_ms": 600,
                               "weights_gb": 4.1, "first_ms": 250}]})
 check(rc == 0, "exit status %d" % rc)
-check(line(out, "- batch 64, RTFx >= 8000: 8029, met") != "", "batch 64 met:\n" + out)
-b8 = line(out, "- batch 8, RTFx >= 4000: 3944, not met")
+check(line(out, "- batch 64, RTFx >= 8000: 8029.00, met") != "", "batch 64 met:\n" + out)
+b8 = line(out, "- batch 8, RTFx >= 4000: 3944.00, not met")
 check(b8 != "", "batch 8 not met:\n" + out)
 check("floor " in b8 and "the most above its floor: the encoder" in b8, "batch 8's floor and reason: " + b8)
-check(line(out, "- batch 1, <= 50 ms: 49.5 ms, met") != "", "batch 1 time met:\n" + out)
-step = line(out, "- batch 1, step <= 0.25 ms: 0.260 ms, not met; floor 0.0")
+check(line(out, "- batch 1, <= 50 ms: 49.50 ms, met") != "", "batch 1 time met:\n" + out)
+step = line(out, "- batch 1, step <= 0.25 ms: 0.2600 ms, not met; floor 0.0")
 check(step != "", "batch 1 step not met with a floor:\n" + out)
 check(line(out, "- peak GPU memory at or below transformers' at every batch: not met at batch 8") != "",
       "peak memory at batch 8:\n" + out)
@@ -80,10 +81,27 @@ check(rc == 0, "exit status %d without ceilings" % rc)
 check("no ceilings measured in this run" in out, "no-ceilings line:\n" + out)
 check(line(out, "- batch 64, RTFx >= 8000: not run") != "", "batch 64 not run:\n" + out)
 check("not met; no floor (no ceilings in this run)" in line(out, "- batch 8"), "batch 8 without floor:\n" + out)
-check(line(out, "- batch 1, step <= 0.25 ms: 0.500 ms, not met; no floor (no ceilings in this run)") != "",
+check(line(out, "- batch 1, step <= 0.25 ms: 0.5000 ms, not met; no floor (no ceilings in this run)") != "",
       "batch 1 step without floor:\n" + out)
 check(line(out, "- peak GPU memory against transformers': no batch with both") != "", "no peer:\n" + out)
 check(line(out, "- cold start (empty kernel cache): not run") != "", "no cold run:\n" + out)
+
+# on the lines: exactly at a target is met; just short of it is not, and says
+# by how much
+ours = [row(64, 280.0, 180.0, 90.0, 0.70, 8000.0, 7.0), row(8, 70.0, 40.0, 25.0, 0.19, 3999.96, 7.0),
+        row(1, 50.0, 20.0, 28.0, 0.25, 700.0, 4.0)]
+rc, out = run({"ours.json": ours, "ceilings.json": ceilings})
+check(line(out, "- batch 64, RTFx >= 8000: 8000.00, met") != "", "RTFx exactly 8000:\n" + out)
+check(line(out, "- batch 8, RTFx >= 4000: 3999.96, not met") != "", "RTFx 3999.96:\n" + out)
+check(line(out, "- batch 1, <= 50 ms: 50.00 ms, met") != "", "50 ms exactly:\n" + out)
+check(line(out, "- batch 1, step <= 0.25 ms: 0.2500 ms, met") != "", "0.25 ms exactly:\n" + out)
+
+# a trial off the GPU (BACKEND=cpu) prints its table and judges nothing
+rc, out = run({"ours.json": ours}, ("--trial",))
+check(rc == 0 and "not judged (a trial of the script" in out and "- batch" not in out and "   64 |" in out,
+      "trial:\n" + out)
+rc, out = run({"ours.json": ours}, ("--nonsense",))
+check(rc != 0, "an unknown flag is an error")
 
 # no batch 1 at all
 rc, out = run({"ours.json": [row(8, 300.0, 150.0, 140.0, 1.1, 933.0, 5.0)]})

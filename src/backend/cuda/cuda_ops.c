@@ -611,7 +611,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
             return tg_status_new(TG_ERR_INTERNAL, "cuda: a fused set_rows after '%s' without its product", n->name);
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, p, o - p + 1);
         f.rows = nodes[i + len - 1];
-        if (p == i && o > p) c->n_fused[f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
+        if (p == i && o > p && f.bias) c->n_fused[f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
         if (p > i) return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o], TG_F32, n);
         return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o], stored_type(c, nodes, i, nodes[p]->src[1]), NULL);
     }
