@@ -681,6 +681,10 @@ static void test_step_tail_in_one_launch(void) {
     /* each scheduler: its backend, then the CPU (the fallback it needs) */
     tg_backend *fused_list[2] = {b, cpu}, *apart_list[2] = {apart, cpu}, *cpu_list[1] = {cpu};
     const int64_t stride = TAIL_COLS + TAIL_SPARE;
+    /* encoded fused at least once and never with the switch off (a case
+     * whose graph repeats an earlier one's shapes and addresses replays
+     * that capture without encoding it again, so not once a case) */
+    const int fused = c->n_fused[TG_FUSED_PICK], fused_apart = ca ? ca->n_fused[TG_FUSED_PICK] : 0;
     for (int v = 0; v < 4 && cpu && apart; v++) {
         const int64_t V = v == 1 ? 1001 : 16384, B = v == 1 ? 2 : TAIL_BMAX;
         const int32_t at = v == 2 ? TAIL_COLS + 2 : v == 3 ? -1 : 3, at_cpu = 3;
@@ -705,13 +709,9 @@ static void test_step_tail_in_one_launch(void) {
         const int64_t ties[3] = {V / 5 * 2 + 1, V / 2, V - 2}; /* the first is the answer */
         for (int k = 0; k < 3; k++) logits[ties[k]] = 10.0f;
         for (int i = 0; i < TAIL_HIST; i++) hist0[i] = (float)(i % 7) - 3.0f;
-        int fused = c->n_fused[TG_FUSED_PICK], fused_apart = ca->n_fused[TG_FUSED_PICK];
         tail_compute(&r[0], logits, V, B, at, hist0, &o[0]);
         tail_compute(&r[1], logits, V, B, at, hist0, &o[1]);
         tail_compute(&r[2], logits, V, B, at_cpu, hist0, &o[2]);
-        CHECK_MSG(c->n_fused[TG_FUSED_PICK] == fused + 1 && ca->n_fused[TG_FUSED_PICK] == fused_apart,
-                  "case %d: step tails fused %d, with the switch off %d", v, c->n_fused[TG_FUSED_PICK] - fused,
-                  ca->n_fused[TG_FUSED_PICK] - fused_apart);
         CHECK_MSG(!memcmp(o[0].ids, o[1].ids, sizeof o[0].ids) && !memcmp(o[0].feed, o[1].feed, sizeof o[0].feed) &&
                       !memcmp(o[0].sums, o[1].sums, sizeof o[0].sums) && !memcmp(o[0].hi, o[1].hi, sizeof o[0].hi) &&
                       !memcmp(o[0].hs, o[1].hs, sizeof o[0].hs),
@@ -737,6 +737,9 @@ static void test_step_tail_in_one_launch(void) {
         tg_free(logits);
         for (int k = 0; k < 3; k++) tail_free(&r[k]);
     }
+    CHECK_MSG(c->n_fused[TG_FUSED_PICK] > fused && ca && ca->n_fused[TG_FUSED_PICK] == fused_apart,
+              "step tails encoded fused %d times, with the switch off %d", c->n_fused[TG_FUSED_PICK] - fused,
+              ca ? ca->n_fused[TG_FUSED_PICK] - fused_apart : -1);
     tg_backend_free(cpu);
     tg_backend_free(apart);
     tg_backend_free(b);
