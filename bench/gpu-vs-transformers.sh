@@ -26,7 +26,8 @@
 # GPU_CHECK_PRECOMPILE=OFF (no nvcc fatbins: a faster build; NVRTC compiles),
 # COLD=0 (no cold- and warm-start runs, a fresh process each at batch 1, the
 # first with an empty kernel cache, the second with the cache the first
-# filled: for runs that compare levers), BACKEND=cpu with a small checkpoint
+# filled, each timed from nothing to its first token: for runs that compare
+# levers), BACKEND=cpu with a small checkpoint
 # in CT_FULL_MODEL (tests/data/tiny/hub) to try the script itself without a
 # GPU (then no ceilings, no floors, no transformers unless PEER=1, and the
 # targets are not judged).
@@ -74,10 +75,12 @@ if [ "${COLD:-1}" = 1 ]; then
   echo "== ours, cold: a fresh process, an empty kernel cache, batch 1"
   rm -rf /tmp/ct-bench-kcache-cold
   CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
-      --backend "$BACKEND" --batches 1 --tokens "$TOKENS" --runs 1 --json "$LOG/cold.json" 2>&1 | tee "$LOG/cold.log"
+      --backend "$BACKEND" --batches 1 --tokens "$TOKENS" --first-tokens 1 --runs 1 --json "$LOG/cold.json" 2>&1 |
+      tee "$LOG/cold.log"
   echo "== ours, warm: a fresh process, the kernel cache the cold run filled, batch 1"
   CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
-      --backend "$BACKEND" --batches 1 --tokens "$TOKENS" --runs 1 --json "$LOG/warm.json" 2>&1 | tee "$LOG/warm.log"
+      --backend "$BACKEND" --batches 1 --tokens "$TOKENS" --first-tokens 1 --runs 1 --json "$LOG/warm.json" 2>&1 |
+      tee "$LOG/warm.log"
 fi
 echo "== ours"
 export CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache
