@@ -27,7 +27,7 @@ START=$(date +%s)
 BUDGET=${GPU_CHECK_BUDGET:-900}
 cap() { local l=$(( BUDGET - ($(date +%s) - START) )); [ "$l" -lt "$1" ] && echo $(( l > 5 ? l : 5 )) || echo "$1"; }
 STAGES=${GPU_CHECK_STAGES:-tests conformance fixtures bench memcheck}
-BENCHES=${GPU_CHECK_BENCHES:-cuda_ceilings cuda_matmul cuda_bandwidth cuda_graph cuda_start cuda_attention cuda_conv}
+BENCHES=${GPU_CHECK_BENCHES:-cuda_ceilings cuda_lt_candidates cuda_matmul cuda_bandwidth cuda_graph cuda_start cuda_attention cuda_conv}
 stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 declare -a ROWS
 row() { ROWS+=("$(printf '%-44s %s' "$1" "$2")"); }
