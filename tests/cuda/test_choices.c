@@ -14,7 +14,9 @@
  * made a second wave of long blocks (step 1.626 ms against 1.498 with one
  * round a warp, measured), it takes one round a warp. Every choice is a
  * whole number of rounds and stays within the grid's 65535 chunks.
- * A decoder step's tail (argmax, sums, feed, history writes) fuses into
+ * Where the rows are few, one 16-warp block a row instead
+ * (tg_cuda_attn_decode_wide_kpw). A decoder step's tail (argmax, sums,
+ * feed, history writes) fuses into
  * one argmax_sum launch only in the form the scheduler hands it.
  * Skipped (and counted as passed) where the build has no CUDA backend.
  */
@@ -69,6 +71,29 @@ static void test_choices_are_whole_rounds_within_the_grid(void) {
                     CHECK(kpw >= KU && kpw % KU == 0);
                     CHECK(chunks >= 1 && chunks <= 65535);
                 }
+}
+
+/* One 16-warp block a row (attn_decode_wide) where the rows fit one wave
+ * of one block an SM and a 4-warp block would need more than one round:
+ * the cross-attention (438 frames) at batch 1, 8 and 16 in 2 rounds, a
+ * self-attention past 64 keys in 1; not at batch 17 (136 rows), not for
+ * keys one 4-warp round holds, not past 4 rounds. */
+static void test_wide_blocks_for_few_rows(void) {
+    for (int b = 1; b <= 16; b++) CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 438, HEADS * b) == 2 * KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 438, HEADS * 17) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 138, HEADS) == KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 65, HEADS) == KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 64, HEADS) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 11, HEADS) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 4 * TG_ATD_WIDE * KU, 1) == 4 * KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 4 * TG_ATD_WIDE * KU + 1, 1) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 438, 0) == 0);
+    /* a choice covers the row's keys in whole rounds of one block */
+    static const int64_t keys[] = {1, 65, 100, 256, 257, 1000, 1024, 1025};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        int64_t kpw = tg_cuda_attn_decode_wide_kpw(SMS, KU, keys[k], 4);
+        CHECK(kpw == 0 || (kpw % KU == 0 && kpw * TG_ATD_WIDE >= keys[k] && (kpw - KU) * TG_ATD_WIDE < keys[k]));
+    }
 }
 
 /* ------------------------------------------------------------ fusions */
@@ -369,7 +394,7 @@ static void test_step_tail_fuses(void) {
 }
 
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_waves_fix_the_second_wave_at_batch_67),
-          T(test_choices_are_whole_rounds_within_the_grid), T(test_embedding_head_fuses),
+          T(test_choices_are_whole_rounds_within_the_grid), T(test_wide_blocks_for_few_rows), T(test_embedding_head_fuses),
           T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses),
           T(test_scale_alone_rides_the_product))
 #else

@@ -319,14 +319,18 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
         compare_with_cpu(b, kv_step_graph, 3, 5e-4, "step: norm, q/k/v, cache write, attention");
         CHECK(c->n_fused[TG_FUSED_KV_ROWS] > kv);
     }
-    compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
-    CHECK(c->n_attn_decode > ad);
+    /* 12 rows of 150 keys: one 16-warp block a row (attn_decode_wide);
+     * D = 256 keeps the 4-warp kernel */
+    int wide = c->n_attn_decode_wide;
+    compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode_wide)");
+    CHECK(c->n_attn_decode > ad && c->n_attn_decode_wide > wide);
     ad = c->n_attn_decode;
+    wide = c->n_attn_decode_wide;
     compare_with_cpu(b, build_attn_step_bf16, 2, 5e-4, "attention step, bf16 kv, D=256");
-    CHECK(c->n_attn_decode > ad);
+    CHECK(c->n_attn_decode > ad && c->n_attn_decode_wide == wide);
     ad = c->n_attn_decode;
-    compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128");
-    CHECK(c->n_attn_decode > ad);
+    compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128 (attn_decode_wide)");
+    CHECK(c->n_attn_decode > ad && c->n_attn_decode_wide > wide);
     compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");
     compare_with_cpu(b, build_rows_conv, 2, 1e-6, "rows and convolutions");
     /* the same f32 arithmetic in the same order as the three kernels */
@@ -772,7 +776,21 @@ static void test_step_tail_in_one_launch(void) {
     tg_backend_free(b);
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_matches_cpu),
+/* The decoder step's attention on the 4-warp kernel, in chunks with their
+ * combine, where the wide one would take the rows (CT_CUDA_ATTN_DECODE_WIDE
+ * off): the path of batches past 16. */
+static void test_attn_decode_chunks_match_cpu(void) {
+    tg_backend *b = cuda_with("CT_CUDA_ATTN_DECODE_WIDE", "0");
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    int ad = c->n_attn_decode;
+    compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode, chunks)");
+    compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128 (chunks)");
+    CHECK(c->n_attn_decode > ad && c->n_attn_decode_wide == 0);
+    tg_backend_free(b);
+}
+
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu),
           T(test_matvec_mma_tiles_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_step_tail_in_one_launch))
 #else

@@ -110,6 +110,26 @@ int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, 
     return kpw;
 }
 
+/* One 16-warp block a row (attn_decode_wide): where the rows are no more
+ * than the SMs, so the blocks make one wave of one a SM, and a 4-warp
+ * block would need more than one round (or chunks and a combine launch)
+ * for the row's keys, but 16 warps need at most 4. In the decoder's step
+ * at batch 1-16: the cross-attention over 438 frames in 2 rounds, the
+ * self-attention past 64 keys in 1, each one launch instead of a chunked
+ * call of ~56-448 blocks and its combine. The kpw it takes, or 0. */
+int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int64_t ku, int64_t Tk, int64_t rows) {
+    if (rows < 1 || rows > sm_count || Tk <= (int64_t)ATD_WARPS * ku) return 0;
+    int64_t rounds = (Tk + (int64_t)TG_ATD_WIDE * ku - 1) / ((int64_t)TG_ATD_WIDE * ku);
+    return rounds <= 4 ? rounds * ku : 0;
+}
+
+static int64_t attn_decode_wide(const tg_cuda_ctx *c, const tg_tensor *n) {
+    if (!c->use_attn_decode_wide || n->src[0]->ne[0] != 128) return 0;
+    const int64_t ku = 8 * (n->src[1]->type == TG_BF16 ? 2 : 1);
+    return tg_cuda_attn_decode_wide_kpw(c->dev->props.sm_count, ku, n->src[1]->ne[1],
+                                        n->src[0]->ne[2] * n->src[0]->ne[3]);
+}
+
 static int attn_decode_kpw(const tg_cuda_ctx *c, const tg_tensor *n) {
     const int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1);
     return (int)tg_cuda_attn_decode_kpw(c->dev->props.sm_count, c->attn_decode_fill, ku, n->src[1]->ne[1],
@@ -124,6 +144,7 @@ static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
 size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
     if (attn_decodes(c, n)) {
         /* one chunk a row writes the output itself: no partials */
+        if (attn_decode_wide(c, n) > 0) return 0;
         int64_t splits = attn_decode_splits(c, n);
         return splits == 1 ? 0
                            : tg_cuda_align256((size_t)splits * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
@@ -143,6 +164,17 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
+    if (attn_decodes(c, n) && attn_decode_wide(c, n) > 0) {
+        c->n_attn_decode++;
+        c->n_attn_decode_wide++;
+        tg_args_attn_decode da = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
+                                  .has_mask = m != NULL, .scale = scale, .kpw = (int)attn_decode_wide(c, n), .direct = 1,
+                                  .o = tg_cuda_desc(n)};
+        return k->type == TG_BF16 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide_bf16, 1, (unsigned)H,
+                                           (unsigned)B, TG_ATD_WIDE * 32, 0, da)
+                                  : LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide, 1, (unsigned)H,
+                                           (unsigned)B, TG_ATD_WIDE * 32, 0, da);
+    }
     if (attn_decodes(c, n)) {
         int kpw = attn_decode_kpw(c, n);
         int64_t n_split = attn_decode_splits(c, n);

@@ -236,6 +236,7 @@ typedef struct tg_cuda_ctx {
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
     bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */
     bool use_product16;        /* CT_CUDA_FUSE_PRODUCT16: a cuBLASLt product stores BF16 for the silu reading it */
+    bool use_attn_decode_wide; /* CT_CUDA_ATTN_DECODE_WIDE: a row's one-query attention on one 16-warp block */
     int8_t lt_bf16_out;        /* cuBLASLt takes a BF16 result with an F32 bias: 0 not asked yet, 1 yes, -1 no */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
@@ -255,6 +256,7 @@ typedef struct tg_cuda_ctx {
     int n_fused[TG_FUSED_KINDS]; /* fusion counts by kind (cuda_ops.c)        */
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
     int n_matvec, n_matvec_mma, n_attn_decode; /* encodes of matvec.cu (its mma kernel) and attn_decode */
+    int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores
@@ -406,6 +408,9 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
  * waves, 1 filling the slots, 0 one round); a pure function, so tests
  * check the choice without a GPU. */
 int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, int64_t rows);
+/* attn_decode_wide's keys a warp (one 16-warp block a row), or 0 where the
+ * 4-warp kernel of tg_cuda_attn_decode_kpw runs instead (cuda_attention.c). */
+int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int64_t ku, int64_t Tk, int64_t rows);
 
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
 

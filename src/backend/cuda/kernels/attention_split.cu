@@ -167,7 +167,7 @@ __device__ __forceinline__ void atd_unpack(const uint2 &x, float r[4]) {
  * NaN, as on the CPU, instead of vanishing behind -inf. */
 __device__ __forceinline__ float atd_max(float a, float b) { return a != a ? a : b != b ? b : fmaxf(a, b); }
 
-template <int G, int KU, bool BF>
+template <int G, int KU, bool BF, int W>
 __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     float *part = (float *)args.part;
     const tg_t &q = args.q, &k = args.k, &v = args.v, &mask = args.mask;
@@ -176,8 +176,8 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     const i64 Tk = k.ne[1];
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, kpw = args.kpw;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __shared__ float os[ATD_WARPS][D];
-    __shared__ float ms[ATD_WARPS], ls[ATD_WARPS];
+    __shared__ float os[W][D];
+    __shared__ float ms[W], ls[W];
 
     float qr[G][4], acc[G][4];
 #pragma unroll
@@ -190,7 +190,7 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     float m = -TG_INF, l = 0.0f;
     const char *kb = k.p + (i64)h * k.nb[2] + (i64)b * k.nb[3];
     const char *vb = v.p + (i64)h * v.nb[2] + (i64)b * v.nb[3];
-    const i64 j0 = ((i64)s * ATD_WARPS + warp) * kpw;
+    const i64 j0 = ((i64)s * W + warp) * kpw;
     for (int jj = 0; jj < kpw; jj += KU) {
         typename atd_raw<BF>::t kr[KU][G], vr[KU][G];
         float sc[KU];
@@ -258,12 +258,12 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     __syncthreads();
     float M = -TG_INF;
 #pragma unroll
-    for (int w = 0; w < ATD_WARPS; w++) M = atd_max(M, ms[w]);
+    for (int w = 0; w < W; w++) M = atd_max(M, ms[w]);
     const i64 rows = (i64)H * B, r = (i64)b * H + h;
     float *pr = part + ((i64)s * rows + r) * (D + 2);
-    float L = 0.0f, sw[ATD_WARPS];
+    float L = 0.0f, sw[W];
 #pragma unroll
-    for (int w = 0; w < ATD_WARPS; w++) {
+    for (int w = 0; w < W; w++) {
         sw[w] = ms[w] == -TG_INF ? 0.0f : expf(ms[w] - M);
         L += ls[w] * sw[w];
     }
@@ -275,7 +275,7 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
             float o = 0.0f;
             if (inv != 0.0f) {
 #pragma unroll
-                for (int w = 0; w < ATD_WARPS; w++) o += os[w][d] * sw[w];
+                for (int w = 0; w < W; w++) o += os[w][d] * sw[w];
             }
             tg_st(args.o.p + tg_off(args.o, d, h, 0, b), args.o.type, o * inv);
         }
@@ -284,7 +284,7 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float o = 0.0f;
 #pragma unroll
-        for (int w = 0; w < ATD_WARPS; w++) o += os[w][d] * sw[w];
+        for (int w = 0; w < W; w++) o += os[w][d] * sw[w];
         pr[d] = o;
     }
     if (threadIdx.x == 0) pr[D] = M, pr[D + 1] = M == -TG_INF ? 0.0f : L;
@@ -295,22 +295,36 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
  * is one trip to memory), kpw a multiple of 16 or 8. */
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode(const tg_args_attn_decode args) {
     TG_PDL();
-    atd_body<1, 8, false>(args);
+    atd_body<1, 8, false, ATD_WARPS>(args);
 }
 
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode_bf16(const tg_args_attn_decode args) {
     TG_PDL();
-    atd_body<1, 16, true>(args);
+    atd_body<1, 16, true, ATD_WARPS>(args);
 }
 
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256(const tg_args_attn_decode args) {
     TG_PDL();
-    atd_body<2, 4, false>(args);
+    atd_body<2, 4, false, ATD_WARPS>(args);
 }
 
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256_bf16(const tg_args_attn_decode args) {
     TG_PDL();
-    atd_body<2, 8, true>(args);
+    atd_body<2, 8, true, ATD_WARPS>(args);
+}
+
+/* D = 128, one block of TG_ATD_WIDE warps a row (grid (1, H, B), args.direct):
+ * where the rows are fewer than the SMs (a step at batch 1-16), a row's
+ * keys in one or two rounds a warp and its warps merged in shared memory,
+ * instead of chunks of 4-warp blocks and a combine launch. */
+extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wide(const tg_args_attn_decode args) {
+    TG_PDL();
+    atd_body<1, 8, false, TG_ATD_WIDE>(args);
+}
+
+extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wide_bf16(const tg_args_attn_decode args) {
+    TG_PDL();
+    atd_body<1, 16, true, TG_ATD_WIDE>(args);
 }
 
 /* One block per query row (qi, h, b): the chunks rescaled to the common

@@ -249,8 +249,11 @@ TG_KARGS_SIZE(tg_attn_split_combine_args, 104);
 
 /* attn_decode(_d256): kpw keys per warp, TG_ATD_WARPS warps a block.
  * direct: the grid has one chunk per row, so the block writes the
- * normalised output into o itself and no attn_split_combine follows. */
+ * normalised output into o itself and no attn_split_combine follows.
+ * attn_decode_wide(_bf16): one block of TG_ATD_WIDE warps a row, always
+ * direct. */
 #define TG_ATD_WARPS 4
+#define TG_ATD_WIDE 16
 typedef struct tg_attn_decode_args {
     tg_dp_void part;
     tg_t q, k, v, mask;
@@ -455,6 +458,8 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention_split, attn_decode_d256, tg_attn_decode_args) \
     X(attention_split, attn_decode_bf16, tg_attn_decode_args) \
     X(attention_split, attn_decode_d256_bf16, tg_attn_decode_args) \
+    X(attention_split, attn_decode_wide, tg_attn_decode_args) \
+    X(attention_split, attn_decode_wide_bf16, tg_attn_decode_args) \
     X(matvec, mul_mat_vec, tg_mul_mat_vec_args)             \
     X(matvec, mul_mat_vec_mma, tg_mul_mat_vec_args)         \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
