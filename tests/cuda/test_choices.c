@@ -88,6 +88,8 @@ static void test_wide_blocks_for_few_rows(void) {
     CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 4 * TG_ATD_WIDE * KU, 1) == 4 * KU);
     CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 4 * TG_ATD_WIDE * KU + 1, 1) == 0);
     CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 438, 0) == 0);
+    /* F32 caches: 8 keys a round, so 438 frames take 4 rounds */
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU / 2, 438, HEADS) == 4 * (KU / 2));
     /* a choice covers the row's keys in whole rounds of one block */
     static const int64_t keys[] = {1, 65, 100, 256, 257, 1000, 1024, 1025};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {

@@ -131,7 +131,7 @@ static tg_tensor *build_attn_step_bf16_128(tg_ctx *ctx) {
 }
 
 static tg_tensor *build_attn_step_bf16(tg_ctx *ctx) {
-    int64_t D = 256, Tk = 37, H = 2, B = 2;
+    int64_t D = 256, Tk = 100, H = 2, B = 2; /* past one round: the wide kernel would take D = 128 */
     tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
     tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
     return tg_set_prec(tg_attention(ctx, q, k, v, NULL, 0.0625f), TG_PREC_F32);
@@ -565,8 +565,8 @@ static tg_tensor *build_attn_step_nomask(tg_ctx *ctx) {
     return tg_attention(ctx, q, k, v, NULL, 0.088f);
 }
 
-static void attention_step_keeps_nan(int64_t tk) {
-    tg_backend *b = cuda_or_skip();
+static void attention_step_keeps_nan(int64_t tk, bool wide) {
+    tg_backend *b = wide ? cuda_or_skip() : cuda_with("CT_CUDA_ATTN_DECODE_WIDE", "0");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     int ad = c->n_attn_decode;
@@ -598,11 +598,13 @@ static void attention_step_keeps_nan(int64_t tk) {
     tg_backend_free(b);
 }
 
-/* 150 keys: several chunks a row and the combine; 20: one chunk a row,
- * whose block writes the output itself (attn_decode's direct path). */
+/* 150 keys: one 16-warp block a row (attn_decode_wide), and with that off
+ * several chunks a row and the combine; 20: one chunk a row, whose block
+ * writes the output itself (attn_decode's direct path). */
 static void test_attention_step_keeps_nan(void) {
-    attention_step_keeps_nan(150);
-    attention_step_keeps_nan(20);
+    attention_step_keeps_nan(150, true);  /* one 16-warp block a row (attn_decode_wide) */
+    attention_step_keeps_nan(150, false); /* several chunks a row and the combine */
+    attention_step_keeps_nan(20, true);   /* one chunk a row on the 4-warp kernel */
 }
 
 /* Under the scheduler (split graphs) the fusions still apply when nothing
@@ -776,6 +778,59 @@ static void test_step_tail_in_one_launch(void) {
     tg_backend_free(b);
 }
 
+/* Masked keys in a step's attention on either kernel, against the CPU:
+ * batch row 0 every key masked (zeros out), row 1 its first 70 keys and its
+ * last masked (the wide kernel's early warps and a chunk all masked), row
+ * 2 none. */
+static void masked_step_matches_cpu(bool wide) {
+    tg_backend *b = wide ? cuda_or_skip() : cuda_with("CT_CUDA_ATTN_DECODE_WIDE", "0"), *cpu = NULL;
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    enum { TK = 150, B = 3 };
+    static float mask[TK * B];
+    for (int j = 0; j < TK; j++) {
+        mask[j] = -INFINITY;
+        mask[TK + j] = j < 70 || j == TK - 1 ? -INFINITY : 0.25f;
+        mask[2 * TK + j] = 0.0f;
+    }
+    run rc, rg;
+    CHECK_OK(run_make(cpu, build_attn_step_bf16_128, &rc));
+    CHECK_OK(run_make(b, build_attn_step_bf16_128, &rg));
+    int wide_before = c->n_attn_decode_wide;
+    if (rc.g && rg.g && rc.buf && rg.buf) {
+        CHECK_OK(fill_leaves(&rc, 11));
+        CHECK_OK(fill_leaves(&rg, 11));
+        CHECK(tg_nelements(rg.out->src[3]) == TK * B);
+        CHECK_OK(tg_tensor_set(rc.out->src[3], mask, 0, sizeof mask));
+        CHECK_OK(tg_tensor_set(rg.out->src[3], mask, 0, sizeof mask));
+        CHECK_OK(tg_backend_graph_compute(cpu, rc.g));
+        CHECK_OK(tg_backend_graph_compute(b, rg.g));
+        double *o = get_out(rg.out), *want = get_out(rc.out); /* [128, 4, 1, 3] */
+        CHECK(o && want);
+        int nonzero = 0;
+        for (int i = 0; o && i < 128 * 4; i++) nonzero += o[i] != 0.0;
+        CHECK_MSG(nonzero == 0, "%s: %d outputs of the fully masked batch row are not zero",
+                  wide ? "wide" : "chunks", nonzero);
+        if (o && want) {
+            double e = nmse(o, want, tg_nelements(rc.out));
+            CHECK_MSG(e <= 5e-4, "%s: masked step NMSE %.3g", wide ? "wide" : "chunks", e);
+        }
+        tg_free(o);
+        tg_free(want);
+    }
+    CHECK(wide ? c->n_attn_decode_wide > wide_before : c->n_attn_decode_wide == 0);
+    run_free(&rg);
+    run_free(&rc);
+    tg_backend_free(cpu);
+    tg_backend_free(b);
+}
+
+static void test_attention_step_masks(void) {
+    masked_step_matches_cpu(true);
+    masked_step_matches_cpu(false);
+}
+
 /* The decoder step's attention on the 4-warp kernel, in chunks with their
  * combine, where the wide one would take the rows (CT_CUDA_ATTN_DECODE_WIDE
  * off): the path of batches past 16. */
@@ -792,7 +847,7 @@ static void test_attn_decode_chunks_match_cpu(void) {
 
 TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu),
           T(test_matvec_mma_tiles_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
-          T(test_attention_step_keeps_nan), T(test_step_tail_in_one_launch))
+          T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else
 TEST_MAIN_WITHOUT_CUDA()
 #endif

@@ -191,7 +191,10 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     const char *kb = k.p + (i64)h * k.nb[2] + (i64)b * k.nb[3];
     const char *vb = v.p + (i64)h * v.nb[2] + (i64)b * v.nb[3];
     const i64 j0 = ((i64)s * W + warp) * kpw;
-    for (int jj = 0; jj < kpw; jj += KU) {
+    /* a wide block's warp whose keys start past Tk loads nothing (a round
+     * of keys all past the end changes nothing); the 4-warp kernels keep
+     * the loop they were measured with */
+    for (int jj = 0; jj < kpw && (W == ATD_WARPS || j0 + jj < Tk); jj += KU) {
         typename atd_raw<BF>::t kr[KU][G], vr[KU][G];
         float sc[KU];
         bool ok[KU];
@@ -314,8 +317,9 @@ extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256_bf
 }
 
 /* D = 128, one block of TG_ATD_WIDE warps a row (grid (1, H, B), args.direct):
- * where the rows are fewer than the SMs (a step at batch 1-16), a row's
- * keys in one or two rounds a warp and its warps merged in shared memory,
+ * where the rows are no more than the SMs (a step at batch 1-16), a row's
+ * keys in at most four rounds a warp (two for the cross-attention's 438
+ * frames in BF16, four in F32) and its warps merged in shared memory,
  * instead of chunks of 4-warp blocks and a combine launch. */
 extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wide(const tg_args_attn_decode args) {
     TG_PDL();
