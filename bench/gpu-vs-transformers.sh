@@ -30,7 +30,9 @@
 # levers), BACKEND=cpu with a small checkpoint
 # in CT_FULL_MODEL (tests/data/tiny/hub) to try the script itself without a
 # GPU (then no ceilings, no floors, no transformers unless PEER=1, and the
-# targets are not judged).
+# targets are not judged). LEVERS="NAME=VAR=VALUE ..." adds each lever
+# against the default, interleaved (bench/levers.py, 2 rounds, at
+# LEVER_BATCHES, default 1,8,64), printed before the table.
 # Logs and JSON go to /tmp/gpu-vs-transformers and, as one archive, to $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -86,6 +88,13 @@ echo "== ours"
 export CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache
 CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend "$BACKEND" --batches "$BATCHES" \
     --tokens "$TOKENS" --runs "$RUNS" --json "$LOG/ours.json" 2>&1 | tee "$LOG/ours.log"
+if [ -n "${LEVERS:-}" ]; then
+  echo "== levers against the default (bench/levers.py)"
+  # shellcheck disable=SC2086 # one word per lever
+  python3 bench/levers.py --bench "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend "$BACKEND" \
+      --batches "${LEVER_BATCHES:-1,8,64}" --tokens "$TOKENS" --runs "$RUNS" --rounds 2 --json "$LOG/levers.json" \
+      $LEVERS 2>&1 | tee "$LOG/levers.log"
+fi
 if [ "${PROFILE:-0}" = 1 ]; then
   CT_CUDA_PROFILE=2 "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend "$BACKEND" --batches "${PROFILE_BATCHES:-1,64}" \
       --tokens "$TOKENS" --runs 1 > "$LOG/profile.log" 2>&1
