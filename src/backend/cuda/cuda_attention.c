@@ -164,21 +164,21 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
-    if (attn_decodes(c, n) && attn_decode_wide(c, n) > 0) {
-        c->n_attn_decode++;
-        c->n_attn_decode_wide++;
-        tg_args_attn_decode da = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
-                                  .has_mask = m != NULL, .scale = scale, .kpw = (int)attn_decode_wide(c, n), .direct = 1,
-                                  .o = tg_cuda_desc(n)};
-        return k->type == TG_BF16 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide_bf16, 1, (unsigned)H,
-                                           (unsigned)B, TG_ATD_WIDE * 32, 0, da)
-                                  : LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide, 1, (unsigned)H,
-                                           (unsigned)B, TG_ATD_WIDE * 32, 0, da);
-    }
     if (attn_decodes(c, n)) {
+        c->n_attn_decode++;
+        const int64_t wide = attn_decode_wide(c, n);
+        if (wide > 0) {
+            c->n_attn_decode_wide++;
+            tg_args_attn_decode wa = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v),
+                                      .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale, .kpw = (int)wide,
+                                      .direct = 1, .o = tg_cuda_desc(n)};
+            return k->type == TG_BF16 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide_bf16, 1, (unsigned)H,
+                                               (unsigned)B, TG_ATD_WIDE * 32, 0, wa)
+                                      : LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide, 1, (unsigned)H,
+                                               (unsigned)B, TG_ATD_WIDE * 32, 0, wa);
+        }
         int kpw = attn_decode_kpw(c, n);
         int64_t n_split = attn_decode_splits(c, n);
-        c->n_attn_decode++;
         tg_args_attn_decode da = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                   .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
                                   .o = tg_cuda_desc(n)};

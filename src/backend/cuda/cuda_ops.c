@@ -235,6 +235,14 @@ tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_typ
 }
 static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_is_contiguous(t); }
 
+/* A product group's result stored as BF16 for its reader (plan_emit's
+ * product emit): f takes it, and it is counted. */
+static void product_emit(tg_cuda_ctx *c, int last, tg_cuda_fused *f) {
+    if (!c->emit || c->emit[last] != TG_BF16) return;
+    f->out_type = TG_BF16;
+    c->n_fused[TG_FUSED_PRODUCT16]++;
+}
+
 /* The type nodes[i]'s source `src` was stored in (the emit fusion). */
 static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
     if (!c->emit) return TG_F32;
@@ -635,10 +643,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i, len);
         if (f.bias) c->n_fused[f.res ? TG_FUSED_MM_BIAS_RESIDUAL : f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
         if (nodes[i + 1]->op == TG_OP_SCALE) c->n_fused[TG_FUSED_MM_SCALE]++;
-        if (c->emit && c->emit[i + len - 1] == TG_BF16) {
-            f.out_type = TG_BF16; /* for the silu reading it (plan_emit) */
-            c->n_fused[TG_FUSED_PRODUCT16]++;
-        }
+        product_emit(c, i + len - 1, &f);
         return tg_cuda_encode_product(c, s, n, &f, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]), NULL);
     }
     int out16 = TG_EMIT_F32;
@@ -665,10 +670,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16, in16);
     case TG_OP_MUL_MAT: {
         tg_cuda_fused plain = tg_cuda_fused_parts(nodes, i, 1);
-        if (c->emit && c->emit[i] == TG_BF16) {
-            plain.out_type = TG_BF16;
-            c->n_fused[TG_FUSED_PRODUCT16]++;
-        }
+        product_emit(c, i, &plain);
         return tg_cuda_encode_product(c, s, n, &plain, n, stored_type(c, nodes, i, n->src[1]), NULL);
     }
     case TG_OP_LAYER_NORM:
