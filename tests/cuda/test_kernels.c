@@ -37,10 +37,12 @@ static tg_tensor *build_ffn_vec(tg_ctx *ctx) { return ffn_block(ctx, 2, 1000); }
  * and 1024 or 512), the norm inside the first. */
 static tg_tensor *build_ffn_mma8(tg_ctx *ctx) { return ffn_block(ctx, 8, 1024); }
 static tg_tensor *build_ffn_mma13(tg_ctx *ctx) { return ffn_block(ctx, 13, 512); }
-/* A step at batch 40 and 64 as tiles of 16 columns (CT_CUDA_MATVEC_MMA_MAX):
- * the last tile of 40 partly filled. */
+/* A step at batch 40 and 64 on mul_mat_vec_mma_wide (one block of 64
+ * columns: 40 fills two tiles of 16 and half a third, the fourth skipped),
+ * and 150 as blocks of 64 (CT_CUDA_MATVEC_MMA_MAX=256; the last of 22). */
 static tg_tensor *build_ffn_mma40(tg_ctx *ctx) { return ffn_block(ctx, 40, 1024); }
 static tg_tensor *build_ffn_mma64(tg_ctx *ctx) { return ffn_block(ctx, 64, 512); }
+static tg_tensor *build_ffn_mma150(tg_ctx *ctx) { return ffn_block(ctx, 150, 256); }
 
 /* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
  * product, scale, bias and residual as one launch (alpha), on cuBLASLt
@@ -366,39 +368,46 @@ static void test_matvec_f32_kernel_matches_cpu(void) {
     tg_backend_free(b);
 }
 
-/* mul_mat_vec_mma over more than 16 columns, as tiles (each block its
- * tile's columns of x, out and the residual, the norm of its own columns):
- * not the default until measured on a GPU, so switched on here. */
-static void test_matvec_mma_tiles_match_cpu(void) {
-    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "64");
+/* mul_mat_vec_mma_wide: 17 to 64 columns in one block (its weights read
+ * once for all of them, the norm of its columns inside), by default; more
+ * as blocks of 64 (each its columns of x, out and the residual) where
+ * CT_CUDA_MATVEC_MMA_MAX allows them. */
+static void test_matvec_mma_wide_match_cpu(void) {
+    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "256");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    CHECK(c->matvec_mma_max == 64);
+    CHECK(c->matvec_mma_max == 256);
     if (c->dev->props.tc_level >= 2) {
-        /* each graph on the tiled kernel, counted apart (a compare encodes
+        /* each graph on the wide kernel, counted apart (a compare encodes
          * every product at least twice: a plain run and a capture) */
         static const struct {
             build_fn fn;
             const char *what;
             bool norm, emit;
         } cases[] = {
-            {build_ffn_mma40, "ffn on 40 columns (mul_mat_vec_mma, 3 tiles)", true, false},
-            {build_ffn_mma64, "ffn on 64 columns (mul_mat_vec_mma, 4 tiles)", true, false},
-            /* x stored BF16 by the silu (the emit fusion), 16 + 13 columns */
-            {build_ffn_silu, "ffn with silu on 29 columns (bf16 x, 2 tiles)", false, true},
-            {build_half_ffn, "half ffn on 29 columns (alpha, bf16 x, residual)", false, true},
+            {build_ffn_mma40, "ffn on 40 columns (mul_mat_vec_mma_wide, one block)", true, false},
+            {build_ffn_mma64, "ffn on 64 columns (mul_mat_vec_mma_wide, one block)", true, false},
+            {build_ffn_mma150, "ffn on 150 columns (mul_mat_vec_mma_wide, 3 blocks of columns)", true, false},
+            /* x stored BF16 by the silu (the emit fusion) */
+            {build_ffn_silu, "ffn with silu on 29 columns (bf16 x, wide)", false, true},
+            {build_half_ffn, "half ffn on 29 columns (alpha, bf16 x, residual, wide)", false, true},
         };
         for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-            int mma = c->n_matvec_mma, normed = c->n_fused[TG_FUSED_NORM_MATVEC], emits = c->n_fused[TG_FUSED_EMIT];
+            int wide = c->n_matvec_wide, normed = c->n_fused[TG_FUSED_NORM_MATVEC], emits = c->n_fused[TG_FUSED_EMIT];
             int p16 = c->n_fused[TG_FUSED_PRODUCT16];
             compare_with_cpu(b, cases[k].fn, 3, 5e-4, cases[k].what);
-            CHECK_MSG(c->n_matvec_mma >= mma + 4, "%s: %d tiled launches", cases[k].what, c->n_matvec_mma - mma);
+            CHECK_MSG(c->n_matvec_wide >= wide + 4, "%s: %d wide launches", cases[k].what, c->n_matvec_wide - wide);
             /* matvec.cu stores F32: no product stores BF16 for its silu */
             CHECK_MSG(c->n_fused[TG_FUSED_PRODUCT16] == p16, "%s: a product on matvec.cu stored BF16", cases[k].what);
             if (cases[k].norm) CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
             if (cases[k].emit) CHECK(c->n_fused[TG_FUSED_EMIT] > emits);
         }
     }
+    tg_backend_free(b);
+    /* the default takes 17-64 columns there too, and 65 on cuBLASLt */
+    if (!(b = cuda_or_skip())) return;
+    c = (tg_cuda_ctx *)b->impl;
+    CHECK(c->matvec_mma_max == TG_MVM_WIDE);
     tg_backend_free(b);
 }
 
@@ -539,16 +548,19 @@ static void embed_norm_reads_bad_ids_as_zeros(tg_backend *b) {
 }
 
 static tg_tensor *build_kv_step17(tg_ctx *ctx) { return kv_step_graph_b(ctx, 17); }
+static tg_tensor *build_kv_step70(tg_ctx *ctx) { return kv_step_graph_b(ctx, 70); }
 
 static void test_step_fusions_take_bad_ids_and_tiles(void) {
-    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "32");
+    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "128");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     if (c->dev->props.tc_level >= 2) {
         kv_write_keeps_bad_rows(b);
-        int kv = c->n_fused[TG_FUSED_KV_ROWS];
-        compare_with_cpu(b, build_kv_step17, 3, 5e-4, "step at 17 columns: cache write in two tiles");
+        int kv = c->n_fused[TG_FUSED_KV_ROWS], wide = c->n_matvec_wide;
+        compare_with_cpu(b, build_kv_step17, 3, 5e-4, "step at 17 columns: cache write from one wide block");
+        compare_with_cpu(b, build_kv_step70, 3, 5e-4, "step at 70 columns: cache write from two wide blocks");
         CHECK(c->n_fused[TG_FUSED_KV_ROWS] > kv);
+        CHECK(c->n_matvec_wide > wide);
     }
     embed_norm_reads_bad_ids_as_zeros(b);
     tg_backend_free(b);
@@ -846,7 +858,7 @@ static void test_attn_decode_chunks_match_cpu(void) {
 }
 
 TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu),
-          T(test_matvec_mma_tiles_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
+          T(test_matvec_mma_wide_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else
 TEST_MAIN_WITHOUT_CUDA()

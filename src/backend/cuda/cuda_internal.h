@@ -240,7 +240,7 @@ typedef struct tg_cuda_ctx {
     int8_t lt_bf16_out;        /* cuBLASLt takes a BF16 result with an F32 bias: 0 not asked yet, 1 yes, -1 no */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
-    int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM, one tile; more as tiles) */
+    int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_WIDE: one wide block) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
                                   the default), by filling the slots (1, the rule of before), one round (0) */
@@ -255,7 +255,8 @@ typedef struct tg_cuda_ctx {
     int dump_skip;             /* CT_CUDA_DUMP_GRAPH_SKIP: computes before it */
     int n_fused[TG_FUSED_KINDS]; /* fusion counts by kind (cuda_ops.c)        */
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
-    int n_matvec, n_matvec_mma, n_attn_decode; /* encodes of matvec.cu (its mma kernel) and attn_decode */
+    int n_matvec, n_matvec_mma, n_attn_decode; /* encodes of matvec.cu (its mma kernels) and attn_decode */
+    int n_matvec_wide;                         /* ... of them on mul_mat_vec_mma_wide */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */

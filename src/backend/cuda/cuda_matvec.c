@@ -2,9 +2,9 @@
  * cuda_matvec.c: matrix products of few columns (a decoder step) on
  * matvec.cu, and the layer-norm fusion into them.
  *
- * A product of 1 to 16 columns at default precision (more as tiles of 16
- * where CT_CUDA_MATVEC_MMA_MAX allows) runs on mul_mat_vec_mma, the
- * tensor-core kernel; F32-precision requests of 1-2 columns on
+ * A product of 1 to 64 columns at default precision runs on
+ * mul_mat_vec_mma (up to 16) or mul_mat_vec_mma_wide, the tensor-core
+ * kernels; F32-precision requests of 1-2 columns on
  * mul_mat_vec; everything else, and any layout the kernels do not take, on
  * cuBLASLt (cuda_matmul.c). The bias, relu, alpha and residual of the
  * product's fused group (tg_cuda_fuse_len) go into the same launch, and so
@@ -34,19 +34,23 @@ static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
     return true;
 }
 
-/* 1 to c->matvec_mma_max columns (TG_MVM_MAXM a block, more as tiles of
- * it) at default precision on a GPU with BF16 mma: mul_mat_vec_mma, which rounds x to BF16 as cuBLASLt's products do
- * (F32-precision requests keep mul_mat_vec's F32 x for 1-2 columns). On
- * the H200 (2026-12-04, the full-size decoder step; bench/README.md) it took
- * the step at batch 8 from 0.79 to 0.60 ms, where cuBLASLt ran each product
- * on 16-64 blocks in ~6 us, and at batch 1 from 0.58 to 0.54 ms against
- * mul_mat_vec. CT_CUDA_MATVEC_MMA=0 gives the split of before (1-2 columns
- * on mul_mat_vec, more on cuBLASLt), CT_CUDA_MATVEC_MMA_MIN=3 leaves 1-2
- * columns on mul_mat_vec (for measuring). CT_CUDA_MATVEC_MMA_MAX (default
- * TG_MVM_MAXM: one tile) sets the most columns it takes; above one tile
- * it is slower than cuBLASLt (an H100, 2026-12-05: the step at batch 32 /
- * 64 1.244 / 1.917 ms against 1.097 / 1.350), so one tile stays the
- * default. */
+/* 1 to c->matvec_mma_max columns at default precision on a GPU with BF16
+ * mma: mul_mat_vec_mma (up to TG_MVM_MAXM columns) or mul_mat_vec_mma_wide
+ * (TG_MVM_WIDE a block, more as blocks of that many), which round x to
+ * BF16 as cuBLASLt's products do (F32-precision requests keep
+ * mul_mat_vec's F32 x for 1-2 columns). On the H200 (2026-12-04, the
+ * full-size decoder step; bench/README.md) it took the step at batch 8 from
+ * 0.79 to 0.60 ms, where cuBLASLt ran each product on 16-64 blocks in ~6
+ * us, and at batch 1 from 0.58 to 0.54 ms against mul_mat_vec. Above 16
+ * columns, tiles of 16 (a block each, each reading the weights) lost to
+ * cuBLASLt (an H100, 2026-12-05: the step at batch 32 / 64 1.244 / 1.917
+ * ms against 1.097 / 1.350); the wide kernel reads them once for 64
+ * columns and takes the layer norm in as well (2026-12-05, sixth session:
+ * bench/README.md). CT_CUDA_MATVEC_MMA=0 gives the split of before (1-2
+ * columns on mul_mat_vec, more on cuBLASLt), CT_CUDA_MATVEC_MMA_MIN=3 leaves
+ * 1-2 columns on mul_mat_vec, CT_CUDA_MATVEC_MMA_MAX (default TG_MVM_WIDE)
+ * the most columns it takes (16: cuBLASLt above one tile, as before the
+ * wide kernel) (for measuring). */
 static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *x = n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
@@ -88,6 +92,25 @@ bool tg_cuda_product_on_matvec(const tg_cuda_ctx *c, const tg_tensor *n, const t
            (matvec_ok(c, n, out, TG_F32, &ldx, &ldo) || matvec_ok(c, n, out, TG_BF16, &ldx, &ldo));
 }
 
+/* The columns a block of the mma kernel for M columns holds. */
+static int64_t mvm_block_columns(int64_t M) { return M <= TG_MVM_MAXM ? TG_MVM_MAXM : TG_MVM_WIDE; }
+
+/* The mma kernels' warps: K split over 4 to 16 (32 x 4 k each at K =
+ * 1024). */
+static int64_t mvm_warps(int64_t K) { return K / 128 < 4 ? 4 : K / 128 > 16 ? 16 : K / 128; }
+
+/* The mma kernels' shared memory for K x M (kernels/matvec.cu): each
+ * warp's partial sums (4 floats a lane for every 8 rows of every 16
+ * columns), and with the norm inside the block's normed columns (rows of
+ * K + 8 BF16, 16-byte aligned), which the wide kernel keeps for further
+ * rows (the sums after them) and the other overwrites with the sums. */
+static int64_t mvm_smem(int64_t K, int64_t M, bool ln) {
+    const int64_t cols = mvm_block_columns(M), tile = M < cols ? M : cols;
+    const int64_t red = mvm_warps(K) * (cols / 16) * (TG_MVM_ROWS / 8) * 32 * 4 * 4;
+    const int64_t xs = ln ? ((tile * (K + 8) + 7) & ~(int64_t)7) * 2 : 0;
+    return cols > TG_MVM_MAXM ? xs + red : xs > red ? xs : red;
+}
+
 /* A layer norm whose only reader is the product after it, which runs on
  * matvec.cu: the norm goes into that launch (its x in shared memory). */
 bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_tensor *mm, const tg_tensor *out) {
@@ -99,14 +122,17 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
     if (!matvec_ok(c, mm, out, TG_F32, &ldx, &ldo)) return false;
     /* x: F32 columns at an even spacing (16-byte, as the plain path's); the
      * normed columns (F32 for mul_mat_vec with its static 32-float
-     * reduction buffer, BF16 rows of K + 8 for mul_mat_vec_mma) fit the
-     * default 48 KB of shared memory (launch() raises the limit only for
-     * more dynamic memory than that) */
+     * reduction buffer, BF16 rows of K + 8 for the mma kernels) fit a
+     * block's shared memory: 48 KB for mul_mat_vec, the device's opt-in
+     * most for the mma kernels (launch() raises the limit past 48 KB; 64
+     * columns of K = 1024 take 129 KB) */
     int64_t K = x->ne[0], M = tg_nrows(x);
-    int64_t tile = M < TG_MVM_MAXM ? M : TG_MVM_MAXM; /* mul_mat_vec_mma's columns a block */
-    int64_t smem = matvec_mma(c, mm) ? tile * (K + 8) * 2 : K * M * 4 + 32 * 4;
+    const bool mma = matvec_mma(c, mm);
+    int64_t smem = mma ? mvm_smem(K, M, true) : K * M * 4 + 32 * 4;
+    int64_t smem_max = mma && c->dev->props.smem_per_block_optin > 48 * 1024 ? c->dev->props.smem_per_block_optin
+                                                                           : 48 * 1024;
     if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
-        ((uintptr_t)x->data & 15) != 0 || smem > 48 * 1024 || K > INT32_MAX)
+        ((uintptr_t)x->data & 15) != 0 || smem > smem_max || K > INT32_MAX)
         return false;
     for (int k = 1; k < 3; k++) {
         const tg_tensor *v = ln->src[k];
@@ -221,29 +247,34 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
                                  "does not take", f->rows->name);
         c->n_fused[TG_FUSED_KV_ROWS]++;
     }
-    /* mul_mat_vec_mma: TG_MVM_ROWS rows and up to TG_MVM_MAXM columns a
-     * block (a block for every tile of columns), K split over 4 to 16
-     * warps (32 x 4 k each at K = 1024), each warp's partial sums (4
-     * floats a lane for every 8 rows) in shared memory */
-    int64_t warps = w->ne[0] / 128 < 4 ? 4 : w->ne[0] / 128 > 16 ? 16 : w->ne[0] / 128;
-    unsigned smem = mma ? (unsigned)(warps * (TG_MVM_ROWS / 8) * 32 * 4 * 4) : 0;
+    /* the mma kernels: TG_MVM_ROWS rows and up to TG_MVM_MAXM (or
+     * TG_MVM_WIDE) columns a block (a block for every tile of columns; the
+     * wide kernel's blocks, one an SM, go on to further rows), K split
+     * over mvm_warps warps */
+    const int64_t cols = mvm_block_columns(M), warps = mvm_warps(w->ne[0]);
+    unsigned smem = mma ? (unsigned)mvm_smem(w->ne[0], M, ln != NULL) : ln ? (unsigned)(w->ne[0] * M * 4) : 0;
     if (ln) {
         a.ln = 1;
         a.ln_w = ln->src[1] ? tg_cuda_dptr(ln->src[1]->data) : 0;
         a.ln_b = ln->src[2] ? tg_cuda_dptr(ln->src[2]->data) : 0;
         a.ln_eps = tg_param_f32(ln, 0);
-        int64_t tile = M < TG_MVM_MAXM ? M : TG_MVM_MAXM;
-        unsigned cols = (unsigned)(mma ? tile * (w->ne[0] + 8) * 2 : w->ne[0] * M * 4);
-        smem = cols > smem ? cols : smem;
         c->n_fused[TG_FUSED_NORM_MATVEC]++;
     }
     c->n_matvec++;
     c->n_matvec_mma += mma;
     if (mma) {
-        int64_t blocks = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS * ((M + TG_MVM_MAXM - 1) / TG_MVM_MAXM);
+        int64_t rows = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS, tiles = (M + cols - 1) / cols;
+        if (cols > TG_MVM_MAXM && rows > c->dev->props.sm_count && c->dev->props.sm_count > 0)
+            rows = c->dev->props.sm_count;
+        int64_t blocks = rows * tiles;
         if (blocks > INT32_MAX)
             return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: product '%s': %lld blocks of mul_mat_vec_mma",
                                  n->name, (long long)blocks);
+        if (cols > TG_MVM_MAXM) {
+            c->n_matvec_wide++;
+            return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma_wide, (unsigned)blocks, 1, 1, (unsigned)(32 * warps),
+                          smem, a);
+        }
         return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma, (unsigned)blocks, 1, 1, (unsigned)(32 * warps), smem, a);
     }
     return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec, (unsigned)((w->ne[1] + 7) / 8), 1, 1, 256, smem, a);

@@ -269,9 +269,12 @@ TG_KARGS_SIZE(tg_attn_decode_args, 424);
 /* Columns mul_mat_vec takes at most; for mul_mat_vec_mma (same
  * arguments) the columns and the weight rows a block, which set the
  * host's grid (a block for each tile of TG_MVM_MAXM columns of each
- * TG_MVM_ROWS rows) and the block's shared memory for its warps' sums. */
+ * TG_MVM_ROWS rows) and the block's shared memory for its warps' sums;
+ * mul_mat_vec_mma_wide's block takes TG_MVM_WIDE columns (a multiple of
+ * 16) the same way. */
 #define TG_MV_MAXM 8
 #define TG_MVM_MAXM 16
+#define TG_MVM_WIDE 64
 #define TG_MVM_ROWS 16
 
 /* out[n, m] = relu?(alpha sum_k w[k, n] x[k, m] + bias[n]) + res[n, m]:
@@ -279,8 +282,8 @@ TG_KARGS_SIZE(tg_attn_decode_args, 424);
  * res); bias and res 0 when absent (res may be out itself, element for
  * element). With ln, x's columns (F32) are layer-normed first (eps,
  * optional affine ln_w, ln_b) into dynamic shared memory (k * m floats for
- * mul_mat_vec, min(m, TG_MVM_MAXM) rows of k + 8 BF16 a block for
- * mul_mat_vec_mma, whose blocks each norm their tile): the layer norm
+ * mul_mat_vec, min(m, its columns a block) rows of k + 8 BF16 a block for
+ * mul_mat_vec_mma(_wide), whose blocks each norm their tile): the layer norm
  * before a decoder step's product, one launch fewer.
  * w_early: w is a weight (no kernel writes it), so its first loads may go
  * out before the wait for the previous kernel. */
@@ -462,6 +465,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention_split, attn_decode_wide_bf16, tg_attn_decode_args) \
     X(matvec, mul_mat_vec, tg_mul_mat_vec_args)             \
     X(matvec, mul_mat_vec_mma, tg_mul_mat_vec_args)         \
+    X(matvec, mul_mat_vec_mma_wide, tg_mul_mat_vec_args)    \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
     X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
     X(conv, conv_glu_dw_silu_c4, tg_conv_glu_dw_args)        \

@@ -28,9 +28,10 @@
  * BF16 as cuBLASLt's products do, the sums on the tensor cores; the kernel
  * above then serves F32-precision requests; with args.kv it also writes
  * the k and v rows of a packed q/k/v product into the cache (the set_rows
- * after it, fused: one launch fewer a layer); more columns (a decoder step
- * at batch 17-64) as tiles of 16, a block each, where the host asks
- * (CT_CUDA_MATVEC_MMA_MAX). Not here: products of many columns (cuBLASLt,
+ * after it, fused: one launch fewer a layer); mul_mat_vec_mma_wide takes
+ * 17 to 64 columns (a decoder step at batch 17-64) in one block, and more
+ * as blocks of 64 where the host asks (CT_CUDA_MATVEC_MMA_MAX). Not here:
+ * products of many columns (cuBLASLt,
  * cuda_matmul.c), other weight types.
  */
 #include "common.cuh"
@@ -155,8 +156,8 @@ extern "C" __global__ void __launch_bounds__(MV_WARPS * 32) mul_mat_vec(const tg
 }
 
 /* ------------------------------------------------------ mul_mat_vec_mma
- * 1 to 16 columns (a decoder step at batch 1-16), and more as tiles of 16
- * (below). cuBLASLt ran these on
+ * 1 to 16 columns (a decoder step at batch 1-16); 17 to 64 in the wide
+ * kernel's block (below). cuBLASLt ran these on
  * 16-64 blocks of a 132-SM GPU (H200, batch 8: ~6 us for a 2 MB matrix,
  * 0.4 TB/s), and the F32 kernel above loses at 8 columns (its FMAs, not
  * its loads, set the time). Here the product is transposed onto mma.sync
@@ -221,6 +222,50 @@ __device__ __forceinline__ void mvm_norm_columns(const tg_args_mul_mat_vec &args
     __syncthreads();
 }
 
+/* The same norm from one read of each column (its K / 4 float4 in a lane's
+ * registers, K % 128 == 0 and K <= 1024): for the wide kernel, whose
+ * blocks each read all their columns from L2 (64 columns of K = 1024 are
+ * 256 KB a block). Same sums in the same order as above. */
+__device__ __forceinline__ void mvm_norm_columns_1pass(const tg_args_mul_mat_vec &args, unsigned short *xs) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5, K = (int)args.k;
+    const int n4 = K / 128; /* float4 a lane */
+    for (int m = warp; m < args.m; m += nw) {
+        const float4 *xc = (const float4 *)(args.x + m * args.ldx);
+        float4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (u < n4) v[u] = xc[lane + 32 * u];
+        float s = 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (u < n4) s += (v[u].x + v[u].y) + (v[u].z + v[u].w);
+        const float mean = tg_warp_sum(s) / (float)K;
+        float q = 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            if (u >= n4) break;
+            float a = v[u].x - mean, b = v[u].y - mean, c = v[u].z - mean, d = v[u].w - mean;
+            q += (a * a + b * b) + (c * c + d * d);
+        }
+        const float rstd = rsqrtf(tg_warp_sum(q) / (float)K + args.ln_eps);
+        unsigned short *row = xs + m * (K + 8);
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            if (u >= n4) break;
+            const int i = lane + 32 * u;
+            float y[4] = {(v[u].x - mean) * rstd, (v[u].y - mean) * rstd, (v[u].z - mean) * rstd,
+                          (v[u].w - mean) * rstd};
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                if (args.ln_w) y[e] *= args.ln_w[4 * i + e];
+                if (args.ln_b) y[e] += args.ln_b[4 * i + e];
+            }
+            *(uint2 *)(row + 4 * i) = make_uint2(tg_pack_bf16(y[0], y[1]), tg_pack_bf16(y[2], y[3]));
+        }
+    }
+    __syncthreads();
+}
+
 /* args.kv: output (n, column mg) into the cache too, as set_rows would
  * store it (kargs.cuh). */
 __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64 mg, i64 n, float r) {
@@ -233,83 +278,144 @@ __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64
           args.kv_type, r);
 }
 
-extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_mul_mat_vec full) {
+/* The body of both mma kernels: a block holds MT tiles of 16 columns (MT *
+ * 16 a block, more as blocks of that many) and loads each weight once for
+ * all of them; U 32-k steps a warp loads at once; WIDE: the next round's
+ * weights go out before this round's mma (registers for a second set,
+ * which the one-tile kernel at 512 threads does not have), the norm reads
+ * x once, and a block goes on to further blocks of rows (gridDim.x / tiles
+ * apart) with its normed columns kept in shared memory, its warps' sums
+ * after them, and the next rows' first weights loaded before this one's
+ * sums. */
+template <int MT, int U, bool WIDE>
+__device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsigned short *mvm_xs) {
 #if TG_CC >= 80
-    extern __shared__ __align__(16) unsigned short mvm_xs[]; /* ln's columns; then the warps' sums */
-    /* More than TG_MVM_MAXM columns come as tiles of that many, the tiles
-     * of one block of rows next to each other in the grid (blockIdx.x =
-     * row block * tiles + tile) so that they read its weights while L2
-     * still holds them; args is this block's tile of x, out and res. */
-    const int tiles = (full.m + TG_MVM_MAXM - 1) / TG_MVM_MAXM, tile = (int)(blockIdx.x % (unsigned)tiles);
+    /* More than MT x 16 columns come as tiles of that many, the tiles of
+     * one block of rows next to each other in the grid (blockIdx.x = row
+     * block * tiles + tile) so that they read its weights while L2 still
+     * holds them; args is this block's tile of x, out and res. */
+    constexpr int TM = 16 * MT;
+    const int tiles = (full.m + TM - 1) / TM, tile = (int)(blockIdx.x % (unsigned)tiles);
     tg_args_mul_mat_vec args = full;
-    args.x += (i64)tile * TG_MVM_MAXM * full.ldx;
-    args.out += (i64)tile * TG_MVM_MAXM * full.ldo;
-    if (full.res) args.res += (i64)tile * TG_MVM_MAXM * full.ldr;
-    args.m = full.m - tile * TG_MVM_MAXM < TG_MVM_MAXM ? full.m - tile * TG_MVM_MAXM : TG_MVM_MAXM;
+    args.x += (i64)tile * TM * full.ldx;
+    args.out += (i64)tile * TM * full.ldo;
+    if (full.res) args.res += (i64)tile * TM * full.ldr;
+    args.m = full.m - tile * TM < TM ? full.m - tile * TM : TM;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int g = lane >> 2, t = lane & 3, K = (int)args.k, S = K / 32;
-    const i64 n0 = (i64)(blockIdx.x / (unsigned)tiles) * (8 * MVM_NT);
+    const i64 row_blocks = (args.n + 8 * MVM_NT - 1) / (8 * MVM_NT), stride = (i64)(gridDim.x / (unsigned)tiles);
     const int per = (S + nw - 1) / nw, s0 = warp * per, s1 = s0 + per < S ? s0 + per : S;
+    i64 rb = (i64)(blockIdx.x / (unsigned)tiles);
     const char *wr[MVM_NT];
-#pragma unroll
-    for (int j = 0; j < MVM_NT; j++) {
-        const i64 r = n0 + 8 * j + g < args.n ? n0 + 8 * j + g : args.n - 1;
-        wr[j] = args.w + r * args.lda + 16 * t;
+#define MVM_ROWS(rb_)                                                          \
+    _Pragma("unroll") for (int j = 0; j < MVM_NT; j++) {                       \
+        const i64 n0_ = (rb_) * (8 * MVM_NT), r = n0_ + 8 * j + g < args.n ? n0_ + 8 * j + g : args.n - 1; \
+        wr[j] = args.w + r * args.lda + 16 * t;                                \
     }
-    uint4 wv[MVM_U][MVM_NT];
-#define MVM_LOAD_W(sb)                                                                                      \
-    _Pragma("unroll") for (int u = 0; u < MVM_U; u++) _Pragma("unroll") for (int j = 0; j < MVM_NT; j++) \
-        wv[u][j] = (sb) + u < s1 ? __ldg((const uint4 *)(wr[j] + (i64)((sb) + u) * 64)) : make_uint4(0u, 0u, 0u, 0u)
+    MVM_ROWS(rb);
+    uint4 wv[U][MVM_NT], wn[WIDE ? U : 1][MVM_NT];
+#define MVM_LOAD_W(dst, sb)                                                                              \
+    _Pragma("unroll") for (int u = 0; u < U; u++) _Pragma("unroll") for (int j = 0; j < MVM_NT; j++) \
+        dst[u][j] = (sb) + u < s1 ? __ldg((const uint4 *)(wr[j] + (i64)((sb) + u) * 64)) : make_uint4(0u, 0u, 0u, 0u)
     /* a weight's first round goes out before the wait for the previous
      * kernel (args.w_early, as in mul_mat_vec) */
-    if (args.w_early) MVM_LOAD_W(s0);
+    if (args.w_early) MVM_LOAD_W(wv, s0);
     TG_PDL();
-    if (!args.w_early) MVM_LOAD_W(s0);
-    if (args.ln) mvm_norm_columns(args, mvm_xs);
-    float c[MVM_NT][4];
+    if (!args.w_early) MVM_LOAD_W(wv, s0);
+    /* the normed columns, then the warps' sums: after the columns where a
+     * block keeps them for further rows (WIDE), over them otherwise */
+    float *red = (float *)mvm_xs; /* [nw][MT][MVM_NT][32][4] */
+    if (args.ln) {
+        if (WIDE && K % 128 == 0 && K <= 1024) mvm_norm_columns_1pass(args, mvm_xs);
+        else mvm_norm_columns(args, mvm_xs);
+        if (WIDE) red = (float *)(mvm_xs + (((i64)args.m * (K + 8) + 7) & ~(i64)7));
+    }
+    for (;;) {
+        const i64 n0 = rb * (8 * MVM_NT);
+        float c[MT][MVM_NT][4];
 #pragma unroll
-    for (int j = 0; j < MVM_NT; j++) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
-    for (int sb = s0; sb < s1; sb += MVM_U) {
-        if (sb != s0) MVM_LOAD_W(sb);
-        uint4 xa[MVM_U], xb[MVM_U];
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int u = 0; u < MVM_U; u++) {
-            const int k0 = 32 * (sb + u < s1 ? sb + u : s0) + 8 * t;
-            xa[u] = mvm_x8(args, mvm_xs, g, k0);
-            xb[u] = mvm_x8(args, mvm_xs, g + 8, k0);
-        }
+            for (int j = 0; j < MVM_NT; j++) c[mt][j][0] = c[mt][j][1] = c[mt][j][2] = c[mt][j][3] = 0.0f;
+        for (int sb = s0; sb < s1; sb += U) {
+            if (WIDE && sb + U < s1) MVM_LOAD_W(wn, sb + U);
+            if (!WIDE && sb != s0) MVM_LOAD_W(wv, sb);
 #pragma unroll
-        for (int u = 0; u < MVM_U; u++) {
-            if (sb + u >= s1) break;
-            const unsigned a0[4] = {xa[u].x, xb[u].x, xa[u].y, xb[u].y};
-            const unsigned a1[4] = {xa[u].z, xb[u].z, xa[u].w, xb[u].w};
+            for (int mt = 0; mt < MT; mt++) {
+                if (16 * mt >= args.m) break; /* the same for the whole block */
+                uint4 xa[U], xb[U];
 #pragma unroll
-            for (int j = 0; j < MVM_NT; j++) {
-                tg_mma_bf16(c[j], a0, wv[u][j].x, wv[u][j].y);
-                tg_mma_bf16(c[j], a1, wv[u][j].z, wv[u][j].w);
+                for (int u = 0; u < U; u++) {
+                    const int k0 = 32 * (sb + u < s1 ? sb + u : s0) + 8 * t;
+                    xa[u] = mvm_x8(args, mvm_xs, 16 * mt + g, k0);
+                    xb[u] = mvm_x8(args, mvm_xs, 16 * mt + g + 8, k0);
+                }
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    if (sb + u >= s1) break;
+                    const unsigned a0[4] = {xa[u].x, xb[u].x, xa[u].y, xb[u].y};
+                    const unsigned a1[4] = {xa[u].z, xb[u].z, xa[u].w, xb[u].w};
+#pragma unroll
+                    for (int j = 0; j < MVM_NT; j++) {
+                        tg_mma_bf16(c[mt][j], a0, wv[u][j].x, wv[u][j].y);
+                        tg_mma_bf16(c[mt][j], a1, wv[u][j].z, wv[u][j].w);
+                    }
+                }
+            }
+            if (WIDE && sb + U < s1) {
+#pragma unroll
+                for (int u = 0; u < U; u++)
+#pragma unroll
+                    for (int j = 0; j < MVM_NT; j++) wv[u][j] = wn[u][j];
             }
         }
+        const i64 next = rb + stride;
+        if (WIDE && next < row_blocks) {
+            MVM_ROWS(next);
+            MVM_LOAD_W(wv, s0);
+        }
+        /* the warps' partial sums, then one thread an output */
+        if (args.ln && !WIDE) __syncthreads(); /* every warp is done with the columns */
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int j = 0; j < MVM_NT; j++)
+                *(float4 *)(red + (((warp * MT + mt) * MVM_NT + j) * 32 + lane) * 4) =
+                    make_float4(c[mt][j][0], c[mt][j][1], c[mt][j][2], c[mt][j][3]);
+        __syncthreads();
+        for (int o = threadIdx.x; o < MT * MVM_NT * 128; o += blockDim.x) {
+            const int mt = o / (MVM_NT * 128), j = (o >> 7) % MVM_NT, ln = (o >> 2) & 31, e = o & 3;
+            float sum = 0.0f;
+            for (int w = 0; w < nw; w++) sum += red[(((w * MT + mt) * MVM_NT + j) * 32 + ln) * 4 + e];
+            const int m = 16 * mt + (ln >> 2) + ((e & 2) ? 8 : 0);
+            const i64 n = n0 + 8 * j + 2 * (ln & 3) + (e & 1);
+            if (m >= args.m || n >= args.n) continue;
+            float r = args.alpha * sum + (args.bias ? args.bias[n] : 0.0f);
+            if (args.relu) r = fmaxf(r, 0.0f);
+            if (args.res) r += *(const float *)(args.res + m * args.ldr + n * 4);
+            *(float *)(args.out + m * args.ldo + n * 4) = r;
+            if (args.kv) mv_kv_store(args, (i64)tile * TM + m, n, r);
+        }
+        if (!WIDE || next >= row_blocks) break;
+        rb = next;
+        __syncthreads(); /* the sums read before the next rows write them */
     }
 #undef MVM_LOAD_W
-    /* the warps' partial sums, then one thread an output */
-    float *red = (float *)mvm_xs; /* [nw][MVM_NT][32][4] */
-    if (args.ln) __syncthreads(); /* every warp is done with the columns */
-#pragma unroll
-    for (int j = 0; j < MVM_NT; j++)
-        *(float4 *)(red + ((warp * MVM_NT + j) * 32 + lane) * 4) = make_float4(c[j][0], c[j][1], c[j][2], c[j][3]);
-    __syncthreads();
-    for (int o = threadIdx.x; o < MVM_NT * 128; o += blockDim.x) {
-        const int j = o >> 7, ln = (o >> 2) & 31, e = o & 3;
-        float sum = 0.0f;
-        for (int w = 0; w < nw; w++) sum += red[((w * MVM_NT + j) * 32 + ln) * 4 + e];
-        const int m = (ln >> 2) + ((e & 2) ? 8 : 0);
-        const i64 n = n0 + 8 * j + 2 * (ln & 3) + (e & 1);
-        if (m >= args.m || n >= args.n) continue;
-        float r = args.alpha * sum + (args.bias ? args.bias[n] : 0.0f);
-        if (args.relu) r = fmaxf(r, 0.0f);
-        if (args.res) r += *(const float *)(args.res + m * args.ldr + n * 4);
-        *(float *)(args.out + m * args.ldo + n * 4) = r;
-        if (args.kv) mv_kv_store(args, (i64)tile * TG_MVM_MAXM + m, n, r);
-    }
+#undef MVM_ROWS
 #endif
+}
+
+extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_mul_mat_vec full) {
+    extern __shared__ __align__(16) unsigned short mvm_xs[]; /* ln's columns; then the warps' sums */
+    mvm_body<1, MVM_U, false>(full, mvm_xs);
+}
+
+/* 17 to TG_MVM_WIDE columns (a decoder step at batch 17-64) in one block:
+ * the weights read once where tiles of 16 read them once a tile (which
+ * lost to cuBLASLt on an H100: the step at batch 64 1.92 against 1.35 ms,
+ * 2026-12-05), the layer norm inside as for 16. Two 32-k steps a round,
+ * the next round's weights loaded during this round's mma. */
+extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma_wide(const tg_args_mul_mat_vec full) {
+    extern __shared__ __align__(16) unsigned short mvm_xs[];
+    mvm_body<TG_MVM_WIDE / 16, 2, true>(full, mvm_xs);
 }
