@@ -42,6 +42,9 @@ bool tg_log_parse_level(const char *text, tg_log_level *out_level);
 /* "debug", "info", "warn", "error", "none"; static storage. */
 const char *tg_log_level_name(tg_log_level level);
 
+/* Milliseconds on the monotonic clock (an arbitrary origin): for intervals. */
+double tg_now_ms(void);
+
 #define TG_DEBUG(...) tg_log(TG_LOG_DEBUG, __VA_ARGS__)
 #define TG_INFO(...) tg_log(TG_LOG_INFO, __VA_ARGS__)
 #define TG_WARN(...) tg_log(TG_LOG_WARN, __VA_ARGS__)
