@@ -74,26 +74,36 @@ static void test_choices_are_whole_rounds_within_the_grid(void) {
 }
 
 /* One 16-warp block a row (attn_decode_wide) where the rows fit one wave
- * of one block an SM and a 4-warp block would need more than one round:
- * the cross-attention (438 frames) at batch 1, 8 and 16 in 2 rounds, a
- * self-attention past 64 keys in 1; not at batch 17 (136 rows), not for
- * keys one 4-warp round holds, not past 4 rounds. */
+ * of one block an SM, fill at least a quarter of the SMs, and a 4-warp
+ * block would need more than one round: the cross-attention (438 frames)
+ * at batch 5-16 in 2 rounds, a self-attention past 64 keys in 1; not at
+ * batch 1-4 (8-32 rows: on an H100 a step at batch 1 took 0.560 ms with
+ * it against 0.528 without, 2026-12-05), not at batch 17 (136 rows), not
+ * for keys one 4-warp round holds, not past 4 rounds. */
 static void test_wide_blocks_for_few_rows(void) {
-    for (int b = 1; b <= 16; b++) CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 438, HEADS * b) == 2 * KU);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 438, HEADS * 17) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 138, HEADS) == KU);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 65, HEADS) == KU);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 64, HEADS) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 11, HEADS) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 4 * TG_ATD_WIDE * KU, 1) == 4 * KU);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 4 * TG_ATD_WIDE * KU + 1, 1) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU, 438, 0) == 0);
+    const int64_t R = 40; /* rows: batch 5 */
+    for (int b = 1; b <= 16; b++)
+        CHECK_MSG(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, HEADS * b) == (HEADS * b * 4 >= SMS ? 2 * KU : 0),
+                  "batch %d", b);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, HEADS * 17) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 138, R) == KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 65, R) == KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 64, R) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 11, R) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 4 * TG_ATD_WIDE * KU, R) == 4 * KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 4 * TG_ATD_WIDE * KU + 1, R) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, 0) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, SMS / 4) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, SMS / 4 + 1) == 2 * KU);
+    /* a least count of rows given (CT_CUDA_ATTN_DECODE_WIDE_MIN) */
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 1, KU, 438, HEADS) == 2 * KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 9, KU, 438, HEADS) == 0);
     /* F32 caches: 8 keys a round, so 438 frames take 4 rounds */
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, KU / 2, 438, HEADS) == 4 * (KU / 2));
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU / 2, 438, R) == 4 * (KU / 2));
     /* a choice covers the row's keys in whole rounds of one block */
     static const int64_t keys[] = {1, 65, 100, 256, 257, 1000, 1024, 1025};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        int64_t kpw = tg_cuda_attn_decode_wide_kpw(SMS, KU, keys[k], 4);
+        int64_t kpw = tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, keys[k], R);
         CHECK(kpw == 0 || (kpw % KU == 0 && kpw * TG_ATD_WIDE >= keys[k] && (kpw - KU) * TG_ATD_WIDE < keys[k]));
     }
 }

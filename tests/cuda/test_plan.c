@@ -12,9 +12,7 @@
  * per layer, with the product's result marked written, and its tail
  * (argmax, sums, feed, history writes) as one argmax_sum; the prefill
  * gets the embedding group; the encoder plans without error, each layer's
- * rel-pos projection with its scale as the product's alpha, each
- * feed-forward's up-projection storing BF16 for its silu where it runs on
- * cuBLASLt; and a view
+ * rel-pos projection with its scale as the product's alpha; and a view
  * the host reads still keeps the node it views from fusing away.
  * Not here: what the fused kernels compute (test_kernels.c, on a GPU).
  * Skipped (and counted as passed) where the build has no CUDA backend.
@@ -43,8 +41,6 @@ typedef struct seen {
     int picks;         /* argmax_sum groups in any graph */
     int alpha_groups;  /* products with a scale as their alpha and no bias (the rel-pos table's) */
     int pick_marks;    /* argmax_sum groups whose writes are not ids, sums, feed and the ids' row */
-    int product16;     /* product groups storing BF16 for their silu (plan_emit) */
-    int product16_bad; /* of them, a group not read by exactly one such silu or conv group */
 } seen;
 
 static seen g_seen;
@@ -56,10 +52,9 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
     int n = tg_graph_n_nodes(g);
     int *fuse = tg_calloc((size_t)n + 1, sizeof *fuse);
     uint8_t *writes = tg_calloc((size_t)n + 1, 1);
-    tg_type *emit = tg_calloc((size_t)n + 1, sizeof *emit);
     g_seen.graphs++;
-    tg_status st = fuse && writes && emit ? tg_cuda_test_plan(&g_props, g, fuse, writes, emit) : NULL;
-    if (!fuse || !writes || !emit || st) {
+    tg_status st = fuse && writes ? tg_cuda_test_plan(&g_props, g, fuse, writes) : NULL;
+    if (!fuse || !writes || st) {
         printf("  plan of a graph of %d nodes failed: %s\n", n, st ? tg_status_message(st) : "out of memory");
         tg_status_free(st);
         g_seen.errors++;
@@ -70,20 +65,6 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
             const tg_tensor *first = tg_graph_node(g, i), *last = tg_graph_node(g, i + fuse[i] - 1);
             if (first->op == TG_OP_GET_ROWS && last->op == TG_OP_LAYER_NORM) embed++;
             if (first->op == TG_OP_MUL_MAT && fuse[i] == 2 && last->op == TG_OP_SCALE) g_seen.alpha_groups++;
-            if (first->op == TG_OP_MUL_MAT && emit[i + fuse[i] - 1] == TG_BF16) {
-                /* its one reader: a silu that stores BF16 itself, or the
-                 * conv module's fused group */
-                int readers = 0, silu = 0;
-                for (int j = i + fuse[i]; j < n; j++)
-                    for (int k = 0; k < TG_MAX_SRC; k++)
-                        if (tg_graph_node(g, j)->src[k] == last) {
-                            readers++;
-                            silu += (tg_graph_node(g, j)->op == TG_OP_SILU && emit[j] == TG_BF16) ||
-                                    (tg_graph_node(g, j)->op == TG_OP_GLU && fuse[j] > 1);
-                        }
-                g_seen.product16++;
-                g_seen.product16_bad += readers != 1 || silu != 1;
-            }
             if (first->op == TG_OP_ARGMAX) {
                 pick++;
                 g_seen.picks++;
@@ -105,7 +86,6 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
     }
     tg_free(fuse);
     tg_free(writes);
-    tg_free(emit);
     return g_cpu_iface->graph_compute(b, g);
 }
 
@@ -145,7 +125,7 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
         memset(&g_seen, 0, sizeof g_seen);
         g_seen.kv_layers = m->n_dec_layers;
         CHECK(m->enc[0].wqkv != NULL); /* copied: the encoder's q, k, v packed */
-        int T = 240, valid[3] = {240, 200, 180};
+        int T = 120, valid[3] = {120, 100, 90};
         float *feat = tg_calloc((size_t)B * T * 128, sizeof(float));
         for (int i = 0; feat && i < B * T * 128; i++) feat[i] = (float)((i * 37) % 101 - 50) / 25.0f;
         ct_enc_opts eo = {.f32 = false};
@@ -154,15 +134,6 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
         int encoder_graphs = g_seen.graphs;
         CHECK_MSG(g_seen.alpha_groups == m->n_enc_layers, "%d rel-pos projections with their scale as alpha, "
                   "%d layers", g_seen.alpha_groups, m->n_enc_layers);
-        /* the two feed-forwards' up-projections a layer store BF16 for
-         * their silu on cuBLASLt (3 x 30 frames); at 30 columns they run
-         * on matvec.cu (up to TG_MVM_WIDE), which stores F32. (The conv module's pointwise
-         * conv 1 does not: clips of different lengths put a frame mask
-         * between its glu and the depthwise conv, so no conv group.) */
-        int want16 = B * 30 > TG_MVM_WIDE ? 2 * m->n_enc_layers : 0;
-        CHECK_MSG(g_seen.product16 == want16 && g_seen.product16_bad == 0,
-                  "batch %d: %d products storing BF16 for their silu (%d not read by one such silu), want %d", B,
-                  g_seen.product16, g_seen.product16_bad, want16);
         ct_dec_opts dopt = {.queued = true};
         ct_dec_state *ds = NULL;
         const int32_t prompt[12] = {4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7};

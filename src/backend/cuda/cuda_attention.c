@@ -111,14 +111,21 @@ int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, 
 }
 
 /* One 16-warp block a row (attn_decode_wide): where the rows are no more
- * than the SMs, so the blocks make one wave of one a SM, and a 4-warp
- * block would need more than one round (or chunks and a combine launch)
- * for the row's keys, but 16 warps need at most 4. In the decoder's step
- * at batch 1-16: the cross-attention over 438 frames in 2 rounds, the
- * self-attention past 64 keys in 1, each one launch instead of a chunked
- * call of ~56-448 blocks and its combine. The kpw it takes, or 0. */
-int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int64_t ku, int64_t Tk, int64_t rows) {
-    if (rows < 1 || rows > sm_count || Tk <= (int64_t)ATD_WARPS * ku) return 0;
+ * than the SMs, so the blocks make one wave of one a SM, but at least a
+ * quarter of them, and a 4-warp block would need more than one round (or
+ * chunks and a combine launch) for the row's keys, but 16 warps need at
+ * most 4. In the decoder's step at batch 5-16 (132 SMs): the
+ * cross-attention over 438 frames in 2 rounds, the self-attention past 64
+ * keys in 1, each one launch instead of a chunked call of ~56-448 blocks
+ * and its combine. On an H100 (2026-12-05, sixth session; each against
+ * CT_CUDA_ATTN_DECODE_WIDE=0, interleaved) the step at batch 8 took 0.615
+ * against 0.623 ms, but at batch 1 0.560 against 0.528: 8 blocks each
+ * reading a row's 224 KB on one SM lose to the chunks spread over 56,
+ * hence the quarter. min_rows > 0 puts the least rows elsewhere (tests,
+ * measuring). The kpw it takes, or 0. */
+int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, int64_t ku, int64_t Tk, int64_t rows) {
+    const int64_t least = min_rows > 0 ? min_rows : sm_count / 4 + 1;
+    if (rows < least || rows > sm_count || Tk <= (int64_t)ATD_WARPS * ku) return 0;
     int64_t rounds = (Tk + (int64_t)TG_ATD_WIDE * ku - 1) / ((int64_t)TG_ATD_WIDE * ku);
     return rounds <= 4 ? rounds * ku : 0;
 }
@@ -126,7 +133,7 @@ int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int64_t ku, int64_t Tk, int64
 static int64_t attn_decode_wide(const tg_cuda_ctx *c, const tg_tensor *n) {
     if (!c->use_attn_decode_wide || n->src[0]->ne[0] != 128) return 0;
     const int64_t ku = 8 * (n->src[1]->type == TG_BF16 ? 2 : 1);
-    return tg_cuda_attn_decode_wide_kpw(c->dev->props.sm_count, ku, n->src[1]->ne[1],
+    return tg_cuda_attn_decode_wide_kpw(c->dev->props.sm_count, c->attn_decode_wide_min, ku, n->src[1]->ne[1],
                                         n->src[0]->ne[2] * n->src[0]->ne[3]);
 }
 

@@ -108,8 +108,8 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
     c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
     c->use_pick = tg_cuda_env_int("CT_CUDA_FUSE_PICK", 1) != 0;
-    c->use_product16 = tg_cuda_env_int("CT_CUDA_FUSE_PRODUCT16", 1) != 0;
     c->use_attn_decode_wide = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE", 1) != 0;
+    c->attn_decode_wide_min = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE_MIN", 0);
     c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);
     if (c->matvec_columns < 1) c->matvec_columns = 1;
     if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;
@@ -289,43 +289,6 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
             readers++;
         }
         if (ok && readers == p->uses[i] && wt != TG_F32) p->emit[i] = wt;
-    }
-    /* A cuBLASLt product whose group's result is read only by a silu that
-     * stores BF16 for its products (the encoder's feed-forward
-     * up-projection, its bias in the epilogue), or only by the conv
-     * module's fused group (its pointwise conv 1, read by
-     * conv_glu_dw_silu_c4), stores BF16 too: half the bytes written, and
-     * half read again by the reader (ew_unary_b4; the conv kernel's in16).
-     * Not on matvec.cu (which stores F32), nor with a residual, relu or
-     * cache write in the group; BF16 weights (one matrix) at default
-     * precision; the result a contiguous, 16-byte aligned F32 node whose
-     * BF16 rows stay 16-byte aligned (ne[0] a multiple of 8), the bias
-     * 16-byte aligned: the alignments the probe (tg_cuda_lt_bf16_out) and
-     * the model's shapes have, so cuBLASLt's answer for them holds. */
-    if (!c->use_product16) return;
-    for (int i = 0; i < n; i++) {
-        int len = p->fuse[i], last = i + len - 1;
-        tg_tensor *mm = g->nodes[i];
-        if (len < 1 || mm->op != TG_OP_MUL_MAT || mm->src[0]->type != TG_BF16 || tg_node_prec(mm) != TG_PREC_DEFAULT ||
-            mm->src[0]->ne[2] != 1 || mm->src[0]->ne[3] != 1)
-            continue;
-        tg_tensor *out = g->nodes[last];
-        tg_cuda_fused f = tg_cuda_fused_parts(g->nodes, i, len);
-        if (f.res || f.relu || out->op == TG_OP_SET_ROWS || p->uses[last] != 1 || (out->flags & TG_FLAG_OUTPUT) ||
-            out->type != TG_F32 || !tg_is_contiguous(out) || out->ne[0] % 8 != 0 ||
-            ((uintptr_t)out->data & 15) != 0 || (f.bias && ((uintptr_t)f.bias->data & 15) != 0) ||
-            tg_cuda_product_on_matvec(c, mm, out))
-            continue;
-        int reader = -1;
-        for (int j = last + 1; j < n && j <= last + 64 && reader < 0; j++)
-            for (int k = 0; k < TG_MAX_SRC; k++)
-                if (g->nodes[j]->src[k] == out) reader = j;
-        if (reader < 0 || g->nodes[reader]->src[0] != out) continue;
-        const tg_tensor *r = g->nodes[reader];
-        bool silu = r->op == TG_OP_SILU && p->emit[reader] == TG_BF16;
-        bool conv = r->op == TG_OP_GLU && p->fuse[reader] > 1; /* conv_glu_dw_silu_c4 reads it */
-        if ((!silu && !conv) || !tg_cuda_lt_bf16_out(c)) continue;
-        p->emit[last] = TG_BF16;
     }
 }
 
@@ -948,8 +911,7 @@ fail:
 
 /* ---------------------------------------------------------- test hooks */
 
-tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes,
-                            tg_type *out_emit) {
+tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes) {
     tg_cuda_device *dev = tg_calloc(1, sizeof *dev);
     tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
     tg_status st = NULL;
@@ -961,13 +923,11 @@ tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fu
     c->dev = dev;
     snprintf(c->name, sizeof c->name, "cuda (plan only)");
     read_switches(c, props);
-    c->lt_bf16_out = 1; /* no cuBLASLt here: plan as with an H200's */
     plan p;
     if ((st = plan_make(c, g, &p))) goto done;
     for (int i = 0; i < g->n_nodes; i++) {
         out_fuse[i] = p.fuse[i];
         out_writes[i] = p.writes[i];
-        if (out_emit) out_emit[i] = p.emit[i];
     }
     plan_free(&p);
 done:

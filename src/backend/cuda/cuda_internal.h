@@ -167,7 +167,6 @@ typedef struct cuda_mm_key {
     int64_t m, n, k, lda, ldb, ldd, batch, sa, sb, sd;
     int32_t align_a, align_b, align_d;
     int32_t a_plain; /* 1: A stored n x k, not transposed, no workspace (1x1 convs) */
-    int32_t dtype;   /* D's cudaDataType_t: CUDA_R_32F (0), or CUDA_R_16BF (the product emit) */
 } cuda_mm_key;
 
 typedef struct cuda_mm_plan {
@@ -235,9 +234,8 @@ typedef struct tg_cuda_ctx {
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
     bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */
-    bool use_product16;        /* CT_CUDA_FUSE_PRODUCT16: a cuBLASLt product stores BF16 for the silu reading it */
     bool use_attn_decode_wide; /* CT_CUDA_ATTN_DECODE_WIDE: a row's one-query attention on one 16-warp block */
-    int8_t lt_bf16_out;        /* cuBLASLt takes a BF16 result with an F32 bias: 0 not asked yet, 1 yes, -1 no */
+    int attn_decode_wide_min;  /* CT_CUDA_ATTN_DECODE_WIDE_MIN: the fewest rows it takes (0: a quarter of the SMs) */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_WIDE: one wide block) */
@@ -411,7 +409,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
 int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, int64_t rows);
 /* attn_decode_wide's keys a warp (one 16-warp block a row), or 0 where the
  * 4-warp kernel of tg_cuda_attn_decode_kpw runs instead (cuda_attention.c). */
-int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int64_t ku, int64_t Tk, int64_t rows);
+int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, int64_t ku, int64_t Tk, int64_t rows);
 
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
 
@@ -426,8 +424,6 @@ typedef struct tg_cuda_fused {
     bool relu;
     const tg_tensor *rows; /* a set_rows of some of the result's rows into a cache, after the
                               group (mul_mat_vec_mma only: tg_cuda_kv_rows_len) */
-    tg_type out_type;      /* TG_BF16: the result stored as BF16 in the first half of out's
-                              storage (cuBLASLt only: plan_emit's product emit); else F32 */
 } tg_cuda_fused;
 /* The product of node = mul_mat(a, b) with f's parts: alpha as cuBLASLt's,
  * the bias (and relu) by its epilogue, the residual (out's shape and
@@ -455,13 +451,6 @@ static inline bool tg_cuda_f32_words(const tg_tensor *t) {
 /* A layer norm whose only reader is the product mm after it, which runs
  * on matvec.cu, writing out: the norm can go into that launch. */
 bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_tensor *mm, const tg_tensor *out);
-/* The product n (its group's result out) may run on matvec.cu, whichever
- * type its x's producer stores: then it is never a cuBLASLt product. */
-bool tg_cuda_product_on_matvec(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out);
-/* Whether cuBLASLt offers an algorithm for a BF16 product with an F32 bias
- * epilogue and a BF16 result: asked once per context (c->lt_bf16_out; a
- * planning-only context, tg_cuda_test_plan, says yes as an H200 would). */
-bool tg_cuda_lt_bf16_out(tg_cuda_ctx *c);
 /* The product n (its group's parts f) into out: on matvec.cu where it
  * takes it, else cuBLASLt (tg_cuda_encode_mul_mat); ln, when not NULL, the
  * layer norm producing n's x, done inside the matvec launch (the caller
@@ -479,12 +468,9 @@ int tg_cuda_kv_rows_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, in
 /* Test hook: the plan a context on a device of these properties would
  * make for g (its switches from the environment, as a real context reads
  * them), without a device: out_fuse[i] (tg_cuda_fuse_len's group lengths,
- * 0 inside a group), out_writes[i] and, where out_emit is not NULL,
- * out_emit[i] (the type the node stores: plan_emit) for g's nodes; it
- * plans as if cuBLASLt took BF16 results. The graph's tensors
+ * 0 inside a group) and out_writes[i] for g's nodes. The graph's tensors
  * need addresses (allocated, on any backend). */
-tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes,
-                            tg_type *out_emit);
+tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes);
 
 /* Test hooks (tests/cuda): make the next compute fail: kind 1 with a launch
  * the driver rejects, kind 2 with a kernel that faults; read compile/cache

@@ -8,10 +8,7 @@
  * The plan is keyed by everything the heuristic saw (types, shapes, leading
  * dimensions, batch strides, pointer alignments, epilogue), so a shape seen
  * before costs a lookup and no heuristic call; only the bias pointer, which
- * the plan's descriptor holds, is set again per launch. A product whose
- * only reader is a silu storing BF16 for a product may store its own
- * result as BF16 (f->out_type; planned in cuda_context.c, plan_emit):
- * half the bytes written, and read again by the silu. Products whose
+ * the plan's descriptor holds, is set again per launch. Products whose
  * weights are shared by every batch and whose activations are evenly
  * strided run as one product with all the columns; the rest batch over the
  * activations that share a weight matrix.
@@ -124,8 +121,7 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
         goto lt_err;
     if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, (cudaDataType_t)k->btype, (uint64_t)k->k, (uint64_t)k->m, k->ldb)))
         goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, (cudaDataType_t)k->dtype, (uint64_t)k->n, (uint64_t)k->m, k->ldd)))
-        goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->n, (uint64_t)k->m, k->ldd))) goto lt_err;
     if (k->batch > 1) {
         int32_t bc = (int32_t)k->batch;
         cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
@@ -195,27 +191,6 @@ void tg_cuda_mm_free(tg_cuda_ctx *c) {
     c->n_plans = c->cap_plans = 0;
 }
 
-bool tg_cuda_lt_bf16_out(tg_cuda_ctx *c) {
-    if (c->lt_bf16_out == 0) {
-        /* the encoder's feed-forward up-projection at one clip's frames, its
-         * bias in the epilogue; the plan stays for when the shape comes */
-        cuda_mm_key k;
-        memset(&k, 0, sizeof k);
-        k.atype = k.btype = (int32_t)CUDA_R_16BF;
-        k.compute = (int32_t)CUBLAS_COMPUTE_32F;
-        k.epilogue = CUBLASLT_EPILOGUE_BIAS;
-        k.m = 438, k.n = 5120, k.k = 1280, k.lda = 1280, k.ldb = 1280, k.ldd = 5120, k.batch = 1;
-        k.align_a = k.align_b = k.align_d = 256;
-        k.dtype = (int32_t)CUDA_R_16BF;
-        cuda_mm_plan *p = NULL;
-        tg_status st = c->dev->lt ? mm_plan(c, &k, &p) : tg_status_new(TG_ERR_UNSUPPORTED, "no cuBLASLt");
-        c->lt_bf16_out = st ? -1 : 1;
-        if (st) TG_DEBUG("%s: products keep F32 results for their silu: %s", c->name, tg_status_message(st));
-        tg_status_free(st);
-    }
-    return c->lt_bf16_out > 0;
-}
-
 
 /* The product of node = mul_mat(a, b), optionally scaled (alpha), with a
  * bias vector added (and relu applied) by the cuBLASLt epilogue and a
@@ -256,14 +231,6 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
         ldb = (int64_t)(b->nb[1] / es), sb2 = (int64_t)(b->nb[2] / es), sb3 = (int64_t)(b->nb[3] / es);
     }
     CUdeviceptr pd = (CUdeviceptr)(uintptr_t)out->data;
-    /* strides in elements of out's F32 layout; stored as BF16 (the product
-     * emit: out contiguous, no residual) they are the same counts at 2
-     * bytes, in the first half of out's storage */
-    const bool d16 = f->out_type == TG_BF16;
-    const int64_t os = d16 ? 2 : 4;
-    if (d16 && (res || !tg_is_contiguous(out) || out->type != TG_F32))
-        return tg_status_new(TG_ERR_INTERNAL, "mul_mat '%s': a BF16 result needs a contiguous F32 node and no "
-                             "residual", node->name);
     int64_t ldd = (int64_t)(out->nb[1] / 4), sd2 = (int64_t)(out->nb[2] / 4), sd3 = (int64_t)(out->nb[3] / 4);
 
     /* Weights shared by every batch and activations evenly strided: one
@@ -294,14 +261,14 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
             int64_t sa = (A2 == 1 || groups > 1) ? 0 : sa2, sb = sb2, sd = sd2;
             CUdeviceptr A = pa + (CUdeviceptr)(((i3 / r3) * sa3 + (groups > 1 ? g * sa2 : 0)) * (int64_t)es);
             CUdeviceptr B = pb + (CUdeviceptr)((i3 * sb3 + b2_0 * sb2) * (int64_t)es);
-            CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * os);
-            CUdeviceptr C = pc + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * os);
+            CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
+            CUdeviceptr C = pc + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
             if (by_dim3) {
                 batch = n_b3, sa = 0, sb = sb3, sd = sd3;
                 A = pa + (CUdeviceptr)(o * sa2 * (int64_t)es);
                 B = pb + (CUdeviceptr)(o * sb2 * (int64_t)es);
-                D = pd + (CUdeviceptr)(o * sd2 * os);
-                C = pc + (CUdeviceptr)(o * sd2 * os);
+                D = pd + (CUdeviceptr)(o * sd2 * 4);
+                C = pc + (CUdeviceptr)(o * sd2 * 4);
             }
             cuda_mm_key k;
             memset(&k, 0, sizeof k);
@@ -316,9 +283,8 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
                                                                batch > 1 && sa ? align_of((uint64_t)(sa * (int64_t)es)) : 256));
             k.align_b = (int32_t)min_u32(align_of(B), min_u32(align_of((uint64_t)(ldb * (int64_t)es)),
                                                                batch > 1 ? align_of((uint64_t)(sb * (int64_t)es)) : 256));
-            k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * os)),
-                                                               batch > 1 ? align_of((uint64_t)(sd * os)) : 256));
-            k.dtype = (int32_t)(d16 ? CUDA_R_16BF : CUDA_R_32F);
+            k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * 4)),
+                                                               batch > 1 ? align_of((uint64_t)(sd * 4)) : 256));
             if (bias) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of((uint64_t)(uintptr_t)bias->data));
             if (res) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of(C));
             cuda_mm_plan *p = NULL;

@@ -86,12 +86,6 @@ static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor 
            ((uintptr_t)x->data & 15) == 0;
 }
 
-bool tg_cuda_product_on_matvec(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out) {
-    int64_t ldx = 0, ldo = 0;
-    return n->op == TG_OP_MUL_MAT &&
-           (matvec_ok(c, n, out, TG_F32, &ldx, &ldo) || matvec_ok(c, n, out, TG_BF16, &ldx, &ldo));
-}
-
 /* The columns a block of the mma kernel for M columns holds. */
 static int64_t mvm_block_columns(int64_t M) { return M <= TG_MVM_MAXM ? TG_MVM_MAXM : TG_MVM_WIDE; }
 
@@ -222,9 +216,7 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
                                 const tg_tensor *out, tg_type stored, const tg_tensor *ln) {
     int64_t ldx = 0, ldo = 0, ldr = 0;
     const tg_tensor *bias = f->bias, *res = f->res;
-    /* a BF16 result (the product emit) is cuBLASLt's; plan_emit asks for
-     * it only where matvec.cu would not run anyway */
-    if (f->out_type != TG_F32 || !matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr))) {
+    if (!matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr))) {
         if (ln) return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s' fused into a product matvec.cu "
                                      "does not take", ln->name);
         if (f->rows) return tg_status_new(TG_ERR_INTERNAL, "cuda: set_rows '%s' fused into a product matvec.cu "

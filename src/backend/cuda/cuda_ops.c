@@ -235,30 +235,12 @@ tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_typ
 }
 static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_is_contiguous(t); }
 
-/* A product group's result stored as BF16 for its reader (plan_emit's
- * product emit): f takes it, and it is counted. */
-static void product_emit(tg_cuda_ctx *c, int last, tg_cuda_fused *f) {
-    if (!c->emit || c->emit[last] != TG_BF16) return;
-    f->out_type = TG_BF16;
-    c->n_fused[TG_FUSED_PRODUCT16]++;
-}
-
-/* The type nodes[i]'s source `src` was stored in (the emit fusion). */
-static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
-    if (!c->emit) return TG_F32;
-    for (int j = i - 1; j >= 0 && j >= i - 256; j--)
-        if (nodes[j] == src) return c->emit[j];
-    return TG_F32;
-}
-
 static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int out16) {
     const tg_tensor *glu = nodes[i], *dw = nodes[i + 1], *add = nodes[i + 2], *act = nodes[i + 3];
     const tg_tensor *bias = add->src[0] == dw ? add->src[1] : add->src[0], *a = glu->src[0];
-    /* a BF16 when the product before stored it so (plan_emit) */
     tg_args_conv_glu_dw_silu_c4 g = {.o = tg_cuda_dptr(act->data), .in = tg_cuda_dptr(a->data), .kr = tg_cuda_dptr(dw->src[0]->data),
                                      .bias = tg_cuda_dptr(bias->data), .c4 = (int)(dw->ne[0] / 4), .t = (int)a->ne[1],
-                                     .ot = (int)dw->ne[1], .k = (int)dw->src[0]->ne[0], .p = tg_param_i32(dw, 1),
-                                     .in16 = stored_type(c, nodes, i, a) == TG_BF16};
+                                     .ot = (int)dw->ne[1], .k = (int)dw->src[0]->ne[0], .p = tg_param_i32(dw, 1)};
     if (tg_nelements(act) == 0) return NULL;
     char defs[32] = "";
     if (out16 != TG_EMIT_F32) {
@@ -380,21 +362,12 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
     return LAUNCH(c, s, "elementwise.cu", defs, ew_binary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);
 }
 
-/* a_stored: the type n's source was stored in (TG_BF16: a product stored
- * it for this node, plan_emit; then n and its source are contiguous). */
-static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc, int out16,
-                              tg_type a_stored) {
+static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc, int out16) {
     const tg_tensor *a = n->src[0];
     int64_t ne = tg_nelements(n);
     if (ne == 0) return NULL;
     char defs[48];
     snprintf(defs, sizeof defs, TG_DEFS_EW, op, out16);
-    if (a_stored == TG_BF16 && unary_vec_ok(n)) {
-        tg_args_ew_unary_b4 v = {.d = tg_cuda_dptr(n->data), .a = tg_cuda_dptr(a->data), .s = sc, .n4 = ne / 4};
-        return LAUNCH(c, s, "elementwise.cu", defs, ew_unary_b4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
-    }
-    if (a_stored != TG_F32)
-        return tg_status_new(TG_ERR_INTERNAL, "cuda: '%s' reads a 16-bit source its kernels do not take", n->name);
     if (unary_vec_ok(n)) {
         tg_args_ew_unary_c4 v = {.d = tg_cuda_dptr(n->data), .a = tg_cuda_dptr(a->data), .s = sc, .n4 = ne / 4};
         return LAUNCH(c, s, "elementwise.cu", defs, ew_unary_c4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
@@ -612,6 +585,14 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     return LAUNCH_FLAT(c, s, "copy.cu", cpy, g);
 }
 
+/* The type nodes[i]'s source `src` was stored in (the emit fusion). */
+static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
+    if (!c->emit) return TG_F32;
+    for (int j = i - 1; j >= 0 && j >= i - 256; j--)
+        if (nodes[j] == src) return c->emit[j];
+    return TG_F32;
+}
+
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
     const tg_tensor *n = nodes[i];
     if (len > 1 && n->op == TG_OP_GLU) {
@@ -643,7 +624,6 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i, len);
         if (f.bias) c->n_fused[f.res ? TG_FUSED_MM_BIAS_RESIDUAL : f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
         if (nodes[i + 1]->op == TG_OP_SCALE) c->n_fused[TG_FUSED_MM_SCALE]++;
-        product_emit(c, i + len - 1, &f);
         return tg_cuda_encode_product(c, s, n, &f, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]), NULL);
     }
     int out16 = TG_EMIT_F32;
@@ -651,8 +631,6 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         out16 = c->emit[i] == TG_BF16 ? TG_EMIT_BF16 : TG_EMIT_F16;
         c->n_fused[TG_FUSED_EMIT]++;
     }
-    /* a silu's source a product stored as BF16 for it (plan_emit) */
-    const tg_type in16 = n->op == TG_OP_SILU ? stored_type(c, nodes, i, n->src[0]) : TG_F32;
     tg_t dd = tg_cuda_desc(n), da = tg_cuda_desc(n->src[0]), db = tg_cuda_desc(n->src[1]);
     switch (n->op) {
     case TG_OP_NONE:
@@ -662,15 +640,14 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_SUB: return encode_binary(c, s, n, TG_EW_SUB, out16);
     case TG_OP_MUL: return encode_binary(c, s, n, TG_EW_MUL, out16);
     case TG_OP_DIV: return encode_binary(c, s, n, TG_EW_DIV, out16);
-    case TG_OP_SCALE: return encode_unary(c, s, n, TG_EW_SCALE, tg_param_f32(n, 0), out16, in16);
-    case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16, in16);
-    case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16, in16);
-    case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16, in16);
-    case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16, in16);
-    case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16, in16);
+    case TG_OP_SCALE: return encode_unary(c, s, n, TG_EW_SCALE, tg_param_f32(n, 0), out16);
+    case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16);
+    case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16);
+    case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16);
+    case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16);
+    case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16);
     case TG_OP_MUL_MAT: {
-        tg_cuda_fused plain = tg_cuda_fused_parts(nodes, i, 1);
-        product_emit(c, i, &plain);
+        const tg_cuda_fused plain = tg_cuda_fused_parts(nodes, i, 1);
         return tg_cuda_encode_product(c, s, n, &plain, n, stored_type(c, nodes, i, n->src[1]), NULL);
     }
     case TG_OP_LAYER_NORM:

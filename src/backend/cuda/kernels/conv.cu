@@ -18,8 +18,7 @@
  * run of output steps per thread).
  *
  * conv_glu_dw_silu_c4 is the conv module's middle in one kernel: GLU,
- * depthwise conv, bias and SiLU (cuda_ops.c fuses the four nodes into it),
- * its input F32 or, where the product before it stored it so, BF16.
+ * depthwise conv, bias and SiLU (cuda_ops.c fuses the four nodes into it).
  *
  * Not here: im2col or implicit-GEMM tensor-core convolution.
  */
@@ -222,24 +221,14 @@ extern "C" __global__ void __launch_bounds__(64) conv_glu_dw_silu_c4(const tg_ar
     const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
     if (c4 >= a.c4) return;
     const int t0 = blockIdx.y * TG_DW1_TT, K = a.k;
-    const i64 off = (i64)blockIdx.z * a.t * (2 * a.c4) + c4;
-    const float4 *src = a.in + off;
-    const ushort4 *src16 = (const ushort4 *)a.in + off; /* a.in16: the product stored BF16 */
+    const float4 *src = a.in + (i64)blockIdx.z * a.t * (2 * a.c4) + c4;
     float4 win[TG_DW1_TT + TG_DW1_KMAX - 1];
 #pragma unroll
     for (int i = 0; i < TG_DW1_TT + TG_DW1_KMAX - 1; i++) {
         const int it = t0 - a.p + i;
         float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (i < TG_DW1_TT + K - 1 && it >= 0 && it < a.t) {
-            float4 x, y;
-            if (a.in16) {
-                const ushort4 u = src16[(i64)it * 2 * a.c4], v = src16[(i64)it * 2 * a.c4 + a.c4];
-                x = make_float4(tg_bf2f(u.x), tg_bf2f(u.y), tg_bf2f(u.z), tg_bf2f(u.w));
-                y = make_float4(tg_bf2f(v.x), tg_bf2f(v.y), tg_bf2f(v.z), tg_bf2f(v.w));
-            } else {
-                x = src[(i64)it * 2 * a.c4];
-                y = src[(i64)it * 2 * a.c4 + a.c4];
-            }
+            const float4 x = src[(i64)it * 2 * a.c4], y = src[(i64)it * 2 * a.c4 + a.c4];
             g.x = x.x / (1.0f + expf(-y.x));
             g.y = x.y / (1.0f + expf(-y.y));
             g.z = x.z / (1.0f + expf(-y.z));

@@ -95,7 +95,6 @@ enum {
     TG_FUSED_EMBED_NORM,  /* two embedding lookups, their sum and its layer norm */
     TG_FUSED_KV_ROWS,     /* a set_rows of a matvec product's rows (the K/V cache write) in its launch */
     TG_FUSED_PICK,        /* a step's tail: argmax, logit sums, the feed, both history writes */
-    TG_FUSED_PRODUCT16,   /* a cuBLASLt product storing BF16 for the silu that reads it */
     TG_FUSED_KINDS
 };
 
@@ -133,17 +132,6 @@ typedef struct tg_ew_unary4_args {
     tg_i64 n4;
 } tg_ew_unary4_args;
 TG_KARGS_SIZE(tg_ew_unary4_args, 32);
-
-/* ew_unary_b4: as ew_unary_c4 from contiguous BF16 (a product that stored
- * BF16 for this node, the emit fusion): n4 groups of 4 values. */
-typedef struct tg_ew_unary16_args {
-    tg_dp_void d;
-    tg_dp_cu16 a;
-    float s;
-    tg_i32 pad_;
-    tg_i64 n4;
-} tg_ew_unary16_args;
-TG_KARGS_SIZE(tg_ew_unary16_args, 32);
 
 /* ew_bias_mask_c4: d = relu?((x + bias) * mask?) over contiguous F32 rows
  * of 4 q4 floats (n4 float4 groups); bias and mask F32 with ne[0] == 1, a
@@ -353,9 +341,9 @@ TG_KARGS_SIZE(tg_conv1d_c4_args, 48);
  * [4 c4]; stride 1, padding p. */
 typedef struct tg_conv_glu_dw_args {
     tg_dp_char o;
-    tg_dp_cfloat4 in; /* F32; BF16 (read as ushort4) when in16: a product stored it so */
+    tg_dp_cfloat4 in;
     tg_dp_cfloat kr, bias;
-    tg_i32 c4, t, ot, k, p, in16;
+    tg_i32 c4, t, ot, k, p, pad_;
 } tg_conv_glu_dw_args;
 TG_KARGS_SIZE(tg_conv_glu_dw_args, 56);
 
@@ -439,7 +427,6 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(elementwise, ew_binary_rows, tg_ew_binary_args)        \
     X(elementwise, ew_unary, tg_ew_unary_args)               \
     X(elementwise, ew_unary_c4, tg_ew_unary4_args)           \
-    X(elementwise, ew_unary_b4, tg_ew_unary16_args)          \
     X(elementwise, ew_bias_mask_c4, tg_ew_bias_mask_args)    \
     X(norm, layer_norm, tg_norm_args)                        \
     X(norm, layer_norm_c4, tg_norm4_args)                    \
