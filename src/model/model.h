@@ -159,6 +159,14 @@ typedef struct ct_enc_result {
                           is the subsampling output, hidden[i] layer i's      */
     tg_ctx *ctx;       /* owns out and hidden                                 */
     tg_buffer *buf;    /* their storage, on the model's backend               */
+    /* the rel-pos table the last call used (F32 [d, pos_rows], positions
+     * pos_first down), on the model's backend: kept, so a call with the
+     * same frames neither makes nor uploads it again, and reads it at the
+     * same address (encoder.c) */
+    tg_ctx *pos_ctx;
+    tg_buffer *pos_buf;
+    tg_tensor *pos;
+    int pos_first, pos_rows;
 } ct_enc_result;
 
 void ct_enc_result_free(ct_enc_result *r);
