@@ -42,6 +42,12 @@ static tg_tensor *build_ffn_mma13(tg_ctx *ctx) { return ffn_block(ctx, 13, 512);
 static tg_tensor *build_ffn_mma40(tg_ctx *ctx) { return ffn_block(ctx, 40, 1024); }
 static tg_tensor *build_ffn_mma64(tg_ctx *ctx) { return ffn_block(ctx, 64, 512); }
 static tg_tensor *build_ffn_mma150(tg_ctx *ctx) { return ffn_block(ctx, 150, 256); }
+/* 4800 hidden rows: 300 blocks of 16 rows, more than the SMs, so each
+ * block of the capped grid goes on to further rows (the normed columns
+ * kept), at 3 columns (mul_mat_vec_mma) and 40 (the wide kernel); the
+ * second product's K = 4800 takes 16 warps of several rounds. */
+static tg_tensor *build_ffn_rows3(tg_ctx *ctx) { return ffn_block(ctx, 3, 4800); }
+static tg_tensor *build_ffn_rows40(tg_ctx *ctx) { return ffn_block(ctx, 40, 4800); }
 
 /* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
  * product, scale, bias and residual as one launch (alpha), on cuBLASLt
@@ -381,6 +387,30 @@ static void test_matvec_mma_wide_match_cpu(void) {
     c = (tg_cuda_ctx *)b->impl;
     CHECK(c->matvec_mma_max == TG_MVM_WIDE);
     tg_backend_free(b);
+}
+
+/* The mma kernels over more blocks of rows than the SMs: by default the
+ * grid stops at the SMs and its blocks loop over the rows; with
+ * CT_CUDA_MATVEC_LOOP=0 a block for each, as before. Both against the
+ * CPU, at 3 columns and at 40. */
+static void test_matvec_rows_loop_match_cpu(void) {
+    for (int loop = 1; loop >= 0; loop--) {
+        tg_backend *b = cuda_with("CT_CUDA_MATVEC_LOOP", loop ? "1" : "0");
+        if (!b) return;
+        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+        CHECK(c->matvec_loop == (loop == 1));
+        if (c->dev->props.tc_level >= 2) {
+            int mma = c->n_matvec_mma, wide = c->n_matvec_wide, normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+            compare_with_cpu(b, build_ffn_rows3, 3, 5e-4,
+                             loop ? "ffn of 4800 rows on 3 columns (blocks looping)" : "ffn of 4800 rows on 3 columns");
+            CHECK(c->n_matvec_mma >= mma + 4 && c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+            normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+            compare_with_cpu(b, build_ffn_rows40, 3, 5e-4,
+                             loop ? "ffn of 4800 rows on 40 columns (wide, blocks looping)" : "ffn of 4800 rows on 40 columns (wide)");
+            CHECK(c->n_matvec_wide >= wide + 4 && c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+        }
+        tg_backend_free(b);
+    }
 }
 
 /* Ids outside their tables in the step's fused kernels, which only a GPU
@@ -855,7 +885,7 @@ static void test_attn_decode_chunks_match_cpu(void) {
 }
 
 TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_wide_match_cpu),
-          T(test_matvec_mma_wide_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
+          T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else
 TEST_MAIN_WITHOUT_CUDA()

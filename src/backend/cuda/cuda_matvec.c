@@ -93,16 +93,15 @@ static int64_t mvm_block_columns(int64_t M) { return M <= TG_MVM_MAXM ? TG_MVM_M
  * 1024). */
 static int64_t mvm_warps(int64_t K) { return K / 128 < 4 ? 4 : K / 128 > 16 ? 16 : K / 128; }
 
-/* The mma kernels' shared memory for K x M (kernels/matvec.cu): each
- * warp's partial sums (4 floats a lane for every 8 rows of every 16
- * columns), and with the norm inside the block's normed columns (rows of
- * K + 8 BF16, 16-byte aligned), which the wide kernel keeps for further
- * rows (the sums after them) and the other overwrites with the sums. */
+/* The mma kernels' shared memory for K x M (kernels/matvec.cu): with the
+ * norm inside the block's normed columns (rows of K + 8 BF16, 16-byte
+ * aligned), kept for further rows, then each warp's partial sums (4 floats
+ * a lane for every 8 rows of every 16 columns). */
 static int64_t mvm_smem(int64_t K, int64_t M, bool ln) {
     const int64_t cols = mvm_block_columns(M), tile = M < cols ? M : cols;
     const int64_t red = mvm_warps(K) * (cols / 16) * (TG_MVM_ROWS / 8) * 32 * 4 * 4;
     const int64_t xs = ln ? ((tile * (K + 8) + 7) & ~(int64_t)7) * 2 : 0;
-    return cols > TG_MVM_MAXM ? xs + red : xs > red ? xs : red;
+    return xs + red;
 }
 
 /* A layer norm whose only reader is the product after it, which runs on
@@ -255,8 +254,13 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     c->n_matvec++;
     c->n_matvec_mma += mma;
     if (mma) {
+        /* blocks of rows past the SMs' one block each go to the blocks
+         * already there (kernels/matvec.cu), where the normed columns are
+         * kept and the next rows' weights load during this one's sums
+         * (CT_CUDA_MATVEC_LOOP=0: a block for each, as before the sixth
+         * session) */
         int64_t rows = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS, tiles = (M + cols - 1) / cols;
-        if (cols > TG_MVM_MAXM && rows > c->dev->props.sm_count && c->dev->props.sm_count > 0)
+        if (c->matvec_loop && rows > c->dev->props.sm_count && c->dev->props.sm_count > 0)
             rows = c->dev->props.sm_count;
         int64_t blocks = rows * tiles;
         if (blocks > INT32_MAX)

@@ -281,12 +281,13 @@ __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64
 /* The body of both mma kernels: a block holds MT tiles of 16 columns (MT *
  * 16 a block, more as blocks of that many) and loads each weight once for
  * all of them; U 32-k steps a warp loads at once; WIDE: the next round's
- * weights go out before this round's mma (registers for a second set,
- * which the one-tile kernel at 512 threads does not have), the norm reads
- * x once, and a block goes on to further blocks of rows (gridDim.x / tiles
- * apart) with its normed columns kept in shared memory, its warps' sums
- * after them, and the next rows' first weights loaded before this one's
- * sums. */
+ * weights go out before this round's mma and the norm reads x once
+ * (registers for a second set of weights and for a column, which the
+ * one-tile kernel at 512 threads does not have). Where the grid has fewer
+ * blocks than blocks of rows (the host caps it at the SMs), a block goes
+ * on to further blocks of rows (gridDim.x / tiles apart) with its normed
+ * columns kept in shared memory, its warps' sums after them, and the next
+ * rows' first weights loaded before this one's sums. */
 template <int MT, int U, bool WIDE>
 __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsigned short *mvm_xs) {
 #if TG_CC >= 80
@@ -322,13 +323,13 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
     if (args.w_early) MVM_LOAD_W(wv, s0);
     TG_PDL();
     if (!args.w_early) MVM_LOAD_W(wv, s0);
-    /* the normed columns, then the warps' sums: after the columns where a
-     * block keeps them for further rows (WIDE), over them otherwise */
+    /* the normed columns, then the warps' sums after them (a block keeps
+     * the columns for further rows) */
     float *red = (float *)mvm_xs; /* [nw][MT][MVM_NT][32][4] */
     if (args.ln) {
         if (WIDE && K % 128 == 0 && K <= 1024) mvm_norm_columns_1pass(args, mvm_xs);
         else mvm_norm_columns(args, mvm_xs);
-        if (WIDE) red = (float *)(mvm_xs + (((i64)args.m * (K + 8) + 7) & ~(i64)7));
+        red = (float *)(mvm_xs + (((i64)args.m * (K + 8) + 7) & ~(i64)7));
     }
     for (;;) {
         const i64 n0 = rb * (8 * MVM_NT);
@@ -370,12 +371,11 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
             }
         }
         const i64 next = rb + stride;
-        if (WIDE && next < row_blocks) {
+        if (next < row_blocks) {
             MVM_ROWS(next);
             MVM_LOAD_W(wv, s0);
         }
         /* the warps' partial sums, then one thread an output */
-        if (args.ln && !WIDE) __syncthreads(); /* every warp is done with the columns */
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -396,7 +396,7 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
             *(float *)(args.out + m * args.ldo + n * 4) = r;
             if (args.kv) mv_kv_store(args, (i64)tile * TM + m, n, r);
         }
-        if (!WIDE || next >= row_blocks) break;
+        if (next >= row_blocks) break;
         rb = next;
         __syncthreads(); /* the sums read before the next rows write them */
     }
