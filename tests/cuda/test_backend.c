@@ -220,6 +220,35 @@ static void test_graphs_capture_replay_and_update(void) {
     tg_backend_free(b);
 }
 
+/* One topology in two sets of buffers, computed in turn: every sighting's
+ * addresses differ from the one before, so nothing is captured (a capture
+ * would never be replayed) and every compute launches directly; the same
+ * set twice in a row is captured, and replayed the two times after. */
+static void test_graphs_capture_only_a_repeat(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    run r1, r2;
+    CHECK_OK(run_make(b, build_chain, &r1));
+    CHECK_OK(run_make(b, build_chain, &r2));
+    if (r1.g && r2.g && r1.buf && r2.buf) {
+        CHECK_OK(fill_leaves(&r1, 3));
+        CHECK_OK(fill_leaves(&r2, 4));
+        int cap = c->n_graph_captures, upd = c->n_graph_updates, direct = c->n_direct, hits = c->n_graph_hits;
+        for (int k = 0; k < 4; k++) CHECK_OK(tg_backend_graph_compute(b, (k % 2 ? r2 : r1).g));
+        CHECK_MSG(c->n_graph_captures == cap && c->n_graph_updates == upd && c->n_direct == direct + 4,
+                  "alternating addresses: %d captures, %d updates, %d direct", c->n_graph_captures - cap,
+                  c->n_graph_updates - upd, c->n_direct - direct);
+        for (int k = 0; k < 3; k++) CHECK_OK(tg_backend_graph_compute(b, r2.g));
+        CHECK_MSG(c->n_graph_captures + c->n_graph_updates == cap + upd + 1 && c->n_graph_hits == hits + 2,
+                  "the same addresses three times: %d captures or updates, %d replays",
+                  c->n_graph_captures + c->n_graph_updates - cap - upd, c->n_graph_hits - hits);
+    }
+    run_free(&r1);
+    run_free(&r2);
+    tg_backend_free(b);
+}
+
 static void test_fusion_under_the_scheduler_respects_outside_readers(void) {
     tg_backend *b = cuda_or_skip();
     if (!b) return;
@@ -542,7 +571,7 @@ int main(int argc, char **argv) {
         T(test_buffers_set_get_memset_and_host_memory),
         T(test_out_of_memory_is_an_error_and_the_backend_lives_on),
         T(test_event_synchronize_times_out),
-        T(test_graphs_capture_replay_and_update),
+        T(test_graphs_capture_replay_and_update), T(test_graphs_capture_only_a_repeat),
         T(test_abort_between_segments_leaves_context_usable),
         T(test_fusion_under_the_scheduler_respects_outside_readers),
         T(test_graph_dump_and_profile),

@@ -5,11 +5,12 @@
  * GPUs.
  *
  * Launches are asynchronous already, so what costs is the host side of each
- * launch. A graph whose topology repeats (every decoder step) is captured
- * into a CUDA graph the second time it is seen and replayed from then on; when
- * only addresses changed, it is re-captured and the executable graph updated
- * in place, and a topology that changes its addresses at every call goes
- * back to direct launches, which then cost less. Runs of independent nodes
+ * launch. A graph seen with the same addresses as at its last sighting
+ * (every decoder step) is captured into a CUDA graph and replayed from then
+ * on; when only addresses changed and then repeat, it is re-captured and the
+ * executable graph updated in place; a graph whose addresses changed since
+ * its last sighting launches directly (a capture would not be replayed),
+ * and one updated at every call goes back to direct launches for good. Runs of independent nodes
  * (src/tensor/hazard.c) are spread over several streams, forked and joined
  * by events: inside a capture they become parallel branches of the graph,
  * in direct launches they overlap on the GPU the same way.
@@ -640,14 +641,18 @@ static tg_status encode_captured(tg_cuda_ctx *c, tg_graph *g, const plan *p, cud
 
 /* The graph-cache entry of g's topology, counted as seen, and g's full
  * hash; NULL where this compute launches directly whatever it is (capture
- * off, or the profile or the dump wanting every launch). */
-static cuda_graph_entry *graph_lookup(tg_cuda_ctx *c, tg_graph *g, uint64_t *out_full) {
+ * off, or the profile or the dump wanting every launch). *out_again: the
+ * sighting before this one had the same addresses. */
+static cuda_graph_entry *graph_lookup(tg_cuda_ctx *c, tg_graph *g, uint64_t *out_full, bool *out_again) {
     *out_full = 0;
+    *out_again = false;
     if (!c->use_graphs || c->profile || c->dump_path || c->check_finite > 0) return NULL;
     uint64_t topo;
     graph_hash(c, g, &topo, out_full);
     cuda_graph_entry *e = graph_entry(c, topo);
     e->last_use = c->n_computes;
+    *out_again = e->n_seen > 0 && e->seen_full == *out_full;
+    e->seen_full = *out_full;
     e->n_seen++;
     return e;
 }
@@ -667,10 +672,16 @@ static tg_status encode_direct(tg_cuda_ctx *c, tg_graph *g, const plan *p, cuda_
 }
 
 /* Plans g (readers, fusions, concurrency runs) and enqueues it: captured
- * into a CUDA graph from the topology's second sighting on, else (or when
- * capture fails) launched directly; then waits for it. t0: when the
- * compute began, for the profile. */
-static tg_status plan_and_encode(tg_cuda_ctx *c, tg_graph *g, cuda_graph_entry *e, uint64_t full, double t0) {
+ * into a CUDA graph when the topology's sighting before this one had the
+ * same addresses (again), else (or when capture fails) launched directly;
+ * then waits for it. A capture costs the direct launches' host time, and
+ * the GPU starts only when it is launched, so it pays only where the next
+ * call replays it: a graph whose addresses changed since its last sighting
+ * (the encoder when the scheduler's arena moved between calls) launches
+ * directly, host and GPU overlapping. t0: when the compute began, for the
+ * profile. */
+static tg_status plan_and_encode(tg_cuda_ctx *c, tg_graph *g, cuda_graph_entry *e, uint64_t full, bool again,
+                                 double t0) {
     plan p;
     tg_status st = plan_make(c, g, &p);
     if (st) return st;
@@ -678,7 +689,7 @@ static tg_status plan_and_encode(tg_cuda_ctx *c, tg_graph *g, cuda_graph_entry *
     tg_cuda_prof_begin(c, g, p.n_runs, &pf);
     bool done = false;
     const char *mode = "direct";
-    if (e && !tg_cuda_prof_direct(&pf) && e->n_seen >= 2 && !e->direct) {
+    if (e && !tg_cuda_prof_direct(&pf) && again && !e->direct) {
         if ((st = encode_captured(c, g, &p, e, full, &done))) goto out;
         if (done) mode = "graph";
     }
@@ -724,7 +735,8 @@ static tg_status graph_compute(tg_backend *b, tg_graph *g) {
     if (tg_backend_should_abort(b))
         return tg_status_new(TG_ERR_ABORTED, "%s: aborted by the caller before the first node", c->name);
     uint64_t full;
-    cuda_graph_entry *e = graph_lookup(c, g, &full);
+    bool again;
+    cuda_graph_entry *e = graph_lookup(c, g, &full, &again);
     if (exact_repeat(e, full)) {
         st = replay(c, e);
         tg_backend_note_submit(b, tg_cuda_now_us() - t0);
@@ -732,7 +744,7 @@ static tg_status graph_compute(tg_backend *b, tg_graph *g) {
          * a decoder queues its next step while this one runs */
         return st || b->enqueue_only ? st : tg_cuda_ctx_wait(c, c->stream);
     }
-    return plan_and_encode(c, g, e, full, t0);
+    return plan_and_encode(c, g, e, full, again, t0);
 }
 
 static tg_status cuda_graph_compute(tg_backend *b, tg_graph *g) {

@@ -185,6 +185,7 @@ typedef struct cuda_mm_plan {
 typedef struct cuda_graph_entry {
     uint64_t topo;        /* ops, types, shapes, params: what a graph update keeps */
     uint64_t full;        /* topo plus every address: an exact replay          */
+    uint64_t seen_full;   /* the full hash of the last sighting                */
     CUgraphExec exec;     /* NULL until captured                               */
     int n_seen, n_replays, n_updates, n_updates_in_row;
     bool direct;          /* updates every time: launching directly pays more  */
