@@ -350,9 +350,10 @@ static void test_matvec_f32_kernel_matches_cpu(void) {
 }
 
 /* mul_mat_vec_mma_wide: 17 to 64 columns in one block (its weights read
- * once for all of them, the norm of its columns inside), by default; more
- * as blocks of 64 (each its columns of x, out and the residual) where
- * CT_CUDA_MATVEC_MMA_MAX allows them. */
+ * once for all of them, the norm of its columns inside), more as blocks of
+ * 64 (each its columns of x, out and the residual), where
+ * CT_CUDA_MATVEC_MMA_MAX allows them (not the default: slower than
+ * cuBLASLt at batch 64, kernels/matvec.cu). */
 static void test_matvec_mma_wide_match_cpu(void) {
     tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "256");
     if (!b) return;
@@ -382,20 +383,22 @@ static void test_matvec_mma_wide_match_cpu(void) {
         }
     }
     tg_backend_free(b);
-    /* the default takes 17-64 columns there too, and 65 on cuBLASLt */
+    /* the default leaves 17 and more to cuBLASLt */
     if (!(b = cuda_or_skip())) return;
     c = (tg_cuda_ctx *)b->impl;
-    CHECK(c->matvec_mma_max == TG_MVM_WIDE);
+    CHECK(c->matvec_mma_max == TG_MVM_MAXM && !c->matvec_loop);
     tg_backend_free(b);
 }
 
-/* The mma kernels over more blocks of rows than the SMs: by default the
- * grid stops at the SMs and its blocks loop over the rows; with
- * CT_CUDA_MATVEC_LOOP=0 a block for each, as before. Both against the
- * CPU, at 3 columns and at 40. */
+/* The mma kernels over more blocks of rows than the SMs: with
+ * CT_CUDA_MATVEC_LOOP=1 the grid stops at the SMs and its blocks loop over
+ * the rows; by default a block for each. Both against the CPU, at 3
+ * columns and at 40 (the wide kernel, switched on). */
 static void test_matvec_rows_loop_match_cpu(void) {
     for (int loop = 1; loop >= 0; loop--) {
+        setenv("CT_CUDA_MATVEC_MMA_MAX", "64", 1);
         tg_backend *b = cuda_with("CT_CUDA_MATVEC_LOOP", loop ? "1" : "0");
+        unsetenv("CT_CUDA_MATVEC_MMA_MAX");
         if (!b) return;
         tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
         CHECK(c->matvec_loop == (loop == 1));
@@ -553,7 +556,7 @@ static tg_tensor *build_kv_step17(tg_ctx *ctx) { return kv_step_graph_b(ctx, 17)
 static tg_tensor *build_kv_step70(tg_ctx *ctx) { return kv_step_graph_b(ctx, 70); }
 
 static void test_step_fusions_take_bad_ids_and_tiles(void) {
-    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "128");
+    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "128"); /* the wide kernel past 16 columns */
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     if (c->dev->props.tc_level >= 2) {

@@ -96,12 +96,12 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
-    c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_WIDE);
-    c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 1) != 0;
+    c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_MAXM);
+    c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 0) != 0;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
     /* 1 to 256 columns (4 wide blocks): past that the products are the
      * encoder's, where cuBLASLt's tiles reuse the weights */
-    if (c->matvec_mma_max < 1 || c->matvec_mma_max > 256) c->matvec_mma_max = TG_MVM_WIDE;
+    if (c->matvec_mma_max < 1 || c->matvec_mma_max > 256) c->matvec_mma_max = TG_MVM_MAXM;
     c->use_residual = tg_cuda_env_int("CT_CUDA_FUSE_RESIDUAL", 1) != 0;
     c->use_scale = tg_cuda_env_int("CT_CUDA_FUSE_SCALE", 1) != 0;
     c->use_ln_matvec = tg_cuda_env_int("CT_CUDA_FUSE_NORM", 1) != 0;

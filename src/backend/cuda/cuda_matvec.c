@@ -2,9 +2,9 @@
  * cuda_matvec.c: matrix products of few columns (a decoder step) on
  * matvec.cu, and the layer-norm fusion into them.
  *
- * A product of 1 to 64 columns at default precision runs on
- * mul_mat_vec_mma (up to 16) or mul_mat_vec_mma_wide, the tensor-core
- * kernels; F32-precision requests of 1-2 columns on
+ * A product of 1 to 16 columns at default precision runs on
+ * mul_mat_vec_mma (and 17-64 on mul_mat_vec_mma_wide where
+ * CT_CUDA_MATVEC_MMA_MAX allows), the tensor-core kernels; F32-precision requests of 1-2 columns on
  * mul_mat_vec; everything else, and any layout the kernels do not take, on
  * cuBLASLt (cuda_matmul.c). The bias, relu, alpha and residual of the
  * product's fused group (tg_cuda_fuse_len) go into the same launch, and so
@@ -35,22 +35,24 @@ static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
 }
 
 /* 1 to c->matvec_mma_max columns at default precision on a GPU with BF16
- * mma: mul_mat_vec_mma (up to TG_MVM_MAXM columns) or mul_mat_vec_mma_wide
- * (TG_MVM_WIDE a block, more as blocks of that many), which round x to
- * BF16 as cuBLASLt's products do (F32-precision requests keep
- * mul_mat_vec's F32 x for 1-2 columns). On the H200 (2026-12-04, the
- * full-size decoder step; bench/README.md) it took the step at batch 8 from
- * 0.79 to 0.60 ms, where cuBLASLt ran each product on 16-64 blocks in ~6
- * us, and at batch 1 from 0.58 to 0.54 ms against mul_mat_vec. Above 16
- * columns, tiles of 16 (a block each, each reading the weights) lost to
- * cuBLASLt (an H100, 2026-12-05: the step at batch 32 / 64 1.244 / 1.917
- * ms against 1.097 / 1.350); the wide kernel reads them once for 64
- * columns and takes the layer norm in as well (2026-12-05, sixth session:
- * bench/README.md). CT_CUDA_MATVEC_MMA=0 gives the split of before (1-2
- * columns on mul_mat_vec, more on cuBLASLt), CT_CUDA_MATVEC_MMA_MIN=3 leaves
- * 1-2 columns on mul_mat_vec, CT_CUDA_MATVEC_MMA_MAX (default TG_MVM_WIDE)
- * the most columns it takes (16: cuBLASLt above one tile, as before the
- * wide kernel) (for measuring). */
+ * mma: mul_mat_vec_mma (up to TG_MVM_MAXM columns) or, where the switch
+ * allows more, mul_mat_vec_mma_wide (TG_MVM_WIDE a block, more as blocks
+ * of that many), which round x to BF16 as cuBLASLt's products do
+ * (F32-precision requests keep mul_mat_vec's F32 x for 1-2 columns). On the
+ * H200 (2026-12-04, the full-size decoder step; bench/README.md) it took the
+ * step at batch 8 from 0.79 to 0.60 ms, where cuBLASLt ran each product on
+ * 16-64 blocks in ~6 us, and at batch 1 from 0.58 to 0.54 ms against
+ * mul_mat_vec. Above 16 columns cuBLASLt stays faster: tiles of 16, a
+ * block each, took the step at batch 32 / 64 to 1.244 / 1.917 ms against
+ * 1.097 / 1.350 (an H100, 2026-12-05), and the wide kernel, which reads the
+ * weights once for 64 columns and takes the norm inside, to 2.00 against
+ * 1.37 at batch 64 (an H100, sixth session): each block reads all 64 of
+ * x's columns (256 KB at K = 1024) against 32 KB of weights, so L2, not
+ * the weights, sets its time. CT_CUDA_MATVEC_MMA=0 gives the split of
+ * before (1-2 columns on mul_mat_vec, more on cuBLASLt),
+ * CT_CUDA_MATVEC_MMA_MIN=3 leaves 1-2 columns on mul_mat_vec,
+ * CT_CUDA_MATVEC_MMA_MAX (default TG_MVM_MAXM) the most columns it takes,
+ * 17 and more on the wide kernel (for measuring). */
 static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *x = n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
@@ -254,11 +256,13 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     c->n_matvec++;
     c->n_matvec_mma += mma;
     if (mma) {
-        /* blocks of rows past the SMs' one block each go to the blocks
-         * already there (kernels/matvec.cu), where the normed columns are
-         * kept and the next rows' weights load during this one's sums
-         * (CT_CUDA_MATVEC_LOOP=0: a block for each, as before the sixth
-         * session) */
+        /* CT_CUDA_MATVEC_LOOP=1: blocks of rows past the SMs' one block
+         * each go to the blocks already there (kernels/matvec.cu), which
+         * keep the normed columns and load the next rows' weights during
+         * this one's sums. Measured slower on an H100 (sixth session):
+         * the step at batch 1 0.566 against 0.538 ms, at 8 0.639 against
+         * 0.630 (at 64 on the wide kernel 2.00 against 2.37), so a block
+         * for every 16 rows stays the default */
         int64_t rows = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS, tiles = (M + cols - 1) / cols;
         if (c->matvec_loop && rows > c->dev->props.sm_count && c->dev->props.sm_count > 0)
             rows = c->dev->props.sm_count;
