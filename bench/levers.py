@@ -16,7 +16,7 @@ Usage (repository root):
   bench/levers.py --bench build-gpu/bench-transcribe_batch --model DIR
       [--backend cuda] [--batches 1,8] [--tokens 128] [--runs 3]
       [--rounds 2] [--timeout 120] [--json FILE] NAME=VAR=VALUE[,VAR=VALUE] ...
-e.g. `wide_off=CT_CUDA_ATTN_DECODE_WIDE=0 mvm16=CT_CUDA_MATVEC_MMA_MAX=16`.
+e.g. `wide_off=CT_CUDA_ATTN_DECODE_WIDE=0 mvm64=CT_CUDA_MATVEC_MMA_MAX=64 loop=CT_CUDA_MATVEC_LOOP=1`.
 Exit status 0 when every run gave its rows, 1 when any failed (the table
 says which), 2 for bad arguments.
 

@@ -246,13 +246,13 @@ static tg_status open_frontend(ct_session *s) {
 /* Opens the backends of s->kind, the scheduler and the model on them (and
  * the frontend's tables, once the mel frontend exists). */
 static tg_status open_model(ct_session *s, ct_backend_kind kind) {
-    double t0 = tg_now_ms();
+    double t0 = tg_clock_now_ms();
     tg_status st = open_backends(s, kind);
     if (!st) st = tg_sched_new(s->backends, s->n_backends, &s->sched);
-    double t1 = tg_now_ms();
+    double t1 = tg_clock_now_ms();
     if (!st) st = ct_model_load(s->model_dir, s->backends[0], &s->model);
     s->open_times.backends_ms = t1 - t0;
-    s->open_times.weights_ms = tg_now_ms() - t1;
+    s->open_times.weights_ms = tg_clock_now_ms() - t1;
     s->open_times.weights_bytes = s->model ? s->model->bytes_copied : 0;
     s->open_times.mapped_bytes = s->model ? s->model->bytes_in_place : 0;
     if (!st && s->mel_ready) st = open_frontend(s);
@@ -333,7 +333,7 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     if (opts->frame_bucket < 0 || opts->frame_bucket > 4096)
         return tg_status_new(TG_ERR_INVALID_ARG, "frame_bucket must be in [0, 4096] (got %d)",
                              opts->frame_bucket);
-    double t0 = tg_now_ms();
+    double t0 = tg_clock_now_ms();
     tg_status st = NULL;
     ct_session *s = tg_calloc(1, sizeof *s);
     if (!s) return tg_status_new(TG_ERR_NO_MEMORY, "opening a session: out of memory");
@@ -385,7 +385,7 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
         goto fail;
     }
     s->f32 = opts->f32 < 0 ? tg_backend_is_cpu(s->backends[0]) : opts->f32 != 0;
-    s->open_times.total_ms = tg_now_ms() - t0;
+    s->open_times.total_ms = tg_clock_now_ms() - t0;
     *out_session = s;
     return NULL;
 fail:
@@ -434,21 +434,21 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
     ct_greedy_result dec = {0};
     tg_status st = NULL;
 
-    double t0 = tg_now_ms();
+    double t0 = tg_clock_now_ms();
     if ((st = ct_pipe_features(&p, clips, lens, slots, n, &fb))) goto done;
-    double t1 = tg_now_ms();
+    double t1 = tg_clock_now_ms();
     tm->frontend_ms += t1 - t0;
     if ((st = ct_pipe_observe_features(&obs, &fb))) goto done;
 
-    t1 = tg_now_ms();
+    t1 = tg_clock_now_ms();
     if ((st = ct_pipe_encode(&p, &fb, enc))) goto done;
-    double t2 = tg_now_ms();
+    double t2 = tg_clock_now_ms();
     tm->encoder_ms += t2 - t1;
     if ((st = ct_pipe_observe_encoded(&obs, &fb, enc))) goto done;
 
-    t2 = tg_now_ms();
+    t2 = tg_clock_now_ms();
     st = ct_pipe_decode(&p, enc, &dec);
-    tm->decoder_ms += tg_now_ms() - t2;
+    tm->decoder_ms += tg_clock_now_ms() - t2;
     if (enc->n_hidden) ct_enc_result_free(enc); /* every layer's states: not kept */
     if (st) goto done;
     if ((st = ct_pipe_observe_decoded(&obs, &p, &dec))) goto done;
@@ -562,11 +562,11 @@ ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
     r->duration_s = (double)n / SAMPLE_RATE;
 
     const ct_config *c = &s->model->cfg;
-    double t0 = tg_now_ms();
+    double t0 = tg_clock_now_ms();
     st = ct_split_chunks(samples, n, SAMPLE_RATE, c->max_audio_clip_s > 0 ? c->max_audio_clip_s : 35,
                          c->overlap_chunk_s >= 0 ? c->overlap_chunk_s : 5, &bounds, &n_chunks);
     if (st) goto fail;
-    r->timings.frontend_ms += tg_now_ms() - t0;
+    r->timings.frontend_ms += tg_clock_now_ms() - t0;
     outs = tg_calloc((size_t)n_chunks, sizeof *outs);
     clips = tg_calloc((size_t)n_chunks, sizeof *clips);
     lens = tg_calloc((size_t)n_chunks, sizeof *lens);
@@ -620,14 +620,14 @@ ct_status ct_transcribe_file(ct_session *s, const char *path, ct_result **out_re
     if (!s || !path || !out_result)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_transcribe_file: NULL argument");
     *out_result = NULL;
-    double t0 = tg_now_ms();
+    double t0 = tg_clock_now_ms();
     ct_audio a = {0};
     tg_status st = ct_audio_load(path, &a);
     if (st) {
         ct_audio_free(&a);
         return st;
     }
-    double load = tg_now_ms() - t0;
+    double load = tg_clock_now_ms() - t0;
     st = ct_transcribe_pcm(s, a.samples, a.n, out_result);
     ct_audio_free(&a);
     if (st) return tg_status_wrap(st, "%s", path);

@@ -43,7 +43,7 @@ bool tg_log_parse_level(const char *text, tg_log_level *out_level);
 const char *tg_log_level_name(tg_log_level level);
 
 /* Milliseconds on the monotonic clock (an arbitrary origin): for intervals. */
-double tg_now_ms(void);
+double tg_clock_now_ms(void);
 
 #define TG_DEBUG(...) tg_log(TG_LOG_DEBUG, __VA_ARGS__)
 #define TG_INFO(...) tg_log(TG_LOG_INFO, __VA_ARGS__)

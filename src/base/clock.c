@@ -8,7 +8,7 @@
 
 #include "base.h"
 
-double tg_now_ms(void) {
+double tg_clock_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;

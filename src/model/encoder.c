@@ -235,30 +235,37 @@ void ct_enc_result_free(ct_enc_result *r) {
  * on the development CPU before the table was made faster, 1.9 after,
  * plus a 4.5 MB upload, on every call). */
 static tg_status rel_pos_kept(const ct_model *m, int first, int rows, ct_enc_result *out) {
-    if (out->pos && out->pos_first == first && out->pos_rows == rows && tg_buffer_backend(out->pos_buf) == m->backend)
+    const int d = m->d;
+    if (out->pos && out->pos_first == first && out->pos_rows == rows && out->pos->ne[0] == d &&
+        tg_buffer_backend(out->pos_buf) == m->backend)
         return NULL;
     tg_buffer_free(out->pos_buf);
     tg_ctx_free(out->pos_ctx);
+    out->pos_ctx = NULL;
     out->pos_buf = NULL;
     out->pos = NULL;
-    const int d = m->d;
-    tg_status st = NULL;
+    tg_ctx *ctx = tg_ctx_new();
+    tg_buffer *buf = NULL;
     float *host = tg_malloc(((size_t)rows * d + (size_t)d / 2) * sizeof(float));
-    if (!(out->pos_ctx = tg_ctx_new()) || !host) {
-        st = tg_status_new(TG_ERR_NO_MEMORY, "encoder: out of memory for the rel-pos table");
-        goto done;
+    tg_tensor *pos = ctx ? tg_set_name(tg_new_2d(ctx, TG_F32, d, rows), "rel_pos") : NULL;
+    tg_status st = !ctx || !host ? tg_status_new(TG_ERR_NO_MEMORY, "out of memory") : tg_ctx_check(ctx);
+    if (!st) st = tg_ctx_alloc_tensors(ctx, m->backend, &buf);
+    if (!st) {
+        rel_pos_table(host, host + (size_t)rows * d, first, rows, d);
+        st = tg_tensor_set(pos, host, 0, (size_t)rows * d * sizeof(float));
     }
-    tg_tensor *pos = tg_set_name(tg_new_2d(out->pos_ctx, TG_F32, d, rows), "rel_pos");
-    if ((st = tg_ctx_check(out->pos_ctx)) || (st = tg_ctx_alloc_tensors(out->pos_ctx, m->backend, &out->pos_buf)))
-        goto done;
-    rel_pos_table(host, host + (size_t)rows * d, first, rows, d);
-    if ((st = tg_tensor_set(pos, host, 0, (size_t)rows * d * sizeof(float)))) goto done;
+    tg_free(host);
+    if (st) {
+        tg_buffer_free(buf);
+        tg_ctx_free(ctx);
+        return tg_status_wrap(st, "encoder: the rel-pos table");
+    }
+    out->pos_ctx = ctx;
+    out->pos_buf = buf;
     out->pos = pos;
     out->pos_first = first;
     out->pos_rows = rows;
-done:
-    tg_free(host);
-    return tg_status_wrap(st, "encoder: the rel-pos table");
+    return NULL;
 }
 
 tg_status ct_enc_get_rows(const ct_enc_result *r, const tg_tensor *t, int row, int n_frames,
@@ -281,7 +288,19 @@ static tg_status alloc_result(const ct_model *m, int B, int T, bool keep_hidden,
     if (out->buf && tg_buffer_backend(out->buf) == m->backend && out->n_batch == B &&
         out->n_frames == T && out->d == m->d && out->n_hidden == n_hidden)
         return NULL;
+    /* the rel-pos table depends on the frames alone: it outlives the rest */
+    tg_ctx *pos_ctx = out->pos_ctx;
+    tg_buffer *pos_buf = out->pos_buf;
+    tg_tensor *pos = out->pos;
+    const int pos_first = out->pos_first, pos_rows = out->pos_rows;
+    out->pos_ctx = NULL;
+    out->pos_buf = NULL;
     ct_enc_result_free(out);
+    out->pos_ctx = pos_ctx;
+    out->pos_buf = pos_buf;
+    out->pos = pos;
+    out->pos_first = pos_first;
+    out->pos_rows = pos_rows;
     out->valid = tg_calloc((size_t)B, sizeof(int));
     out->n_batch = B;
     out->n_frames = T;
@@ -379,7 +398,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
                              int n_batch, int n_frames, const int *valid_frames,
                              const ct_enc_opts *opts, ct_enc_result *out) {
     ct_enc_opts o = opts ? *opts : (ct_enc_opts){0};
-    const double t0 = tg_now_ms();
+    const double t0 = tg_clock_now_ms();
     int B = n_batch, T0 = n_frames;
     int T1 = ct_sub_len(T0), T2 = ct_sub_len(T1), T3 = ct_sub_len(T2);
     int *l1 = NULL, *l2 = NULL, *l3 = NULL;
@@ -463,7 +482,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
     }
 
     /* inputs */
-    const double t1 = tg_now_ms();
+    const double t1 = tg_clock_now_ms();
     size_t n_host = (size_t)T1 * B;
     host = tg_malloc(n_host * sizeof(float));
     if (!host) {
@@ -487,13 +506,13 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
             for (int t = 0; t < T3; t++) host[(size_t)b * T3 + t] = t < l3[b] ? 0.0f : -INFINITY;
         if (!st) st = tg_tensor_set(kmask, host, 0, (size_t)T3 * B * sizeof(float));
     }
-    const double t2 = tg_now_ms();
+    const double t2 = tg_clock_now_ms();
     if (!st) st = tg_sched_compute(sched, g);
     /* where a call's host time goes (CT_LOG=debug): the graph and its
      * memory plan (and the rel-pos table when it changed), the inputs
      * (masks) and their upload, the compute to its end */
     TG_DEBUG("encoder: %d x %d frames: graph %.2f ms, inputs %.2f ms, compute %.2f ms", B, T0, t1 - t0, t2 - t1,
-             tg_now_ms() - t2);
+             tg_clock_now_ms() - t2);
     if (!st) st = ct_model_check(m); /* weights read in place may have faulted */
     if (st) {
         st = tg_status_wrap(st, "running the encoder");

@@ -160,9 +160,10 @@ typedef struct ct_enc_result {
     tg_ctx *ctx;       /* owns out and hidden                                 */
     tg_buffer *buf;    /* their storage, on the model's backend               */
     /* the rel-pos table the last call used (F32 [d, pos_rows], positions
-     * pos_first down), on the model's backend: kept, so a call with the
-     * same frames neither makes nor uploads it again, and reads it at the
-     * same address (encoder.c) */
+     * pos_first down), on the model's backend: kept (also when the batch
+     * changes), so a call with the same frames neither makes nor uploads it
+     * again, and reads it at the same address (encoder.c); freed with the
+     * rest by ct_enc_result_free */
     tg_ctx *pos_ctx;
     tg_buffer *pos_buf;
     tg_tensor *pos;

@@ -2,7 +2,8 @@
  * test_kernels.c: the CUDA backend's kernels and fusions against the CPU
  * backend on small graphs shaped like the model's: the feed-forwards with
  * their fused bias, relu, scale, residual and emitted BF16; the decoder
- * step's products on matvec.cu (1-16 columns, and more as tiles) with the
+ * step's products on matvec.cu (1-16 columns, and 17-64 on the wide kernel
+ * where switched on) with the
  * layer norm inside; the conv module's and the subsampling's fused chains;
  * the decoder step's embedding lookups, sum and norm as one launch, and
  * its K/V cache write inside the q/k/v product's launch, its tail

@@ -586,9 +586,9 @@ static tg_status replay(tg_cuda_ctx *c, cuda_graph_entry *e) {
     return NULL;
 }
 
-/* The topology's second and later sightings: captured into e's executable
- * graph (instantiated, or updated in place when only addresses changed)
- * and launched. *out_done false: capture was not possible, launch
+/* A sighting whose previous one had the same addresses: captured into e's
+ * executable graph (instantiated, or updated in place when only addresses
+ * changed since the capture) and launched. *out_done false: capture was not possible, launch
  * directly (e may now be marked to always launch directly). */
 static tg_status encode_captured(tg_cuda_ctx *c, tg_graph *g, const plan *p, cuda_graph_entry *e, uint64_t full,
                                  bool *out_done) {
@@ -630,8 +630,10 @@ static tg_status encode_captured(tg_cuda_ctx *c, tg_graph *g, const plan *p, cud
     }
     cu->cuGraphDestroy(graph);
     e->full = full;
-    /* Re-captured at every call: the capture costs what direct launches
-     * would, plus the update, so this topology launches directly from now. */
+    /* Updated again and again with no replay between (addresses that
+     * repeat once and then move, A A B B C C): the captures cost what direct
+     * launches would, plus the updates, so this topology launches directly
+     * from now. */
     if (e->n_updates_in_row >= 3 && e->n_replays == 0) e->direct = true;
     r = cu->cuGraphLaunch(e->exec, c->stream);
     if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, "cuGraphLaunch");

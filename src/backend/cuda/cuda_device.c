@@ -251,10 +251,10 @@ static tg_status compile_and_load(tg_cuda_device *dev, const char *name, const c
                            name, defines && *defines ? defines : "no options");
         goto done;
     }
-    double t0 = tg_now_ms();
+    double t0 = tg_clock_now_ms();
     if ((st = tg_cuda_nvrtc_build(nv, dev->kernels_dir, name, text, optbuf, ptx, &image, &image_size)))
         goto done;
-    dev->compile_ms += tg_now_ms() - t0;
+    dev->compile_ms += tg_clock_now_ms() - t0;
     dev->n_compiled++;
     CUresult r = cu->cuModuleLoadData(out_mod, image);
     if (r != CUDA_SUCCESS) {
@@ -341,10 +341,10 @@ tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *de
     if (!mod) {
         const char *text = NULL;
         bool owned = false;
-        double t0 = tg_now_ms();
+        double t0 = tg_clock_now_ms();
         if ((st = source_text(dev->kernels_dir, module, &text, &owned))) goto out;
         st = compile_and_load(dev, module, text, defines, true, &mod);
-        dev->library_ms += tg_now_ms() - t0;
+        dev->library_ms += tg_clock_now_ms() - t0;
         if (owned) tg_free((void *)text);
         if (st) goto out;
         char *k = key_make(module, defines, NULL);
@@ -461,7 +461,7 @@ static void *load_libraries(void *arg) {
 
 static tg_status device_create(int ordinal, tg_cuda_device **out) {
     const tg_cu_api *cu;
-    double t0 = tg_now_ms();
+    double t0 = tg_clock_now_ms();
     tg_status st = tg_cuda_load_driver(&cu);
     if (st) return st;
     int count = 0;
@@ -474,18 +474,18 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
     d->ordinal = ordinal;
     d->cu = cu;
     d->strict_fp = env_set("CT_CUDA_STRICT_FP");
-    double t1 = tg_now_ms();
+    double t1 = tg_clock_now_ms();
     d->start.driver_ms = t1 - t0;
     pthread_t loader;
     bool threaded = pthread_create(&loader, NULL, load_libraries, NULL) == 0;
     CUresult r = cu->cuDeviceGet(&d->dev, ordinal);
     if (r == CUDA_SUCCESS) r = cu->cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
-    double t2 = tg_now_ms();
+    double t2 = tg_clock_now_ms();
     d->start.context_ms = t2 - t1;
     if (threaded) pthread_join(loader, NULL);
     d->nvrtc = tg_cuda_load_nvrtc();
     d->lt = tg_cuda_load_cublaslt();
-    d->start.libraries_ms = tg_now_ms() - t2;
+    d->start.libraries_ms = tg_clock_now_ms() - t2;
     if (r != CUDA_SUCCESS) {
         d->ctx = NULL;
         st = tg_cuda_status(r, "starting the CUDA context");
@@ -522,7 +522,7 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
     tg_kcache_open_default(&d->cache);
 
     /* Capabilities the kernels may use are probed, not assumed. */
-    double t3 = tg_now_ms();
+    double t3 = tg_clock_now_ms();
     p->bf16 = p->cc_major >= 8 && !env_set("CT_CUDA_NO_BF16") && probe(d, "probe_bf16_cvt", 0);
     p->tc_level = 0;
     if (!env_set("CT_CUDA_NO_TC")) {
@@ -530,7 +530,7 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
         if (p->cc_major >= 8 && probe(d, "probe_mma_bf16", 1)) p->tc_level = 2;
         if (p->tc_level == 2 && p->cc_major >= 9) p->tc_level = 3;
     }
-    double t4 = tg_now_ms();
+    double t4 = tg_clock_now_ms();
     d->start.probes_ms = t4 - t3;
     if (d->lt) {
         cublasStatus_t ls = d->lt->cublasLtCreate(&d->lt_handle);
@@ -540,8 +540,8 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
             d->lt_handle = NULL;
         }
     }
-    d->start.cublaslt_ms = tg_now_ms() - t4;
-    d->start.total_ms = tg_now_ms() - t0;
+    d->start.cublaslt_ms = tg_clock_now_ms() - t4;
+    d->start.total_ms = tg_clock_now_ms() - t0;
     TG_INFO("cuda%d: started in %.0f ms: driver %.0f, context %.0f, waiting for NVRTC and cuBLASLt %.0f "
             "(they load alongside the context), probes %.0f, cuBLASLt handle %.0f", ordinal, d->start.total_ms,
             d->start.driver_ms, d->start.context_ms, d->start.libraries_ms, d->start.probes_ms,
@@ -627,16 +627,16 @@ tg_status tg_cuda_event_wait(tg_cuda_event *e, CUstream stream) {
 }
 
 tg_status tg_cuda_event_synchronize(tg_cuda_event *e, int timeout_ms) {
-    double t0 = tg_now_ms();
+    double t0 = tg_clock_now_ms();
     for (;;) {
         CUresult r = e->dev->cu->cuEventQuery(e->ev);
         if (r == CUDA_SUCCESS) return NULL;
         if (r != CUDA_ERROR_NOT_READY) return tg_cuda_status(r, "waiting for a CUDA event");
-        if (timeout_ms >= 0 && tg_now_ms() - t0 > timeout_ms)
+        if (timeout_ms >= 0 && tg_clock_now_ms() - t0 > timeout_ms)
             return tg_status_new(TG_ERR_TIMEOUT, "the GPU did not finish within %d ms", timeout_ms);
         /* Spin through the first 2 ms (a decoder step finishes in well under
          * that, and a sleep would overshoot it), then sleep in short steps. */
-        double waited = tg_now_ms() - t0;
+        double waited = tg_clock_now_ms() - t0;
         if (waited > 2.0) {
             struct timespec ts = {0, waited > 100.0 ? 200000 : 20000};
             nanosleep(&ts, NULL);

@@ -136,8 +136,6 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
     return true;
 }
 
-
-
 /* t is (a view of) a weight: no kernel writes it. */
 static bool is_weight(const tg_tensor *t) {
     while (t->view_src) t = t->view_src;
@@ -241,9 +239,9 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
         c->n_fused[TG_FUSED_KV_ROWS]++;
     }
     /* the mma kernels: TG_MVM_ROWS rows and up to TG_MVM_MAXM (or
-     * TG_MVM_WIDE) columns a block (a block for every tile of columns; the
-     * wide kernel's blocks, one an SM, go on to further rows), K split
-     * over mvm_warps warps */
+     * TG_MVM_WIDE) columns a block (a block for every tile of columns;
+     * with CT_CUDA_MATVEC_LOOP=1 at most one an SM, looping over rows), K
+     * split over mvm_warps warps */
     const int64_t cols = mvm_block_columns(M), warps = mvm_warps(w->ne[0]);
     unsigned smem = mma ? (unsigned)mvm_smem(w->ne[0], M, ln != NULL) : ln ? (unsigned)(w->ne[0] * M * 4) : 0;
     if (ln) {

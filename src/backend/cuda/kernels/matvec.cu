@@ -30,7 +30,8 @@
  * the k and v rows of a packed q/k/v product into the cache (the set_rows
  * after it, fused: one launch fewer a layer); mul_mat_vec_mma_wide takes
  * 17 to 64 columns (a decoder step at batch 17-64) in one block, and more
- * as blocks of 64 where the host asks (CT_CUDA_MATVEC_MMA_MAX). Not here:
+ * as blocks of 64, only where CT_CUDA_MATVEC_MMA_MAX is raised past 16
+ * (not the default: slower than cuBLASLt, cuda_matvec.c). Not here:
  * products of many columns (cuBLASLt,
  * cuda_matmul.c), other weight types.
  */
@@ -284,7 +285,8 @@ __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64
  * weights go out before this round's mma and the norm reads x once
  * (registers for a second set of weights and for a column, which the
  * one-tile kernel at 512 threads does not have). Where the grid has fewer
- * blocks than blocks of rows (the host caps it at the SMs), a block goes
+ * blocks than blocks of rows (the host caps it at the SMs, only with
+ * CT_CUDA_MATVEC_LOOP=1: slower on an H100, cuda_matvec.c), a block goes
  * on to further blocks of rows (gridDim.x / tiles apart) with its normed
  * columns kept in shared memory, its warps' sums after them, and the next
  * rows' first weights loaded before this one's sums. */
@@ -414,7 +416,9 @@ extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_
  * the weights read once where tiles of 16 read them once a tile (which
  * lost to cuBLASLt on an H100: the step at batch 64 1.92 against 1.35 ms,
  * 2026-12-05), the layer norm inside as for 16. Two 32-k steps a round,
- * the next round's weights loaded during this round's mma. */
+ * the next round's weights loaded during this round's mma. It lost too
+ * (2.00 against 1.37 ms, sixth session: every block reads all of x's
+ * columns from L2), so it runs only where CT_CUDA_MATVEC_MMA_MAX asks. */
 extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma_wide(const tg_args_mul_mat_vec full) {
     extern __shared__ __align__(16) unsigned short mvm_xs[];
     mvm_body<TG_MVM_WIDE / 16, 2, true>(full, mvm_xs);
