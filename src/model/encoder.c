@@ -218,12 +218,20 @@ static void fill_mask(float *dst, int T, int B, const int *len) {
         for (int t = 0; t < T; t++) dst[(size_t)b * T + t] = t < len[b] ? 1.0f : 0.0f;
 }
 
-void ct_enc_result_free(ct_enc_result *r) {
-    if (!r) return;
+/* Frees r's outputs and zeroes them; the rel-pos table, which depends on
+ * the frames alone, stays. */
+static void free_outputs(ct_enc_result *r) {
     tg_free(r->valid);
     tg_free(r->hidden);
     tg_buffer_free(r->buf);
     tg_ctx_free(r->ctx);
+    *r = (ct_enc_result){.pos_ctx = r->pos_ctx, .pos_buf = r->pos_buf, .pos = r->pos,
+                         .pos_first = r->pos_first, .pos_rows = r->pos_rows};
+}
+
+void ct_enc_result_free(ct_enc_result *r) {
+    if (!r) return;
+    free_outputs(r);
     tg_buffer_free(r->pos_buf);
     tg_ctx_free(r->pos_ctx);
     memset(r, 0, sizeof *r);
@@ -288,19 +296,7 @@ static tg_status alloc_result(const ct_model *m, int B, int T, bool keep_hidden,
     if (out->buf && tg_buffer_backend(out->buf) == m->backend && out->n_batch == B &&
         out->n_frames == T && out->d == m->d && out->n_hidden == n_hidden)
         return NULL;
-    /* the rel-pos table depends on the frames alone: it outlives the rest */
-    tg_ctx *pos_ctx = out->pos_ctx;
-    tg_buffer *pos_buf = out->pos_buf;
-    tg_tensor *pos = out->pos;
-    const int pos_first = out->pos_first, pos_rows = out->pos_rows;
-    out->pos_ctx = NULL;
-    out->pos_buf = NULL;
-    ct_enc_result_free(out);
-    out->pos_ctx = pos_ctx;
-    out->pos_buf = pos_buf;
-    out->pos = pos;
-    out->pos_first = pos_first;
-    out->pos_rows = pos_rows;
+    free_outputs(out); /* the rel-pos table outlives the rest */
     out->valid = tg_calloc((size_t)B, sizeof(int));
     out->n_batch = B;
     out->n_frames = T;
