@@ -47,7 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base.h"
 #include "model.h"
@@ -875,15 +874,12 @@ static tg_status sample_finite(const loader *L, const st_tensor *t) {
 /* Every tensor the model reads, sampled (see sample_finite); the time it
  * took is logged at info level. */
 static tg_status check_finite(const loader *L) {
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = tg_clock_now_ms();
     tg_status st = NULL;
     for (int i = 0; i < L->n_items && !st; i++) st = sample_finite(L, L->items[i].src);
     for (int i = 0; i < L->m->n_enc_layers * 6 && !st; i++)
         if (L->bn[i]) st = sample_finite(L, L->bn[i]);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    TG_INFO("%s: %d tensors sampled for non-finite values in %.1f ms", L->dir, L->n_items,
-            (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+    TG_INFO("%s: %d tensors sampled for non-finite values in %.1f ms", L->dir, L->n_items, tg_clock_now_ms() - t0);
     return st;
 }
 

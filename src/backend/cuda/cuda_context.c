@@ -47,7 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* NVTX ranges (header-only NVTX 3: inert unless a profiler injects itself). */
 #if __has_include(<nvtx3/nvToolsExt.h>)
@@ -72,11 +71,7 @@
 
 static const struct tg_backend_iface cuda_iface;
 
-double tg_cuda_now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
+double tg_cuda_now_us(void) { return tg_clock_now_ms() * 1e3; }
 
 int tg_cuda_env_int(const char *name, int dflt) {
     const char *v = getenv(name);
