@@ -317,7 +317,8 @@ extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256_bf
 }
 
 /* D = 128, one block of TG_ATD_WIDE warps a row (grid (1, H, B), args.direct):
- * where the rows are no more than the SMs (a step at batch 1-16), a row's
+ * where the rows are no more than the SMs and more than a quarter of them
+ * (a step at batch 5-16 on 132 SMs: tg_cuda_attn_decode_wide_kpw), a row's
  * keys in at most four rounds a warp (two for the cross-attention's 438
  * frames in BF16, four in F32) and its warps merged in shared memory,
  * instead of chunks of 4-warp blocks and a combine launch. */
