@@ -32,7 +32,11 @@
 # GPU (then no ceilings, no floors, no transformers unless PEER=1, and the
 # targets are not judged). LEVERS="NAME=VAR=VALUE ..." adds each lever
 # against the default, interleaved (bench/levers.py, 2 rounds, at
-# LEVER_BATCHES, default 1,8,64), printed before the table.
+# LEVER_BATCHES, default 1,8,64), printed before the table. STAMPS=1 adds,
+# at STAMPS_BATCHES (default 1,8,64), a run whose kernels record their own
+# timer (CT_CUDA_STAMPS: every kernel by NVRTC) and bench/stamps.py's
+# reading of it: a replayed decoder step kernel by kernel, and the encoder
+# passes' time by kernel.
 # Logs and JSON go to /tmp/gpu-vs-transformers and, as one archive, to $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -99,6 +103,16 @@ if [ "${PROFILE:-0}" = 1 ]; then
   CT_CUDA_PROFILE=2 "./$BUILD/bench-transcribe_batch" --model "$MODEL" --backend "$BACKEND" --batches "${PROFILE_BATCHES:-1,64}" \
       --tokens "$TOKENS" --runs 1 > "$LOG/profile.log" 2>&1
   grep -E "nodes \(|^\[profile\]   " "$LOG/profile.log" | sort | uniq -c | sort -rn | head -60
+fi
+
+if [ "${STAMPS:-0}" = 1 ]; then
+  echo "== the kernels' own timeline, replayed (CT_CUDA_STAMPS, bench/stamps.py)"
+  for b in $(echo "${STAMPS_BATCHES:-1,8,64}" | tr , ' '); do
+    CT_CUDA_STAMPS="$LOG/stamps-b$b.txt" CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
+        --backend "$BACKEND" --batches "$b" --tokens "$TOKENS" --runs 2 > "$LOG/stamps-b$b.run.log" 2>&1
+    echo "-- batch $b"
+    python3 bench/stamps.py "$LOG/stamps-b$b.txt" --top 1 2>&1 | tee "$LOG/stamps-b$b.log" | head -"${STAMPS_LINES:-120}"
+  done
 fi
 
 if [ "${PEER:-$([ "$BACKEND" = cuda ] && echo 1 || echo 0)}" = 1 ]; then

@@ -192,6 +192,11 @@ static tg_status compile_and_load(tg_cuda_device *dev, const char *name, const c
     size_t image_size = 0;
     bool hit = false;
 
+    char stamped[512];
+    if (dev->stamps_path) { /* CT_CUDA_STAMPS: every file by NVRTC with the timer records */
+        snprintf(stamped, sizeof stamped, "%s -DTG_STAMPS=1", defines ? defines : "");
+        defines = stamped;
+    }
     if ((st = headers_load(dev->kernels_dir, &hd))) return st;
     uint64_t src_hash = tg_hash_combine(hd.hash, tg_hash64(text, strlen(text), 11));
     headers_free(&hd);
@@ -270,6 +275,7 @@ static tg_status compile_and_load(tg_cuda_device *dev, const char *name, const c
         }
     }
 done:
+    if (!st) tg_cuda_stamps_bind(dev, *out_mod);
     tg_free(image);
     tg_free(cached);
     tg_free(key);
@@ -422,6 +428,7 @@ static void device_destroy(tg_cuda_device *d) {
     if (!d) return;
     if (d->ctx) d->cu->cuCtxSetCurrent(d->ctx);
     if (d->lt_handle) d->lt->cublasLtDestroy(d->lt_handle);
+    tg_cuda_stamps_close(d);
     for (int i = 0; i < d->n_mods; i++) {
         d->cu->cuModuleUnload(d->mods[i].mod);
         tg_free(d->mods[i].key);
@@ -492,6 +499,7 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
         goto fail;
     }
     if ((st = tg_cuda_device_bind(d))) goto fail;
+    tg_cuda_stamps_open(d);
 
     tg_cuda_props *p = &d->props;
     cu->cuDeviceGetName(p->name, sizeof p->name, d->dev);

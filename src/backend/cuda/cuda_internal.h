@@ -71,6 +71,8 @@ typedef struct tg_cuda_device {
     CUcontext ctx;                 /* the device's primary context */
     tg_cuda_props props;
     bool strict_fp;                /* CT_CUDA_STRICT_FP: no FMA contraction */
+    char *stamps_path;             /* CT_CUDA_STAMPS: where the kernels' timer records go */
+    CUdeviceptr stamps;            /* their buffer (cuda_profile.c) */
 
     pthread_mutex_t lock;          /* guards the two tables and compile stats */
     cuda_module_entry *mods;
@@ -240,6 +242,8 @@ typedef struct tg_cuda_ctx {
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
     bool matvec_loop;          /* CT_CUDA_MATVEC_LOOP=1: the mma kernels' grid at most the SMs, blocks looping over rows */
+    bool matvec_prefetch;      /* CT_CUDA_MATVEC_PREFETCH: bias and norm parameters asked into L2 before the wait */
+    bool matvec_norm1;         /* CT_CUDA_MATVEC_NORM1: the fused norm reads its columns once, into registers */
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM; more on the wide kernel) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
@@ -298,6 +302,17 @@ typedef struct cuda_prof {
 
 /* Opens the dump (taking c->dump_path: only the next compute dumps) and
  * makes and starts the events; n_runs is the plan's, for the dump. */
+/* CT_CUDA_STAMPS=path (a diagnostic): every kernel file compiled by NVRTC
+ * with -DTG_STAMPS, so each kernel's first thread records the global timer
+ * at its arrival and at the end of its wait for the kernel before it
+ * (common.cuh); at the device's end the records go to path as text, one a
+ * line: arrival ns, release ns, kernel-name hash, grid, block. Open takes
+ * the buffer (a failure turns the stamps off with a warning), bind points a
+ * loaded module at it, close writes the file and frees the buffer. */
+void tg_cuda_stamps_open(tg_cuda_device *d);
+void tg_cuda_stamps_bind(tg_cuda_device *d, CUmodule mod);
+void tg_cuda_stamps_close(tg_cuda_device *d);
+
 void tg_cuda_prof_begin(tg_cuda_ctx *c, const tg_graph *g, int n_runs, cuda_prof *out_pf);
 /* True when the profile needs every node launched by itself (no capture). */
 static inline bool tg_cuda_prof_direct(const cuda_prof *pf) { return pf->ev || pf->dump; }

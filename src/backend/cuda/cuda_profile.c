@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -189,4 +190,69 @@ void tg_cuda_check_finite(tg_cuda_ctx *c, CUstream s, const tg_graph *g, const t
             " non-finite values of %" PRId64 ", the first at %" PRId64 ";%s",
             c->name, i, t->name[0] ? t->name : "-", tg_op_name(t->op), tg_type_name(st), t->ne[0], t->ne[1],
             t->ne[2], t->ne[3], bad, tg_nelements(t), first, srcs);
+}
+
+/* ------------------------------------------------------------ the stamps */
+#define STAMPS_CAP (1 << 18) /* records; TG_STAMPS_CAP in common.cuh */
+
+void tg_cuda_stamps_open(tg_cuda_device *d) {
+    const char *path = getenv("CT_CUDA_STAMPS");
+    if (!path || !*path) return;
+    size_t bytes = (1 + 4 * (size_t)STAMPS_CAP) * sizeof(uint64_t);
+    CUresult r = d->cu->cuMemAlloc(&d->stamps, bytes);
+    if (r == CUDA_SUCCESS) r = d->cu->cuMemsetD8Async(d->stamps, 0, bytes, NULL);
+    if (r == CUDA_SUCCESS) r = d->cu->cuCtxSynchronize();
+    if (r != CUDA_SUCCESS || !(d->stamps_path = tg_strdup(path))) {
+        TG_WARN("cuda%d: CT_CUDA_STAMPS=%s: no buffer for the records (%s); the stamps are off", d->ordinal, path,
+                tg_cuda_result_text(r));
+        if (d->stamps) d->cu->cuMemFree(d->stamps);
+        d->stamps = 0;
+        return;
+    }
+    TG_INFO("cuda%d: kernel timer records to %s (CT_CUDA_STAMPS; every kernel file by NVRTC)", d->ordinal, path);
+}
+
+void tg_cuda_stamps_bind(tg_cuda_device *d, CUmodule mod) {
+    if (!d->stamps) return;
+    CUdeviceptr at = 0;
+    size_t size = 0;
+    if (d->cu->cuModuleGetGlobal(&at, &size, mod, "tg_stamps") != CUDA_SUCCESS || size != sizeof d->stamps)
+        return; /* a module without TG_PDL (the probes) */
+    d->cu->cuMemcpyHtoD(at, &d->stamps, sizeof d->stamps);
+}
+
+void tg_cuda_stamps_close(tg_cuda_device *d) {
+    if (!d->stamps) return;
+    uint64_t n = 0;
+    uint64_t *rec = NULL;
+    FILE *f = NULL;
+    if (d->cu->cuCtxSynchronize() != CUDA_SUCCESS || d->cu->cuMemcpyDtoH(&n, d->stamps, sizeof n) != CUDA_SUCCESS) {
+        TG_WARN("cuda%d: the kernels' timer records could not be read back", d->ordinal);
+        goto done;
+    }
+    if (n > STAMPS_CAP) n = STAMPS_CAP;
+    if (n && (!(rec = tg_malloc(n * 4 * sizeof *rec)) ||
+              d->cu->cuMemcpyDtoH(rec, d->stamps + sizeof n, n * 4 * sizeof *rec) != CUDA_SUCCESS)) {
+        TG_WARN("cuda%d: the kernels' timer records could not be read back", d->ordinal);
+        goto done;
+    }
+    if (!(f = fopen(d->stamps_path, "w"))) {
+        TG_WARN("cuda%d: cannot write the kernels' timer records to %s", d->ordinal, d->stamps_path);
+        goto done;
+    }
+    fprintf(f, "# arrive_ns release_ns fnv1a(kernel) grid_x grid_y grid_z block\n");
+    for (uint64_t i = 0; i < n; i++) {
+        const uint64_t *r = rec + 4 * i, g = r[3];
+        fprintf(f, "%" PRIu64 " %" PRIu64 " %016" PRIx64 " %u %u %u %u\n", r[0], r[1], r[2],
+                (unsigned)(g & 0xffffff), (unsigned)(g >> 24 & 0xffff), (unsigned)(g >> 40 & 0xfff),
+                (unsigned)(g >> 52));
+    }
+    TG_INFO("cuda%d: %" PRIu64 " kernel timer records written to %s", d->ordinal, n, d->stamps_path);
+done:
+    if (f) fclose(f);
+    tg_free(rec);
+    d->cu->cuMemFree(d->stamps);
+    d->stamps = 0;
+    tg_free(d->stamps_path);
+    d->stamps_path = NULL;
 }

@@ -82,7 +82,45 @@ __device__ __forceinline__ void tg_st(char *p, int type, float v) {
  * are visible, then lets the next kernel begin launching, so the next
  * launch's latency hides behind this kernel's work. A no-op for a kernel
  * launched without the attribute. */
-#if TG_CC >= 90
+#if TG_CC >= 90 && defined(TG_STAMPS)
+/* CT_CUDA_STAMPS (cuda_profile.c, a diagnostic build: the host adds
+ * -DTG_STAMPS and compiles every file by NVRTC): block (0,0,0)'s thread 0
+ * of each kernel records the global timer when it arrives and when its wait
+ * returns, its kernel's name hash (FNV-1a of __func__), grid and block, so
+ * a replayed graph's own timeline can be read without events between its
+ * kernels. The host points tg_stamps at a buffer: word 0 counts records,
+ * then 4 words a record. */
+extern "C" {
+__device__ unsigned long long *tg_stamps;
+}
+#define TG_STAMPS_CAP (1 << 18)
+__device__ __forceinline__ unsigned long long tg_gtime(void) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void tg_pdl_stamped(const char *fn) {
+    const bool first = (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0;
+    unsigned long long h = 1469598103934665603ull, t0 = 0ull;
+    if (first) {
+        for (const char *q = fn; *q; q++) h = (h ^ (unsigned char)*q) * 1099511628211ull;
+        t0 = tg_gtime();
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (first && tg_stamps) {
+        const unsigned long long t1 = tg_gtime();
+        const unsigned long long i = atomicAdd(tg_stamps, 1ull);
+        if (i < TG_STAMPS_CAP) {
+            unsigned long long *r = tg_stamps + 1 + 4 * i;
+            r[0] = t0, r[1] = t1, r[2] = h;
+            r[3] = (unsigned long long)gridDim.x | (unsigned long long)gridDim.y << 24 |
+                   (unsigned long long)gridDim.z << 40 | (unsigned long long)(blockDim.x * blockDim.y) << 52;
+        }
+    }
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+#define TG_PDL() tg_pdl_stamped(__func__)
+#elif TG_CC >= 90
 #define TG_PDL() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
 #else
 #define TG_PDL() ((void)0)
