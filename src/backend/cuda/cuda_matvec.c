@@ -250,7 +250,13 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
         a.ln_b = ln->src[2] ? tg_cuda_dptr(ln->src[2]->data) : 0;
         a.ln_eps = tg_param_f32(ln, 0);
         c->n_fused[TG_FUSED_NORM_MATVEC]++;
+        if (c->matvec_norm1) a.opt |= TG_MV_NORM1;
     }
+    /* the bias and the norm's parameters asked into L2 before the wait
+     * for the previous kernel, where every one is a weight */
+    if (c->matvec_prefetch && (!bias || is_weight(bias)) &&
+        (!ln || ((!ln->src[1] || is_weight(ln->src[1])) && (!ln->src[2] || is_weight(ln->src[2])))))
+        a.opt |= TG_MV_PREFETCH;
     c->n_matvec++;
     c->n_matvec_mma += mma;
     if (mma) {

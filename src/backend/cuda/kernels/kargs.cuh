@@ -274,7 +274,14 @@ TG_KARGS_SIZE(tg_attn_decode_args, 424);
  * mul_mat_vec_mma(_wide), whose blocks each norm their tile): the layer norm
  * before a decoder step's product, one launch fewer.
  * w_early: w is a weight (no kernel writes it), so its first loads may go
- * out before the wait for the previous kernel. */
+ * out before the wait for the previous kernel. opt (mul_mat_vec_mma's):
+ * TG_MV_PREFETCH, bias and the norm's ln_w and ln_b are weights too, so
+ * they are asked into L2 before that wait (their loads come after it, on
+ * the launch's critical path); TG_MV_NORM1, the norm reads each column
+ * once, into registers (k % 128 == 0, k <= 1024), where it made three
+ * passes over L2. */
+#define TG_MV_PREFETCH 1
+#define TG_MV_NORM1 2
 typedef struct tg_mul_mat_vec_args {
     tg_dp_cchar w, x;
     tg_dp_char out;
@@ -283,7 +290,7 @@ typedef struct tg_mul_mat_vec_args {
     tg_dp_cfloat ln_w, ln_b;
     tg_i64 n, k, lda, ldx, ldo, ldr;
     float alpha, ln_eps;
-    tg_i32 m, x_bf16, relu, ln, w_early, pad_;
+    tg_i32 m, x_bf16, relu, ln, w_early, opt;
     /* kv (0: none): output rows kv_n0 .. kv_n0 + kv_heads kv_hd - 1 (head
      * j, element e) of column m are also stored, as type kv_type, at
      * kv + e es + id kv_nb1 + j kv_nb2 + m kv_nb3 where id is the I32 at

@@ -267,6 +267,19 @@ __device__ __forceinline__ void mvm_norm_columns_1pass(const tg_args_mul_mat_vec
     __syncthreads();
 }
 
+/* The lines of bias[n0 .. n0 + rows) and of the norm's ln_w and ln_b
+ * asked into L2 (a thread a 128-byte line): weights, so this may come
+ * before the wait for the previous kernel, whose end the loads after it
+ * would otherwise meet at memory's latency. */
+__device__ __forceinline__ void mvm_prefetch(const tg_args_mul_mat_vec &args, i64 n0) {
+    const int tid = threadIdx.x, kl = args.ln ? (int)((args.k * 4 + 127) / 128) : 0;
+    const char *p = NULL;
+    if (tid < kl && args.ln_w) p = (const char *)args.ln_w + 128 * (i64)tid;
+    else if (tid >= kl && tid < 2 * kl && args.ln_b) p = (const char *)args.ln_b + 128 * (i64)(tid - kl);
+    else if (tid == 2 * kl && args.bias && n0 < args.n) p = (const char *)(args.bias + n0);
+    if (p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
 /* args.kv: output (n, column mg) into the cache too, as set_rows would
  * store it (kargs.cuh). */
 __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64 mg, i64 n, float r) {
@@ -321,15 +334,18 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
     _Pragma("unroll") for (int u = 0; u < U; u++) _Pragma("unroll") for (int j = 0; j < MVM_NT; j++) \
         dst[u][j] = (sb) + u < s1 ? __ldg((const uint4 *)(wr[j] + (i64)((sb) + u) * 64)) : make_uint4(0u, 0u, 0u, 0u)
     /* a weight's first round goes out before the wait for the previous
-     * kernel (args.w_early, as in mul_mat_vec) */
+     * kernel (args.w_early, as in mul_mat_vec); so do requests for the
+     * first rows' bias and the norm's parameters into L2 (TG_MV_PREFETCH),
+     * which are read after the wait */
     if (args.w_early) MVM_LOAD_W(wv, s0);
+    if (args.opt & TG_MV_PREFETCH) mvm_prefetch(args, rb * (8 * MVM_NT));
     TG_PDL();
     if (!args.w_early) MVM_LOAD_W(wv, s0);
     /* the normed columns, then the warps' sums after them (a block keeps
      * the columns for further rows) */
     float *red = (float *)mvm_xs; /* [nw][MT][MVM_NT][32][4] */
     if (args.ln) {
-        if (WIDE && K % 128 == 0 && K <= 1024) mvm_norm_columns_1pass(args, mvm_xs);
+        if ((WIDE || (args.opt & TG_MV_NORM1)) && K % 128 == 0 && K <= 1024) mvm_norm_columns_1pass(args, mvm_xs);
         else mvm_norm_columns(args, mvm_xs);
         red = (float *)(mvm_xs + (((i64)args.m * (K + 8) + 7) & ~(i64)7));
     }
