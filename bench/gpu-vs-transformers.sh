@@ -111,7 +111,8 @@ if [ "${STAMPS:-0}" = 1 ]; then
     CT_CUDA_STAMPS="$LOG/stamps-b$b.txt" CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
         --backend "$BACKEND" --batches "$b" --tokens "$TOKENS" --runs 2 > "$LOG/stamps-b$b.run.log" 2>&1
     echo "-- batch $b"
-    python3 bench/stamps.py "$LOG/stamps-b$b.txt" --top 1 2>&1 | tee "$LOG/stamps-b$b.log" | head -"${STAMPS_LINES:-120}"
+    python3 bench/stamps.py "$LOG/stamps-b$b.txt" --top 1 > "$LOG/stamps-b$b.log" 2>&1
+    head -"${STAMPS_LINES:-120}" "$LOG/stamps-b$b.log"
   done
 fi
 

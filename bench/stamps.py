@@ -36,8 +36,9 @@ def fnv1a(name):
 def kernel_names(folder):
     names = {}
     for path in glob.glob(os.path.join(folder, "*.cu")):
-        for m in re.finditer(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(',
-                             open(path).read()):
+        # kernels, and the device functions that hold the wait for them
+        # (__func__ there names the function: mvm_body for the mma products)
+        for m in re.finditer(r'\bvoid\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)\s*\(', open(path).read()):
             names[fnv1a(m.group(1))] = m.group(1)
     return names
 

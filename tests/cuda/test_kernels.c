@@ -888,7 +888,32 @@ static void test_attn_decode_chunks_match_cpu(void) {
     tg_backend_free(b);
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_wide_match_cpu),
+/* The step's switches away from their defaults, each against the CPU: the
+ * fused norm reading its columns once (CT_CUDA_MATVEC_NORM1=1), attn_decode
+ * without its early L2 requests (CT_CUDA_ATTN_PREFETCH=0), and the rows
+ * loop only past twice the SMs (CT_CUDA_MATVEC_LOOP=2: 4800 rows are 300
+ * blocks, over 2 x 132). */
+static void test_step_switches_match_cpu(void) {
+    const char *sw[3][2] = {{"CT_CUDA_MATVEC_NORM1", "1"}, {"CT_CUDA_ATTN_PREFETCH", "0"}, {"CT_CUDA_MATVEC_LOOP", "2"}};
+    for (int i = 0; i < 3; i++) {
+        tg_backend *b = cuda_with(sw[i][0], sw[i][1]);
+        if (!b) return;
+        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+        CHECK(c->matvec_norm1 == (i == 0) && c->attn_prefetch == (i != 1) && c->matvec_loop == (i == 2 ? 2 : 0));
+        char what[96];
+        snprintf(what, sizeof what, "ffn on 8 columns, %s=%s", sw[i][0], sw[i][1]);
+        if (c->dev->props.tc_level >= 2) compare_with_cpu(b, build_ffn_mma8, 3, 5e-4, what);
+        snprintf(what, sizeof what, "ffn of 4800 rows on 3 columns, %s=%s", sw[i][0], sw[i][1]);
+        if (c->dev->props.tc_level >= 2) compare_with_cpu(b, build_ffn_rows3, 3, 5e-4, what);
+        snprintf(what, sizeof what, "attention step, bf16 kv, D=128, %s=%s", sw[i][0], sw[i][1]);
+        int ad = c->n_attn_decode;
+        compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, what);
+        CHECK(c->n_attn_decode > ad);
+        tg_backend_free(b);
+    }
+}
+
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else

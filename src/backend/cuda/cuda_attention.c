@@ -166,6 +166,17 @@ size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
 }
 
 
+/* attn_decode's blocks ask their K and V rows into L2 before their wait
+ * (CT_CUDA_ATTN_PREFETCH, default on) where the call's K and V take at
+ * most half of L2: a step at batch 1-8 (the cross-attention's 438 frames
+ * in BF16 are 1.8 MB a batch row), not 64 (115 MB), whose early requests
+ * would push each other out before they are read. */
+static bool attn_decode_prefetch(const tg_cuda_ctx *c, const tg_tensor *k, const tg_tensor *v) {
+    double bytes = ((double)k->ne[0] * (double)tg_type_size(k->type) + (double)v->ne[0] * (double)tg_type_size(v->type)) *
+                   (double)k->ne[1] * (double)k->ne[2] * (double)k->ne[3];
+    return c->attn_prefetch && c->dev->props.l2_bytes > 0 && bytes <= 0.5 * (double)c->dev->props.l2_bytes;
+}
+
 tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
     float scale = tg_param_f32(n, 0);
@@ -178,7 +189,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
             c->n_attn_decode_wide++;
             tg_args_attn_decode wa = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v),
                                       .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale, .kpw = (int)wide,
-                                      .direct = 1, .o = tg_cuda_desc(n)};
+                                      .direct = 1, .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
             return k->type == TG_BF16 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide_bf16, 1, (unsigned)H,
                                                (unsigned)B, TG_ATD_WIDE * 32, 0, wa)
                                       : LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide, 1, (unsigned)H,
@@ -188,7 +199,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         int64_t n_split = attn_decode_splits(c, n);
         tg_args_attn_decode da = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                   .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
-                                  .o = tg_cuda_desc(n)};
+                                  .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
         const bool bf = k->type == TG_BF16;
         tg_status st =
             D == 128 ? (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_bf16, (unsigned)n_split, (unsigned)H,

@@ -92,9 +92,10 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
     c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_MAXM);
-    c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 0) != 0;
+    c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 0);
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;
-    c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 1) != 0;
+    c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 0) != 0;
+    c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
     /* 1 to 256 columns (4 wide blocks): past that the products are the
      * encoder's, where cuBLASLt's tiles reuse the weights */

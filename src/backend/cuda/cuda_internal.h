@@ -241,9 +241,11 @@ typedef struct tg_cuda_ctx {
     int attn_decode_wide_min;  /* CT_CUDA_ATTN_DECODE_WIDE_MIN: the fewest rows it takes (0: a quarter of the SMs) */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
-    bool matvec_loop;          /* CT_CUDA_MATVEC_LOOP=1: the mma kernels' grid at most the SMs, blocks looping over rows */
+    int matvec_loop;           /* CT_CUDA_MATVEC_LOOP=1: the mma kernels' grid at most the SMs, blocks looping over
+                                * rows; =2: only where the rows' blocks are more than twice the SMs (the logits) */
     bool matvec_prefetch;      /* CT_CUDA_MATVEC_PREFETCH: bias and norm parameters asked into L2 before the wait */
-    bool matvec_norm1;         /* CT_CUDA_MATVEC_NORM1: the fused norm reads its columns once, into registers */
+    bool matvec_norm1;         /* CT_CUDA_MATVEC_NORM1=1: the fused norm reads its columns once, into registers */
+    bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM; more on the wide kernel) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,

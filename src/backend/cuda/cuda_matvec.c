@@ -268,8 +268,9 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
          * 0.630 (at 64 on the wide kernel 2.00 against 2.37), so a block
          * for every 16 rows stays the default */
         int64_t rows = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS, tiles = (M + cols - 1) / cols;
-        if (c->matvec_loop && rows > c->dev->props.sm_count && c->dev->props.sm_count > 0)
-            rows = c->dev->props.sm_count;
+        const int64_t sms = c->dev->props.sm_count;
+        if (sms > 0 && ((c->matvec_loop == 1 && rows > sms) || (c->matvec_loop == 2 && rows > 2 * sms)))
+            rows = sms;
         int64_t blocks = rows * tiles;
         if (blocks > INT32_MAX)
             return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: product '%s': %lld blocks of mul_mat_vec_mma",

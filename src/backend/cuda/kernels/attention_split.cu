@@ -293,25 +293,53 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     if (threadIdx.x == 0) pr[D] = M, pr[D + 1] = M == -TG_INF ? 0.0f : L;
 }
 
+/* The block's keys' K and V rows asked into L2, a thread a 128-byte line
+ * (args.prefetch): before the wait for the kernel before, which at a
+ * decoder step is the product making q, so the rows come from memory while
+ * it runs and the rounds after the wait find them in L2. A hint only: L2
+ * is where every write lands, so a row the kernel before writes (the
+ * self-attention's newest key) is read as written whatever was asked. */
+template <int W>
+__device__ __forceinline__ void atd_prefetch(const tg_args_attn_decode &args) {
+    if (!args.prefetch) return;
+    const tg_t &k = args.k, &v = args.v;
+    const i64 Tk = k.ne[1], j0 = (i64)blockIdx.x * W * args.kpw;
+    const i64 nj = Tk - j0 < (i64)W * args.kpw ? Tk - j0 : (i64)W * args.kpw;
+    const int lk = (int)((k.ne[0] * (k.type == TG_KT_F32 ? 4 : 2) + 127) / 128);
+    const int lv = (int)((v.ne[0] * (v.type == TG_KT_F32 ? 4 : 2) + 127) / 128);
+    const char *kb = k.p + (i64)blockIdx.y * k.nb[2] + (i64)blockIdx.z * k.nb[3] + j0 * k.nb[1];
+    const char *vb = v.p + (i64)blockIdx.y * v.nb[2] + (i64)blockIdx.z * v.nb[3] + j0 * v.nb[1];
+    const int n = (int)nj * (lk + lv); /* at most a few thousand lines */
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int j = i / (lk + lv), l = i - j * (lk + lv);
+        const char *p = l < lk ? kb + (i64)j * k.nb[1] + 128 * l : vb + (i64)j * v.nb[1] + 128 * (l - lk);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    }
+}
+
 /* F32 K and V: kpw a multiple of 8 (D = 128) or 4 (D = 256). BF16 (the
  * _bf16 entries): twice the keys a round in the same registers (a round
  * is one trip to memory), kpw a multiple of 16 or 8. */
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode(const tg_args_attn_decode args) {
+    atd_prefetch<ATD_WARPS>(args);
     TG_PDL();
     atd_body<1, 8, false, ATD_WARPS>(args);
 }
 
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode_bf16(const tg_args_attn_decode args) {
+    atd_prefetch<ATD_WARPS>(args);
     TG_PDL();
     atd_body<1, 16, true, ATD_WARPS>(args);
 }
 
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256(const tg_args_attn_decode args) {
+    atd_prefetch<ATD_WARPS>(args);
     TG_PDL();
     atd_body<2, 4, false, ATD_WARPS>(args);
 }
 
 extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256_bf16(const tg_args_attn_decode args) {
+    atd_prefetch<ATD_WARPS>(args);
     TG_PDL();
     atd_body<2, 8, true, ATD_WARPS>(args);
 }
@@ -323,11 +351,13 @@ extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256_bf
  * frames in BF16, four in F32) and its warps merged in shared memory,
  * instead of chunks of 4-warp blocks and a combine launch. */
 extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wide(const tg_args_attn_decode args) {
+    atd_prefetch<TG_ATD_WIDE>(args);
     TG_PDL();
     atd_body<1, 8, false, TG_ATD_WIDE>(args);
 }
 
 extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wide_bf16(const tg_args_attn_decode args) {
+    atd_prefetch<TG_ATD_WIDE>(args);
     TG_PDL();
     atd_body<1, 16, true, TG_ATD_WIDE>(args);
 }
