@@ -79,31 +79,44 @@ static void test_choices_are_whole_rounds_within_the_grid(void) {
  * at batch 5-16 in 2 rounds, a self-attention past 64 keys in 1; not at
  * batch 1-4 (8-32 rows: on an H100 a step at batch 1 took 0.560 ms with
  * it against 0.528 without, 2026-12-05), not at batch 17 (136 rows), not
- * for keys one 4-warp round holds, not past 4 rounds. */
+ * for keys one 4-warp round holds, not past 4 rounds; with short rows
+ * asked for, also below the quarter where the keys are one round. */
 static void test_wide_blocks_for_few_rows(void) {
     const int64_t R = 40; /* rows: batch 5 */
     for (int b = 1; b <= 16; b++)
-        CHECK_MSG(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, HEADS * b) == (HEADS * b > SMS / 4 ? 2 * KU : 0),
+        CHECK_MSG(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 438, HEADS * b) == (HEADS * b > SMS / 4 ? 2 * KU : 0),
                   "batch %d", b);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, HEADS * 17) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 138, R) == KU);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 65, R) == KU);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 64, R) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 11, R) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 4 * TG_ATD_WIDE * KU, R) == 4 * KU);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 4 * TG_ATD_WIDE * KU + 1, R) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, 0) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, SMS / 4) == 0);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, 438, SMS / 4 + 1) == 2 * KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 438, HEADS * 17) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 138, R) == KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 65, R) == KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 64, R) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 11, R) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 4 * TG_ATD_WIDE * KU, R) == 4 * KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 4 * TG_ATD_WIDE * KU + 1, R) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 438, 0) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 438, SMS / 4) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, 438, SMS / 4 + 1) == 2 * KU);
     /* a least count of rows given (CT_CUDA_ATTN_DECODE_WIDE_MIN) */
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 1, KU, 438, HEADS) == 2 * KU);
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 9, KU, 438, HEADS) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 1, false, KU, 438, HEADS) == 2 * KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 9, false, KU, 438, HEADS) == 0);
     /* F32 caches: 8 keys a round, so 438 frames take 4 rounds */
-    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, KU / 2, 438, R) == 4 * (KU / 2));
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU / 2, 438, R) == 4 * (KU / 2));
+    /* short rows (CT_CUDA_ATTN_DECODE_WIDE_SHORT): below the quarter too,
+     * where the keys are one round of the 16 warps: the self-attention at
+     * batch 1 (8 rows, 65-256 keys), not the cross-attention's 438 frames,
+     * not keys one 4-warp round holds; above the quarter as without */
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, true, KU, 138, HEADS) == KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, true, KU, TG_ATD_WIDE * KU, HEADS) == KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, true, KU, TG_ATD_WIDE * KU + 1, HEADS) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, true, KU, 438, HEADS) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, true, KU, 64, HEADS) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, true, KU, 138, 0) == 0);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, true, KU, 438, R) == 2 * KU);
+    CHECK(tg_cuda_attn_decode_wide_kpw(SMS, 0, true, KU, 438, SMS + 1) == 0);
     /* a choice covers the row's keys in whole rounds of one block */
     static const int64_t keys[] = {1, 65, 100, 256, 257, 1000, 1024, 1025};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-        int64_t kpw = tg_cuda_attn_decode_wide_kpw(SMS, 0, KU, keys[k], R);
+        int64_t kpw = tg_cuda_attn_decode_wide_kpw(SMS, 0, false, KU, keys[k], R);
         CHECK(kpw == 0 || (kpw % KU == 0 && kpw * TG_ATD_WIDE >= keys[k] && (kpw - KU) * TG_ATD_WIDE < keys[k]));
     }
 }
@@ -405,7 +418,62 @@ static void test_step_tail_fuses(void) {
     tg_free(c);
 }
 
-TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_waves_fix_the_second_wave_at_batch_67),
+/* The next product whose weights a mul_mat_vec_mma launch asks into L2
+ * (tg_cuda_next_product): the first product from a node on whose first operand is
+ * a weight, past a product of two activations and other nodes; none past
+ * the last product, none with CT_CUDA_MATVEC_PREFETCH_NEXT=0, none where
+ * the weight is not laid out in one piece. */
+static void test_next_product_weights(void) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *w1 = tg_new_2d(ctx, TG_BF16, 64, 256), *w2 = tg_new_2d(ctx, TG_BF16, 256, 64);
+    tg_tensor *x = tg_new_2d(ctx, TG_F32, 64, 1);
+    w1->flags |= TG_FLAG_WEIGHT;
+    w2->flags |= TG_FLAG_WEIGHT;
+    tg_tensor *h = tg_relu(ctx, tg_mul_mat(ctx, w1, x));
+    tg_tensor *a = tg_mul_mat(ctx, tg_new_2d(ctx, TG_F32, 256, 4), h); /* activations only */
+    tg_tensor *y = tg_add(ctx, tg_mul_mat(ctx, w2, h), tg_sum_rows(ctx, a));
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, y));
+    int uses[64], n = fake_plan(g, uses, 64), first = -1, second = -1;
+    for (int i = 0; i < n; i++) {
+        const tg_tensor *t = tg_graph_node(g, i);
+        if (t->op == TG_OP_MUL_MAT && t->src[0] == w1) first = i;
+        if (t->op == TG_OP_MUL_MAT && t->src[0] == w2) second = i;
+    }
+    w1->data = (void *)0x200000;
+    w2->data = (void *)0x300000;
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    CHECK(c && first >= 0 && second > first);
+    if (c && first >= 0 && second > first) {
+        tg_tensor **nodes = tg_calloc((size_t)n, sizeof *nodes);
+        for (int i = 0; nodes && i < n; i++) nodes[i] = tg_graph_node(g, i);
+        c->matvec_prefetch_next = true;
+        tg_cuda_next_product(c, nodes, n, first + 1);
+        CHECK(c->next_w == w2);
+        tg_cuda_next_product(c, nodes, n, 0);
+        CHECK(c->next_w == w1);
+        tg_cuda_next_product(c, nodes, n, second + 1);
+        CHECK(c->next_w == NULL);
+        c->matvec_prefetch_next = false;
+        tg_cuda_next_product(c, nodes, n, first + 1);
+        CHECK(c->next_w == NULL);
+        c->matvec_prefetch_next = true;
+        tg_tensor *t = tg_transpose(ctx, w2); /* a weight, not in one piece */
+        tg_tensor *keep = nodes[second];
+        tg_tensor fake = *keep;
+        fake.src[0] = t;
+        t->data = w2->data;
+        nodes[second] = &fake;
+        tg_cuda_next_product(c, nodes, n, first + 1);
+        CHECK(c->next_w == NULL);
+        nodes[second] = keep;
+        tg_free(nodes);
+    }
+    tg_free(c);
+    tg_ctx_free(ctx);
+}
+
+TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_next_product_weights), T(test_waves_fix_the_second_wave_at_batch_67),
           T(test_choices_are_whole_rounds_within_the_grid), T(test_wide_blocks_for_few_rows), T(test_embedding_head_fuses),
           T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses),
           T(test_scale_alone_rides_the_product))

@@ -305,7 +305,9 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
         CHECK(c->n_fused[TG_FUSED_KV_ROWS] > kv);
     }
     /* 12 rows of 150 keys: fewer than a quarter of the SMs, so the 4-warp
-     * kernel in chunks (the wide one: test_attn_decode_wide_match_cpu) */
+     * kernel in chunks for F32 caches (the wide one:
+     * test_attn_decode_wide_match_cpu); in BF16 150 keys are one round of
+     * the wide block's 16 warps, which takes such short rows */
     int wide = c->n_attn_decode_wide;
     compare_with_cpu(b, build_attn_step, 2, 5e-4, "attention step, f32 cache (attn_decode)");
     CHECK(c->n_attn_decode > ad && (c->n_attn_decode_wide == wide || c->dev->props.sm_count < 48));
@@ -313,8 +315,9 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     compare_with_cpu(b, build_attn_step_bf16, 2, 5e-4, "attention step, bf16 kv, D=256");
     CHECK(c->n_attn_decode > ad);
     ad = c->n_attn_decode;
-    compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128 (attn_decode)");
-    CHECK(c->n_attn_decode > ad);
+    wide = c->n_attn_decode_wide;
+    compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128 (wide, short rows)");
+    CHECK(c->n_attn_decode > ad && (c->n_attn_decode_wide > wide || c->dev->props.sm_count < 12));
     compare_with_cpu(b, build_mixed, 2, 5e-4, "views, broadcasting, casts");
     compare_with_cpu(b, build_rows_conv, 2, 1e-6, "rows and convolutions");
     /* the same f32 arithmetic in the same order as the three kernels */
@@ -890,16 +893,20 @@ static void test_attn_decode_chunks_match_cpu(void) {
 
 /* The step's switches away from their defaults, each against the CPU: the
  * fused norm reading its columns once (CT_CUDA_MATVEC_NORM1=1), attn_decode
- * without its early L2 requests (CT_CUDA_ATTN_PREFETCH=0), and the rows
- * loop only past twice the SMs (CT_CUDA_MATVEC_LOOP=2: 4800 rows are 300
- * blocks, over 2 x 132). */
+ * without its early L2 requests (CT_CUDA_ATTN_PREFETCH=0), the rows loop
+ * only past twice the SMs (CT_CUDA_MATVEC_LOOP=2: 4800 rows are 300
+ * blocks, over 2 x 132), no requests for the next product's weights
+ * (CT_CUDA_MATVEC_PREFETCH_NEXT=0), no wide block for short rows
+ * (CT_CUDA_ATTN_DECODE_WIDE_SHORT=0). */
 static void test_step_switches_match_cpu(void) {
-    const char *sw[3][2] = {{"CT_CUDA_MATVEC_NORM1", "1"}, {"CT_CUDA_ATTN_PREFETCH", "0"}, {"CT_CUDA_MATVEC_LOOP", "2"}};
-    for (int i = 0; i < 3; i++) {
+    const char *sw[5][2] = {{"CT_CUDA_MATVEC_NORM1", "1"}, {"CT_CUDA_ATTN_PREFETCH", "0"}, {"CT_CUDA_MATVEC_LOOP", "2"},
+                            {"CT_CUDA_MATVEC_PREFETCH_NEXT", "0"}, {"CT_CUDA_ATTN_DECODE_WIDE_SHORT", "0"}};
+    for (int i = 0; i < 5; i++) {
         tg_backend *b = cuda_with(sw[i][0], sw[i][1]);
         if (!b) return;
         tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-        CHECK(c->matvec_norm1 == (i == 0) && c->attn_prefetch == (i != 1) && c->matvec_loop == (i == 2 ? 2 : 0));
+        CHECK(c->matvec_norm1 == (i == 0 ? 1 : 2) && c->attn_prefetch == (i != 1) && c->matvec_loop == (i == 2 ? 2 : 0) &&
+              c->matvec_prefetch_next == (i != 3) && c->attn_decode_wide_short == (i != 4));
         char what[96];
         snprintf(what, sizeof what, "ffn on 8 columns, %s=%s", sw[i][0], sw[i][1]);
         if (c->dev->props.tc_level >= 2) compare_with_cpu(b, build_ffn_mma8, 3, 5e-4, what);

@@ -122,10 +122,17 @@ int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, 
  * against 0.623 ms, but at batch 1 0.560 against 0.528: 8 blocks each
  * reading a row's 224 KB on one SM lose to the chunks spread over 56,
  * hence the quarter. min_rows > 0 puts the least rows elsewhere (tests,
- * measuring). The kpw it takes, or 0. */
-int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, int64_t ku, int64_t Tk, int64_t rows) {
+ * measuring). Below the quarter, with `short_rows`, a row whose keys are
+ * one round of the 16 warps (the self-attention at batch 1-4: up to 256
+ * BF16 keys, 64 KB a head) also takes the wide block: it reads little on
+ * one SM, and a 4-warp call would be chunks and a combine launch
+ * (CT_CUDA_ATTN_DECODE_WIDE_SHORT; seventh session's timeline at batch 1:
+ * 3 chunks at 6.7 us and their combine at 2.9-3.1). The kpw it takes, or 0. */
+int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, bool short_rows, int64_t ku, int64_t Tk,
+                                     int64_t rows) {
     const int64_t least = min_rows > 0 ? min_rows : sm_count / 4 + 1;
-    if (rows < least || rows > sm_count || Tk <= (int64_t)ATD_WARPS * ku) return 0;
+    if (rows > sm_count || Tk <= (int64_t)ATD_WARPS * ku) return 0;
+    if (rows < least) return short_rows && rows > 0 && Tk <= (int64_t)TG_ATD_WIDE * ku ? ku : 0;
     int64_t rounds = (Tk + (int64_t)TG_ATD_WIDE * ku - 1) / ((int64_t)TG_ATD_WIDE * ku);
     return rounds <= 4 ? rounds * ku : 0;
 }
@@ -133,7 +140,8 @@ int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, int64_t ku, int
 static int64_t attn_decode_wide(const tg_cuda_ctx *c, const tg_tensor *n) {
     if (!c->use_attn_decode_wide || n->src[0]->ne[0] != 128) return 0;
     const int64_t ku = 8 * (n->src[1]->type == TG_BF16 ? 2 : 1);
-    return tg_cuda_attn_decode_wide_kpw(c->dev->props.sm_count, c->attn_decode_wide_min, ku, n->src[1]->ne[1],
+    return tg_cuda_attn_decode_wide_kpw(c->dev->props.sm_count, c->attn_decode_wide_min, c->attn_decode_wide_short,
+                                        ku, n->src[1]->ne[1],
                                         n->src[0]->ne[2] * n->src[0]->ne[3]);
 }
 

@@ -94,8 +94,9 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_MAXM);
     c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 0);
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;
-    c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 0) != 0;
+    c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);
     c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
+    c->matvec_prefetch_next = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH_NEXT", 1) != 0;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
     /* 1 to 256 columns (4 wide blocks): past that the products are the
      * encoder's, where cuBLASLt's tiles reuse the weights */
@@ -110,6 +111,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_pick = tg_cuda_env_int("CT_CUDA_FUSE_PICK", 1) != 0;
     c->use_attn_decode_wide = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE", 1) != 0;
     c->attn_decode_wide_min = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE_MIN", 0);
+    c->attn_decode_wide_short = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE_SHORT", 1) != 0;
     c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);
     if (c->matvec_columns < 1) c->matvec_columns = 1;
     if (c->matvec_columns > TG_MV_MAXM) c->matvec_columns = TG_MV_MAXM;
@@ -525,6 +527,8 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
         memset(c->last_grid, 0, sizeof c->last_grid);
         c->last_block = c->last_smem = 0;
         RANGE_PUSH(tg_op_name(t->op));
+        if (t->op == TG_OP_MUL_MAT || t->op == TG_OP_LAYER_NORM) tg_cuda_next_product(c, g->nodes, n, i + len);
+        else c->next_w = NULL;
         st = tg_cuda_op_encode(c, s, g->nodes, i, len);
         RANGE_POP();
         if (st) {

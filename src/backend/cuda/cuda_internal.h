@@ -239,13 +239,17 @@ typedef struct tg_cuda_ctx {
     bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */
     bool use_attn_decode_wide; /* CT_CUDA_ATTN_DECODE_WIDE: a row's one-query attention on one 16-warp block */
     int attn_decode_wide_min;  /* CT_CUDA_ATTN_DECODE_WIDE_MIN: the fewest rows it takes (0: a quarter of the SMs) */
+    bool attn_decode_wide_short; /* CT_CUDA_ATTN_DECODE_WIDE_SHORT: fewer rows too when their keys are one round */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
     int matvec_loop;           /* CT_CUDA_MATVEC_LOOP=1: the mma kernels' grid at most the SMs, blocks looping over
                                 * rows; =2: only where the rows' blocks are more than twice the SMs (the logits) */
     bool matvec_prefetch;      /* CT_CUDA_MATVEC_PREFETCH: bias and norm parameters asked into L2 before the wait */
-    bool matvec_norm1;         /* CT_CUDA_MATVEC_NORM1=1: the fused norm reads its columns once, into registers */
+    int matvec_norm1;          /* CT_CUDA_MATVEC_NORM1: the fused norm reads its columns once, into registers: 0
+                                * never, 1 always, 2 (default) for two columns or more */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
+    bool matvec_prefetch_next; /* CT_CUDA_MATVEC_PREFETCH_NEXT: mul_mat_vec_mma asks the next product's weights into L2 */
+    const tg_tensor *next_w;   /* while a node is encoded: the next product's weights (tg_cuda_next_product) */
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM; more on the wide kernel) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
@@ -428,7 +432,8 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
 int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, int64_t rows);
 /* attn_decode_wide's keys a warp (one 16-warp block a row), or 0 where the
  * 4-warp kernel of tg_cuda_attn_decode_kpw runs instead (cuda_attention.c). */
-int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, int64_t ku, int64_t Tk, int64_t rows);
+int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, bool short_rows, int64_t ku, int64_t Tk,
+                                     int64_t rows);
 
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
 
@@ -476,6 +481,10 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
  * checked tg_cuda_ln_matvec_ok). stored: the type x's producer stored. */
 tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_cuda_fused *f,
                                  const tg_tensor *out, tg_type stored, const tg_tensor *ln);
+/* Sets c->next_w to the weights of the first product in nodes[from .. n)
+ * (64 nodes at most) whose first operand is a weight, or NULL: what a
+ * mul_mat_vec_mma launch encoded now asks into L2 for it. */
+void tg_cuda_next_product(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int from);
 /* After a product group whose product is nodes[p] and whose last node is
  * nodes[end - 1] (ln: a layer norm leads it, so x is the norm's input): up
  * to two view nodes and a set_rows storing rows of that group's result

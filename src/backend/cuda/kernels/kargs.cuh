@@ -281,8 +281,9 @@ TG_KARGS_SIZE(tg_attn_decode_args, 432);
  * they are asked into L2 before that wait (their loads come after it, on
  * the launch's critical path); TG_MV_NORM1, the norm reads each column
  * once, into registers (k % 128 == 0, k <= 1024), where it made three
- * passes over L2 (off by default: the step at batch 1 was 2.5% slower with
- * it on an H100, 1.6% faster at batch 8; the wide kernel always takes it). */
+ * passes over L2 (the host asks for it from two columns on: on an H100 the
+ * step at batch 1 was 1.7-2.5% slower with it, at batch 8 1.6-1.8% faster;
+ * the wide kernel always takes it). */
 #define TG_MV_PREFETCH 1
 #define TG_MV_NORM1 2
 typedef struct tg_mul_mat_vec_args {
@@ -303,8 +304,15 @@ typedef struct tg_mul_mat_vec_args {
     tg_dp_cchar kv_ids;
     tg_i64 kv_nb1, kv_nb2, kv_nb3, ids_nb1, ids_nb2, kv_n0;
     tg_i32 kv_hd, kv_heads, kv_t, kv_type;
+    /* next_w (0: none): the next product's weights, next_bytes of them,
+     * which the launch's threads ask into L2 before their wait, so a
+     * product that cannot be resident early (a step's FFN down, whose
+     * blocks need a whole SM's registers; the logits' later waves) finds
+     * them there */
+    tg_dp_cchar next_w;
+    tg_i64 next_bytes;
 } tg_mul_mat_vec_args;
-TG_KARGS_SIZE(tg_mul_mat_vec_args, 216);
+TG_KARGS_SIZE(tg_mul_mat_vec_args, 232);
 
 /* ------------------------------------------------------------ conv.cu */
 

@@ -270,7 +270,8 @@ __device__ __forceinline__ void mvm_norm_columns_1pass(const tg_args_mul_mat_vec
 /* The lines of bias[n0 .. n0 + rows) and of the norm's ln_w and ln_b
  * asked into L2 (a thread a 128-byte line): weights, so this may come
  * before the wait for the previous kernel, whose end the loads after it
- * would otherwise meet at memory's latency. */
+ * would otherwise meet at memory's latency. Then the next product's
+ * weights (args.next_w), a line a thread of the grid in turn. */
 __device__ __forceinline__ void mvm_prefetch(const tg_args_mul_mat_vec &args, i64 n0) {
     const int tid = threadIdx.x, kl = args.ln ? (int)((args.k * 4 + 127) / 128) : 0;
     const char *p = NULL;
@@ -278,6 +279,10 @@ __device__ __forceinline__ void mvm_prefetch(const tg_args_mul_mat_vec &args, i6
     else if (tid >= kl && tid < 2 * kl && args.ln_b) p = (const char *)args.ln_b + 128 * (i64)(tid - kl);
     else if (tid == 2 * kl && args.bias && n0 < args.n) p = (const char *)(args.bias + n0);
     if (p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    /* the next product's weights, spread over the whole grid */
+    const i64 lines = args.next_w ? args.next_bytes / 128 : 0, nt = (i64)gridDim.x * blockDim.x;
+    for (i64 l = (i64)blockIdx.x * blockDim.x + tid; l < lines; l += nt)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(args.next_w + 128 * l));
 }
 
 /* args.kv: output (n, column mg) into the cache too, as set_rows would
