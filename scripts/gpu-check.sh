@@ -144,5 +144,5 @@ fi
 echo
 echo "==================== gpu-check summary ===================="
 for r in "${ROWS[@]}"; do echo "$r"; done
-cat "$LOG"/bench-*.log | grep -E "^RESULT" | sed 's/^RESULT //'
+if stage bench; then cat "$LOG"/bench-*.log 2>/dev/null | grep -E "^RESULT" | sed 's/^RESULT //'; fi
 if [ -n "${OUT:-}" ]; then tar czf "$OUT/gpu-check-logs.tgz" -C /tmp gpu-check-logs; fi

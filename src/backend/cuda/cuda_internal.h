@@ -248,7 +248,8 @@ typedef struct tg_cuda_ctx {
     int matvec_norm1;          /* CT_CUDA_MATVEC_NORM1: the fused norm reads its columns once, into registers: 0
                                 * never, 1 always, 2 (default) for two columns or more */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
-    bool matvec_prefetch_next; /* CT_CUDA_MATVEC_PREFETCH_NEXT: mul_mat_vec_mma asks the next product's weights into L2 */
+    bool matvec_prefetch_next; /* CT_CUDA_MATVEC_PREFETCH_NEXT=1: mul_mat_vec_mma asks the next product's weights
+                                * into L2 (off: 1.3-1.7% slower a step on an H100) */
     const tg_tensor *next_w;   /* while a node is encoded: the next product's weights (tg_cuda_next_product) */
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM; more on the wide kernel) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */

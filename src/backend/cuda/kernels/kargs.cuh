@@ -308,7 +308,8 @@ typedef struct tg_mul_mat_vec_args {
      * which the launch's threads ask into L2 before their wait, so a
      * product that cannot be resident early (a step's FFN down, whose
      * blocks need a whole SM's registers; the logits' later waves) finds
-     * them there */
+     * them there (CT_CUDA_MATVEC_PREFETCH_NEXT=1 only: the step was slower
+     * with it on an H100) */
     tg_dp_cchar next_w;
     tg_i64 next_bytes;
 } tg_mul_mat_vec_args;
