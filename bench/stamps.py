@@ -27,7 +27,7 @@ import statistics
 
 
 def fnv1a(name):
-    h = 1469598103934665603
+    h = 0xCBF29CE484222325  # FNV-1a 64: offset basis, then xor and multiply by its prime
     for ch in name.encode():
         h = ((h ^ ch) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
     return h

@@ -916,9 +916,11 @@ static void test_step_switches_match_cpu(void) {
         snprintf(what, sizeof what, "ffn of 4800 rows on 3 columns, %s=%s", sw[i][0], sw[i][1]);
         if (c->dev->props.tc_level >= 2) compare_with_cpu(b, build_ffn_rows3, 3, 5e-4, what);
         snprintf(what, sizeof what, "attention step, bf16 kv, D=128, %s=%s", sw[i][0], sw[i][1]);
-        int ad = c->n_attn_decode;
+        int ad = c->n_attn_decode, wide = c->n_attn_decode_wide;
         compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, what);
         CHECK(c->n_attn_decode > ad);
+        /* 12 short rows: the wide block unless CT_CUDA_ATTN_DECODE_WIDE_SHORT=0 */
+        if (c->dev->props.sm_count >= 12) CHECK((c->n_attn_decode_wide > wide) == (i != 4));
         tg_backend_free(b);
     }
 }

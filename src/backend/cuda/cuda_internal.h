@@ -307,19 +307,19 @@ typedef struct cuda_prof {
     int n;
 } cuda_prof;
 
-/* Opens the dump (taking c->dump_path: only the next compute dumps) and
- * makes and starts the events; n_runs is the plan's, for the dump. */
 /* CT_CUDA_STAMPS=path (a diagnostic): every kernel file compiled by NVRTC
  * with -DTG_STAMPS, so each kernel's first thread records the global timer
  * at its arrival and at the end of its wait for the kernel before it
- * (common.cuh); at the device's end the records go to path as text, one a
- * line: arrival ns, release ns, kernel-name hash, grid, block. Open takes
+ * (common.cuh; sm_90 and later); at the device's end the records go to
+ * path (path.N for device N > 0) as text, one a line: arrival ns, release ns, kernel-name hash, grid, block. Open takes
  * the buffer (a failure turns the stamps off with a warning), bind points a
  * loaded module at it, close writes the file and frees the buffer. */
 void tg_cuda_stamps_open(tg_cuda_device *d);
 void tg_cuda_stamps_bind(tg_cuda_device *d, CUmodule mod);
 void tg_cuda_stamps_close(tg_cuda_device *d);
 
+/* Opens the dump (taking c->dump_path: only the next compute dumps) and
+ * makes and starts the events; n_runs is the plan's, for the dump. */
 void tg_cuda_prof_begin(tg_cuda_ctx *c, const tg_graph *g, int n_runs, cuda_prof *out_pf);
 /* True when the profile needs every node launched by itself (no capture). */
 static inline bool tg_cuda_prof_direct(const cuda_prof *pf) { return pf->ev || pf->dump; }

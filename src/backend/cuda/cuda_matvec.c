@@ -273,23 +273,24 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
          * 1 1.7-2.5% slower, so by default from two columns on */
         if (c->matvec_norm1 == 1 || (c->matvec_norm1 == 2 && M >= 2)) a.opt |= TG_MV_NORM1;
     }
-    /* the next product's weights (tg_cuda_next_product) asked into L2 by
-     * this launch */
-    if (mma && c->matvec_prefetch_next && c->next_w) {
-        a.next_w = tg_cuda_dptr(c->next_w->data);
-        a.next_bytes = (int64_t)tg_nbytes(c->next_w);
-        a.opt |= TG_MV_PREFETCH;
-    }
     /* the bias and the norm's parameters asked into L2 before the wait
      * for the previous kernel, where every one is a weight */
     if (c->matvec_prefetch && (!bias || is_weight(bias)) &&
         (!ln || ((!ln->src[1] || is_weight(ln->src[1])) && (!ln->src[2] || is_weight(ln->src[2])))))
         a.opt |= TG_MV_PREFETCH;
+    /* the next product's weights (tg_cuda_next_product) asked into L2 by
+     * this launch, in the same requests (so CT_CUDA_MATVEC_PREFETCH=0
+     * turns these off too) */
+    if (mma && (a.opt & TG_MV_PREFETCH) && c->matvec_prefetch_next && c->next_w) {
+        a.next_w = tg_cuda_dptr(c->next_w->data);
+        a.next_bytes = (int64_t)tg_nbytes(c->next_w);
+    }
     c->n_matvec++;
     c->n_matvec_mma += mma;
     if (mma) {
-        /* CT_CUDA_MATVEC_LOOP=1: blocks of rows past the SMs' one block
-         * each go to the blocks already there (kernels/matvec.cu), which
+        /* CT_CUDA_MATVEC_LOOP=1 (=2: only past twice the SMs, the logits;
+         * 0.9% slower at batch 1, seventh session): blocks of rows past the
+         * SMs' one block each go to the blocks already there (kernels/matvec.cu), which
          * keep the normed columns and load the next rows' weights during
          * this one's sums. Measured slower on an H100 (sixth session):
          * the step at batch 1 0.566 against 0.538 ms, at 8 0.639 against

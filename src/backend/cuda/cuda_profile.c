@@ -4,7 +4,9 @@
  * every node's kernel time from a pair of events around it, summed per op),
  * the graph dump (CT_CUDA_DUMP_GRAPH=path: the next computed graph's nodes,
  * kernels, launch shapes, and times when profiling), and the debug counts
- * printed when a backend is freed (CT_CUDA_DEBUG=1).
+ * printed when a backend is freed (CT_CUDA_DEBUG=1), and the kernels'
+ * timer records (CT_CUDA_STAMPS=path, per device: its buffer, the modules
+ * pointed at it, the file written at the device's end).
  *
  * One compute's profile is a cuda_prof the compute owns from begin to end:
  * begin opens the dump and makes the events, the node hooks record around
@@ -193,12 +195,11 @@ void tg_cuda_check_finite(tg_cuda_ctx *c, CUstream s, const tg_graph *g, const t
 }
 
 /* ------------------------------------------------------------ the stamps */
-#define STAMPS_CAP (1 << 18) /* records; TG_STAMPS_CAP in common.cuh */
 
 void tg_cuda_stamps_open(tg_cuda_device *d) {
     const char *path = getenv("CT_CUDA_STAMPS");
     if (!path || !*path) return;
-    size_t bytes = (1 + 4 * (size_t)STAMPS_CAP) * sizeof(uint64_t);
+    size_t bytes = (1 + 4 * (size_t)TG_STAMPS_CAP) * sizeof(uint64_t);
     CUresult r = d->cu->cuMemAlloc(&d->stamps, bytes);
     if (r == CUDA_SUCCESS) r = d->cu->cuMemsetD8Async(d->stamps, 0, bytes, NULL);
     if (r == CUDA_SUCCESS) r = d->cu->cuCtxSynchronize();
@@ -217,37 +218,53 @@ void tg_cuda_stamps_bind(tg_cuda_device *d, CUmodule mod) {
     CUdeviceptr at = 0;
     size_t size = 0;
     if (d->cu->cuModuleGetGlobal(&at, &size, mod, "tg_stamps") != CUDA_SUCCESS || size != sizeof d->stamps)
-        return; /* a module without TG_PDL (the probes) */
-    d->cu->cuMemcpyHtoD(at, &d->stamps, sizeof d->stamps);
+        return; /* built for compute capability below 9.0: no records */
+    CUresult r = d->cu->cuMemcpyHtoD(at, &d->stamps, sizeof d->stamps);
+    if (r != CUDA_SUCCESS)
+        TG_WARN("cuda%d: a kernel module could not be pointed at the timer records (%s); its kernels record nothing",
+                d->ordinal, tg_cuda_result_text(r));
 }
 
 void tg_cuda_stamps_close(tg_cuda_device *d) {
     if (!d->stamps) return;
-    uint64_t n = 0;
+    uint64_t n = 0, kept;
     uint64_t *rec = NULL;
     FILE *f = NULL;
-    if (d->cu->cuCtxSynchronize() != CUDA_SUCCESS || d->cu->cuMemcpyDtoH(&n, d->stamps, sizeof n) != CUDA_SUCCESS) {
-        TG_WARN("cuda%d: the kernels' timer records could not be read back", d->ordinal);
-        goto done;
-    }
-    if (n > STAMPS_CAP) n = STAMPS_CAP;
-    if (n && (!(rec = tg_malloc(n * 4 * sizeof *rec)) ||
-              d->cu->cuMemcpyDtoH(rec, d->stamps + sizeof n, n * 4 * sizeof *rec) != CUDA_SUCCESS)) {
-        TG_WARN("cuda%d: the kernels' timer records could not be read back", d->ordinal);
-        goto done;
-    }
-    if (!(f = fopen(d->stamps_path, "w"))) {
-        TG_WARN("cuda%d: cannot write the kernels' timer records to %s", d->ordinal, d->stamps_path);
+    char path[4096];
+    /* device N > 0 writes path.N, so devices do not overwrite each other */
+    if (d->ordinal > 0) snprintf(path, sizeof path, "%s.%d", d->stamps_path, d->ordinal);
+    else snprintf(path, sizeof path, "%s", d->stamps_path);
+    if (d->cu->cuCtxSynchronize() != CUDA_SUCCESS || d->cu->cuMemcpyDtoH(&n, d->stamps, sizeof n) != CUDA_SUCCESS)
+        goto unread;
+    kept = n > TG_STAMPS_CAP ? TG_STAMPS_CAP : n;
+    if (kept && (!(rec = tg_malloc(kept * 4 * sizeof *rec)) ||
+                 d->cu->cuMemcpyDtoH(rec, d->stamps + sizeof n, kept * 4 * sizeof *rec) != CUDA_SUCCESS))
+        goto unread;
+    if (!n)
+        TG_WARN("cuda%d: CT_CUDA_STAMPS: no kernel recorded its timer (the records need compute capability 9.0; "
+                "this device has %d.%d)", d->ordinal, d->props.cc_major, d->props.cc_minor);
+    if (n > kept)
+        TG_WARN("cuda%d: CT_CUDA_STAMPS: %" PRIu64 " kernel timer records, the first %" PRIu64 " kept", d->ordinal,
+                n, kept);
+    if (!(f = fopen(path, "w"))) {
+        TG_WARN("cuda%d: cannot write the kernels' timer records to %s", d->ordinal, path);
         goto done;
     }
     fprintf(f, "# arrive_ns release_ns fnv1a(kernel) grid_x grid_y grid_z block\n");
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = 0; i < kept; i++) {
         const uint64_t *r = rec + 4 * i, g = r[3];
         fprintf(f, "%" PRIu64 " %" PRIu64 " %016" PRIx64 " %u %u %u %u\n", r[0], r[1], r[2],
                 (unsigned)(g & 0xffffff), (unsigned)(g >> 24 & 0xffff), (unsigned)(g >> 40 & 0xfff),
                 (unsigned)(g >> 52));
     }
-    TG_INFO("cuda%d: %" PRIu64 " kernel timer records written to %s", d->ordinal, n, d->stamps_path);
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    f = NULL;
+    if (bad) TG_WARN("cuda%d: the kernels' timer records could not all be written to %s", d->ordinal, path);
+    else TG_INFO("cuda%d: %" PRIu64 " kernel timer records written to %s", d->ordinal, kept, path);
+    goto done;
+unread:
+    TG_WARN("cuda%d: the kernels' timer records could not be read back", d->ordinal);
 done:
     if (f) fclose(f);
     tg_free(rec);

@@ -89,11 +89,13 @@ __device__ __forceinline__ void tg_st(char *p, int type, float v) {
  * returns, its kernel's name hash (FNV-1a of __func__), grid and block, so
  * a replayed graph's own timeline can be read without events between its
  * kernels. The host points tg_stamps at a buffer: word 0 counts records,
- * then 4 words a record. */
+ * then 4 words a record (TG_STAMPS_CAP of them, kargs.cuh), the grid's x,
+ * y, z and the block's threads packed in 24, 16, 12 and 12 bits. The hash
+ * of __func__ folds to a constant; a record costs two timer reads and an
+ * atomic, in one thread a kernel. */
 extern "C" {
 __device__ unsigned long long *tg_stamps;
 }
-#define TG_STAMPS_CAP (1 << 18)
 __device__ __forceinline__ unsigned long long tg_gtime(void) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -101,7 +103,7 @@ __device__ __forceinline__ unsigned long long tg_gtime(void) {
 }
 __device__ __forceinline__ void tg_pdl_stamped(const char *fn) {
     const bool first = (blockIdx.x | blockIdx.y | blockIdx.z | threadIdx.x | threadIdx.y | threadIdx.z) == 0;
-    unsigned long long h = 1469598103934665603ull, t0 = 0ull;
+    unsigned long long h = 0xcbf29ce484222325ull, t0 = 0ull;
     if (first) {
         for (const char *q = fn; *q; q++) h = (h ^ (unsigned char)*q) * 1099511628211ull;
         t0 = tg_gtime();
@@ -113,8 +115,9 @@ __device__ __forceinline__ void tg_pdl_stamped(const char *fn) {
         if (i < TG_STAMPS_CAP) {
             unsigned long long *r = tg_stamps + 1 + 4 * i;
             r[0] = t0, r[1] = t1, r[2] = h;
-            r[3] = (unsigned long long)gridDim.x | (unsigned long long)gridDim.y << 24 |
-                   (unsigned long long)gridDim.z << 40 | (unsigned long long)(blockDim.x * blockDim.y) << 52;
+            r[3] = (unsigned long long)(gridDim.x & 0xffffffu) | (unsigned long long)(gridDim.y & 0xffffu) << 24 |
+                   (unsigned long long)(gridDim.z & 0xfffu) << 40 |
+                   (unsigned long long)(blockDim.x * blockDim.y & 0xfffu) << 52;
         }
     }
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -242,6 +242,10 @@ TG_KARGS_SIZE(tg_attn_split_combine_args, 104);
  * direct. prefetch: each block asks its keys' K and V rows into L2 before
  * its wait for the kernel before (the host sets it where the call's K and
  * V fit well inside L2). */
+/* CT_CUDA_STAMPS: the records the buffer holds (common.cuh writes them,
+ * cuda_profile.c reads them; 4 words each after a count). */
+#define TG_STAMPS_CAP (1 << 18)
+
 #define TG_ATD_WARPS 4
 #define TG_ATD_WIDE 16
 typedef struct tg_attn_decode_args {

@@ -304,7 +304,8 @@ __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64
  * (registers for a second set of weights and for a column, which the
  * one-tile kernel at 512 threads does not have). Where the grid has fewer
  * blocks than blocks of rows (the host caps it at the SMs, only with
- * CT_CUDA_MATVEC_LOOP=1: slower on an H100, cuda_matvec.c), a block goes
+ * CT_CUDA_MATVEC_LOOP=1, or =2 for the logits: slower on an H100,
+ * cuda_matvec.c), a block goes
  * on to further blocks of rows (gridDim.x / tiles apart) with its normed
  * columns kept in shared memory, its warps' sums after them, and the next
  * rows' first weights loaded before this one's sums. */
