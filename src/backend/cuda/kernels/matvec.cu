@@ -224,9 +224,11 @@ __device__ __forceinline__ void mvm_norm_columns(const tg_args_mul_mat_vec &args
 }
 
 /* The same norm from one read of each column (its K / 4 float4 in a lane's
- * registers, K % 128 == 0 and K <= 1024): for the wide kernel, whose
- * blocks each read all their columns from L2 (64 columns of K = 1024 are
- * 256 KB a block). Same sums in the same order as above. */
+ * registers, K % 128 == 0 and K <= 1024): always for the wide kernel,
+ * whose blocks each read all their columns from L2 (64 columns of K = 1024
+ * are 256 KB a block), and for the one-tile kernel where the host asks
+ * (TG_MV_NORM1: from two columns on). Same sums in the same order as
+ * above; the last loop repeats the one above it over registers. */
 __device__ __forceinline__ void mvm_norm_columns_1pass(const tg_args_mul_mat_vec &args, unsigned short *xs) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5, K = (int)args.k;
     const int n4 = K / 128; /* float4 a lane */
@@ -300,9 +302,10 @@ __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64
 /* The body of both mma kernels: a block holds MT tiles of 16 columns (MT *
  * 16 a block, more as blocks of that many) and loads each weight once for
  * all of them; U 32-k steps a warp loads at once; WIDE: the next round's
- * weights go out before this round's mma and the norm reads x once
- * (registers for a second set of weights and for a column, which the
- * one-tile kernel at 512 threads does not have). Where the grid has fewer
+ * weights go out before this round's mma (registers for a second set of
+ * weights, which the one-tile kernel at 512 threads does not have) and the
+ * norm always reads x once (the one-tile kernel where args.opt asks it,
+ * TG_MV_NORM1). Where the grid has fewer
  * blocks than blocks of rows (the host caps it at the SMs, only with
  * CT_CUDA_MATVEC_LOOP=1, or =2 for the logits: slower on an H100,
  * cuda_matvec.c), a block goes
