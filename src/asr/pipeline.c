@@ -3,7 +3,9 @@
  * their outputs to the debug hook.
  *
  * The stages hand each other owned values; none keeps state between
- * batches, so the session can run them in any grouping. The observer cuts
+ * batches (the feature rows' memory, which the session may lend for reuse,
+ * holds nothing a later batch reads), so the session can run them in any
+ * grouping. The observer cuts
  * every row to its own length, so what the hook sees does not depend on
  * how clips were batched; it downloads from the backend only what it
  * reports.
@@ -26,10 +28,37 @@ static tg_status oom(const char *what) {
 
 void ct_feature_batch_free(ct_feature_batch *fb) {
     if (!fb) return;
-    tg_free(fb->features);
-    tg_free(fb->grid);
+    if (!fb->rows_borrowed) {
+        tg_free(fb->features);
+        tg_free(fb->grid);
+    }
     tg_free(fb->frames);
     memset(fb, 0, sizeof *fb);
+}
+
+void ct_row_store_free(ct_row_store *rs) {
+    if (!rs) return;
+    if (rs->host)
+        tg_backend_host_free(rs->backend, rs->data);
+    else
+        tg_free(rs->data);
+    rs->data = NULL;
+    rs->cap = 0;
+    rs->host = false;
+}
+
+/* n floats from the store, grown (its old contents dropped) when short:
+ * the backend's host memory where it has some, else tg_malloc's. */
+static float *row_store_get(ct_row_store *rs, size_t n) {
+    if (rs->data && rs->cap >= n) return rs->data;
+    ct_row_store_free(rs);
+    if (rs->backend) {
+        rs->data = tg_backend_host_alloc(rs->backend, n * sizeof(float));
+        rs->host = rs->data != NULL;
+    }
+    if (!rs->data) rs->data = tg_malloc(n * sizeof(float));
+    rs->cap = rs->data ? n : 0;
+    return rs->data;
 }
 
 tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const size_t *lens,
@@ -58,9 +87,11 @@ tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const si
     out->n_frames = T;
     /* a row: its features, or (frontend on the backend) its window grid */
     size_t row = p->frontend ? ct_mel_grid_len(T) : (size_t)M * (size_t)T;
-    float *rows = T > 0 && row <= SIZE_MAX / sizeof(float) / (size_t)n
-                      ? tg_malloc((size_t)n * row * sizeof(float))
-                      : NULL;
+    bool fits = T > 0 && row <= SIZE_MAX / sizeof(float) / (size_t)n;
+    out->rows_borrowed = fits && p->rows;
+    float *rows = !fits              ? NULL
+                  : out->rows_borrowed ? row_store_get(p->rows, (size_t)n * row)
+                                       : tg_malloc((size_t)n * row * sizeof(float));
     if (!rows) {
         st = oom("features");
         goto fail;

@@ -37,6 +37,24 @@
 #include "model.h"
 #include "tokenizer.h"
 
+/* Host memory for a feature batch's rows that the session keeps from
+ * batch to batch. Allocating a batch's rows anew each time (143 MB of
+ * window grids at batch 64 x 35 s) faulted in every page while the
+ * frontend wrote them and unmapped them all after the decoder: on the
+ * development CPU the grids took 43 ms in new memory against 17 in memory
+ * used before. With a backend, the memory is that backend's host memory
+ * (tg_backend_host_alloc: page-locked on a GPU), which the grids' upload
+ * reads at the bus's rate. It only grows; ct_row_store_free gives it back
+ * (before its backend is freed). */
+typedef struct ct_row_store {
+    tg_backend *backend; /* whose host memory; NULL: tg_malloc */
+    float *data;
+    size_t cap;          /* floats */
+    bool host;           /* data is the backend's host memory, else tg_malloc's */
+} ct_row_store;
+
+void ct_row_store_free(ct_row_store *rs);
+
 /* What the stages read: all borrowed (the session owns them). */
 typedef struct ct_pipe {
     const ct_model *model;
@@ -44,6 +62,7 @@ typedef struct ct_pipe {
     const ct_mel *mel;
     const ct_frontend *frontend; /* features on the model's backend; NULL: mel on the host */
     tg_threadpool *pool;     /* the frontend's clips in parallel; NULL: in turn */
+    ct_row_store *rows;      /* the feature batch's rows, reused; NULL: new each batch */
     const ct_tokenizer *tok;
     const int32_t *prompt;   /* [n_prompt], spec 5.2 */
     int n_prompt;
@@ -76,6 +95,7 @@ typedef struct ct_feature_batch {
                           real iff t < valid[r] (floor(N/160), spec 4; HF's
                           attention_mask is always such a prefix)               */
     int *clip;         /* [n_rows] the caller's index of the clip of each row   */
+    bool rows_borrowed; /* features or grid lie in the pipe's row store         */
 } ct_feature_batch;
 
 void ct_feature_batch_free(ct_feature_batch *fb);
@@ -93,7 +113,8 @@ void ct_clip_text_free(ct_clip_text *t);
 /* Stage 1, spec 4: log-mel features of clips[0..n) (16 kHz, lens[i]
  * samples each; borrowed), padded to one batch. clip_ids[i] is recorded as
  * row i's clip (NULL: i). Fills *out, which the caller owns (free with
- * ct_feature_batch_free). */
+ * ct_feature_batch_free); with p->rows, its features or grid lie in that
+ * store, valid until the next call with the same store. */
 tg_status ct_pipe_features(const ct_pipe *p, const float *const *clips, const size_t *lens,
                            const int *clip_ids, int n, ct_feature_batch *out);
 

@@ -69,6 +69,12 @@ struct ct_session {
     /* the last batch's encoder output, in backend memory; kept so that the
      * next batch of the same shape writes the same addresses (pipeline.h) */
     ct_enc_result enc;
+    /* the batches' feature rows (window grids on a GPU), kept from batch to
+     * batch in backends[0]'s host memory (pipeline.h); CT_ROWS=fresh (new
+     * memory each batch, as before) or =pageable (kept, not page-locked),
+     * read at open, are for measuring */
+    ct_row_store rows;
+    int rows_mode; /* 0 kept in the backend's host memory, 1 fresh, 2 pageable */
     tg_abort_fn abort;
     void *abort_user;
     ct_backend_kind kind;    /* the backends' device, for making them again */
@@ -187,6 +193,7 @@ static tg_status open_backends(ct_session *s, ct_backend_kind kind) {
     if (cuda) s->backends[s->n_backends++] = cuda;
     s->backends[s->n_backends++] = cpu;
     s->kind = cuda ? CT_BACKEND_CUDA : CT_BACKEND_CPU;
+    s->rows.backend = s->rows_mode == 0 ? s->backends[0] : NULL;
     snprintf(s->backend_name, sizeof s->backend_name, "%s", tg_backend_name(s->backends[0]));
     return NULL;
 }
@@ -195,6 +202,8 @@ static tg_status open_backends(ct_session *s, ct_backend_kind kind) {
  * weights, the scheduler's arenas) and then the backends. */
 static void close_backends(ct_session *s) {
     ct_enc_result_free(&s->enc);
+    ct_row_store_free(&s->rows); /* the backend's host memory: before the backend */
+    s->rows.backend = NULL;
     ct_frontend_free(s->frontend);
     s->frontend = NULL;
     ct_model_free(s->model);
@@ -347,6 +356,13 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     s->opts.language = NULL; /* copied into s->language below */
 
     if ((st = read_frontend_mode(s))) goto fail;
+    const char *rows_env = getenv("CT_ROWS");
+    s->rows_mode = !rows_env || !*rows_env ? 0 : !strcmp(rows_env, "fresh") ? 1 : !strcmp(rows_env, "pageable") ? 2 : -1;
+    if (s->rows_mode < 0) {
+        st = tg_status_new(TG_ERR_INVALID_ARG, "CT_ROWS=%s: expected fresh or pageable (unset: kept, page-locked)",
+                           rows_env);
+        goto fail;
+    }
     if ((st = open_model(s, opts->backend))) goto fail;
     if ((st = ct_tokenizer_load_dir(s->model_dir, &s->tok)))
         goto fail;
@@ -414,6 +430,7 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
                         * encoder then reads */
                        .frontend = s->opts.dump ? NULL : s->frontend,
                        .pool = s->pool,
+                       .rows = s->rows_mode == 1 ? NULL : &s->rows,
                        .tok = s->tok,
                        .prompt = s->prompt,
                        .n_prompt = s->n_prompt,
@@ -530,17 +547,27 @@ static void free_outs(ct_clip_text *outs, int n) {
     tg_free(outs);
 }
 
-static tg_status check_pcm(const float *samples, size_t n) {
+static tg_status check_len(const float *samples, size_t n) {
     if (!samples || n == 0) return tg_status_new(TG_ERR_INVALID_ARG, "empty audio (0 samples)");
     if (n < 2 * 160)
         return tg_status_new(TG_ERR_INVALID_ARG,
                              "audio too short: %zu samples (need at least 320, 20 ms at 16 kHz)",
                              n);
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(samples[i]))
-            return tg_status_new(TG_ERR_INVALID_ARG, "audio sample %zu is %s", i,
-                                 isnan(samples[i]) ? "NaN" : "infinite");
     return NULL;
+}
+
+/* Every sample of n clips finite, checked on the session's threads (a
+ * batch of 64 clips of 35 s is 36 M samples: 12 ms on one core a sample at
+ * a time, before anything else ran). `many`: name the clip in the error. */
+static tg_status check_finite(const ct_session *s, const float *const *clips, const size_t *lens,
+                              int n, bool many) {
+    int c;
+    size_t i;
+    tg_status st = ct_audio_find_nonfinite(clips, lens, n, s->pool, &c, &i);
+    if (st || c < 0) return st;
+    const char *what = isnan(clips[c][i]) ? "NaN" : "infinite";
+    if (many) return tg_status_new(TG_ERR_INVALID_ARG, "clip %d: audio sample %zu is %s", c, i, what);
+    return tg_status_new(TG_ERR_INVALID_ARG, "audio sample %zu is %s", i, what);
 }
 
 ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
@@ -548,7 +575,8 @@ ct_status ct_transcribe_pcm(ct_session *s, const float *samples, size_t n,
     if (!s || !out_result)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_transcribe_pcm: NULL argument");
     *out_result = NULL;
-    tg_status st = check_pcm(samples, n);
+    tg_status st = check_len(samples, n);
+    if (!st) st = check_finite(s, &samples, &n, 1, false);
     if (!st) st = check_usable(s);
     if (st) return st;
     size_t (*bounds)[2] = NULL;
@@ -645,7 +673,7 @@ ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const si
     const ct_config *c = &s->model->cfg;
     double max_s = c->max_audio_clip_s > 0 ? c->max_audio_clip_s : 35;
     for (int i = 0; i < n_clips; i++) {
-        tg_status st = check_pcm(clips[i], n[i]);
+        tg_status st = check_len(clips[i], n[i]);
         if (st) return tg_status_wrap(st, "clip %d", i);
         if ((double)n[i] / SAMPLE_RATE > max_s)
             return tg_status_new(TG_ERR_INVALID_ARG,
@@ -653,6 +681,8 @@ ct_status ct_transcribe_batch(ct_session *s, const float *const *clips, const si
                                  "(use ct_transcribe_pcm, which splits it)",
                                  i, (double)n[i] / SAMPLE_RATE, max_s);
     }
+    tg_status bad = check_finite(s, clips, n, n_clips, true);
+    if (bad) return bad;
     ct_timings tm = {0};
     ct_clip_text *outs = tg_calloc((size_t)n_clips, sizeof *outs);
     if (!outs) return tg_status_new(TG_ERR_NO_MEMORY, "transcribing: out of memory");

@@ -37,6 +37,19 @@
 tg_status ct_pcm_load_memory(const uint8_t *data, size_t size, const char *what,
                              size_t max_bytes, ct_pcm *out);
 
+/* The index of x's first sample that is not finite (Inf or NaN), or n when
+ * all are (finite.c). */
+size_t ct_audio_first_nonfinite(const float *x, size_t n);
+/* The first clip of n (clips[c], lens[c] samples; all borrowed) holding a
+ * sample that is not finite: its index in *out_clip and its first such
+ * sample's in *out_index, or *out_clip = -1 when every sample is finite.
+ * Large batches are scanned by the threads of pool (borrowed, its region
+ * not in use; NULL: the calling thread); the answer is the same either way.
+ * Fails only for memory (NO_MEMORY). */
+struct tg_threadpool;
+tg_status ct_audio_find_nonfinite(const float *const *clips, const size_t *lens, int n,
+                                  struct tg_threadpool *pool, int *out_clip, size_t *out_index);
+
 /* Mono float samples, nominally in [-1, 1] (float WAVs may exceed it). */
 typedef struct ct_audio {
     float *samples;   /* owned; free with ct_audio_free */

@@ -254,10 +254,10 @@ static tg_status mel_check(const float *samples, size_t n) {
     if (n / (size_t)MEL_HOP + 1 > (size_t)INT32_MAX / (size_t)MEL_N_MELS)
         return tg_status_new(TG_ERR_INVALID_ARG,
                              "audio too long for one frontend call: %zu samples", n);
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(samples[i]))
-            return tg_status_new(TG_ERR_INVALID_ARG, "audio sample %zu is %s", i,
-                                 isnan(samples[i]) ? "NaN" : "infinite");
+    size_t i = ct_audio_first_nonfinite(samples, n);
+    if (i < n)
+        return tg_status_new(TG_ERR_INVALID_ARG, "audio sample %zu is %s", i,
+                             isnan(samples[i]) ? "NaN" : "infinite");
     return NULL;
 }
 

@@ -183,6 +183,21 @@ tg_status tg_backend_buffer_from_host(tg_backend *backend, void *ptr, size_t siz
     return backend->iface->buffer_from_host(backend, ptr, size, out_buffer);
 }
 
+void *tg_backend_host_alloc(tg_backend *backend, size_t size) {
+    if (!backend || !size) return NULL;
+    if (!backend->iface->host_alloc) return tg_malloc(size);
+    return backend->iface->host_alloc(backend, size);
+}
+
+void tg_backend_host_free(tg_backend *backend, void *ptr) {
+    if (!backend || !ptr) return;
+    if (!backend->iface->host_free) {
+        tg_free(ptr);
+        return;
+    }
+    backend->iface->host_free(backend, ptr);
+}
+
 void tg_buffer_free(tg_buffer *buffer) {
     if (!buffer) return;
     /* buffers the runtime allocated were counted; wrapped host memory not */

@@ -69,6 +69,11 @@ struct tg_backend_iface {
     /* Optional: makes the next graph_compute fail by the backend's own kind
      * of device fault (tg_backend_fail_after); NULL: the runtime fails it. */
     void (*inject_fault)(tg_backend *b);
+    /* Optional: host memory that copies into this backend's buffers read at
+     * the bus's full rate (page-locked for a GPU), and its free; NULL: the
+     * runtime's tg_malloc and tg_free (tg_backend_host_alloc). */
+    void *(*host_alloc)(tg_backend *b, size_t size);
+    void (*host_free)(tg_backend *b, void *ptr);
 };
 
 struct tg_backend {

@@ -180,6 +180,11 @@ static void bad_options_are_named(void) {
     s = NULL;
     o.beam_size = 1;
     CHECK(s == NULL);
+    /* the feature rows' measuring switch: a misspelling is an error naming it */
+    setenv("CT_ROWS", "pinned", 1);
+    CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "CT_ROWS=pinned");
+    CHECK(s == NULL);
+    unsetenv("CT_ROWS");
     ct_backend_kind k;
     CHECK_ERR(ct_backend_parse("metal", &k), TG_ERR_INVALID_ARG, "'metal'");
     CHECK_OK(ct_backend_parse("cuda", &k));

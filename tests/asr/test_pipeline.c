@@ -14,7 +14,9 @@
  *  - the per-token scores picked on the device equal the softmax of the
  *    downloaded logits at the chosen token;
  *  - a batch of more rows than a subsampling chunk, padded or not, gives
- *    every row what that clip gives alone.
+ *    every row what that clip gives alone;
+ *  - a session's row store lends its memory to batch after batch without
+ *    an earlier batch's values reaching a later one's features.
  *
  * The reference rows of clip a hold prompt + 24 tokens without EOS
  * (tests/data/tiny/README.md), so any of those tokens can stand in for an
@@ -320,6 +322,54 @@ static void large_batches_match_single_clips(void) {
     env_close(&e);
 }
 
-TEST_MAIN(T(encoder_result_survives_later_graphs), T(finish_reason_is_eos_or_length),
+/* A row store lends one block of memory to batch after batch: the
+ * features are those of a batch made in new memory (the store's earlier,
+ * larger contents, here filled with NaN, never leak into them), freeing the
+ * batch leaves the store's memory alone, a smaller batch reuses it and a
+ * larger one grows it. With the CPU backend as the store's backend its host
+ * memory is plain memory (tg_backend_host_alloc). */
+static void row_store_is_reused_and_never_leaks(void) {
+    env e;
+    if (!env_open(&e)) {
+        env_close(&e);
+        return;
+    }
+    const float *pcm[3] = {e.a.samples, e.b.samples, e.a.samples};
+    size_t lens[3] = {e.a.n, e.b.n, e.a.n};
+    ct_row_store rs = {.backend = e.cpu};
+    ct_pipe with = e.p;
+    with.rows = &rs;
+    for (int n = 1; n <= 3; n++) {
+        ct_feature_batch fresh = {0}, lent = {0};
+        CHECK_OK(ct_pipe_features(&e.p, pcm, lens, NULL, n, &fresh));
+        float *before = rs.data;
+        size_t cap = rs.cap;
+        if (rs.data) /* what an earlier batch could leave behind */
+            for (size_t i = 0; i < rs.cap; i++) rs.data[i] = NAN;
+        CHECK_OK(ct_pipe_features(&with, pcm, lens, NULL, n, &lent));
+        size_t need = fresh.features ? (size_t)n * fresh.n_frames * fresh.n_mels : 0;
+        CHECK(lent.rows_borrowed && !fresh.rows_borrowed && lent.features == rs.data);
+        CHECK_MSG(rs.cap >= need && (cap < need || rs.data == before), "batch of %d: store %zu floats at %p, "
+                  "was %zu at %p", n, rs.cap, (void *)rs.data, cap, (void *)before);
+        CHECK(fresh.n_frames == lent.n_frames && fresh.n_mels == lent.n_mels);
+        if (fresh.features && lent.features)
+            CHECK_MSG(!memcmp(fresh.features, lent.features, need * sizeof(float)), "batch of %d: features differ", n);
+        ct_feature_batch_free(&lent);
+        ct_feature_batch_free(&fresh);
+        CHECK(rs.data != NULL); /* the batch's free left the store's memory */
+    }
+    /* a smaller batch after the largest keeps the memory */
+    float *big = rs.data;
+    ct_feature_batch fb = {0};
+    CHECK_OK(ct_pipe_features(&with, pcm, lens, NULL, 1, &fb));
+    CHECK(fb.features == big);
+    ct_feature_batch_free(&fb);
+    ct_row_store_free(&rs);
+    CHECK(rs.data == NULL && rs.cap == 0);
+    ct_row_store_free(&rs); /* twice is harmless */
+    env_close(&e);
+}
+
+TEST_MAIN(T(row_store_is_reused_and_never_leaks), T(encoder_result_survives_later_graphs), T(finish_reason_is_eos_or_length),
           T(scores_are_the_chosen_tokens_probability), T(session_ignore_eos_makes_max_new_tokens),
           T(large_batches_match_single_clips))

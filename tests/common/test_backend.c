@@ -267,17 +267,17 @@ static bool be_supports(tg_backend *b, const tg_tensor *n) {
 
 static const struct tg_backend_iface iface_cpu = {
     be_name, be_free, true, be_alignment, be_buffer_alloc, be_buffer_from_host, be_supports,
-    be_graph_compute, NULL, NULL, NULL, NULL,
+    be_graph_compute, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 static const struct tg_backend_iface iface_dev = {
     be_name, be_free, false, be_alignment, be_buffer_alloc, be_buffer_from_host, be_supports,
-    be_graph_compute, NULL, NULL, NULL, NULL,
+    be_graph_compute, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 static const struct tg_backend_iface iface_deferred = {
     be_name, be_free, false, be_alignment, be_buffer_alloc, be_buffer_from_host, be_supports,
-    be_graph_compute, be_synchronize, NULL, NULL, NULL,
+    be_graph_compute, be_synchronize, NULL, NULL, NULL, NULL, NULL,
 };
 
 tg_backend *test_backend_new(const char *name, bool is_cpu, bool host_buffers,

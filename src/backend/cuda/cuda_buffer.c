@@ -230,6 +230,35 @@ tg_status tg_cuda_buffer_alloc(tg_backend *b, size_t size, tg_buffer **out) {
     return st;
 }
 
+/* Page-locked host memory for inputs uploaded call after call (a batch's
+ * window grids, 143 MB at batch 64): a copy from it is one DMA at the bus's
+ * rate, where one from pageable memory goes through the driver's own
+ * staging. NULL when the driver refuses (the caller falls back to
+ * pageable memory). */
+void *tg_cuda_host_alloc(tg_backend *b, size_t size) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    tg_status st = tg_cuda_device_bind(c->dev);
+    if (st) {
+        tg_status_free(st);
+        return NULL;
+    }
+    void *p = NULL;
+    CUresult r = c->dev->cu->cuMemAllocHost(&p, size);
+    if (r != CUDA_SUCCESS) {
+        TG_INFO("%s: %.1f MiB of page-locked host memory refused (%s)", c->name, size / 1048576.0,
+                tg_cuda_result_text(r));
+        return NULL;
+    }
+    return p;
+}
+
+void tg_cuda_host_free(tg_backend *b, void *ptr) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    tg_status st = tg_cuda_device_bind(c->dev);
+    tg_status_free(st); /* freed whatever the binding says: the context owns the pages */
+    c->dev->cu->cuMemFreeHost(ptr);
+}
+
 /* Host memory the caller keeps (an mmap'd checkpoint): page-locked and
  * mapped for the GPU; read-only mappings are registered read-only. Where the
  * driver refuses, the buffer becomes a device copy of the memory. */

@@ -294,6 +294,8 @@ double tg_cuda_now_us(void);
  * a reference to b's context, not to b. */
 tg_status tg_cuda_buffer_alloc(tg_backend *b, size_t size, tg_buffer **out);
 tg_status tg_cuda_buffer_from_host(tg_backend *b, void *ptr, size_t size, tg_buffer **out);
+void *tg_cuda_host_alloc(tg_backend *b, size_t size);
+void tg_cuda_host_free(tg_backend *b, void *ptr);
 /* True when buf is a CUDA buffer (of any context, any device). */
 bool tg_cuda_is_buffer(const tg_buffer *buf);
 
