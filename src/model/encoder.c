@@ -8,8 +8,9 @@
  * tg_attention with q + u, BD = (q + v)·(Wpos·P) is shifted and handed
  * to the attention as its additive mask (scaled, plus -inf on padded key
  * frames), exactly as HF passes it to SDPA. Where the weights are packed
- * (a GPU; weights.c) q, k and v come from one product, strided views of
- * its result; on a CPU from three. Heads are strided views and
+ * (a GPU; weights.c) q + u, q + v, k and v come from one product, strided
+ * views of its result (u and v folded into q's bias at load, so the two
+ * adds a layer are gone); on a CPU q, k and v from three, then the adds. Heads are strided views and
  * the shifted BD a view of its product (bd_view), read in place: no
  * [T, T, H, B] copy. The feed-forwards' 0.5 comes before their (halved)
  * bias, so a GPU fuses the product, scale, bias and residual add.
@@ -128,24 +129,35 @@ static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
     float scale = 1.0f / sqrtf((float)hd);
     tg_tensor *h = ct_nn_norm(nn, x, l->att_norm_w, l->att_norm_b);
 
-    /* q, k, v: one packed product where the weights are packed (a GPU;
-     * weights.c), its parts strided views; else three */
-    tg_tensor *q, *k, *v;
-    if (l->wqkv) {
-        tg_tensor *qkv = ct_nn_linear(nn, l->wqkv, l->bqkv, h); /* [3d, T, B] */
-        q = ct_nn_part_of(nn, qkv, 0, (int64_t)hd * H);
-        k = heads_of(b, qkv, 1);
-        v = heads_of(b, qkv, 2);
+    /* q + u, q + v, k, v: one packed product of four parts where the
+     * weights are packed so (a GPU; weights.c: u and v are in its bias),
+     * its parts strided views; else q, k, v (packed or three products) and
+     * q + u, q + v as adds of the biases [hd, H], [d] vectors over every
+     * frame */
+    tg_tensor *qu, *qv, *k, *v;
+    if (l->wqkv && l->qkv_uv) {
+        tg_tensor *p = ct_nn_linear(nn, l->wqkv, l->bqkv, h); /* [4d, T, B] */
+        qu = heads_of(b, p, 0);
+        qv = heads_of(b, p, 1);
+        k = heads_of(b, p, 2);
+        v = heads_of(b, p, 3);
     } else {
-        q = ct_nn_linear(nn, l->wq, l->bq, h);
-        k = heads(b, ct_nn_linear(nn, l->wk, l->bk, h));
-        v = heads(b, ct_nn_linear(nn, l->wv, l->bv, h));
+        tg_tensor *q;
+        if (l->wqkv) {
+            tg_tensor *qkv = ct_nn_linear(nn, l->wqkv, l->bqkv, h); /* [3d, T, B] */
+            q = ct_nn_part_of(nn, qkv, 0, (int64_t)hd * H);
+            k = heads_of(b, qkv, 1);
+            v = heads_of(b, qkv, 2);
+        } else {
+            q = ct_nn_linear(nn, l->wq, l->bq, h);
+            k = heads(b, ct_nn_linear(nn, l->wk, l->bk, h));
+            v = heads(b, ct_nn_linear(nn, l->wv, l->bv, h));
+        }
+        tg_tensor *u = tg_reshape_2d(ctx, l->pos_u, (int64_t)hd * H, 1);
+        tg_tensor *vb = tg_reshape_2d(ctx, l->pos_v, (int64_t)hd * H, 1);
+        qu = heads(b, tg_add(ctx, q, u));
+        qv = heads(b, tg_add(ctx, q, vb));
     }
-    /* q + u and q + v: the biases [hd, H] are [d] vectors over every frame */
-    tg_tensor *u = tg_reshape_2d(ctx, l->pos_u, (int64_t)hd * H, 1);
-    tg_tensor *vb = tg_reshape_2d(ctx, l->pos_v, (int64_t)hd * H, 1);
-    tg_tensor *qu = heads(b, tg_add(ctx, q, u));
-    tg_tensor *qv = heads(b, tg_add(ctx, q, vb));
 
     /* r = Wpos P: [d, R] -> [hd, R, H, 1] for the table's R rows; BDraw
      * [R, T, H, B]; the shift gives BD[j, i] = BDraw[first-i+j, i] */

@@ -67,6 +67,7 @@ typedef struct pending {
     const st_tensor *src;
     enum kind kind;
     int layer; /* for KIND_DW / KIND_DWB */
+    const st_tensor *plus; /* KIND_F32: added, element by element, in F32 (NULL: none) */
 } pending;
 
 typedef struct loader {
@@ -166,7 +167,7 @@ static tg_status queue(loader *L, tg_tensor *t, const st_tensor *src, enum kind 
     t->flags |= TG_FLAG_WEIGHT;
     if (!tg_grow((void **)&L->items, &L->cap_items, L->n_items + 1, sizeof(pending)))
         return tg_status_new(TG_ERR_NO_MEMORY, "loading %s: out of memory", L->dir);
-    L->items[L->n_items++] = (pending){t, src, kind, layer};
+    L->items[L->n_items++] = (pending){t, src, kind, layer, NULL};
     return NULL;
 }
 
@@ -240,16 +241,38 @@ typedef struct qkv_parts {
     lname names[3];
     tg_tensor **w[3], **b[3];
     tg_tensor **wqkv, **bqkv; /* the packed matrix and bias, NULL when apart */
+    /* the encoder's rel-pos biases [heads, head_dim] (= [dim]): with them
+     * the packing is q + u, q + v, k, v (*uv set); NULL: q, k, v */
+    const st_tensor *u, *v;
+    bool *uv;
 } qkv_parts;
+
+/* How the encoder's (or decoder's) q, k, v are loaded: three products
+ * (QKV_APART), one of q, k, v (QKV_PACKED), or, for the encoder, one of
+ * q + u, q + v, k, v (QKV_UV): the two rel-pos adds of every layer (q + u
+ * for the scores, q + v for the rel-pos product, each a pass over a [d, T,
+ * B] tensor: 96 launches an encoder pass) become a fourth of the product
+ * and a bias made at load. */
+enum { QKV_APART, QKV_PACKED, QKV_UV };
+
+/* The q bias plus a rel-pos bias, queued for part `part` of b. */
+static tg_status queue_biased(loader *L, tg_tensor *b, const st_tensor *bq, const st_tensor *plus) {
+    tg_status st = queue(L, b, bq, KIND_F32, 0);
+    if (!st) L->items[L->n_items - 1].plus = plus;
+    if (!st) tg_set_name(b, "%s + %s", bq->name, plus->name);
+    return st;
+}
 
 /* A self-attention's q, k, v as one matrix [dim, 3 dim] and one bias
  * [3 dim] (*P->wqkv, *P->bqkv), the three checkpoint tensors filled into
  * consecutive slices of them and each kept as a view (*P->w[i] ...), so
- * that the layer runs one product where it ran three. The views are
- * copied, never used in place, since they are no longer the mapping's
- * bytes. With pack false, or when the three matrices differ in stored
- * type, they stay apart (*P->wqkv NULL). */
-static tg_status take_qkv(loader *L, bool dec, int layer, int64_t dim, bool pack, const qkv_parts *P) {
+ * that the layer runs one product where it ran three; with mode QKV_UV
+ * (P->u and P->v given) four slices, q's matrix twice, its bias plus u and
+ * plus v. The views are copied, never used in place, since they are no
+ * longer the mapping's bytes. With QKV_APART, or when the three matrices
+ * differ in stored type, they stay apart (*P->wqkv NULL). */
+static tg_status take_qkv(loader *L, bool dec, int layer, int64_t dim, int mode, const qkv_parts *P) {
+    const bool pack = mode != QKV_APART;
     const st_tensor *ws[3], *bs[3];
     int64_t want_w[2] = {dim, dim}, want_b[1] = {dim};
     char name[MAX_NAME];
@@ -261,6 +284,7 @@ static tg_status take_qkv(loader *L, bool dec, int layer, int64_t dim, bool pack
         if ((st = find_checked(L, name, 1, want_b, &bs[i]))) return st;
     }
     *P->wqkv = *P->bqkv = NULL;
+    if (P->uv) *P->uv = false;
     if (!pack || ws[1]->dtype != ws[0]->dtype || ws[2]->dtype != ws[0]->dtype) {
         for (int i = 0; i < 3; i++)
             if ((st = take_lin(L, dec, P->names[i], layer, dim, dim, true, P->w[i], P->b[i]))) return st;
@@ -269,33 +293,42 @@ static tg_status take_qkv(loader *L, bool dec, int layer, int64_t dim, bool pack
     const char *part = dec ? "decoder" : "encoder";
     tg_type type;
     if ((st = st_dtype_to_tg(ws[0]->dtype, &type))) return st;
+    const bool uv = mode == QKV_UV && P->u && P->v && P->uv;
+    const int parts = uv ? 4 : 3;
     tg_ctx *ctx = L->m->ctx;
-    tg_tensor *w = *P->wqkv = tg_new_2d(ctx, type, dim, 3 * dim);
-    tg_tensor *b = *P->bqkv = tg_new_1d(ctx, TG_F32, 3 * dim);
+    tg_tensor *w = *P->wqkv = tg_new_2d(ctx, type, dim, parts * dim);
+    tg_tensor *b = *P->bqkv = tg_new_1d(ctx, TG_F32, parts * dim);
     if (!w || !b) return tg_status_wrap(tg_ctx_check(ctx), "%s: %s layer %d's packed q/k/v", L->dir, part, layer);
-    tg_set_name(w, "%s.%d.self_attn.qkv.weight (packed)", part, layer);
-    tg_set_name(b, "%s.%d.self_attn.qkv.bias (packed)", part, layer);
+    tg_set_name(w, "%s.%d.self_attn.%s.weight (packed)", part, layer, uv ? "quvkv" : "qkv");
+    tg_set_name(b, "%s.%d.self_attn.%s.bias (packed)", part, layer, uv ? "quvkv" : "qkv");
     w->flags |= TG_FLAG_WEIGHT;
     b->flags |= TG_FLAG_WEIGHT;
-    for (int i = 0; i < 3; i++) {
-        *P->w[i] = tg_view_2d(ctx, w, dim, dim, w->nb[1], (size_t)i * dim * w->nb[1]);
-        *P->b[i] = tg_view_1d(ctx, b, dim, (size_t)i * dim * sizeof(float));
-        if (!*P->w[i] || !*P->b[i])
+    for (int j = 0; j < parts; j++) {
+        /* part j holds checkpoint tensor i: q, (q,) k, v */
+        const int i = uv ? (j < 2 ? 0 : j - 1) : j;
+        tg_tensor *wj = tg_view_2d(ctx, w, dim, dim, w->nb[1], (size_t)j * dim * w->nb[1]);
+        tg_tensor *bj = tg_view_1d(ctx, b, dim, (size_t)j * dim * sizeof(float));
+        if (!wj || !bj)
             return tg_status_wrap(tg_ctx_check(ctx), "%s: %s layer %d's packed q/k/v", L->dir, part, layer);
-        if ((st = queue(L, *P->w[i], ws[i], KIND_MATRIX, 0)) || (st = queue(L, *P->b[i], bs[i], KIND_F32, 0)))
-            return st;
+        if ((st = queue(L, wj, ws[i], KIND_MATRIX, 0))) return st;
+        st = uv && j < 2 ? queue_biased(L, bj, bs[0], j == 0 ? P->u : P->v) : queue(L, bj, bs[i], KIND_F32, 0);
+        if (st) return st;
+        if (!uv || j != 1) *P->w[i] = wj, *P->b[i] = bj;
     }
+    if (uv) *P->uv = true;
     return NULL;
 }
 
-/* CT_ENCODER_QKV, CT_DECODER_QKV: "separate" or "packed" when set (for
- * measuring), else dflt; another value is named in a warning. */
-static bool qkv_packed(const char *env, bool dflt) {
+/* CT_ENCODER_QKV, CT_DECODER_QKV: "separate", "packed" or (the encoder's)
+ * "uv" when set (for measuring), else dflt; another value is named in a
+ * warning. */
+static int qkv_mode(const char *env, int dflt, bool uv_ok) {
     const char *v = getenv(env);
     if (!v || !*v) return dflt;
-    if (!strcmp(v, "separate")) return false;
-    if (!strcmp(v, "packed")) return true;
-    TG_WARN("%s=%s: not separate or packed; ignored", env, v);
+    if (!strcmp(v, "separate")) return QKV_APART;
+    if (!strcmp(v, "packed")) return QKV_PACKED;
+    if (uv_ok && !strcmp(v, "uv")) return QKV_UV;
+    TG_WARN("%s=%s: not separate, packed%s; ignored", env, v, uv_ok ? " or uv" : "");
     return dflt;
 }
 
@@ -500,16 +533,27 @@ static tg_status declare_enc_layer(loader *L, int i) {
     TRY(take_norm(L, false, (lname){"norm_self_att", "norm_self_att"}, i, d, &e->att_norm_w,
                   &e->att_norm_b));
     /* packed where the matrices are copied anyway (a GPU): one product for
-     * the three; on a CPU they stay in place in the mapping (packing would
-     * copy 9.8 MB a layer, 472 MB at the released size) */
+     * q + u, q + v, k and v; on a CPU they stay in place in the mapping
+     * (packing would copy 9.8 MB a layer, 472 MB at the released size) */
+    const st_tensor *su, *sv;
+    {
+        int64_t want[2] = {m->heads, m->head_dim};
+        lname_fmt(L, name, false, (lname){"self_attn.pos_bias_u", "self_attn.bias_u"}, "", i);
+        TRY(find_checked(L, name, 2, want, &su));
+        lname_fmt(L, name, false, (lname){"self_attn.pos_bias_v", "self_attn.bias_v"}, "", i);
+        TRY(find_checked(L, name, 2, want, &sv));
+    }
     const qkv_parts sa = {{{"self_attn.linear_q", "self_attn.q_proj"},
                            {"self_attn.linear_k", "self_attn.k_proj"},
                            {"self_attn.linear_v", "self_attn.v_proj"}},
                           {&e->wq, &e->wk, &e->wv},
                           {&e->bq, &e->bk, &e->bv},
                           &e->wqkv,
-                          &e->bqkv};
-    TRY(take_qkv(L, false, i, d, qkv_packed("CT_ENCODER_QKV", !L->in_place), &sa));
+                          &e->bqkv,
+                          su,
+                          sv,
+                          &e->qkv_uv};
+    TRY(take_qkv(L, false, i, d, qkv_mode("CT_ENCODER_QKV", L->in_place ? QKV_APART : QKV_UV, true), &sa));
     TRY(take_lin(L, false, (lname){"self_attn.linear_out", "self_attn.o_proj"}, i, d, d, true,
                  &e->wo, &e->bo));
     TRY(take_lin(L, false, (lname){"self_attn.linear_pos", "self_attn.relative_k_proj"}, i, d,
@@ -606,8 +650,11 @@ static tg_status declare_decoder(loader *L) {
                               {&l->sa_wq, &l->sa_wk, &l->sa_wv},
                               {&l->sa_bq, &l->sa_bk, &l->sa_bv},
                               &l->sa_wqkv,
-                              &l->sa_bqkv};
-        TRY(take_qkv(L, true, i, dd, qkv_packed("CT_DECODER_QKV", true), &sa));
+                              &l->sa_bqkv,
+                              NULL,
+                              NULL,
+                              NULL};
+        TRY(take_qkv(L, true, i, dd, qkv_mode("CT_DECODER_QKV", QKV_PACKED, false), &sa));
         TRY(take_lin(L, true, (lname){"first_sub_layer.out_projection", "self_attn.o_proj"}, i,
                      dd, dd, true, &l->sa_wo, &l->sa_bo));
         TRY(take_norm(L, true, (lname){"layer_norm_2", "post_attention_layernorm"}, i, dd,
@@ -715,6 +762,21 @@ static tg_status to_f32(const st_tensor *src, float *dst, size_t n) {
     return tg_status_wrap(tg_convert(t, src->data, TG_F32, dst, n), "tensor '%s'", src->name);
 }
 
+/* dst[i] += src[i] in F32 for n elements (src converted a block at a time). */
+static tg_status add_f32(const st_tensor *src, float *dst, size_t n) {
+    enum { BLOCK = 1024 };
+    float tmp[BLOCK];
+    tg_type t;
+    tg_status st = st_dtype_to_tg(src->dtype, &t);
+    size_t es = t == TG_F32 ? 4 : 2;
+    for (size_t i = 0; !st && i < n; i += BLOCK) {
+        size_t k = n - i < BLOCK ? n - i : BLOCK;
+        st = tg_convert(t, (const uint8_t *)src->data + i * es, TG_F32, tmp, k);
+        for (size_t j = 0; !st && j < k; j++) dst[i + j] += tmp[j];
+    }
+    return tg_status_wrap(st, "tensor '%s'", src->name);
+}
+
 /* spec 2.5: w' = w*s, b' = (b - mean)*s + beta, s = gamma/sqrt(var + 1e-5), in f32. */
 static tg_status fold_bn(const loader *L, int layer, bool bias, float *dst) {
     const ct_model *m = L->m;
@@ -814,6 +876,7 @@ static tg_status place_copies(loader *L) {
         if (p->kind == KIND_F32 || p->kind == KIND_F32_HALF) {
             st = to_f32(p->src, scratch, n);
             for (size_t k = 0; !st && p->kind == KIND_F32_HALF && k < n; k++) scratch[k] *= 0.5f;
+            if (!st && p->plus) st = add_f32(p->plus, scratch, n);
         } else
             st = fold_bn(L, p->layer, p->kind == KIND_DWB, scratch);
         if (!st) st = tg_tensor_set(p->t, scratch, 0, n * sizeof(float));

@@ -253,48 +253,80 @@ static void layouts_are_detected(void) {
 /* The path a GPU backend takes (every tensor copied into a buffer of the
  * backend, matrices in their stored type, the encoder's q, k, v packed into
  * one product) gives the same encoder output as the in-place one (three
- * products), bit for bit. */
-static void copied_weights_match_in_place(void) {
-    ct_model *a = NULL, *b = NULL;
-    tg_sched *sched = NULL;
-    tg_backend *be = get_cpu();
-    CHECK_OK(ct_model_load(TINY "/hub", be, &a));
-    CHECK_OK(ct_model_load_flags(TINY "/hub", be, CT_LOAD_COPY, &b));
-    CHECK_OK(tg_sched_new(&be, 1, &sched));
-    if (a && b && sched) {
-        CHECK(a->bytes_in_place > 0 && b->bytes_in_place == 0);
-        CHECK(b->bytes_copied > a->bytes_copied);
-        CHECK(b->enc[0].wq->type == TG_BF16 && b->tok_emb->type == TG_BF16);
-        /* packed where copied, apart in place (weights.c) */
-        CHECK(a->enc[1].wqkv == NULL);
-        CHECK(b->enc[1].wqkv != NULL && b->enc[1].wqkv->ne[1] == 3 * b->d);
-        CHECK(b->enc[1].wv->view_src == b->enc[1].wqkv && b->enc[1].bk->view_src == b->enc[1].bqkv);
-        const st_tensor *src = st_find(b->st, b->enc[0].wq->name);
-        CHECK(src && (const void *)src->data != b->enc[0].wq->data);
-        /* a synthetic input: 200 frames of a ramp */
-        int T = 200, valid = 190;
-        float *feat = tg_calloc((size_t)T * 128, sizeof(float));
-        for (int i = 0; i < valid * 128; i++) feat[i] = (float)((i * 37) % 101 - 50) / 25.0f;
-        ct_enc_opts eo = {.f32 = true};
-        ct_enc_result ra = {0}, rb = {0};
-        CHECK_OK(ct_encoder_run(a, sched, feat, 1, T, &valid, &eo, &ra));
-        CHECK_OK(ct_encoder_run(b, sched, feat, 1, T, &valid, &eo, &rb));
-        size_t n = (size_t)ra.n_frames * ra.d;
-        float *ha = tg_malloc(n * sizeof(float)), *hb = tg_malloc(n * sizeof(float));
-        if (ra.out && rb.out && ha && hb) {
-            CHECK_OK(ct_enc_get_rows(&ra, ra.out, 0, ra.n_frames, ha));
-            CHECK_OK(ct_enc_get_rows(&rb, rb.out, 0, rb.n_frames, hb));
-            CHECK(!memcmp(ha, hb, n * sizeof(float)));
+ * products), bit for bit; packed with the rel-pos biases (q + u, q + v, k,
+ * v: the default there) it differs only by where u and v are rounded in
+ * (rel L2 below 1e-6 in F32), and the biases it holds for q + u and q + v
+ * are q's bias plus u and plus v. */
+static void copied_match(ct_model *a, ct_model *b, tg_sched *sched, bool uv) {
+    CHECK(a->bytes_in_place > 0 && b->bytes_in_place == 0);
+    CHECK(b->bytes_copied > a->bytes_copied);
+    CHECK(b->enc[0].wq->type == TG_BF16 && b->tok_emb->type == TG_BF16);
+    /* packed where copied, apart in place (weights.c) */
+    CHECK(a->enc[1].wqkv == NULL && !a->enc[1].qkv_uv);
+    CHECK(b->enc[1].wqkv != NULL && b->enc[1].wqkv->ne[1] == (uv ? 4 : 3) * b->d && b->enc[1].qkv_uv == uv);
+    CHECK(b->enc[1].wv->view_src == b->enc[1].wqkv && b->enc[1].bk->view_src == b->enc[1].bqkv);
+    const st_tensor *src = st_find(b->st, b->enc[0].wq->name);
+    CHECK(src && (const void *)src->data != b->enc[0].wq->data);
+    if (uv) {
+        size_t d = (size_t)b->d;
+        float *f = tg_malloc(5 * d * sizeof(float)); /* bq, u, v, then the packed biases' first two parts */
+        CHECK(f != NULL);
+        if (f) {
+            CHECK_OK(tg_tensor_get(a->enc[1].bq, f, 0, d * sizeof(float)));
+            CHECK_OK(tg_tensor_get(a->enc[1].pos_u, f + d, 0, d * sizeof(float)));
+            CHECK_OK(tg_tensor_get(a->enc[1].pos_v, f + 2 * d, 0, d * sizeof(float)));
+            CHECK_OK(tg_tensor_get(b->enc[1].bqkv, f + 3 * d, 0, 2 * d * sizeof(float)));
+            int bad = 0;
+            for (size_t i = 0; i < d; i++) bad += f[3 * d + i] != f[i] + f[d + i] || f[4 * d + i] != f[i] + f[2 * d + i];
+            CHECK_MSG(bad == 0, "%d packed bias values are not q's bias plus u (or v)", bad);
         }
-        tg_free(ha);
-        tg_free(hb);
-        ct_enc_result_free(&ra);
-        ct_enc_result_free(&rb);
-        tg_free(feat);
+        tg_free(f);
     }
-    tg_sched_free(sched);
-    ct_model_free(a);
-    ct_model_free(b);
+    /* a synthetic input: 200 frames of a ramp */
+    int T = 200, valid = 190;
+    float *feat = tg_calloc((size_t)T * 128, sizeof(float));
+    for (int i = 0; feat && i < valid * 128; i++) feat[i] = (float)((i * 37) % 101 - 50) / 25.0f;
+    ct_enc_opts eo = {.f32 = true};
+    ct_enc_result ra = {0}, rb = {0};
+    if (feat) CHECK_OK(ct_encoder_run(a, sched, feat, 1, T, &valid, &eo, &ra));
+    if (feat) CHECK_OK(ct_encoder_run(b, sched, feat, 1, T, &valid, &eo, &rb));
+    size_t n = (size_t)ra.n_frames * ra.d;
+    float *ha = tg_malloc(n * sizeof(float)), *hb = tg_malloc(n * sizeof(float));
+    if (ra.out && rb.out && ha && hb) {
+        CHECK_OK(ct_enc_get_rows(&ra, ra.out, 0, ra.n_frames, ha));
+        CHECK_OK(ct_enc_get_rows(&rb, rb.out, 0, rb.n_frames, hb));
+        if (!uv) {
+            CHECK(!memcmp(ha, hb, n * sizeof(float)));
+        } else {
+            double num = 0, den = 0;
+            for (size_t i = 0; i < n; i++) num += (double)(ha[i] - hb[i]) * (ha[i] - hb[i]), den += (double)ha[i] * ha[i];
+            double e = sqrt(num / den);
+            printf("  packed with u and v: encoder_out rel L2 %.3g against in place\n", e);
+            CHECK_MSG(e > 0 && e <= 1e-6, "packed with u and v: rel L2 %.3g", e);
+        }
+    }
+    tg_free(ha);
+    tg_free(hb);
+    ct_enc_result_free(&ra);
+    ct_enc_result_free(&rb);
+    tg_free(feat);
+}
+
+static void copied_weights_match_in_place(void) {
+    for (int uv = 0; uv < 2; uv++) {
+        ct_model *a = NULL, *b = NULL;
+        tg_sched *sched = NULL;
+        tg_backend *be = get_cpu();
+        CHECK_OK(ct_model_load(TINY "/hub", be, &a));
+        if (!uv) setenv("CT_ENCODER_QKV", "packed", 1);
+        CHECK_OK(ct_model_load_flags(TINY "/hub", be, CT_LOAD_COPY, &b));
+        unsetenv("CT_ENCODER_QKV");
+        CHECK_OK(tg_sched_new(&be, 1, &sched));
+        if (a && b && sched) copied_match(a, b, sched, uv);
+        tg_sched_free(sched);
+        ct_model_free(b);
+        ct_model_free(a);
+    }
 }
 
 /* spec 2.5: the folded depthwise conv equals w*s, (b - mean)*s + beta. */
@@ -532,25 +564,29 @@ static void decoder_qkv_is_packed(void) {
     rm_tmp();
 }
 
-/* The encoder's q, k, v: packed where the weights are copied (as on a GPU)
- * unless CT_ENCODER_QKV=separate, apart in place unless =packed (another
- * value is warned about and ignored), and apart, still loading, when the
- * three are stored in different types. */
+/* The encoder's q, k, v: packed with the rel-pos biases (q + u, q + v, k,
+ * v) where the weights are copied (as on a GPU) unless CT_ENCODER_QKV=
+ * separate (apart) or =packed (q, k, v), apart in place unless =packed or
+ * =uv (another value is warned about and ignored), and apart, still
+ * loading, when the three are stored in different types. */
 static void encoder_qkv_packing_follows_the_path(void) {
     tg_backend *be = get_cpu();
     static const struct {
         const char *env;
         unsigned flags;
         bool packed;
-    } cases[] = {{NULL, CT_LOAD_COPY, true},     {NULL, 0, false},        {"separate", CT_LOAD_COPY, false},
-                 {"packed", 0, true},            {"sideways", CT_LOAD_COPY, true}};
+        bool uv;
+    } cases[] = {{NULL, CT_LOAD_COPY, true, true},   {NULL, 0, false, false},   {"separate", CT_LOAD_COPY, false, false},
+                 {"packed", 0, true, false},         {"packed", CT_LOAD_COPY, true, false},
+                 {"uv", 0, true, true},              {"sideways", CT_LOAD_COPY, true, true}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         if (cases[k].env) setenv("CT_ENCODER_QKV", cases[k].env, 1);
         ct_model *m = NULL;
         CHECK_OK(ct_model_load_flags(TINY "/hub", be, cases[k].flags, &m));
         unsetenv("CT_ENCODER_QKV");
         if (!m) continue;
-        CHECK_MSG((m->enc[0].wqkv != NULL) == cases[k].packed, "case %zu: packed %d", k, m->enc[0].wqkv != NULL);
+        CHECK_MSG((m->enc[0].wqkv != NULL) == cases[k].packed && m->enc[0].qkv_uv == cases[k].uv,
+                  "case %zu: packed %d, with u and v %d", k, m->enc[0].wqkv != NULL, m->enc[0].qkv_uv);
         if (m->enc[0].wqkv) CHECK(m->enc[0].wk->view_src == m->enc[0].wqkv && m->enc[1].wqkv != NULL);
         ct_model_free(m);
     }
