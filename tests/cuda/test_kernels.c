@@ -892,27 +892,25 @@ static void test_attn_decode_chunks_match_cpu(void) {
 }
 
 /* A row's chunks combined by the row's last chunk to finish (the default),
- * the same with each warp asking two rounds of keys ahead into L2 instead
- * of the whole call's rows up front (CT_CUDA_ATTN_PREFETCH=0,
- * CT_CUDA_ATTN_AHEAD=2: a batch-64 step's way), and by a combine launch
+ * the same without the rows asked into L2 up front (CT_CUDA_ATTN_PREFETCH=0:
+ * a batch-64 step's way), and by a combine launch
  * (CT_CUDA_ATTN_COMBINE_LAST=0), each against the CPU over four computes
  * (a capture, then replays: each call must leave its counts at zero, or a
  * later call's rows would never be combined and its outputs would keep
  * stale values); the NaN and masked-row cases of the chunked path (above)
  * run with the default. */
 static void test_attn_decode_last_chunk_combines(void) {
-    static const char *const names[3] = {"last chunk combines", "last chunk combines, 2 rounds ahead",
+    static const char *const names[3] = {"last chunk combines", "last chunk combines, no L2 requests",
                                          "combine launch"};
     for (int k = 0; k < 3; k++) {
-        if (k == 1) setenv("CT_CUDA_ATTN_PREFETCH", "0", 1), setenv("CT_CUDA_ATTN_AHEAD", "2", 1);
+        if (k == 1) setenv("CT_CUDA_ATTN_PREFETCH", "0", 1);
         if (k == 2) setenv("CT_CUDA_ATTN_COMBINE_LAST", "0", 1);
         tg_backend *b = cuda_with("CT_CUDA_ATTN_DECODE_WIDE", "0");
         unsetenv("CT_CUDA_ATTN_COMBINE_LAST");
         unsetenv("CT_CUDA_ATTN_PREFETCH");
-        unsetenv("CT_CUDA_ATTN_AHEAD");
         if (!b) return;
         tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-        CHECK(c->attn_ahead == (k == 1 ? 2 : 1) && c->attn_prefetch == (k != 1) && c->attn_combine_last == (k != 2));
+        CHECK(c->attn_prefetch == (k != 1) && c->attn_combine_last == (k != 2));
         int ad = c->n_attn_decode, fused = c->n_attn_combine_last;
         char what[96];
         snprintf(what, sizeof what, "step attention, f32, %s", names[k]);

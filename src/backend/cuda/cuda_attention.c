@@ -195,11 +195,9 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         const int64_t wide = attn_decode_wide(c, n);
         if (wide > 0) {
             c->n_attn_decode_wide++;
-            const bool whole = attn_decode_prefetch(c, k, v);
             tg_args_attn_decode wa = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v),
                                       .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale, .kpw = (int)wide,
-                                      .direct = 1, .prefetch = whole, .ahead = whole ? 0 : c->attn_ahead,
-                                      .o = tg_cuda_desc(n)};
+                                      .direct = 1, .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
             return k->type == TG_BF16 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide_bf16, 1, (unsigned)H,
                                                (unsigned)B, TG_ATD_WIDE * 32, 0, wa)
                                       : LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide, 1, (unsigned)H,
@@ -211,11 +209,10 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
          * count a row in c->atd_counters) instead of a combine launch */
         const bool last = n_split > 1 && c->attn_combine_last && c->atd_counters && H * B <= TG_ATD_COUNTERS;
         c->n_attn_combine_last += last;
-        const bool whole = attn_decode_prefetch(c, k, v);
         tg_args_attn_decode da = {.part = c->scratch, .counters = last ? c->atd_counters : 0, .q = tg_cuda_desc(q),
                                   .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                   .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
-                                  .prefetch = whole, .ahead = whole ? 0 : c->attn_ahead, .o = tg_cuda_desc(n)};
+                                  .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
         const bool bf = k->type == TG_BF16;
         tg_status st =
             D == 128 ? (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_bf16, (unsigned)n_split, (unsigned)H,

@@ -249,7 +249,6 @@ typedef struct tg_cuda_ctx {
                                 * never, 1 always, 2 (default) for two columns or more */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
     bool attn_combine_last;    /* CT_CUDA_ATTN_COMBINE_LAST: attn_decode's chunks combined by a row's last one */
-    int attn_ahead;            /* CT_CUDA_ATTN_AHEAD: rounds of keys attn_decode's warps ask into L2 ahead */
     CUdeviceptr atd_counters;  /* TG_ATD_COUNTERS counts for that, zero between calls */
     bool matvec_prefetch_next; /* CT_CUDA_MATVEC_PREFETCH_NEXT=1: mul_mat_vec_mma asks the next product's weights
                                 * into L2 (off: 1.3-1.7% slower a step on an H100) */

@@ -249,22 +249,6 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
      * of keys all past the end changes nothing); the 4-warp kernels keep
      * the loop they were measured with */
     for (int jj = 0; jj < kpw && (W == ATD_WARPS || j0 + jj < Tk); jj += KU) {
-        /* the warp's keys args.ahead rounds on asked into L2 (at the first
-         * round, every round up to there): while this round's loads wait on
-         * memory, the next rounds' are on their way too, without registers
-         * to hold them (a batch-64 step's cross-attention reached 54% of
-         * the memory's rate with one round in flight, ncu, H100) */
-        for (int a = jj == 0 ? 1 : args.ahead; a <= args.ahead; a++) {
-            constexpr int LINES = D * (BF ? 2 : 4) / 128; /* 128-byte lines a K (or V) row */
-            const int ja = jj + a * KU;
-            for (int l = lane; l < KU * 2 * LINES; l += 32) {
-                const int u = l / (2 * LINES), w = l - u * (2 * LINES);
-                const i64 j = j0 + ja + u;
-                if (ja + u >= kpw || j >= Tk) continue;
-                const char *p = w < LINES ? kb + j * k.nb[1] + 128 * w : vb + j * v.nb[1] + 128 * (w - LINES);
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-            }
-        }
         typename atd_raw<BF>::t kr[KU][G], vr[KU][G];
         float sc[KU];
         bool ok[KU];
