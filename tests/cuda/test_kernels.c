@@ -891,39 +891,6 @@ static void test_attn_decode_chunks_match_cpu(void) {
     tg_backend_free(b);
 }
 
-/* A row's chunks combined by the row's last chunk to finish (the default),
- * the same without the rows asked into L2 up front (CT_CUDA_ATTN_PREFETCH=0:
- * a batch-64 step's way), and by a combine launch
- * (CT_CUDA_ATTN_COMBINE_LAST=0), each against the CPU over four computes
- * (a capture, then replays: each call must leave its counts at zero, or a
- * later call's rows would never be combined and its outputs would keep
- * stale values); the NaN and masked-row cases of the chunked path (above)
- * run with the default. */
-static void test_attn_decode_last_chunk_combines(void) {
-    static const char *const names[3] = {"last chunk combines", "last chunk combines, no L2 requests",
-                                         "combine launch"};
-    for (int k = 0; k < 3; k++) {
-        if (k == 1) setenv("CT_CUDA_ATTN_PREFETCH", "0", 1);
-        if (k == 2) setenv("CT_CUDA_ATTN_COMBINE_LAST", "0", 1);
-        tg_backend *b = cuda_with("CT_CUDA_ATTN_DECODE_WIDE", "0");
-        unsetenv("CT_CUDA_ATTN_COMBINE_LAST");
-        unsetenv("CT_CUDA_ATTN_PREFETCH");
-        if (!b) return;
-        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-        CHECK(c->attn_prefetch == (k != 1) && c->attn_combine_last == (k != 2));
-        int ad = c->n_attn_decode, fused = c->n_attn_combine_last;
-        char what[96];
-        snprintf(what, sizeof what, "step attention, f32, %s", names[k]);
-        compare_with_cpu(b, build_attn_step, 4, 5e-4, what);
-        snprintf(what, sizeof what, "step attention, bf16, %s", names[k]);
-        compare_with_cpu(b, build_attn_step_bf16_128, 4, 5e-4, what);
-        CHECK(c->n_attn_decode > ad);
-        CHECK_MSG(k < 2 ? c->n_attn_combine_last > fused : c->n_attn_combine_last == fused,
-                  "%s: %d calls combined by their last chunk", names[k], c->n_attn_combine_last - fused);
-        tg_backend_free(b);
-    }
-}
-
 /* The step's switches away from their defaults, each against the CPU: the
  * fused norm reading its columns once (CT_CUDA_MATVEC_NORM1=1), attn_decode
  * without its early L2 requests (CT_CUDA_ATTN_PREFETCH=0), the rows loop
@@ -958,7 +925,7 @@ static void test_step_switches_match_cpu(void) {
     }
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_last_chunk_combines), T(test_attn_decode_wide_match_cpu),
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else

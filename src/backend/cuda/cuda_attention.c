@@ -205,12 +205,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         }
         int kpw = attn_decode_kpw(c, n);
         int64_t n_split = attn_decode_splits(c, n);
-        /* chunks of a row combined by the row's last chunk to finish (a
-         * count a row in c->atd_counters) instead of a combine launch */
-        const bool last = n_split > 1 && c->attn_combine_last && c->atd_counters && H * B <= TG_ATD_COUNTERS;
-        c->n_attn_combine_last += last;
-        tg_args_attn_decode da = {.part = c->scratch, .counters = last ? c->atd_counters : 0, .q = tg_cuda_desc(q),
-                                  .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
+        tg_args_attn_decode da = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                   .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
                                   .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
         const bool bf = k->type == TG_BF16;
@@ -223,7 +218,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
                                     (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da)
                            : LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256, (unsigned)n_split,
                                     (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da));
-        if (st || n_split == 1 || last) return st;
+        if (st || n_split == 1) return st;
         tg_args_attn_split_combine ca = {.o = tg_cuda_desc(n), .part = c->scratch, .n_split = (int)n_split, .tq = 1, .h = (int)H};
         return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, 1, (unsigned)H, (unsigned)B, 128, 0, ca);
     }

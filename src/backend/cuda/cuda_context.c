@@ -96,7 +96,6 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;
     c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);
     c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
-    c->attn_combine_last = tg_cuda_env_int("CT_CUDA_ATTN_COMBINE_LAST", 1) != 0;
     c->matvec_prefetch_next = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH_NEXT", 0) != 0;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
     /* 1 to 256 columns (4 wide blocks): past that the products are the
@@ -829,7 +828,6 @@ static void ctx_destroy(tg_cuda_ctx *c) {
     tg_cuda_mm_free(c);
     if (c->scratch) cu->cuMemFree(c->scratch);
     if (c->lt_ws) cu->cuMemFree(c->lt_ws);
-    if (c->atd_counters) cu->cuMemFree(c->atd_counters);
     if (c->stage) cu->cuMemFreeHost(c->stage);
     for (int k = 0; k < CUDA_STAGE_SLOTS; k++)
         if (c->stage_ev[k]) cu->cuEventDestroy(c->stage_ev[k]);
@@ -906,11 +904,6 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
         if ((r = cu->cuEventCreate(&c->stage_ev[k], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) goto cu_fail;
     c->stage_size = (size_t)4 << 20;
     if ((r = cu->cuMemAllocHost(&c->stage, c->stage_size)) != CUDA_SUCCESS) goto cu_fail;
-    /* attn_decode's counts a row, zero from here on: each call's last
-     * chunk of a row puts its count back to zero (attention_split.cu) */
-    if ((r = cu->cuMemAlloc(&c->atd_counters, TG_ATD_COUNTERS * sizeof(unsigned))) != CUDA_SUCCESS) goto cu_fail;
-    if ((r = cu->cuMemsetD8Async(c->atd_counters, 0, TG_ATD_COUNTERS * sizeof(unsigned), c->stream)) != CUDA_SUCCESS)
-        goto cu_fail;
     if (dev->lt) {
         c->lt_ws_size = (size_t)32 << 20;
         if ((r = cu->cuMemAlloc(&c->lt_ws, c->lt_ws_size)) != CUDA_SUCCESS) goto cu_fail;

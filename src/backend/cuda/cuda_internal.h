@@ -248,8 +248,6 @@ typedef struct tg_cuda_ctx {
     int matvec_norm1;          /* CT_CUDA_MATVEC_NORM1: the fused norm reads its columns once, into registers: 0
                                 * never, 1 always, 2 (default) for two columns or more */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
-    bool attn_combine_last;    /* CT_CUDA_ATTN_COMBINE_LAST: attn_decode's chunks combined by a row's last one */
-    CUdeviceptr atd_counters;  /* TG_ATD_COUNTERS counts for that, zero between calls */
     bool matvec_prefetch_next; /* CT_CUDA_MATVEC_PREFETCH_NEXT=1: mul_mat_vec_mma asks the next product's weights
                                 * into L2 (off: 1.3-1.7% slower a step on an H100) */
     const tg_tensor *next_w;   /* while a node is encoded: the next product's weights (tg_cuda_next_product) */
@@ -271,7 +269,6 @@ typedef struct tg_cuda_ctx {
     int n_matvec, n_matvec_mma, n_attn_decode; /* encodes of matvec.cu (its mma kernels) and attn_decode */
     int n_matvec_wide;                         /* ... of them on mul_mat_vec_mma_wide */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
-    int n_attn_combine_last;   /* ... whose chunks the row's last chunk combined */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores

@@ -16,8 +16,7 @@
  *   3. threads over the value dimension accumulate p . V for every query.
  * The chunk's unnormalised output, max and sum go to the scratch, and
  * attn_split_combine rescales the chunks of a query by exp(m_s - M) and
- * divides by the total sum (attn_decode: the row's last chunk to finish
- * does that itself, where the host gives it counts; no combine launch). Everything is F32 arithmetic on F32 (or
+ * divides by the total sum. Everything is F32 arithmetic on F32 (or
  * converted F16/BF16) loads, so a TG_PREC_F32 request is met as asked. A
  * query whose keys are all masked gets zeros, as in attention.cu.
  *
@@ -168,59 +167,6 @@ __device__ __forceinline__ void atd_unpack(const uint2 &x, float r[4]) {
  * NaN, as on the CPU, instead of vanishing behind -inf. */
 __device__ __forceinline__ float atd_max(float a, float b) { return a != a ? a : b != b ? b : fmaxf(a, b); }
 
-/* The chunks of query row r = ((b * H + h) * Tq + qi) rescaled to their
- * common max and summed, divided by the total sum, into o(:, h, qi, b): a
- * block's work (any block size). The chunks' maxima and sums are read by
- * the first warp at once (a lane per chunk), their weights exp(m_s - M)
- * kept in shared memory, so the output's sums over chunks are loads in
- * flight, not a chain. The partials are read from L2 (ld.global.cg): the
- * last chunk of attn_decode combines chunks other SMs wrote, which its L1
- * never held but must not serve. */
-#define ATS_MAX_SPLIT 512
-__device__ __forceinline__ void ats_combine(const float *part, int n_split, i64 rows, i64 r, const tg_t &o, int h, int qi,
-                                            int b) {
-    const int Dv = (int)o.ne[0];
-    __shared__ float wsh[ATS_MAX_SPLIT];
-    __shared__ float inv_sh;
-    const bool cached = n_split <= ATS_MAX_SPLIT;
-    if (threadIdx.x < 32) {
-        const int lane = threadIdx.x;
-        float M = -TG_INF;
-        for (int s = lane; s < n_split; s += 32) M = atd_max(M, __ldcg(part + ((i64)s * rows + r) * (Dv + 2) + Dv));
-        for (int o = 16; o > 0; o >>= 1) M = atd_max(M, __shfl_xor_sync(0xffffffffu, M, o));
-        float L = 0.0f;
-        for (int s = lane; s < n_split; s += 32) {
-            const float *pr = part + ((i64)s * rows + r) * (Dv + 2);
-            const float ms = __ldcg(pr + Dv);
-            const float w = ms == -TG_INF ? 0.0f : expf(ms - M);
-            if (cached) wsh[s] = w;
-            L += __ldcg(pr + Dv + 1) * w;
-        }
-        L = tg_warp_sum(L);
-        if (lane == 0) inv_sh = M == -TG_INF ? 0.0f : 1.0f / L; /* NaN stays NaN */
-        if (!cached && lane == 0) wsh[0] = M;
-    }
-    __syncthreads();
-    const float inv = inv_sh;
-    for (int d = threadIdx.x; d < Dv; d += blockDim.x) {
-        float acc = 0.0f;
-        if (inv != 0.0f) { /* true for NaN too */
-            if (cached) {
-#pragma unroll 8
-                for (int s = 0; s < n_split; s++) acc += __ldcg(part + ((i64)s * rows + r) * (Dv + 2) + d) * wsh[s];
-            } else {
-                const float M = wsh[0];
-                for (int s = 0; s < n_split; s++) {
-                    const float *pr = part + ((i64)s * rows + r) * (Dv + 2);
-                    const float ms = __ldcg(pr + Dv);
-                    if (ms != -TG_INF) acc += __ldcg(pr + d) * expf(ms - M);
-                }
-            }
-        }
-        tg_st(o.p + tg_off(o, d, h, qi, b), o.type, acc * inv);
-    }
-}
-
 template <int G, int KU, bool BF, int W>
 __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     float *part = (float *)args.part;
@@ -345,24 +291,6 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
         pr[d] = o;
     }
     if (threadIdx.x == 0) pr[D] = M, pr[D + 1] = M == -TG_INF ? 0.0f : L;
-    if (!args.counters) return;
-    /* The row's last chunk to finish combines them (args.counters, one
-     * count a row, zero between calls): no combine launch after this one.
-     * Every thread's partial is made visible device-wide before the count
-     * that lets another block read it; the last block resets the count for
-     * the next call, whose blocks only read it after this grid is done. */
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned *count = (unsigned *)args.counters + r;
-        last = atomicAdd(count, 1u) == gridDim.x - 1;
-        if (last) *count = 0u;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    ats_combine(part, (int)gridDim.x, rows, r, args.o, h, 0, b);
 }
 
 /* The block's keys' K and V rows asked into L2, a thread a 128-byte line
@@ -434,10 +362,55 @@ extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wi
     atd_body<1, 16, true, TG_ATD_WIDE>(args);
 }
 
-/* One block per query row (qi, h, b): ats_combine. */
+/* One block per query row (qi, h, b): the chunks rescaled to the common
+ * max. The chunks' maxima and sums are read by the first warp at once (a
+ * lane per chunk), their weights exp(m_s - M) kept in shared memory, so
+ * the output's sums over chunks are loads in flight, not a chain. */
+#define ATS_MAX_SPLIT 512
 extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split_combine(const tg_args_attn_split_combine args) {
     TG_PDL();
-    const int Tq = args.tq, H = args.h, qi = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const i64 rows = (i64)Tq * H * args.o.ne[3];
-    ats_combine(args.part, args.n_split, rows, ((i64)b * H + h) * Tq + qi, args.o, h, qi, b);
+    const tg_t &o = args.o;
+    const float *part = args.part;
+    const int n_split = args.n_split, Tq = args.tq, H = args.h;
+    const int Dv = (int)o.ne[0];
+    const int qi = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const i64 rows = (i64)Tq * H * o.ne[3];
+    const i64 r = ((i64)b * H + h) * Tq + qi;
+    __shared__ float wsh[ATS_MAX_SPLIT];
+    __shared__ float inv_sh;
+    const bool cached = n_split <= ATS_MAX_SPLIT;
+    if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        float M = -TG_INF;
+        for (int s = lane; s < n_split; s += 32) M = atd_max(M, part[((i64)s * rows + r) * (Dv + 2) + Dv]);
+        for (int o = 16; o > 0; o >>= 1) M = atd_max(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float L = 0.0f;
+        for (int s = lane; s < n_split; s += 32) {
+            const float *pr = part + ((i64)s * rows + r) * (Dv + 2);
+            const float w = pr[Dv] == -TG_INF ? 0.0f : expf(pr[Dv] - M);
+            if (cached) wsh[s] = w;
+            L += pr[Dv + 1] * w;
+        }
+        L = tg_warp_sum(L);
+        if (lane == 0) inv_sh = M == -TG_INF ? 0.0f : 1.0f / L; /* NaN stays NaN */
+        if (!cached && lane == 0) wsh[0] = M;
+    }
+    __syncthreads();
+    const float inv = inv_sh;
+    for (int d = threadIdx.x; d < Dv; d += blockDim.x) {
+        float acc = 0.0f;
+        if (inv != 0.0f) { /* true for NaN too */
+            if (cached) {
+#pragma unroll 8
+                for (int s = 0; s < n_split; s++) acc += part[((i64)s * rows + r) * (Dv + 2) + d] * wsh[s];
+            } else {
+                const float M = wsh[0];
+                for (int s = 0; s < n_split; s++) {
+                    const float *pr = part + ((i64)s * rows + r) * (Dv + 2);
+                    if (pr[Dv] != -TG_INF) acc += pr[d] * expf(pr[Dv] - M);
+                }
+            }
+        }
+        tg_st(o.p + tg_off(o, d, h, qi, b), o.type, acc * inv);
+    }
 }

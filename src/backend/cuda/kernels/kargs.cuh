@@ -241,27 +241,22 @@ TG_KARGS_SIZE(tg_attn_split_combine_args, 104);
  * attn_decode_wide(_bf16): one block of TG_ATD_WIDE warps a row, always
  * direct. prefetch: each block asks its keys' K and V rows into L2 before
  * its wait for the kernel before (the host sets it where the call's K and
- * V fit well inside L2). counters (not direct; 0: none): a count a row of
- * H x B (TG_ATD_COUNTERS at most), zero before and after the call, by which
- * the row's last chunk to finish combines the row's chunks itself, instead
- * of an attn_split_combine launch. */
+ * V fit well inside L2). */
 /* CT_CUDA_STAMPS: the records the buffer holds (common.cuh writes them,
  * cuda_profile.c reads them; 4 words each after a count). */
 #define TG_STAMPS_CAP (1 << 18)
 
 #define TG_ATD_WARPS 4
-#define TG_ATD_COUNTERS 4096
 #define TG_ATD_WIDE 16
 typedef struct tg_attn_decode_args {
     tg_dp_void part;
-    tg_dp_void counters;
     tg_t q, k, v, mask;
     tg_i32 has_mask;
     float scale;
     tg_i32 kpw, direct, prefetch, pad_;
     tg_t o;
 } tg_attn_decode_args;
-TG_KARGS_SIZE(tg_attn_decode_args, 440);
+TG_KARGS_SIZE(tg_attn_decode_args, 432);
 
 /* ---------------------------------------------------------- matvec.cu */
 
