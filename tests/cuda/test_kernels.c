@@ -891,6 +891,31 @@ static void test_attn_decode_chunks_match_cpu(void) {
     tg_backend_free(b);
 }
 
+/* The decoder's prefill: its prompt's 10 queries over the encoder's frames
+ * (BF16 K and V, a key mask per batch row) split over the keys on
+ * attn_split, and with CT_CUDA_ATTN_SPLIT_TQ=8 (the limit of before) on the
+ * tensor-core kernel, both against the CPU. */
+static tg_tensor *build_attn_prefill(tg_ctx *ctx) {
+    int64_t D = 128, Tq = 10, Tk = 150, H = 4, B = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+static void test_attn_prefill_splits_over_keys(void) {
+    for (int old = 0; old < 2; old++) {
+        tg_backend *b = old ? cuda_with("CT_CUDA_ATTN_SPLIT_TQ", "8") : cuda_or_skip();
+        if (!b) return;
+        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+        int split = c->n_attn_split;
+        compare_with_cpu(b, build_attn_prefill, 3, 5e-4, old ? "prefill attention, 10 queries (tensor cores)"
+                                                              : "prefill attention, 10 queries (attn_split)");
+        CHECK_MSG((c->n_attn_split > split) == !old, "split limit %d: %d attn_split encodes", c->attn_split_tq,
+                  c->n_attn_split - split);
+        tg_backend_free(b);
+    }
+}
+
 /* The step's switches away from their defaults, each against the CPU: the
  * fused norm reading its columns once (CT_CUDA_MATVEC_NORM1=1), attn_decode
  * without its early L2 requests (CT_CUDA_ATTN_PREFETCH=0), the rows loop
@@ -925,7 +950,7 @@ static void test_step_switches_match_cpu(void) {
     }
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_wide_match_cpu),
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else

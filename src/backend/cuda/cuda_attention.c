@@ -32,14 +32,18 @@ static bool attn_packs(const tg_cuda_ctx *c, const tg_tensor *n) {
     return attn_use_mma(c, n) && n->src[0]->ne[1] > 64 && n->src[1]->ne[1] > 0;
 }
 
-/* A few queries over many keys (the decoder's step) split over the keys
- * (attention_split.cu): chunks of 32 keys, partials in the scratch. F32
- * arithmetic, so any precision request is met. */
-enum { ATS_TQ = 8, ATS_CHUNK = 32 };
+/* A few queries over many keys split over the keys (attention_split.cu):
+ * chunks of 32 keys, partials in the scratch. F32 arithmetic, so any
+ * precision request is met. Up to c->attn_split_tq queries (at most
+ * ATS_TQ; CT_CUDA_ATTN_SPLIT_TQ, default 16): the decoder's prefill, whose
+ * 10 prompt queries over the encoder's 438 frames took the tensor-core
+ * kernel's one block a head (8 blocks at batch 1: 123 us a layer, seventh
+ * session's stamps) before the limit was 8. */
+enum { ATS_TQ = 16, ATS_CHUNK = 32 };
 
-static bool attn_splits(const tg_tensor *n) {
+static bool attn_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
-    return q->ne[1] <= ATS_TQ && k->ne[1] >= 2 * ATS_CHUNK && q->ne[0] <= 256 && v->ne[0] <= 256 &&
+    return q->ne[1] <= c->attn_split_tq && k->ne[1] >= 2 * ATS_CHUNK && q->ne[0] <= 256 && v->ne[0] <= 256 &&
            q->ne[2] <= 65535 && q->ne[3] <= 65535 && (k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK <= 65535;
 }
 
@@ -165,7 +169,7 @@ size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
                            : tg_cuda_align256((size_t)splits * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
                                               (size_t)(n->src[0]->ne[0] + 2) * 4);
     }
-    if (attn_splits(n)) return attn_split_scratch(n);
+    if (attn_splits(c, n)) return attn_split_scratch(n);
     if (!attn_packs(c, n)) return 0;
     const tg_tensor *q = n->src[0], *v = n->src[2];
     size_t heads = (size_t)(q->ne[2] * q->ne[3]), tkp = (size_t)attn_keys_padded(n);
@@ -222,7 +226,8 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         tg_args_attn_split_combine ca = {.o = tg_cuda_desc(n), .part = c->scratch, .n_split = (int)n_split, .tq = 1, .h = (int)H};
         return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, 1, (unsigned)H, (unsigned)B, 128, 0, ca);
     }
-    if (attn_splits(n)) {
+    if (attn_splits(c, n)) {
+        c->n_attn_split++;
         tg_args_attn_split sa = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                  .has_mask = m != NULL, .scale = scale};
         int n_split = (int)((k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK);

@@ -248,6 +248,7 @@ typedef struct tg_cuda_ctx {
     int matvec_norm1;          /* CT_CUDA_MATVEC_NORM1: the fused norm reads its columns once, into registers: 0
                                 * never, 1 always, 2 (default) for two columns or more */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
+    int attn_split_tq;         /* CT_CUDA_ATTN_SPLIT_TQ: the most queries attn_split takes (1-16) */
     bool matvec_prefetch_next; /* CT_CUDA_MATVEC_PREFETCH_NEXT=1: mul_mat_vec_mma asks the next product's weights
                                 * into L2 (off: 1.3-1.7% slower a step on an H100) */
     const tg_tensor *next_w;   /* while a node is encoded: the next product's weights (tg_cuda_next_product) */
@@ -269,6 +270,7 @@ typedef struct tg_cuda_ctx {
     int n_matvec, n_matvec_mma, n_attn_decode; /* encodes of matvec.cu (its mma kernels) and attn_decode */
     int n_matvec_wide;                         /* ... of them on mul_mat_vec_mma_wide */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
+    int n_attn_split;          /* encodes of attn_split (a few queries over many keys) */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores

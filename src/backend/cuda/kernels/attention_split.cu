@@ -28,7 +28,7 @@
  */
 #include "common.cuh"
 
-#define ATS_TQ 8      /* queries per call at most              */
+#define ATS_TQ 16     /* queries per call at most (the prompt of a decoder prefill: 10) */
 #define ATS_CHUNK 32  /* keys per block                        */
 #define ATS_KPW 4     /* keys a warp scores at once            */
 #define ATS_DL 8      /* head dimension / 32, at most          */
