@@ -892,13 +892,14 @@ static void test_attn_decode_chunks_match_cpu(void) {
 }
 
 /* The decoder's prefill: its prompt's 10 queries over the encoder's frames
- * (BF16 K and V, a key mask per batch row) split over the keys on
+ * (BF16 K and V, a mask [Tk, Tq, 1, B] as decoder.c makes it) split over
+ * the keys on
  * attn_split, and with CT_CUDA_ATTN_SPLIT_TQ=8 (the limit of before) on the
  * tensor-core kernel, both against the CPU. */
 static tg_tensor *build_attn_prefill(tg_ctx *ctx) {
     int64_t D = 128, Tq = 10, Tk = 150, H = 4, B = 2;
     tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
-    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, Tq, 1, B);
     return tg_attention(ctx, q, k, v, m, 0.088f);
 }
 
