@@ -363,10 +363,10 @@ tg_status tg_backend_buffer_alloc(tg_backend *backend, size_t size, tg_buffer **
  * wrapper with tg_buffer_free; the memory itself stays the caller's. */
 tg_status tg_backend_buffer_from_host(tg_backend *backend, void *ptr, size_t size,
                                       tg_buffer **out_buffer);
-/* size bytes of host memory for inputs uploaded call after call: copies
- * from it into this backend's buffers (tg_tensor_set) read at the bus's
- * full rate, because a GPU backend gives page-locked memory (a CPU backend,
- * plain memory). NULL when none can be had; the caller may fall back to
+/* size bytes of host memory for inputs uploaded call after call: a GPU
+ * backend gives page-locked memory (a CPU backend, plain memory), which
+ * large copies into its buffers (tg_tensor_set; on CUDA from 32 MiB, below
+ * that they go through a staging ring either way) read at the bus's rate. NULL when none can be had; the caller may fall back to
  * tg_malloc. The caller owns it: free it with tg_backend_host_free on the
  * same backend, before tg_backend_free. */
 void *tg_backend_host_alloc(tg_backend *backend, size_t size);

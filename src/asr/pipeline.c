@@ -5,10 +5,9 @@
  * The stages hand each other owned values; none keeps state between
  * batches (the feature rows' memory, which the session may lend for reuse,
  * holds nothing a later batch reads), so the session can run them in any
- * grouping. The observer cuts
- * every row to its own length, so what the hook sees does not depend on
- * how clips were batched; it downloads from the backend only what it
- * reports.
+ * grouping. The observer cuts every row to its own length, so what the hook
+ * sees does not depend on how clips were batched; it downloads from the
+ * backend only what it reports.
  *
  * Not here: timing, chunking, joining (session.c).
  */

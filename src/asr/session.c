@@ -502,6 +502,7 @@ static tg_status run_batches(ct_session *s, const float *const *clips, const siz
             for (int i = 0; i < bs; i++) ct_clip_text_free(&o[sl ? sl[i] : i]);
             /* give back what the larger batch held, so the retry has it */
             ct_enc_result_free(&s->enc);
+            ct_row_store_free(&s->rows);
             tg_sched_release(s->sched);
             s->faults.batch_limit = bs / 2;
             s->faults.oom_halvings++;

@@ -79,8 +79,8 @@ static tg_tensor *heads(const builder *b, tg_tensor *x) {
                          : ct_nn_heads_view(&b->nn, x, b->m->head_dim, b->m->heads);
 }
 
-/* Part `part` of a packed q/k/v result [3 hd*H, T, B] as heads(), a view
- * or (CT_ENCODER_HEADS=copy) a copy. */
+/* Part `part` of a packed result [n hd*H, T, B] (q, k, v, or q + u, q + v,
+ * k, v) as heads(), a view or (CT_ENCODER_HEADS=copy) a copy. */
 static tg_tensor *heads_of(const builder *b, tg_tensor *qkv, int part) {
     return b->copy_heads ? ct_nn_split_heads_of(&b->nn, qkv, part, b->m->head_dim, b->m->heads)
                          : ct_nn_heads_view_of(&b->nn, qkv, part, b->m->head_dim, b->m->heads);

@@ -43,9 +43,10 @@ typedef struct ct_enc_layer {
      * (the matrices used in place from the mapping, stored in different
      * types, or CT_ENCODER_QKV=separate) */
     tg_tensor *wqkv, *bqkv;
-    /* wqkv holds four parts [d, 4 d]: q + u, q + v, k, v, the rel-pos
-     * biases u and v added into q's bias at load (a GPU's default; wq, bq
-     * then view the first part, whose bias is bq + u) */
+    /* wqkv holds four parts [d, 4 d]: q + u, q + v, k, v, q's matrix
+     * stored twice (one d x d more a layer) and the rel-pos biases u and v
+     * added into q's bias at load (a GPU's default; wq, bq then view the
+     * first part, whose bias is bq + u) */
     bool qkv_uv;
     tg_tensor *wpos;             /* linear_pos / relative_k_proj, no bias  */
     tg_tensor *pos_u, *pos_v;    /* [head_dim, heads], F32                 */

@@ -909,8 +909,13 @@ static void test_attn_prefill_splits_over_keys(void) {
         if (!b) return;
         tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
         int split = c->n_attn_split;
-        compare_with_cpu(b, build_attn_prefill, 3, 5e-4, old ? "prefill attention, 10 queries (tensor cores)"
-                                                              : "prefill attention, 10 queries (attn_split)");
+        /* attn_split computes in F32 from the same BF16 K and V the CPU
+         * reads (5.3e-14 on an H100, eighth session); the tensor-core
+         * kernel rounds q and the probabilities to BF16 (1.4e-07), under
+         * the 5e-4 every BF16-operand attention here is held to */
+        compare_with_cpu(b, build_attn_prefill, 3, old ? 5e-4 : 1e-9,
+                         old ? "prefill attention, 10 queries (tensor cores)"
+                             : "prefill attention, 10 queries (attn_split)");
         CHECK_MSG((c->n_attn_split > split) == !old, "split limit %d: %d attn_split encodes", c->attn_split_tq,
                   c->n_attn_split - split);
         tg_backend_free(b);

@@ -302,7 +302,8 @@ static void copied_match(ct_model *a, ct_model *b, tg_sched *sched, bool uv) {
             for (size_t i = 0; i < n; i++) num += (double)(ha[i] - hb[i]) * (ha[i] - hb[i]), den += (double)ha[i] * ha[i];
             double e = sqrt(num / den);
             printf("  packed with u and v: encoder_out rel L2 %.3g against in place\n", e);
-            CHECK_MSG(e > 0 && e <= 1e-6, "packed with u and v: rel L2 %.3g", e);
+            /* F32 throughout: only where u and v are rounded in differs */
+            CHECK_MSG(e <= 1e-6, "packed with u and v: rel L2 %.3g", e);
         }
     }
     tg_free(ha);

@@ -35,11 +35,11 @@ static bool attn_packs(const tg_cuda_ctx *c, const tg_tensor *n) {
 /* A few queries over many keys split over the keys (attention_split.cu):
  * chunks of 32 keys, partials in the scratch. F32 arithmetic, so any
  * precision request is met. Up to c->attn_split_tq queries (at most
- * ATS_TQ; CT_CUDA_ATTN_SPLIT_TQ, default 16): the decoder's prefill, whose
- * 10 prompt queries over the encoder's 438 frames took the tensor-core
- * kernel's one block a head (8 blocks at batch 1: 123 us a layer, seventh
+ * TG_ATS_TQ, 16; CT_CUDA_ATTN_SPLIT_TQ): the decoder's prefill, whose 10
+ * prompt queries over the encoder's 438 frames took the tensor-core
+ * kernel's one block a head (8 blocks at batch 1: 123 us a call, this
  * session's stamps) before the limit was 8. */
-enum { ATS_TQ = 16, ATS_CHUNK = 32 };
+enum { ATS_CHUNK = 32 };
 
 static bool attn_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];

@@ -96,8 +96,8 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;
     c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);
     c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
-    c->attn_split_tq = tg_cuda_env_int("CT_CUDA_ATTN_SPLIT_TQ", 16);
-    if (c->attn_split_tq < 1 || c->attn_split_tq > 16) c->attn_split_tq = 16;
+    c->attn_split_tq = tg_cuda_env_int("CT_CUDA_ATTN_SPLIT_TQ", TG_ATS_TQ);
+    if (c->attn_split_tq < 1 || c->attn_split_tq > TG_ATS_TQ) c->attn_split_tq = TG_ATS_TQ;
     c->matvec_prefetch_next = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH_NEXT", 0) != 0;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
     /* 1 to 256 columns (4 wide blocks): past that the products are the

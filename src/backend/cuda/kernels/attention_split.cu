@@ -1,7 +1,8 @@
 /*
  * attention_split.cu: attention for a few queries over many keys (the
  * decoder's step: one query per head against the self-attention cache or
- * the encoder's frames), split over the keys ("flash-decoding").
+ * the encoder's frames; its prefill: the prompt's queries), split over the
+ * keys ("flash-decoding").
  *
  * One query block per head holds too little work for a 132-SM GPU: a step's
  * 16 calls ran 8 blocks each, ~211 us apiece, while the bytes they read take
@@ -28,7 +29,7 @@
  */
 #include "common.cuh"
 
-#define ATS_TQ 16     /* queries per call at most (the prompt of a decoder prefill: 10) */
+#define ATS_TQ TG_ATS_TQ /* queries per call at most (kargs.cuh; a decoder prefill's prompt: 10) */
 #define ATS_CHUNK 32  /* keys per block                        */
 #define ATS_KPW 4     /* keys a warp scores at once            */
 #define ATS_DL 8      /* head dimension / 32, at most          */

@@ -246,6 +246,9 @@ TG_KARGS_SIZE(tg_attn_split_combine_args, 104);
  * cuda_profile.c reads them; 4 words each after a count). */
 #define TG_STAMPS_CAP (1 << 18)
 
+/* attn_split: the most queries a call takes (its shared arrays and its
+ * per-thread sums are sized by it; the host's limit never exceeds it) */
+#define TG_ATS_TQ 16
 #define TG_ATD_WARPS 4
 #define TG_ATD_WIDE 16
 typedef struct tg_attn_decode_args {
