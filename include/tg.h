@@ -366,9 +366,10 @@ tg_status tg_backend_buffer_from_host(tg_backend *backend, void *ptr, size_t siz
 /* size bytes of host memory for inputs uploaded call after call: a GPU
  * backend gives page-locked memory (a CPU backend, plain memory), which
  * large copies into its buffers (tg_tensor_set; on CUDA from 32 MiB, below
- * that they go through a staging ring either way) read at the bus's rate. NULL when none can be had; the caller may fall back to
- * tg_malloc. The caller owns it: free it with tg_backend_host_free on the
- * same backend, before tg_backend_free. */
+ * that they go through a staging ring either way) read at the bus's rate.
+ * NULL when none can be had; the caller may fall back to tg_malloc. The
+ * caller owns it: free it with tg_backend_host_free on the same backend,
+ * before tg_backend_free. */
 void *tg_backend_host_alloc(tg_backend *backend, size_t size);
 void tg_backend_host_free(tg_backend *backend, void *ptr);
 void tg_buffer_free(tg_buffer *buffer);

@@ -155,12 +155,11 @@ static tg_status resample(ct_sink *s, const float *x, size_t n) {
                                  s->what, s->in_rate, err);
         /* finite input can still overflow the filter when a float file's
          * samples are huge (1e38): refuse rather than hand on infinities */
-        for (size_t i = 0; i < odone; i++)
-            if (!isfinite(s->tmp[i]))
-                return tg_status_new(TG_ERR_FORMAT,
-                                     "%s: resampling to 16 kHz overflowed near %.3f s of the "
-                                     "source: its float samples are far outside [-1, 1]",
-                                     s->what, (double)s->src_frames / s->in_rate);
+        if (ct_audio_first_nonfinite(s->tmp, odone) < odone)
+            return tg_status_new(TG_ERR_FORMAT,
+                                 "%s: resampling to 16 kHz overflowed near %.3f s of the "
+                                 "source: its float samples are far outside [-1, 1]",
+                                 s->what, (double)s->src_frames / s->in_rate);
         tg_status st = append(s, s->tmp, odone);
         if (st) return st;
         done += idone;

@@ -10,9 +10,9 @@
  * frames), exactly as HF passes it to SDPA. Where the weights are packed
  * (a GPU; weights.c) q + u, q + v, k and v come from one product, strided
  * views of its result (u and v folded into q's bias at load, so the two
- * adds a layer are gone); on a CPU q, k and v from three, then the adds. Heads are strided views and
- * the shifted BD a view of its product (bd_view), read in place: no
- * [T, T, H, B] copy. The feed-forwards' 0.5 comes before their (halved)
+ * adds a layer are gone); on a CPU q, k and v from three, then the adds.
+ * Heads are strided views and the shifted BD a view of its product
+ * (bd_view), read in place: no [T, T, H, B] copy. The feed-forwards' 0.5 comes before their (halved)
  * bias, so a GPU fuses the product, scale, bias and residual add.
  *
  * Padding (spec 2.6): a batch is padded to its longest clip. After every

@@ -255,7 +255,8 @@ typedef struct qkv_parts {
  * and a bias made at load. */
 enum { QKV_APART, QKV_PACKED, QKV_UV };
 
-/* The q bias plus a rel-pos bias, queued for part `part` of b. */
+/* The q bias bq plus a rel-pos bias, queued to fill b (a part of the
+ * packed bias). */
 static tg_status queue_biased(loader *L, tg_tensor *b, const st_tensor *bq, const st_tensor *plus) {
     tg_status st = queue(L, b, bq, KIND_F32, 0);
     if (!st) L->items[L->n_items - 1].plus = plus;
@@ -535,13 +536,16 @@ static tg_status declare_enc_layer(loader *L, int i) {
     /* packed where the matrices are copied anyway (a GPU): one product for
      * q + u, q + v, k and v; on a CPU they stay in place in the mapping
      * (packing would copy 9.8 MB a layer, 472 MB at the released size) */
-    const st_tensor *su, *sv;
+    const st_tensor *su, *sv; /* the rel-pos biases' checkpoint tensors, for the packing */
     {
-        int64_t want[2] = {m->heads, m->head_dim};
+        /* [heads, head_dim]: the config's head count must fit the weights */
+        int64_t want[2] = {m->heads, m->head_dim}, ne[2] = {m->head_dim, m->heads};
         lname_fmt(L, name, false, (lname){"self_attn.pos_bias_u", "self_attn.bias_u"}, "", i);
-        TRY(find_checked(L, name, 2, want, &su));
+        TRY(take(L, name, 2, want, KIND_F32, 2, ne, 0, &e->pos_u));
+        su = L->items[L->n_items - 1].src;
         lname_fmt(L, name, false, (lname){"self_attn.pos_bias_v", "self_attn.bias_v"}, "", i);
-        TRY(find_checked(L, name, 2, want, &sv));
+        TRY(take(L, name, 2, want, KIND_F32, 2, ne, 0, &e->pos_v));
+        sv = L->items[L->n_items - 1].src;
     }
     const qkv_parts sa = {{{"self_attn.linear_q", "self_attn.q_proj"},
                            {"self_attn.linear_k", "self_attn.k_proj"},
@@ -558,14 +562,6 @@ static tg_status declare_enc_layer(loader *L, int i) {
                  &e->wo, &e->bo));
     TRY(take_lin(L, false, (lname){"self_attn.linear_pos", "self_attn.relative_k_proj"}, i, d,
                  d, false, &e->wpos, NULL));
-    {
-        /* [heads, head_dim]: the config's head count must fit the weights */
-        int64_t want[2] = {m->heads, m->head_dim}, ne[2] = {m->head_dim, m->heads};
-        lname_fmt(L, name, false, (lname){"self_attn.pos_bias_u", "self_attn.bias_u"}, "", i);
-        TRY(take(L, name, 2, want, KIND_F32, 2, ne, 0, &e->pos_u));
-        lname_fmt(L, name, false, (lname){"self_attn.pos_bias_v", "self_attn.bias_v"}, "", i);
-        TRY(take(L, name, 2, want, KIND_F32, 2, ne, 0, &e->pos_v));
-    }
     TRY(take_norm(L, false, (lname){"norm_conv", "norm_conv"}, i, d, &e->conv_norm_w,
                   &e->conv_norm_b));
     {
@@ -768,7 +764,7 @@ static tg_status add_f32(const st_tensor *src, float *dst, size_t n) {
     float tmp[BLOCK];
     tg_type t;
     tg_status st = st_dtype_to_tg(src->dtype, &t);
-    size_t es = t == TG_F32 ? 4 : 2;
+    size_t es = tg_type_size(t);
     for (size_t i = 0; !st && i < n; i += BLOCK) {
         size_t k = n - i < BLOCK ? n - i : BLOCK;
         st = tg_convert(t, (const uint8_t *)src->data + i * es, TG_F32, tmp, k);

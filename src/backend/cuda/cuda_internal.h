@@ -315,7 +315,8 @@ typedef struct cuda_prof {
  * with -DTG_STAMPS, so each kernel's first thread records the global timer
  * at its arrival and at the end of its wait for the kernel before it
  * (common.cuh; sm_90 and later); at the device's end the records go to
- * path (path.N for device N > 0) as text, one a line: arrival ns, release ns, kernel-name hash, grid, block. Open takes
+ * path (path.N for device N > 0) as text, one a line: arrival ns, release
+ * ns, kernel-name hash, grid, block. Open takes
  * the buffer (a failure turns the stamps off with a warning), bind points a
  * loaded module at it, close writes the file and frees the buffer. */
 void tg_cuda_stamps_open(tg_cuda_device *d);
