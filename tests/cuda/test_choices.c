@@ -15,7 +15,9 @@
  * round a warp, measured), it takes one round a warp. Every choice is a
  * whole number of rounds and stays within the grid's 65535 chunks.
  * Where the rows are few, one 16-warp block a row instead
- * (tg_cuda_attn_decode_wide_kpw). A decoder step's tail (argmax, sums,
+ * (tg_cuda_attn_decode_wide_kpw). The encoder's attention shares a
+ * block's key tiles between two groups of warps where its blocks leave
+ * SMs idle (tg_cuda_attn_mma_groups). A decoder step's tail (argmax, sums,
  * feed, history writes) fuses into
  * one argmax_sum launch only in the form the scheduler hands it.
  * Skipped (and counted as passed) where the build has no CUDA backend.
@@ -49,6 +51,23 @@ static void test_waves_keep_the_measured_batches(void) {
     CHECK(tg_cuda_attn_decode_kpw(SMS, 2, KU, 438, HEADS * 64) == 7 * KU);
     /* batch 1: one round a warp, many chunks */
     CHECK(tg_cuda_attn_decode_kpw(SMS, 2, KU, 438, HEADS) == KU);
+}
+
+/* The encoder's attention (8 heads, blocks of 64 queries, 438 frames at
+ * 35 s) shares each block's key tiles between two groups of warps where
+ * its blocks are no more than the SMs: batch 1 (56 blocks) and 2 (112),
+ * not 4 (224) or more; not with one key tile, nor with the switch off. */
+static void test_attention_key_groups(void) {
+    const int64_t q_blocks = (438 + 63) / 64;
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 1, 438, true) == TG_AM_GROUPS);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 2, 438, true) == TG_AM_GROUPS);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 4, 438, true) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 64, 438, true) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, SMS, 65, true) == TG_AM_GROUPS);
+    CHECK(tg_cuda_attn_mma_groups(SMS, SMS + 1, 65, true) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, 4, 64, true) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS, 438, false) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, 0, 438, true) == 1);
 }
 
 static void test_waves_fix_the_second_wave_at_batch_67(void) {
@@ -476,7 +495,7 @@ static void test_next_product_weights(void) {
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_next_product_weights), T(test_waves_fix_the_second_wave_at_batch_67),
           T(test_choices_are_whole_rounds_within_the_grid), T(test_wide_blocks_for_few_rows), T(test_embedding_head_fuses),
           T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses),
-          T(test_scale_alone_rides_the_product))
+          T(test_scale_alone_rides_the_product), T(test_attention_key_groups))
 #else
 TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

@@ -70,6 +70,18 @@ static tg_tensor *build_pos_projection(tg_ctx *ctx) {
     return tg_mul_mat(ctx, r, in2(ctx, TG_F32, 320, 70));
 }
 
+/* Attention over heads [D, T, H, 1] (q, k, v) with the mask a shifted
+ * view of r·q for a table r of `rows` rows, the view's first row at
+ * `first` (bd_view in encoder.c), read in place. */
+static tg_tensor *rel_attention_of(tg_ctx *ctx, tg_tensor *const heads[3], int64_t D, int64_t H, int64_t T,
+                                   int64_t rows, int64_t first) {
+    tg_tensor *r = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, rows), D, H, rows, 1);
+    tg_tensor *bd = tg_mul_mat(ctx, tg_permute(ctx, r, 0, 2, 1, 3), heads[0]);
+    if (!bd) return NULL;
+    const int64_t ne[4] = {T, T, H, 1};
+    const size_t nb[4] = {4, bd->nb[1] - 4, bd->nb[2], bd->nb[3]};
+    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_view(ctx, bd, 4, ne, nb, (size_t)first * 4), 0.079f);
+}
 /* The encoder's rel-pos attention as its graph has it: q, k, v strided
  * views of [D*H, T] projections (no head copies), and the mask a shifted
  * view of r·q, read in place: with 2T-1 rows of r (the spec's table; T - 1
@@ -83,15 +95,45 @@ static tg_tensor *attn_rel(tg_ctx *ctx, int64_t rows, int64_t first) {
         tg_tensor *x = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, T), D, H, T, 1);
         heads[i] = tg_permute(ctx, x, 0, 2, 1, 3);
     }
-    tg_tensor *r = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, rows), D, H, rows, 1);
-    tg_tensor *bd = tg_mul_mat(ctx, tg_permute(ctx, r, 0, 2, 1, 3), heads[0]);
-    if (!bd) return NULL;
-    const int64_t ne[4] = {T, T, H, 1};
-    const size_t nb[4] = {4, bd->nb[1] - 4, bd->nb[2], bd->nb[3]};
-    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_view(ctx, bd, 4, ne, nb, (size_t)first * 4), 0.079f);
+    return rel_attention_of(ctx, heads, D, H, T, rows, first);
 }
 static tg_tensor *build_attn_rel(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 - 1, 70 - 1); }
 static tg_tensor *build_attn_rel_even(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 + 1, 70); }
+
+/* The encoder's attention as its graph has it at 150 frames: q, k, v parts
+ * of one packed projection [D * H * 3, T] (strided heads), the mask a
+ * shifted view of r·q with the table's rows a multiple of 4 (encoder.c),
+ * so its rows start at every 4-byte offset of a 16-byte piece; three key
+ * tiles, two for one key group and one for the other. */
+static tg_tensor *build_attn_rel150(tg_ctx *ctx) {
+    const int64_t D = 160, T = 150, H = 2, first = T, rows = (2 * T + 1 + 3) / 4 * 4;
+    tg_tensor *qkv = in2(ctx, TG_F32, D * H * 3, T), *heads[3];
+    for (int i = 0; i < 3; i++) {
+        const int64_t ne[4] = {D, H, T, 1};
+        const size_t nb[4] = {4, (size_t)D * 4, qkv->nb[1], qkv->nb[1] * (size_t)T};
+        heads[i] = tg_permute(ctx, tg_view(ctx, qkv, 4, ne, nb, (size_t)i * D * H * 4), 0, 2, 1, 3);
+    }
+    return rel_attention_of(ctx, heads, D, H, T, rows, first);
+}
+
+/* A mask [71, 130] of rows 71 floats long, so its rows start at every
+ * offset of a 16-byte piece and its last row ends inside one: the piece
+ * that would reach past the mask's end comes a key at a time. */
+static tg_tensor *build_attn_mask_odd(tg_ctx *ctx) {
+    const int64_t D = 128, Tq = 130, Tk = 71, H = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, 1), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, 1);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, 1), *m = tg_new_4d(ctx, TG_F32, Tk, Tq, 1, 1);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+/* A mask over keys only, [Tk, 1, H, B]: every query row reads the same
+ * row (stride 0). */
+static tg_tensor *build_attn_mask_keys(tg_ctx *ctx) {
+    const int64_t D = 160, Tq = 100, Tk = 200, H = 2, B = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, H, B);
+    return tg_attention(ctx, q, k, v, m, 0.079f);
+}
 
 /* The conformer's conv module middle: glu, depthwise conv (9 taps), bias,
  * silu as one kernel (conv_glu_dw_silu_c4), storing BF16 for the product
@@ -922,6 +964,44 @@ static void test_attn_prefill_splits_over_keys(void) {
     }
 }
 
+/* The encoder's tensor-core attention on each of its paths against the
+ * CPU: the mask tile in 16-byte pieces or 4-byte copies
+ * (CT_CUDA_ATTN_MASK16=0), the key tiles over two groups of warps or one
+ * (CT_CUDA_ATTN_GROUPS=0; these shapes have fewer blocks than an H100's
+ * SMs, so two groups by default), the counters saying which ran. */
+static void test_attention_mma_paths_match_cpu(void) {
+    static const build_fn fns[] = {build_attn_rel, build_attn_rel150, build_attn_mask_odd, build_attn_mask_keys,
+                                   build_attn_masked_rows};
+    static const char *names[] = {"rel-pos view, 70 frames", "packed q/k/v, rel-pos view, 150 frames",
+                                  "mask rows of 71 keys", "mask over keys only", "fully masked rows"};
+    for (int v = 0; v < 4; v++) {
+        const bool m16 = !(v & 1), groups = !(v & 2);
+        setenv("CT_CUDA_ATTN_MASK16", m16 ? "1" : "0", 1);
+        tg_backend *b = cuda_with("CT_CUDA_ATTN_GROUPS", groups ? "1" : "0");
+        unsetenv("CT_CUDA_ATTN_MASK16");
+        if (!b) return;
+        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+        CHECK(c->attn_mask16 == m16 && c->attn_groups == groups);
+        if (c->dev->props.tc_level < 2 || c->dev->props.sm_count < 12) {
+            printf("  (no BF16 tensor cores or fewer than 12 SMs: skipped)\n");
+            tg_backend_free(b);
+            return;
+        }
+        for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+            const int n16 = c->n_attn_mask16, ng = c->n_attn_groups;
+            char what[112];
+            snprintf(what, sizeof what, "%s, %s, %s", names[i], m16 ? "16-byte mask" : "4-byte mask",
+                     groups ? "2 key groups" : "1 key group");
+            compare_with_cpu(b, fns[i], 2, 5e-4, what);
+            CHECK_MSG((c->n_attn_mask16 > n16) == m16, "%s: %d encodes staged the mask in pieces", what,
+                      c->n_attn_mask16 - n16);
+            CHECK_MSG((c->n_attn_groups > ng) == groups, "%s: %d encodes on two key groups", what,
+                      c->n_attn_groups - ng);
+        }
+        tg_backend_free(b);
+    }
+}
+
 /* The step's switches away from their defaults, each against the CPU: the
  * fused norm reading its columns once (CT_CUDA_MATVEC_NORM1=1), attn_decode
  * without its early L2 requests (CT_CUDA_ATTN_PREFETCH=0), the rows loop
@@ -956,7 +1036,7 @@ static void test_step_switches_match_cpu(void) {
     }
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else

@@ -26,6 +26,24 @@ static bool attn_use_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
 
 static int64_t attn_keys_padded(const tg_tensor *n) { return (n->src[1]->ne[1] + 63) / 64 * 64; }
 
+/* At batch 1 on the released model (438 frames, 8 heads) the packed kernel
+ * ran 7 x 8 blocks of 4 warps on 132 SMs, 56 us a layer (stamps, eighth
+ * session): each warp's 7 key tiles in turn, most SMs idle. Splitting the
+ * queries finer would leave each warp's tiles as many; two groups of 4
+ * warps a block, each over half the tiles, halve them. Past the SMs the
+ * blocks of one group fit two an SM (by registers), the blocks of two one. */
+int tg_cuda_attn_mma_groups(int sm_count, int64_t blocks, int64_t Tk, bool allow) {
+    return allow && blocks > 0 && blocks <= sm_count && Tk > 64 ? TG_AM_GROUPS : 1;
+}
+
+/* One past the last byte of t's last element. */
+static uint64_t tensor_end(const tg_tensor *t) {
+    uint64_t off = 0;
+    for (int d = 0; d < 4; d++)
+        if (t->ne[d] > 1) off += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
+    return tg_cuda_dptr(t->data) + off + tg_type_size(t->type);
+}
+
 /* Packing K and V first pays when several blocks of 64 queries would
  * convert the same keys. */
 static bool attn_packs(const tg_cuda_ctx *c, const tg_tensor *n) {
@@ -262,6 +280,10 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_vt, (unsigned)(Tkp / 32),
                          (unsigned)((Dv + 31) / 32), (unsigned)heads, 256, 0, pv)))
             return st;
+        /* the mask tile in 16-byte pieces where its keys are contiguous
+         * (the kernel asks the same of the mask: its rows' table follows
+         * the groups' tiles) */
+        const bool m16 = m && c->attn_mask16 && m->ne[0] > 1 && m->nb[0] == 4;
         tg_args_attention_mma_packed pa = {.o = args.o,
                                            .q = args.q,
                                            .k = args.k,
@@ -271,11 +293,23 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
                                            .mask = args.mask,
                                            .tkp = Tkp,
                                            .has_mask = args.has_mask,
-                                           .scale = scale};
-        /* and the block's 64 x 64 mask tile (rows of 64 + 8 floats) */
-        unsigned psmem = msmem + (m ? 64u * (64 + 8) * 4 : 0u);
-        return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed, (unsigned)((Tq + 63) / 64),
-                      (unsigned)H, (unsigned)B, 128, psmem, pa);
+                                           .scale = scale,
+                                           .opt = m16 ? TG_AM_MASK16 : 0,
+                                           .mask_end = m ? tensor_end(m) : 0};
+        /* a key group's tiles and the block's 64 x 64 mask tile (rows of
+         * 64 + 8 floats), then the mask rows' addresses */
+        const unsigned group = msmem + (m ? 64u * (64 + 8) * 4 : 0u);
+        const unsigned qb = (unsigned)((Tq + 63) / 64);
+        const int groups = tg_cuda_attn_mma_groups(c->dev->props.sm_count, (int64_t)qb * H * B, k->ne[1], c->attn_groups);
+        const unsigned psmem = (unsigned)groups * group + (m16 ? 64u * 8u : 0u);
+        if (m16) c->n_attn_mask16++;
+        if (groups > 1) {
+            c->n_attn_groups++;
+            return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed2, qb, (unsigned)H, (unsigned)B,
+                          128u * (unsigned)groups, psmem, pa);
+        }
+        return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed, qb, (unsigned)H, (unsigned)B, 128, psmem,
+                      pa);
     }
     char defs[32];
     /* At least 2: with a single accumulator per lane, NVRTC 13.0's front end

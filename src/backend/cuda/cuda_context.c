@@ -88,6 +88,8 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_fusion = tg_cuda_env_int("CT_CUDA_FUSION", 1) != 0;
     c->use_pdl = props->cc_major >= 9 && tg_cuda_env_int("CT_CUDA_PDL", 1) != 0;
     c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
+    c->attn_mask16 = tg_cuda_env_int("CT_CUDA_ATTN_MASK16", 1) != 0;
+    c->attn_groups = tg_cuda_env_int("CT_CUDA_ATTN_GROUPS", 1) != 0;
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);

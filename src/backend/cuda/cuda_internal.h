@@ -257,6 +257,9 @@ typedef struct tg_cuda_ctx {
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
                                   the default), by filling the slots (1, the rule of before), one round (0) */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */
+    bool attn_mask16;          /* CT_CUDA_ATTN_MASK16: attention_mma's mask tile staged in 16-byte pieces */
+    bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
+                                * where its blocks are no more than the SMs (tg_cuda_attn_mma_groups) */
     bool capturing;            /* encoding into a stream capture              */
 
     int sync_timeout_ms;
@@ -271,6 +274,8 @@ typedef struct tg_cuda_ctx {
     int n_matvec_wide;                         /* ... of them on mul_mat_vec_mma_wide */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
     int n_attn_split;          /* encodes of attn_split (a few queries over many keys) */
+    int n_attn_groups;         /* encodes of attention_mma_packed2 (key tiles over two groups) */
+    int n_attn_mask16;         /* encodes of the packed kernels staging their mask in 16-byte pieces */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores
@@ -440,6 +445,14 @@ int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, 
  * 4-warp kernel of tg_cuda_attn_decode_kpw runs instead (cuda_attention.c). */
 int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, bool short_rows, int64_t ku, int64_t Tk,
                                      int64_t rows);
+
+/* attention_mma's key groups a block (1 or TG_AM_GROUPS) for `blocks`
+ * blocks of 64 queries over Tk keys on a GPU of sm_count SMs: two where
+ * the blocks are no more than the SMs (one block an SM either way, so the
+ * SM gets 8 warps instead of 4) and there are two key tiles to share;
+ * allow: CT_CUDA_ATTN_GROUPS. A pure function, so tests check the choice
+ * without a GPU. */
+int tg_cuda_attn_mma_groups(int sm_count, int64_t blocks, int64_t Tk, bool allow);
 
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
 

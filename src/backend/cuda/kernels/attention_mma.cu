@@ -22,7 +22,17 @@
  * previous tile's softmax and P·V instead of stalling the scores. At the
  * released size (H200, batch 64) the kernel was issue-stalled at 8.4
  * cycles an instruction with 2 blocks an SM; the mask's global loads and
- * the fragments' 32-bit shared loads sat in front of every mma.
+ * the fragments' 32-bit shared loads sat in front of every mma. The mask
+ * rows (the rel-shifted view's start at every offset of a 16-byte piece)
+ * come in 16-byte pieces from the aligned address at or below each row's
+ * first key, each row read from its own offset in the tile: 17 copies a
+ * row where 4-byte copies took 64 (TG_AM_MASK16).
+ *
+ * attention_mma_packed2 runs two groups of 4 warps a block over the same
+ * 64 queries, each over half of the key tiles with its own tiles in shared
+ * memory and its own barrier, merged at the end: where the blocks are
+ * fewer than the SMs (the encoder at batch 1: 56 blocks on 132 SMs), a
+ * warp's tiles in turn are the kernel's time, and this halves them.
  *
  * Specialised by the head sizes (TG_AD for q/k, TG_ADV for v; multiples of
  * 16 up to 160, the model's 128 and 160), so every fragment index is a
@@ -137,32 +147,73 @@ template <int N> __device__ __forceinline__ void cp_async_wait(void) {
 }
 #endif
 
+/* A block-level barrier for the warps of one key group: __syncthreads
+ * where the block is one group, else named barrier 1 + group over its 128
+ * threads (the groups run different tile counts, so they never meet at a
+ * block-wide one inside the loop). */
+template <int KG> __device__ __forceinline__ void am_group_sync(int gi) {
+    static_assert(KG <= 2, "named barriers 1 and 2 only");
+    if (KG == 1) __syncthreads();
+    else if (gi == 0) asm volatile("bar.sync 1, 128;" ::: "memory");
+    else asm volatile("bar.sync 2, 128;" ::: "memory");
+}
+
 /* Where the block's mask tile comes from: row r of the block (query q0 +
  * r) and key k at base + min(q0 + r, Tq - 1) * rs + min(k, Tk - 1) * ks
  * (past the ends it repeats an element in range, which the softmax then
- * drops); NULL when there is no mask. */
+ * drops); base NULL when there is no mask. row: where the tile goes in
+ * 16-byte pieces (TG_AM_MASK16, keys contiguous), the block's 64 rows'
+ * addresses of key 0 in shared memory; NULL for 4-byte copies. */
 struct am_mask_src {
     const char *base;
     i64 rs, ks;
     int q0, tq, tk;
+    const unsigned long long *row;
+    const char *end; /* one past the mask's last element (row only) */
 };
 
+/* The 16-byte pieces of a mask row a tile may need: 64 keys from an
+ * address 4-byte aligned, so one more piece than 64 keys fill. */
+#define AM_MP (AM_BK / 4 + 1)
+
 /* The packed tiles of K rows k0.. and V^T columns k0.., issued as cp.async
- * groups (one each); the K group also carries the mask's 64 x 64 tile at
- * keys k0.. (a row's 64 keys by two warps, 32 keys of 4 bytes a load). */
+ * groups (one each) by the tid-th of nthr threads; the K group also carries
+ * the mask's 64 x 64 tile at keys k0.. . With m.row, a row's keys come in
+ * 16-byte pieces from the aligned address at or below key k0 (so key k0
+ * lands at the row's offset (address & 15) / 4 in the tile, the same for
+ * every tile: k0 is a multiple of 64); a piece wholly past the tile's
+ * last key is not copied (the softmax drops those keys, whatever the tile
+ * holds there), and one that would reach past the mask's end comes a key
+ * at a time. Else a row's 64 keys by two warps, 4 bytes a copy. */
 __device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *kg, int k0, float *Ms,
-                                              const am_mask_src &m) {
+                                              const am_mask_src &m, int tid, int nthr) {
 #if TG_CC >= 80
 #pragma unroll 4
-    for (int e = threadIdx.x; e < AM_BK * (TG_AD / 8); e += blockDim.x) {
+    for (int e = tid; e < AM_BK * (TG_AD / 8); e += nthr) {
         int j = e / (TG_AD / 8), c8 = e % (TG_AD / 8);
         cp_async16(Ks + j * AM_KS + c8 * 8, kg + (i64)k0 * (TG_AD / 8) + e);
     }
-    if (m.base) {
-        const int kk = threadIdx.x & (AM_BK - 1), k = k0 + kk < m.tk ? k0 + kk : m.tk - 1;
+    if (m.row) {
+        const int kend = k0 + AM_BK < m.tk ? k0 + AM_BK : m.tk;
+        const unsigned long long end = (unsigned long long)m.end;
+        for (int e = tid; e < 64 * AM_MP; e += nthr) {
+            const int r = e / AM_MP, c = e - r * AM_MP;
+            const unsigned long long rp = m.row[r], a = rp + 4ull * (unsigned)k0, lim = rp + 4ull * (unsigned)kend;
+            const unsigned long long p = (a & ~15ull) + 16ull * (unsigned)c;
+            if (p >= lim) continue;
+            float *dst = Ms + r * AM_MS + 4 * c;
+            if (p + 16 <= end) {
+                cp_async16(dst, (const void *)p);
+            } else {
+                for (int j = 0; j < 4; j++)
+                    if (p + 4 * j >= a && p + 4 * j < lim) cp_async4(dst + j, (const void *)(p + 4 * j));
+            }
+        }
+    } else if (m.base) {
+        const int kk = tid & (AM_BK - 1), k = k0 + kk < m.tk ? k0 + kk : m.tk - 1;
         const char *col = m.base + (i64)k * m.ks;
 #pragma unroll 8
-        for (int r = threadIdx.x / AM_BK; r < 64; r += blockDim.x / AM_BK) {
+        for (int r = tid / AM_BK; r < 64; r += nthr / AM_BK) {
             const int q = m.q0 + r < m.tq ? m.q0 + r : m.tq - 1;
             cp_async4(Ms + r * AM_MS + kk, col + (i64)q * m.rs);
         }
@@ -171,10 +222,11 @@ __device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *k
 #endif
 }
 
-__device__ __forceinline__ void stage_v_async(unsigned short *Vt, const unsigned short *vg, int Tkp, int k0) {
+__device__ __forceinline__ void stage_v_async(unsigned short *Vt, const unsigned short *vg, int Tkp, int k0, int tid,
+                                              int nthr) {
 #if TG_CC >= 80
 #pragma unroll 4
-    for (int e = threadIdx.x; e < TG_ADV * (AM_BK / 8); e += blockDim.x) {
+    for (int e = tid; e < TG_ADV * (AM_BK / 8); e += nthr) {
         int d = e / (AM_BK / 8), c8 = e % (AM_BK / 8);
         cp_async16(Vt + d * AM_VS + c8 * 8, vg + (i64)d * Tkp + k0 + c8 * 8);
     }
@@ -205,42 +257,79 @@ __device__ __forceinline__ void stage_kv_convert(unsigned short *Ks, unsigned sh
     }
 }
 
+/* A key group's shared memory: the K tile, the V^T tile and, with a mask
+ * in the packed path, the mask tile (bytes; cuda_attention.c sizes the
+ * same). The table of mask rows (TG_AM_MASK16) follows the groups. */
+__device__ __forceinline__ int am_group_bytes(bool mask_tile) {
+    return (AM_BK * AM_KS + TG_ADV * AM_VS) * 2 + (mask_tile ? 64 * AM_MS * 4 : 0);
+}
+
 /* The kernel body. PACKED: K and V^T come packed (kp, vtp), staged with
  * cp.async so that the next K tile loads during P·V and the V tile during
  * Q·Kᵀ and the softmax; else they come from k and v, converted while
- * staged. */
-template <bool PACKED>
+ * staged. KG (packed only): key groups of 4 warps a block, each over its
+ * share of the key tiles for the block's 64 queries, with its own tiles in
+ * shared memory; at the end the other groups' running maxima, sums and
+ * outputs are merged into group 0's, which writes the result (where one
+ * block a head and 64 queries leaves SMs idle, 2 groups put 8 warps on
+ * each block's SM). opt: TG_AM_MASK16 (packed only). */
+template <bool PACKED, int KG>
 __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, const tg_t &k, const tg_t &v,
                                                const unsigned short *kp, const unsigned short *vtp, int Tkp,
-                                               const tg_t &mask, int has_mask, float scale) {
+                                               const tg_t &mask, int has_mask, float scale, int opt,
+                                               const char *mask_end) {
 #if TG_CC >= 80
     extern __shared__ __align__(16) unsigned short smem16[];
-    unsigned short *Ks = smem16;                 /* [AM_BK][AM_KS]  */
-    unsigned short *Vt = smem16 + AM_BK * AM_KS; /* [TG_ADV][AM_VS] */
-    float *Ms = (float *)(Vt + TG_ADV * AM_VS);  /* [64][AM_MS], packed path with a mask */
     const i64 Tq = q.ne[1];
     const int Tk = (int)k.ne[1];
     const int h = blockIdx.y, b = blockIdx.z, bh = b * (int)q.ne[2] + h;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int gi = KG == 1 ? 0 : warp >> 2, wq = KG == 1 ? warp : warp & 3; /* key group, query warp */
+    const int tid = KG == 1 ? (int)threadIdx.x : (int)threadIdx.x & 127, nthr = KG == 1 ? (int)blockDim.x : 128;
+    const bool mask_tile = PACKED && has_mask;
+    unsigned short *Ks = (unsigned short *)((char *)smem16 + gi * am_group_bytes(mask_tile)); /* [AM_BK][AM_KS] */
+    unsigned short *Vt = Ks + AM_BK * AM_KS;                                                   /* [TG_ADV][AM_VS] */
+    float *Ms = (float *)(Vt + TG_ADV * AM_VS); /* [64][AM_MS], packed path with a mask */
     const int g = lane >> 2, t = lane & 3;
-    const i64 r0 = (i64)blockIdx.x * 64 + warp * 16 + g; /* this thread's rows: r0 and r0 + 8 */
+    const i64 r0 = (i64)blockIdx.x * 64 + wq * 16 + g; /* this thread's rows: r0 and r0 + 8 */
     const i64 r1 = r0 + 8;
     const float sl2 = scale * AM_LOG2E;
     const uint4 *kg = (const uint4 *)(kp + (i64)bh * Tkp * TG_AD);
     const unsigned short *vg = vtp + (i64)bh * TG_ADV * Tkp;
-    am_mask_src msrc = {NULL, 0, 0, (int)blockIdx.x * 64, (int)Tq, Tk};
-    if (PACKED && has_mask) {
+    am_mask_src msrc = {NULL, 0, 0, (int)blockIdx.x * 64, (int)Tq, Tk, NULL, mask_end};
+    if (mask_tile) {
         msrc.base = mask.p + tg_off_bc(mask, 0, 0, h, b);
         msrc.rs = mask.ne[1] == 1 ? 0 : mask.nb[1];
         msrc.ks = mask.ne[0] == 1 ? 0 : mask.nb[0];
+        if ((opt & TG_AM_MASK16) && msrc.ks == 4) {
+            /* the rows' addresses, once for every tile of either group */
+            unsigned long long *row = (unsigned long long *)((char *)smem16 + KG * am_group_bytes(true));
+            if (threadIdx.x < 64) {
+                const int qr = msrc.q0 + (int)threadIdx.x < msrc.tq ? msrc.q0 + (int)threadIdx.x : msrc.tq - 1;
+                row[threadIdx.x] = (unsigned long long)(msrc.base + (i64)qr * msrc.rs);
+            }
+            __syncthreads();
+            msrc.row = row;
+        }
     }
-    if (PACKED) {
-        stage_k_async(Ks, kg, 0, Ms, msrc);
-        stage_v_async(Vt, vg, Tkp, 0);
+    /* this group's share of the key tiles, [kb, ke) */
+    const int n_tiles = (Tk + AM_BK - 1) / AM_BK, per = (n_tiles + KG - 1) / KG;
+    const int kb = gi * per * AM_BK, ke = (gi + 1) * per * AM_BK < Tk ? (gi + 1) * per * AM_BK : Tk;
+    if (PACKED && kb < ke) {
+        stage_k_async(Ks, kg, kb, Ms, msrc, tid, nthr);
+        stage_v_async(Vt, vg, Tkp, kb, tid, nthr);
     }
     /* this lane's ldmatrix row: row lane % 8 of matrix lane / 8 */
     const int lm = lane >> 3, lr = lane & 7;
-    const float *mw = Ms + (warp * 16 + g) * AM_MS + t * 2; /* this thread's rows of the mask tile */
+    /* this thread's two rows of the mask tile from the tile's first key: a
+     * row staged in 16-byte pieces starts at its offset in the first */
+    const int ra = wq * 16 + g;
+    const float *mw0 = Ms + ra * AM_MS + t * 2, *mw1 = mw0 + 8 * AM_MS;
+    if (msrc.row) {
+        mw0 += (int)((msrc.row[ra] & 15) >> 2);
+        mw1 += (int)((msrc.row[ra + 8] & 15) >> 2);
+    }
+    const bool m16 = msrc.row != NULL;
 
     /* Q fragments (A operand), straight from global memory. */
     unsigned qa[TG_AD / 16][4];
@@ -283,24 +372,30 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
     for (int nc = 0; nc < TG_ADV / 8; nc++) acc[nc][0] = acc[nc][1] = acc[nc][2] = acc[nc][3] = 0.0f;
     float m0 = -TG_INF, m1 = -TG_INF, l0 = 0.0f, l1 = 0.0f;
 
-    for (int k0 = 0; k0 < Tk; k0 += AM_BK) {
-        const bool more = k0 + AM_BK < Tk;
+    for (int k0 = kb; k0 < ke; k0 += AM_BK) {
+        const bool more = k0 + AM_BK < ke;
         if (PACKED) {
             cp_async_wait<1>(); /* K(k0) in; V(k0) may still be on its way */
         } else {
             __syncthreads();
             stage_kv_convert(Ks, Vt, k, v, h, b, k0);
         }
-        __syncthreads();
+        am_group_sync<KG>(gi);
 
         /* S = Q·Kᵀ (+ mask / scale) for 64 keys: 8 chunks of 8. */
         float s[AM_BK / 8][4];
 #pragma unroll
         for (int nc = 0; nc < AM_BK / 8; nc++) {
             int kj = k0 + nc * 8 + t * 2;
-            if (PACKED && mask_in_acc) {
+            if (PACKED && mask_in_acc && m16) {
+                /* the staged tile, a key at a time (a row's offset in its
+                 * pieces is any of 0-3; keys past Tk hold anything, dropped
+                 * below) */
+                s[nc][0] = inv_scale * mw0[nc * 8], s[nc][1] = inv_scale * mw0[nc * 8 + 1];
+                s[nc][2] = inv_scale * mw1[nc * 8], s[nc][3] = inv_scale * mw1[nc * 8 + 1];
+            } else if (PACKED && mask_in_acc) {
                 /* the staged tile (keys past Tk hold a repeat, dropped below) */
-                float2 a = *(const float2 *)(mw + nc * 8), c = *(const float2 *)(mw + 8 * AM_MS + nc * 8);
+                float2 a = *(const float2 *)(mw0 + nc * 8), c = *(const float2 *)(mw1 + nc * 8);
                 s[nc][0] = inv_scale * a.x, s[nc][1] = inv_scale * a.y;
                 s[nc][2] = inv_scale * c.x, s[nc][3] = inv_scale * c.y;
             } else if (mask_pairs && kj + 1 < Tk) {
@@ -341,7 +436,7 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
                 float x = s[nc][e] * sl2;
                 if (kj >= Tk || row >= Tq) x = -TG_INF;
                 else if (has_mask && !mask_in_acc)
-                    x += AM_LOG2E * (PACKED ? mw[((e & 2) ? 8 * AM_MS : 0) + nc * 8 + (e & 1)]
+                    x += AM_LOG2E * (PACKED ? ((e & 2) ? mw1 : mw0)[nc * 8 + (e & 1)]
                                             : *(const float *)(((e & 2) ? mr1 : mr0) + kj * mstep));
                 s[nc][e] = x;
                 if (e & 2) mt1 = fmaxf(mt1, x);
@@ -349,8 +444,8 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
             }
         }
         if (PACKED) {
-            __syncthreads(); /* every warp is done with K(k0) and the mask tile */
-            if (more) stage_k_async(Ks, kg, k0 + AM_BK, Ms, msrc);
+            am_group_sync<KG>(gi); /* every warp of the group is done with K(k0) and the mask tile */
+            if (more) stage_k_async(Ks, kg, k0 + AM_BK, Ms, msrc, tid, nthr);
         }
         mt0 = fmaxf(mt0, __shfl_xor_sync(0xffffffffu, mt0, 1));
         mt0 = fmaxf(mt0, __shfl_xor_sync(0xffffffffu, mt0, 2));
@@ -385,7 +480,7 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
         if (PACKED) {
             if (more) cp_async_wait<1>(); /* V(k0) in; K(k0 + 64) may still be on its way */
             else cp_async_wait<0>();
-            __syncthreads();
+            am_group_sync<KG>(gi);
         }
         /* O += P·V: P from the score fragments, V^T rows from shared memory. */
 #pragma unroll
@@ -405,8 +500,8 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
             }
         }
         if (PACKED && more) {
-            __syncthreads(); /* every warp is done with V(k0) */
-            stage_v_async(Vt, vg, Tkp, k0 + AM_BK);
+            am_group_sync<KG>(gi); /* every warp of the group is done with V(k0) */
+            stage_v_async(Vt, vg, Tkp, k0 + AM_BK, tid, nthr);
         }
     }
 
@@ -414,6 +509,44 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (KG > 1) {
+        /* Groups 1.. leave their maxima, sums and outputs in shared memory
+         * (every group is past its loop: the tiles are free), a float4 a
+         * thread and column pair so a warp's stores and loads are
+         * contiguous; group 0 rescales both sides to the larger maximum
+         * and adds. A side with no unmasked key has max -inf and sums 0. */
+        float4 *X = (float4 *)smem16;
+        constexpr int NC = TG_ADV / 8;
+        __syncthreads();
+        for (int gs = 1; gs < KG; gs++) {
+            if (gi == gs) {
+#pragma unroll
+                for (int nc = 0; nc < NC; nc++) X[nc * 128 + tid] = make_float4(acc[nc][0], acc[nc][1], acc[nc][2], acc[nc][3]);
+                X[NC * 128 + tid] = make_float4(m0, m1, l0, l1);
+            }
+            __syncthreads();
+            if (gi == 0) {
+                const float4 ml = X[NC * 128 + tid];
+                const float M0 = fmaxf(m0, ml.x), M1 = fmaxf(m1, ml.y);
+                const float a0 = m0 == -TG_INF ? 0.0f : exp2f(m0 - M0), b0 = ml.x == -TG_INF ? 0.0f : exp2f(ml.x - M0);
+                const float a1 = m1 == -TG_INF ? 0.0f : exp2f(m1 - M1), b1 = ml.y == -TG_INF ? 0.0f : exp2f(ml.y - M1);
+                l0 = l0 * a0 + ml.z * b0;
+                l1 = l1 * a1 + ml.w * b1;
+                m0 = M0;
+                m1 = M1;
+#pragma unroll
+                for (int nc = 0; nc < NC; nc++) {
+                    const float4 x = X[nc * 128 + tid];
+                    acc[nc][0] = acc[nc][0] * a0 + x.x * b0;
+                    acc[nc][1] = acc[nc][1] * a0 + x.y * b0;
+                    acc[nc][2] = acc[nc][2] * a1 + x.z * b1;
+                    acc[nc][3] = acc[nc][3] * a1 + x.w * b1;
+                }
+            }
+            if (gs + 1 < KG) __syncthreads(); /* X read before the next group writes it */
+        }
+        if (gi != 0) return;
+    }
     float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
 #pragma unroll
     for (int nc = 0; nc < TG_ADV / 8; nc++) {
@@ -433,12 +566,21 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
 /* K and V converted while staged: for one block of queries per head. */
 extern "C" __global__ void __launch_bounds__(128) attention_mma(const tg_args_attention_mma args) {
     TG_PDL();
-    attention_body<false>(args.o, args.q, args.k, args.v, NULL, NULL, 0, args.mask, args.has_mask, args.scale);
+    attention_body<false, 1>(args.o, args.q, args.k, args.v, NULL, NULL, 0, args.mask, args.has_mask, args.scale, 0,
+                             NULL);
 }
 
 /* K and V packed by attn_pack_k / attn_pack_vt (k and v give the shapes). */
 extern "C" __global__ void __launch_bounds__(128) attention_mma_packed(const tg_args_attention_mma_packed args) {
     TG_PDL();
-    attention_body<true>(args.o, args.q, args.k, args.v, args.kp, args.vtp, args.tkp, args.mask, args.has_mask,
-                         args.scale);
+    attention_body<true, 1>(args.o, args.q, args.k, args.v, args.kp, args.vtp, args.tkp, args.mask, args.has_mask,
+                            args.scale, args.opt, args.mask_end);
+}
+
+/* The same with the key tiles shared by TG_AM_GROUPS groups of 4 warps. */
+extern "C" __global__ void __launch_bounds__(128 * TG_AM_GROUPS)
+    attention_mma_packed2(const tg_args_attention_mma_packed2 args) {
+    TG_PDL();
+    attention_body<true, TG_AM_GROUPS>(args.o, args.q, args.k, args.v, args.kp, args.vtp, args.tkp, args.mask,
+                                       args.has_mask, args.scale, args.opt, args.mask_end);
 }

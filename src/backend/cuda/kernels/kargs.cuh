@@ -198,16 +198,24 @@ typedef struct tg_attention_args {
 } tg_attention_args;
 TG_KARGS_SIZE(tg_attention_args, 408);
 
-/* K and V packed first (kp, vtp: bf16, Tkp keys); k and v give the shapes. */
+/* K and V packed first (kp, vtp: bf16, Tkp keys); k and v give the shapes.
+ * opt: TG_AM_MASK16, the mask tile staged in 16-byte pieces (its keys
+ * contiguous), none of which reaches past mask_end, the address one past
+ * the mask's last element. attention_mma_packed2 is the same kernel with
+ * two groups of 4 warps a block, each over half the key tiles, merged at
+ * the end (TG_AM_GROUPS). */
+#define TG_AM_MASK16 1
+#define TG_AM_GROUPS 2
 typedef struct tg_attention_packed_args {
     tg_t o, q, k, v;
     tg_dp_cu16 kp, vtp;
     tg_t mask;
     tg_i32 tkp, has_mask;
     float scale;
-    tg_i32 pad_;
+    tg_i32 opt;
+    tg_dp_cchar mask_end;
 } tg_attention_packed_args;
-TG_KARGS_SIZE(tg_attention_packed_args, 432);
+TG_KARGS_SIZE(tg_attention_packed_args, 440);
 
 /* attn_pack_k (t = K) and attn_pack_vt (t = V) into dst. */
 typedef struct tg_attn_pack_args {
@@ -463,6 +471,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention, attention, tg_attention_args)               \
     X(attention_mma, attention_mma, tg_attention_args)       \
     X(attention_mma, attention_mma_packed, tg_attention_packed_args) \
+    X(attention_mma, attention_mma_packed2, tg_attention_packed_args) \
     X(attention_mma, attn_pack_k, tg_attn_pack_args)         \
     X(attention_mma, attn_pack_vt, tg_attn_pack_args)        \
     X(conv, conv_2d, tg_conv2d_args)                         \
