@@ -56,18 +56,24 @@ static void test_waves_keep_the_measured_batches(void) {
 /* The encoder's attention (8 heads, blocks of 64 queries, 438 frames at
  * 35 s) shares each block's key tiles between two groups of warps where
  * its blocks are no more than the SMs: batch 1 (56 blocks) and 2 (112),
- * not 4 (224) or more; not with one key tile, nor with the switch off. */
+ * not 4 (224) or more; not with one key tile, nor with the switch off,
+ * nor where the two groups' shared memory passes a block's. */
 static void test_attention_key_groups(void) {
     const int64_t q_blocks = (438 + 63) / 64;
-    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 1, 438, true) == TG_AM_GROUPS);
-    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 2, 438, true) == TG_AM_GROUPS);
-    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 4, 438, true) == 1);
-    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 64, 438, true) == 1);
-    CHECK(tg_cuda_attn_mma_groups(SMS, SMS, 65, true) == TG_AM_GROUPS);
-    CHECK(tg_cuda_attn_mma_groups(SMS, SMS + 1, 65, true) == 1);
-    CHECK(tg_cuda_attn_mma_groups(SMS, 4, 64, true) == 1);
-    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS, 438, false) == 1);
-    CHECK(tg_cuda_attn_mma_groups(SMS, 0, 438, true) == 1);
+    /* two groups' tiles at D = 160 with the mask and its rows' table, and
+     * the most shared memory a block may have on an H100 and on sm_89 */
+    const int64_t smem = 2 * ((64 * 168 + 160 * 72) * 2 + 64 * 72 * 4) + 64 * 8, h100 = 232448, sm89 = 101376;
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 1, 438, true, smem, h100) == TG_AM_GROUPS);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 2, 438, true, smem, h100) == TG_AM_GROUPS);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 4, 438, true, smem, h100) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS * 64, 438, true, smem, h100) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, SMS, 65, true, smem, h100) == TG_AM_GROUPS);
+    CHECK(tg_cuda_attn_mma_groups(SMS, SMS + 1, 65, true, smem, h100) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, 4, 64, true, smem, h100) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS, 438, false, smem, h100) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, 0, 438, true, smem, h100) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS, 438, true, smem, sm89) == 1);
+    CHECK(tg_cuda_attn_mma_groups(SMS, q_blocks * HEADS, 438, true, sm89, sm89) == TG_AM_GROUPS);
 }
 
 static void test_waves_fix_the_second_wave_at_batch_67(void) {

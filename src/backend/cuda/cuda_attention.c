@@ -32,8 +32,8 @@ static int64_t attn_keys_padded(const tg_tensor *n) { return (n->src[1]->ne[1] +
  * queries finer would leave each warp's tiles as many; two groups of 4
  * warps a block, each over half the tiles, halve them. Past the SMs the
  * blocks of one group fit two an SM (by registers), the blocks of two one. */
-int tg_cuda_attn_mma_groups(int sm_count, int64_t blocks, int64_t Tk, bool allow) {
-    return allow && blocks > 0 && blocks <= sm_count && Tk > 64 ? TG_AM_GROUPS : 1;
+int tg_cuda_attn_mma_groups(int sm_count, int64_t blocks, int64_t Tk, bool allow, int64_t smem, int64_t smem_max) {
+    return allow && blocks > 0 && blocks <= sm_count && Tk > 64 && smem <= smem_max ? TG_AM_GROUPS : 1;
 }
 
 /* One past the last byte of t's last element. */
@@ -298,10 +298,13 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
                                            .mask_end = m ? tensor_end(m) : 0};
         /* a key group's tiles and the block's 64 x 64 mask tile (rows of
          * 64 + 8 floats), then the mask rows' addresses */
-        const unsigned group = msmem + (m ? 64u * (64 + 8) * 4 : 0u);
+        const unsigned group = msmem + (m ? 64u * (64 + 8) * 4 : 0u), table = m16 ? 64u * 8u : 0u;
         const unsigned qb = (unsigned)((Tq + 63) / 64);
-        const int groups = tg_cuda_attn_mma_groups(c->dev->props.sm_count, (int64_t)qb * H * B, k->ne[1], c->attn_groups);
-        const unsigned psmem = (unsigned)groups * group + (m16 ? 64u * 8u : 0u);
+        const int groups = tg_cuda_attn_mma_groups(c->dev->props.sm_count, (int64_t)qb * H * B, k->ne[1], c->attn_groups,
+                                                   (int64_t)TG_AM_GROUPS * group + table,
+                                                   c->dev->props.smem_per_block_optin > 0 ? c->dev->props.smem_per_block_optin
+                                                                                          : c->dev->props.smem_per_block);
+        const unsigned psmem = (unsigned)groups * group + table;
         if (m16) c->n_attn_mask16++;
         if (groups > 1) {
             c->n_attn_groups++;

@@ -449,10 +449,12 @@ int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, bool short_rows
 /* attention_mma's key groups a block (1 or TG_AM_GROUPS) for `blocks`
  * blocks of 64 queries over Tk keys on a GPU of sm_count SMs: two where
  * the blocks are no more than the SMs (one block an SM either way, so the
- * SM gets 8 warps instead of 4) and there are two key tiles to share;
- * allow: CT_CUDA_ATTN_GROUPS. A pure function, so tests check the choice
- * without a GPU. */
-int tg_cuda_attn_mma_groups(int sm_count, int64_t blocks, int64_t Tk, bool allow);
+ * SM gets 8 warps instead of 4), there are two key tiles to share and the
+ * groups' shared memory (smem bytes) is within a block's (smem_max: 99 KB
+ * on sm_86/sm_89, under the 126 KB two groups take at D = 160 with a
+ * mask); allow: CT_CUDA_ATTN_GROUPS. A pure function, so tests check the
+ * choice without a GPU. */
+int tg_cuda_attn_mma_groups(int sm_count, int64_t blocks, int64_t Tk, bool allow, int64_t smem, int64_t smem_max);
 
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
 

@@ -147,6 +147,22 @@ template <int N> __device__ __forceinline__ void cp_async_wait(void) {
 }
 #endif
 
+/* The larger of a and b, NaN if either is (PTX max.NaN, sm_80): a NaN
+ * score makes its row's running maximum NaN, so the row's output is NaN
+ * whichever tile, and whichever key group, met it. fmaxf drops NaN, and a
+ * tile of NaN scores met while the maximum was still -inf then gave
+ * probabilities of 0: a finite output that depended on where the tiles
+ * (now the groups) began. */
+__device__ __forceinline__ float am_max(float a, float b) {
+#if TG_CC >= 80
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+#else
+    return fmaxf(a, b);
+#endif
+}
+
 /* A block-level barrier for the warps of one key group: __syncthreads
  * where the block is one group, else named barrier 1 + group over its 128
  * threads (the groups run different tile counts, so they never meet at a
@@ -439,19 +455,19 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
                     x += AM_LOG2E * (PACKED ? ((e & 2) ? mw1 : mw0)[nc * 8 + (e & 1)]
                                             : *(const float *)(((e & 2) ? mr1 : mr0) + kj * mstep));
                 s[nc][e] = x;
-                if (e & 2) mt1 = fmaxf(mt1, x);
-                else mt0 = fmaxf(mt0, x);
+                if (e & 2) mt1 = am_max(mt1, x);
+                else mt0 = am_max(mt0, x);
             }
         }
         if (PACKED) {
             am_group_sync<KG>(gi); /* every warp of the group is done with K(k0) and the mask tile */
             if (more) stage_k_async(Ks, kg, k0 + AM_BK, Ms, msrc, tid, nthr);
         }
-        mt0 = fmaxf(mt0, __shfl_xor_sync(0xffffffffu, mt0, 1));
-        mt0 = fmaxf(mt0, __shfl_xor_sync(0xffffffffu, mt0, 2));
-        mt1 = fmaxf(mt1, __shfl_xor_sync(0xffffffffu, mt1, 1));
-        mt1 = fmaxf(mt1, __shfl_xor_sync(0xffffffffu, mt1, 2));
-        float mn0 = fmaxf(m0, mt0), mn1 = fmaxf(m1, mt1);
+        mt0 = am_max(mt0, __shfl_xor_sync(0xffffffffu, mt0, 1));
+        mt0 = am_max(mt0, __shfl_xor_sync(0xffffffffu, mt0, 2));
+        mt1 = am_max(mt1, __shfl_xor_sync(0xffffffffu, mt1, 1));
+        mt1 = am_max(mt1, __shfl_xor_sync(0xffffffffu, mt1, 2));
+        float mn0 = am_max(m0, mt0), mn1 = am_max(m1, mt1);
         float c0 = (m0 == -TG_INF) ? (mn0 == -TG_INF ? 1.0f : 0.0f) : exp2f(m0 - mn0);
         float c1 = (m1 == -TG_INF) ? (mn1 == -TG_INF ? 1.0f : 0.0f) : exp2f(m1 - mn1);
         m0 = mn0;
@@ -514,7 +530,8 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
          * (every group is past its loop: the tiles are free), a float4 a
          * thread and column pair so a warp's stores and loads are
          * contiguous; group 0 rescales both sides to the larger maximum
-         * and adds. A side with no unmasked key has max -inf and sums 0. */
+         * and adds. A side with no unmasked key has max -inf and sums 0;
+         * a side that met a NaN score has max NaN, which the other takes. */
         float4 *X = (float4 *)smem16;
         constexpr int NC = TG_ADV / 8;
         __syncthreads();
@@ -527,7 +544,7 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
             __syncthreads();
             if (gi == 0) {
                 const float4 ml = X[NC * 128 + tid];
-                const float M0 = fmaxf(m0, ml.x), M1 = fmaxf(m1, ml.y);
+                const float M0 = am_max(m0, ml.x), M1 = am_max(m1, ml.y);
                 const float a0 = m0 == -TG_INF ? 0.0f : exp2f(m0 - M0), b0 = ml.x == -TG_INF ? 0.0f : exp2f(ml.x - M0);
                 const float a1 = m1 == -TG_INF ? 0.0f : exp2f(m1 - M1), b1 = ml.y == -TG_INF ? 0.0f : exp2f(ml.y - M1);
                 l0 = l0 * a0 + ml.z * b0;
