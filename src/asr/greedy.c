@@ -10,10 +10,11 @@
  * changes which token is chosen, so rows that do not loop are the
  * reference's exactly.
  *
- * Steps are queued on the device ahead of the host (ct_decoder_queue_step)
- * unless logits are kept: the host queues RUN steps (RUN_NO_EOS when EOS is
- * ignored, as in benchmarks) and then reads their ids, which waits for
- * them, so the GPU waits for the host once a run, not once a step. When
+ * Steps are queued on the device ahead of the host (ct_decoder_queue_steps,
+ * which puts runs of them in one graph each) unless logits are kept: the
+ * host queues RUN steps (RUN_NO_EOS when EOS is ignored, as in benchmarks)
+ * and then reads their ids, which waits for them, so the GPU waits for the
+ * host once a run, not once a step. When
  * every row has finished inside a run, the rest of the run is computed and
  * not used; the tokens are the same as stepping one at a time (rows are
  * independent). The reads could overlap the next run's steps with an
@@ -200,8 +201,9 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
             goto fail;
         }
         if (queued) {
-            for (; n_queued < max_new && n_queued - n_new < run; n_queued++)
-                if ((st = ct_decoder_queue_step(ds, P + n_queued - 1))) goto fail;
+            int more = max_new - n_queued < run - (n_queued - n_new) ? max_new - n_queued : run - (n_queued - n_new);
+            if ((st = ct_decoder_queue_steps(ds, P + n_queued - 1, more))) goto fail;
+            n_queued += more;
             int k = n_queued - n_new;
             if ((st = ct_decoder_read_steps(ds, P + n_new - 1, k, run_ids, run_scores))) goto fail;
             for (int j = 0; j < k && !all_done; j++)

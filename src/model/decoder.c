@@ -46,7 +46,11 @@
  * independent (no product or attention mixes them), so the other rows'
  * tokens are the same, and the caller ignores the finished row's. The
  * host sets only the positions and the causal mask's row; the
- * cross-attention mask, the same every step, is set once.
+ * cross-attention mask, the same every step, is set once. A third graph
+ * holds a run of such steps (CT_DECODER_RUN, default 8), each reading the
+ * tokens the one before it left and its own views of the run's inputs,
+ * which the host sets with one copy each (ct_decoder_queue_steps): inside
+ * a run no copies and no graph launch stand between two steps.
  *
  * Not here: the greedy loop and stopping rules (src/asr/greedy.c).
  */
@@ -63,6 +67,7 @@ typedef struct dec_graph {
     tg_ctx *ctx;
     tg_graph *g;
     int n_q;                      /* query positions per row            */
+    int n_steps;                  /* steps in the graph (a run), else 1 */
     tg_tensor *tok, *pos, *wids;  /* I32 inputs                         */
     tg_tensor *parents;           /* I32 [B]: beam search's cache rows  */
     tg_tensor *self_mask, *cross_mask;
@@ -86,6 +91,9 @@ struct ct_dec_state {
     bool kv_apart;                /* CT_DECODER_KV_WRITE=apart          */
     tg_tensor **cross_k, **cross_v; /* [hd, n_enc, H, B] per layer     */
     dec_graph prefill, step;
+    dec_graph run;                /* queued: run_steps steps as one graph (g NULL: none) */
+    int run_steps;                /* CT_DECODER_RUN                     */
+    int n_runs;                   /* runs queued as one graph           */
     bool queued;                  /* steps fed on the device (see above) */
     int queued_to;                /* one past the last position queued  */
     tg_tensor *feed;              /* [B] I32: the next step's tokens   */
@@ -114,14 +122,14 @@ static tg_tensor *cache_heads(tg_ctx *ctx, tg_tensor *t, int h0, int H) {
  * (the last position's argmax of each row, into s->feed) and, for a step,
  * write its ids (as F32: exact below 2^24), logit sums and scores into the
  * history at the step's position (its first position input, as data). */
-static tg_status build_feed(ct_dec_state *s, dec_graph *dg) {
+static tg_status build_feed(ct_dec_state *s, dec_graph *dg, tg_tensor *pos) {
     tg_ctx *ctx = dg->ctx;
     int B = s->B, n_q = dg->n_q;
     tg_status st = NULL;
     tg_tensor *last = tg_view_2d(ctx, dg->ids, 1, B, dg->ids->nb[1], (size_t)(n_q - 1) * dg->ids->nb[0]);
     st = tg_graph_build(dg->g, tg_cpy(ctx, last, tg_reshape_2d(ctx, s->feed, 1, B)));
     if (st || n_q != 1) return st;
-    tg_tensor *at = tg_view_1d(ctx, dg->pos, 1, 0);
+    tg_tensor *at = tg_view_1d(ctx, pos, 1, 0);
     st = tg_graph_build(dg->g, tg_set_rows(ctx, s->hist_ids,
                                            tg_reshape_2d(ctx, tg_cast(ctx, dg->ids, TG_F32), B, 1), at));
     if (!st) st = tg_graph_build(dg->g, tg_set_rows(ctx, s->hist_sums, tg_reshape_2d(ctx, dg->sums, B, 1), at));
@@ -130,27 +138,21 @@ static tg_status build_feed(ct_dec_state *s, dec_graph *dg) {
     return st;
 }
 
-/* spec 3.1-3.3 for n_q query positions per row. */
-static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
+/* One step's nodes (spec 3.1-3.3) for dg->n_q query positions per row,
+ * with its positions, cache rows and causal mask given (for a run, this
+ * step's views of the run's inputs), and the graph's outputs after them:
+ * ids, sums, scores, logits and the feed into dg->g (dg->ids, ... are this
+ * step's). */
+static tg_status build_step(ct_dec_state *s, dec_graph *dg, const ct_nn *nn, tg_tensor *pos, tg_tensor *wids,
+                            tg_tensor *self_mask) {
     const ct_model *m = s->m;
-    int B = s->B, H = m->dec_heads, hd = m->dec_head_dim;
-    tg_ctx *ctx = dg->ctx = tg_ctx_new();
-    if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
-    const ct_nn nnv = {ctx, s->opts.f32}, *nn = &nnv;
-    dg->n_q = n_q;
-    /* queued steps read the tokens the previous step left on the device */
-    dg->tok = s->queued && n_q == 1 ? s->feed : ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
-    dg->pos = ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "positions");
-    dg->wids = ct_nn_input(nn, TG_I32, n_q, 2 * H, B, 1, "cache_rows");
-    dg->self_mask = ct_nn_input(nn, TG_F32, s->max_len, n_q, 1, 1, "self_mask");
-    dg->cross_mask = ct_nn_input(nn, TG_F32, s->n_enc, n_q, 1, B, "cross_mask");
-    if (s->rows_per_clip > 1 && n_q == 1) dg->parents = ct_nn_input(nn, TG_I32, B, 1, 1, 1, "parents");
-    tg_status st = tg_ctx_check(ctx);
-    if (st) return st;
+    int B = s->B, H = m->dec_heads, hd = m->dec_head_dim, n_q = dg->n_q;
+    tg_ctx *ctx = nn->ctx;
+    tg_status st = NULL;
 
     /* spec 3.1: x = LN(E_tok[ids] + PE[positions]) */
     tg_tensor *x = tg_add(ctx, tg_get_rows(ctx, m->tok_emb, dg->tok),
-                          tg_get_rows(ctx, m->pos_emb, dg->pos));
+                          tg_get_rows(ctx, m->pos_emb, pos));
     x = tg_reshape_3d(ctx, x, m->dd, n_q, B);
     x = ct_nn_norm(nn, x, m->emb_norm_w, m->emb_norm_b);
     /* spec 3.2: pre-LN layers */
@@ -172,7 +174,7 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
                 k = ct_nn_split_heads_of(nn, qkv, 1, hd, H);
                 v = ct_nn_split_heads_of(nn, qkv, 2, hd, H);
             } else { /* its k and v heads, side by side: one cache write */
-                tg_tensor *kv = tg_set_rows(ctx, cache, ct_nn_split_heads_from(nn, qkv, H, hd, 2 * H), dg->wids);
+                tg_tensor *kv = tg_set_rows(ctx, cache, ct_nn_split_heads_from(nn, qkv, H, hd, 2 * H), wids);
                 kc = cache_heads(ctx, kv, 0, H);
                 vc = cache_heads(ctx, kv, H, H);
             }
@@ -182,12 +184,12 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
             v = ct_nn_split_heads(nn, ct_nn_linear(nn, l->sa_wv, l->sa_bv, h), hd, H);
         }
         if (k) { /* K and V apart, into the cache's two halves */
-            const int64_t ne[4] = {dg->wids->ne[0], H, dg->wids->ne[2], 1};
-            tg_tensor *rows = tg_view(ctx, dg->wids, 4, ne, dg->wids->nb, 0); /* [n_q, H, B] of [n_q, 2H, B] */
+            const int64_t ne[4] = {wids->ne[0], H, wids->ne[2], 1};
+            tg_tensor *rows = tg_view(ctx, wids, 4, ne, wids->nb, 0); /* [n_q, H, B] of [n_q, 2H, B] */
             kc = tg_set_rows(ctx, cache_heads(ctx, cache, 0, H), k, rows);
             vc = tg_set_rows(ctx, cache_heads(ctx, cache, H, H), v, rows);
         }
-        tg_tensor *a = attend(s, nn, q, kc, vc, dg->self_mask);
+        tg_tensor *a = attend(s, nn, q, kc, vc, self_mask);
         x = tg_add(ctx, x, ct_nn_linear(nn, l->sa_wo, l->sa_bo, a));
         /* cross-attention on the clip's K/V */
         h = ct_nn_norm(nn, x, l->ln2_w, l->ln2_b);
@@ -204,11 +206,9 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
     tg_tensor *logits = ct_nn_linear(nn, m->head_w, m->head_b, x); /* [V, n_q, B] */
     dg->ids = tg_argmax(ctx, logits);                            /* [n_q, B]    */
     dg->sums = tg_sum_rows(ctx, logits);                         /* [1, n_q, B] */
-    if ((st = tg_ctx_check(ctx))) return tg_status_wrap(st, "building the decoder graph");
+    if ((st = tg_ctx_check(ctx))) return st;
     tg_set_name(logits, "logits");
     tg_set_name(dg->ids, "next_ids");
-    dg->g = tg_graph_new(ctx);
-    if (!dg->g) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
     st = tg_graph_build(dg->g, dg->ids);
     if (!st) st = tg_graph_build(dg->g, dg->sums);
     if (!st && s->opts.want_scores) {
@@ -223,7 +223,43 @@ static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q) {
         dg->logits = logits;
         st = tg_graph_build(dg->g, logits);
     }
-    if (!st && s->queued) st = build_feed(s, dg);
+    if (!st && s->queued) st = build_feed(s, dg, pos);
+    return st;
+}
+
+/* The graph of n_steps steps (1, or a run of queued steps, each fed the
+ * one before's tokens on the device) of n_q query positions per row. A
+ * run's inputs hold every step's positions, cache rows and mask rows, set
+ * with one copy each; its steps read views of them. */
+static tg_status build_graph(ct_dec_state *s, dec_graph *dg, int n_q, int n_steps) {
+    int B = s->B, H = s->m->dec_heads;
+    tg_ctx *ctx = dg->ctx = tg_ctx_new();
+    if (!ctx) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    const ct_nn nnv = {ctx, s->opts.f32}, *nn = &nnv;
+    dg->n_q = n_q;
+    dg->n_steps = n_steps;
+    /* queued steps read the tokens the previous step left on the device */
+    dg->tok = s->queued && n_q == 1 ? s->feed : ct_nn_input(nn, TG_I32, (int64_t)n_q * B, 1, 1, 1, "tokens");
+    dg->pos = ct_nn_input(nn, TG_I32, (int64_t)n_q * B, n_steps, 1, 1, "positions");
+    dg->wids = ct_nn_input(nn, TG_I32, n_q, 2 * H, B, n_steps, "cache_rows");
+    dg->self_mask = ct_nn_input(nn, TG_F32, s->max_len, n_q, n_steps, 1, "self_mask");
+    dg->cross_mask = ct_nn_input(nn, TG_F32, s->n_enc, n_q, 1, B, "cross_mask");
+    if (s->rows_per_clip > 1 && n_q == 1 && n_steps == 1)
+        dg->parents = ct_nn_input(nn, TG_I32, B, 1, 1, 1, "parents");
+    tg_status st = tg_ctx_check(ctx);
+    if (st) return tg_status_wrap(st, "building the decoder graph");
+    dg->g = tg_graph_new(ctx);
+    if (!dg->g) return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    for (int r = 0; !st && r < n_steps; r++) {
+        tg_tensor *pos = dg->pos, *wids = dg->wids, *mask = dg->self_mask;
+        if (n_steps > 1) {
+            pos = tg_view_1d(ctx, dg->pos, (int64_t)n_q * B, (size_t)r * dg->pos->nb[1]);
+            wids = tg_view_3d(ctx, dg->wids, n_q, 2 * H, B, dg->wids->nb[1], dg->wids->nb[2], (size_t)r * dg->wids->nb[3]);
+            mask = tg_view_2d(ctx, dg->self_mask, s->max_len, n_q, dg->self_mask->nb[1],
+                              (size_t)r * dg->self_mask->nb[2]);
+        }
+        st = build_step(s, dg, nn, pos, wids, mask);
+    }
     return tg_status_wrap(st, "building the decoder graph");
 }
 
@@ -261,10 +297,29 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
     return tg_status_wrap(st, "computing the cross-attention keys and values");
 }
 
+/* Queued steps a run graph holds: CT_DECODER_RUN (1-64), default 8. A
+ * step at batch 1 on an H100 spent 14 us between its last kernel and the
+ * next step's first (seventh session's stamps): the three input copies
+ * and the graph launch between two graphs, where kernels inside one graph
+ * follow each other by programmatic dependent launch. */
+enum { RUN_STEPS = 8, RUN_STEPS_MAX = 64 };
+static int run_steps_env(void) {
+    const char *v = getenv("CT_DECODER_RUN");
+    if (!v || !*v) return RUN_STEPS;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 1 || n > RUN_STEPS_MAX) {
+        TG_WARN("CT_DECODER_RUN=%s: not a step count from 1 to %d; %d used", v, RUN_STEPS_MAX, RUN_STEPS);
+        return RUN_STEPS;
+    }
+    return (int)n;
+}
+
 void ct_decoder_free(ct_dec_state *s) {
     if (!s) return;
     tg_ctx_free(s->prefill.ctx);
     tg_ctx_free(s->step.ctx);
+    tg_ctx_free(s->run.ctx);
     tg_buffer_free(s->kv_buf);
     tg_ctx_free(s->kv_ctx);
     tg_free(s->self_kv);
@@ -325,10 +380,18 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     s->n_prompt = n_prompt;
     s->max_len = max_len;
     s->n_enc = enc->n_frames;
-    size_t n_host = (size_t)s->max_len * n_prompt;
+    s->queued = s->opts.queued && m->vocab < (1 << 24);
+    /* queued steps as runs of this many a graph (CT_DECODER_RUN; 1: each
+     * step its own graph, as before the ninth session) */
+    s->run_steps = s->queued ? run_steps_env() : 1;
+    if (s->run_steps > max_len - n_prompt) s->run_steps = 1;
+    /* the host's copies of the inputs: masks and ids for the prompt's
+     * positions or a run's steps, whichever are more */
+    int n_pos = n_prompt > s->run_steps ? n_prompt : s->run_steps;
+    size_t n_host = (size_t)s->max_len * n_pos;
     if ((size_t)s->n_enc * n_prompt * s->B > n_host) n_host = (size_t)s->n_enc * n_prompt * s->B;
     s->host = tg_malloc(n_host * sizeof(float));
-    s->ihost = tg_malloc((size_t)n_prompt * 2 * H * s->B * sizeof(int32_t));
+    s->ihost = tg_malloc((size_t)n_pos * 2 * H * s->B * sizeof(int32_t));
     s->sums = tg_malloc((size_t)n_prompt * s->B * sizeof(float));
     s->enc_valid = tg_malloc((size_t)s->B * sizeof(int));
     s->parents = tg_malloc((size_t)s->B * sizeof(int32_t));
@@ -344,7 +407,6 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     }
     s->cross_k = s->self_kv + L;
     s->cross_v = s->self_kv + 2 * L;
-    s->queued = s->opts.queued && m->vocab < (1 << 24);
     s->kv_apart = kvw && !strcmp(kvw, "apart");
     if (s->queued) {
         s->feed = tg_new_1d(s->kv_ctx, TG_I32, s->B);
@@ -365,8 +427,9 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     /* unwritten cache rows are masked, but 0 * NaN would still poison the sum */
     if ((st = tg_buffer_clear(s->kv_buf, 0))) goto fail;
     if ((st = compute_cross(s, enc))) goto fail;
-    if ((st = build_graph(s, &s->prefill, n_prompt))) goto fail;
-    if ((st = build_graph(s, &s->step, 1))) goto fail;
+    if ((st = build_graph(s, &s->prefill, n_prompt, 1))) goto fail;
+    if ((st = build_graph(s, &s->step, 1, 1))) goto fail;
+    if (s->run_steps > 1 && (st = build_graph(s, &s->run, 1, s->run_steps))) goto fail;
     *out_state = s;
     return NULL;
 fail:
@@ -393,20 +456,27 @@ static tg_status set_inputs(ct_dec_state *s, dec_graph *dg, const int32_t *ids, 
         }
         if ((st = tg_tensor_set(dg->tok, ids, 0, (size_t)B * n_q * sizeof(int32_t)))) return st;
     }
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < n_q; t++) s->ihost[b * n_q + t] = pos0 + t;
-    if ((st = tg_tensor_set(dg->pos, s->ihost, 0, (size_t)B * n_q * sizeof(int32_t)))) return st;
-    /* cache rows written: [n_q, 2H, B] (K heads, then V heads) */
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < 2 * H; h++)
-            for (int t = 0; t < n_q; t++) s->ihost[((size_t)b * 2 * H + h) * n_q + t] = pos0 + t;
-    if ((st = tg_tensor_set(dg->wids, s->ihost, 0, (size_t)B * 2 * H * n_q * sizeof(int32_t))))
+    /* a run's step r is at positions pos0 + r + t; its inputs follow the
+     * step before's (the outermost dimension) */
+    const int R = dg->n_steps;
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < n_q; t++) s->ihost[((size_t)r * B + b) * n_q + t] = pos0 + r + t;
+    if ((st = tg_tensor_set(dg->pos, s->ihost, 0, (size_t)R * B * n_q * sizeof(int32_t)))) return st;
+    /* cache rows written: [n_q, 2H, B] a step (K heads, then V heads) */
+    for (int r = 0; r < R; r++)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < 2 * H; h++)
+                for (int t = 0; t < n_q; t++)
+                    s->ihost[(((size_t)r * B + b) * 2 * H + h) * n_q + t] = pos0 + r + t;
+    if ((st = tg_tensor_set(dg->wids, s->ihost, 0, (size_t)R * B * 2 * H * n_q * sizeof(int32_t))))
         return st;
-    /* causal: position pos0 + t sees cache rows 0..pos0 + t */
-    for (int t = 0; t < n_q; t++)
-        for (int j = 0; j < s->max_len; j++)
-            s->host[(size_t)t * s->max_len + j] = j <= pos0 + t ? 0.0f : -INFINITY;
-    if ((st = tg_tensor_set(dg->self_mask, s->host, 0, (size_t)n_q * s->max_len * sizeof(float))))
+    /* causal: position pos0 + r + t sees cache rows 0..pos0 + r + t */
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t < n_q; t++)
+            for (int j = 0; j < s->max_len; j++)
+                s->host[((size_t)r * n_q + t) * s->max_len + j] = j <= pos0 + r + t ? 0.0f : -INFINITY;
+    if ((st = tg_tensor_set(dg->self_mask, s->host, 0, (size_t)R * n_q * s->max_len * sizeof(float))))
         return st;
     if (dg->parents) { /* parents serve one step; then each row its own */
         st = tg_tensor_set(dg->parents, s->parents, 0, (size_t)B * sizeof(int32_t));
@@ -522,6 +592,27 @@ tg_status ct_decoder_queue_step(ct_dec_state *s, int pos) {
     return tg_status_wrap(st, "queueing the decoder step at position %d", pos);
 }
 
+tg_status ct_decoder_queue_steps(ct_dec_state *s, int pos0, int n) {
+    if (!s || n < 0) return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_queue_steps: NULL state or %d steps", n);
+    if (!s->queued)
+        return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_queue_steps: the decoder was begun without queued steps");
+    if (n == 0) return NULL;
+    tg_status st;
+    if ((st = check_step_pos(s, pos0)) || (st = check_step_pos(s, pos0 + n - 1))) return st;
+    /* whole runs as one graph each, then the rest a step at a time */
+    while (n > 0) {
+        dec_graph *dg = s->run.g && n >= s->run.n_steps ? &s->run : &s->step;
+        st = set_inputs(s, dg, NULL, pos0);
+        if (!st) st = tg_sched_compute_async(s->sched, dg->g);
+        if (st) return tg_status_wrap(st, "queueing the decoder steps at positions %d..%d", pos0, pos0 + dg->n_steps - 1);
+        s->n_runs += dg == &s->run;
+        pos0 += dg->n_steps;
+        n -= dg->n_steps;
+        if (pos0 > s->queued_to) s->queued_to = pos0;
+    }
+    return NULL;
+}
+
 tg_status ct_decoder_read_steps(ct_dec_state *s, int pos0, int n, int32_t *out_ids, float *out_scores) {
     if (!s || !out_ids || n <= 0)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_read_steps: NULL state or ids, or %d steps", n);
@@ -553,3 +644,5 @@ tg_status ct_decoder_read_steps(ct_dec_state *s, int pos0, int n, int32_t *out_i
 }
 
 bool ct_decoder_is_queued(const ct_dec_state *s) { return s && s->queued; }
+
+int ct_decoder_runs_queued(const ct_dec_state *s) { return s ? s->n_runs : 0; }

@@ -301,6 +301,13 @@ tg_status ct_decoder_set_parents(ct_dec_state *s, const int32_t *parents);
  * scores go to a history on the device. ct_decoder_step also works on such
  * a state: it sets the step's tokens itself. */
 tg_status ct_decoder_queue_step(ct_dec_state *s, int pos);
+/* The steps at positions pos0..pos0+n-1 queued as ct_decoder_queue_step
+ * would queue them one by one (the same tokens, history and errors for a
+ * bad position), but each whole run of CT_DECODER_RUN steps (default 8) as
+ * one graph, set with one copy per input, so the steps inside a run follow
+ * each other on the device without the host's copies and a graph launch
+ * between them; the rest a step at a time. n = 0 queues nothing. */
+tg_status ct_decoder_queue_steps(ct_dec_state *s, int pos0, int n);
 /* Reads the history of the queued steps at positions pos0..pos0+n-1 (waits
  * for them; a position past the last queued is refused): out_ids [n][n_batch] (the argmax each step chose) and, when
  * the state has want_scores and out_scores is not NULL, their
@@ -308,5 +315,8 @@ tg_status ct_decoder_queue_step(ct_dec_state *s, int pos);
  * the model. */
 tg_status ct_decoder_read_steps(ct_dec_state *s, int pos0, int n, int32_t *out_ids, float *out_scores);
 bool ct_decoder_is_queued(const ct_dec_state *s);
+/* How many runs ct_decoder_queue_steps has queued as one graph each (for
+ * tests). */
+int ct_decoder_runs_queued(const ct_dec_state *s);
 
 #endif

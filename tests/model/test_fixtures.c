@@ -196,6 +196,51 @@ static void check_queued_refusals(env *e, const ct_enc_result *enc, const int32_
     ct_decoder_free(h);
 }
 
+/* Steps queued as runs of CT_DECODER_RUN steps a graph (3: two runs and a
+ * step for 7 steps; 8: none; 1: every step its own graph, as before
+ * runs) give the ids and logit sums the steps queued one at a time give,
+ * and ct_decoder_queue_steps refuses bad positions and counts as
+ * ct_decoder_queue_step does. */
+static void check_queued_runs(env *e, const ct_enc_result *enc, const int32_t *prompt, int P) {
+    enum { N = 7 };
+    int B = enc->n_batch;
+    CHECK(B <= 8 && P <= 16);
+    if (B > 8 || P > 16) return;
+    int32_t want[N * 8], got[N * 8], next[8], feed[8 * 16];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < P; t++) feed[b * P + t] = prompt[t];
+    static const char *runs[] = {NULL, "1", "3", "8"};
+    static const int n_runs[] = {0, 0, 2, 0};
+    for (int v = 0; v < 4; v++) {
+        if (runs[v]) setenv("CT_DECODER_RUN", runs[v], 1);
+        ct_dec_state *q = NULL;
+        ct_dec_opts qo = {.f32 = e->gpu == NULL, .queued = true};
+        tg_status st = ct_decoder_begin(e->model, e->sched, enc, P, P + N, &qo, &q);
+        unsetenv("CT_DECODER_RUN");
+        CHECK_OK(st);
+        if (!q) continue;
+        CHECK_OK(ct_decoder_prefill(q, feed, next, NULL, NULL));
+        if (v == 0) { /* one at a time: the reference */
+            for (int i = 0; i < N; i++) CHECK_OK(ct_decoder_queue_step(q, P + i));
+            CHECK_OK(ct_decoder_read_steps(q, P, N, want, NULL));
+        } else {
+            CHECK_ERR(ct_decoder_queue_steps(q, P - 1, 2), TG_ERR_INVALID_ARG, "outside");
+            CHECK_ERR(ct_decoder_queue_steps(q, P, N + 1), TG_ERR_INVALID_ARG, "outside");
+            CHECK_ERR(ct_decoder_queue_steps(q, P, -1), TG_ERR_INVALID_ARG, "-1 steps");
+            CHECK_OK(ct_decoder_queue_steps(q, P, 0));
+            CHECK_ERR(ct_decoder_read_steps(q, P, 1, got, NULL), TG_ERR_INVALID_ARG, "not queued");
+            CHECK_OK(ct_decoder_queue_steps(q, P, N));
+            CHECK_OK(ct_decoder_read_steps(q, P, N, got, NULL));
+            int differ = 0;
+            for (int i = 0; i < N * B; i++) differ += got[i] != want[i];
+            CHECK_MSG(differ == 0 && ct_decoder_runs_queued(q) == n_runs[v],
+                      "CT_DECODER_RUN=%s: %d of %d ids differ from single steps, %d runs (want %d)", runs[v], differ,
+                      N * B, ct_decoder_runs_queued(q), n_runs[v]);
+        }
+        ct_decoder_free(q);
+    }
+}
+
 /* Steps queued on the device (what a transcription runs) against steps fed
  * from the host one at a time (what the logits were checked on): the same
  * tokens, row ends and scores, with the fixtures' EOS and with an EOS that
@@ -364,6 +409,7 @@ static void check_batch(env *e, const char *prefix, const float *const *clips, c
     CHECK(mismatches == 0);
     check_queued(e, prefix, &enc, &gr, ref_ids, P);
     if (!strcmp(prefix, "ab")) check_queued_refusals(e, &enc, ref_ids, P);
+    if (!strcmp(prefix, "ab")) check_queued_runs(e, &enc, ref_ids, P);
     ct_greedy_result_free(&gr);
 out_enc:
     ct_enc_result_free(&enc);
