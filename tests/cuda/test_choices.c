@@ -443,62 +443,41 @@ static void test_step_tail_fuses(void) {
     tg_free(c);
 }
 
-/* The next product whose weights a mul_mat_vec_mma launch asks into L2
- * (tg_cuda_next_product): the first product from a node on whose first operand is
- * a weight, past a product of two activations and other nodes; none past
- * the last product, none with CT_CUDA_MATVEC_PREFETCH_NEXT=0, none where
- * the weight is not laid out in one piece. */
-static void test_next_product_weights(void) {
+/* What a product may read before its wait (tg_cuda_written_before):
+ * nothing while the launch before is unknown (the encode's first, or
+ * streams forked), a tensor apart from what that launch wrote, not one
+ * overlapping any of it (a view into it included), anything after a
+ * launch that wrote nothing. */
+static void test_written_before(void) {
     tg_ctx *ctx = tg_ctx_new();
-    tg_tensor *w1 = tg_new_2d(ctx, TG_BF16, 64, 256), *w2 = tg_new_2d(ctx, TG_BF16, 256, 64);
-    tg_tensor *x = tg_new_2d(ctx, TG_F32, 64, 1);
-    w1->flags |= TG_FLAG_WEIGHT;
-    w2->flags |= TG_FLAG_WEIGHT;
-    tg_tensor *h = tg_relu(ctx, tg_mul_mat(ctx, w1, x));
-    tg_tensor *a = tg_mul_mat(ctx, tg_new_2d(ctx, TG_F32, 256, 4), h); /* activations only */
-    tg_tensor *y = tg_add(ctx, tg_mul_mat(ctx, w2, h), tg_sum_rows(ctx, a));
-    tg_graph *g = tg_graph_new(ctx);
-    CHECK_OK(tg_graph_build(g, y));
-    int uses[64], n = fake_plan(g, uses, 64), first = -1, second = -1;
-    for (int i = 0; i < n; i++) {
-        const tg_tensor *t = tg_graph_node(g, i);
-        if (t->op == TG_OP_MUL_MAT && t->src[0] == w1) first = i;
-        if (t->op == TG_OP_MUL_MAT && t->src[0] == w2) second = i;
-    }
-    w1->data = (void *)0x200000;
-    w2->data = (void *)0x300000;
+    tg_tensor *a = tg_new_2d(ctx, TG_F32, 64, 4), *b = tg_new_2d(ctx, TG_F32, 64, 4), *r = tg_new_2d(ctx, TG_F32, 64, 4);
+    tg_tensor *col = tg_view_1d(ctx, b, 64, 2 * b->nb[1]); /* b's third column */
+    tg_tensor *res = tg_view_1d(ctx, r, 64, 0);
+    a->data = (void *)0x100000;
+    b->data = (void *)0x200000;
+    r->data = (void *)0x300000;
+    col->data = (char *)b->data + 2 * b->nb[1];
+    res->data = r->data;
     tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
-    CHECK(c && first >= 0 && second > first);
-    if (c && first >= 0 && second > first) {
-        tg_tensor **nodes = tg_calloc((size_t)n, sizeof *nodes);
-        for (int i = 0; nodes && i < n; i++) nodes[i] = tg_graph_node(g, i);
-        c->matvec_prefetch_next = true;
-        tg_cuda_next_product(c, nodes, n, first + 1);
-        CHECK(c->next_w == w2);
-        tg_cuda_next_product(c, nodes, n, 0);
-        CHECK(c->next_w == w1);
-        tg_cuda_next_product(c, nodes, n, second + 1);
-        CHECK(c->next_w == NULL);
-        c->matvec_prefetch_next = false;
-        tg_cuda_next_product(c, nodes, n, first + 1);
-        CHECK(c->next_w == NULL);
-        c->matvec_prefetch_next = true;
-        tg_tensor *t = tg_transpose(ctx, w2); /* a weight, not in one piece */
-        tg_tensor *keep = nodes[second];
-        tg_tensor fake = *keep;
-        fake.src[0] = t;
-        t->data = w2->data;
-        nodes[second] = &fake;
-        tg_cuda_next_product(c, nodes, n, first + 1);
-        CHECK(c->next_w == NULL);
-        nodes[second] = keep;
-        tg_free(nodes);
+    CHECK(c != NULL);
+    if (c) {
+        c->prev_n = -1;
+        CHECK(!tg_cuda_written_before(c, r));
+        c->prev_n = 0;
+        CHECK(tg_cuda_written_before(c, r));
+        c->prev_w[0] = a;
+        c->prev_w[1] = col;
+        c->prev_n = 2;
+        CHECK(tg_cuda_written_before(c, r) && tg_cuda_written_before(c, res));
+        CHECK(!tg_cuda_written_before(c, a) && !tg_cuda_written_before(c, b) && !tg_cuda_written_before(c, col));
+        c->prev_w[1] = res; /* the previous launch wrote into r */
+        CHECK(!tg_cuda_written_before(c, r) && tg_cuda_written_before(c, b));
     }
     tg_free(c);
     tg_ctx_free(ctx);
 }
 
-TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_next_product_weights), T(test_waves_fix_the_second_wave_at_batch_67),
+TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_written_before), T(test_waves_fix_the_second_wave_at_batch_67),
           T(test_choices_are_whole_rounds_within_the_grid), T(test_wide_blocks_for_few_rows), T(test_embedding_head_fuses),
           T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses),
           T(test_scale_alone_rides_the_product), T(test_attention_key_groups))

@@ -48,6 +48,17 @@ static tg_tensor *build_ffn_mma150(tg_ctx *ctx) { return ffn_block(ctx, 150, 256
  * kept), at 3 columns (mul_mat_vec_mma) and 40 (the wide kernel); the
  * second product's K = 4800 takes 16 warps of several rounds. */
 static tg_tensor *build_ffn_rows3(tg_ctx *ctx) { return ffn_block(ctx, 3, 4800); }
+/* The step at batch 8 with its weights and biases marked as weights, as
+ * the model's are: the second product (K = 1024, 256 threads) loads its
+ * bias and its residual (an input, not the first product's) before its
+ * wait (TG_MV_EPI_EARLY); the first (K = 256, 128 threads) cannot. */
+static tg_tensor *build_ffn_epi(tg_ctx *ctx) {
+    tg_tensor *y = ffn_block(ctx, 8, 1024); /* (w2 h + b2) + x, h = relu(w1 ln(x) + b1) */
+    tg_tensor *mm2 = y->src[0]->src[0], *h = mm2->src[1], *mm1 = h->src[0]->src[0];
+    tg_tensor *marked[4] = {mm2->src[0], y->src[0]->src[1], mm1->src[0], h->src[0]->src[1]};
+    for (int i = 0; i < 4; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
+    return y;
+}
 static tg_tensor *build_ffn_rows40(tg_ctx *ctx) { return ffn_block(ctx, 40, 4800); }
 
 /* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
@@ -1031,24 +1042,29 @@ static void test_attention_mma_paths_match_cpu(void) {
  * fused norm reading its columns once (CT_CUDA_MATVEC_NORM1=1), attn_decode
  * without its early L2 requests (CT_CUDA_ATTN_PREFETCH=0), the rows loop
  * only past twice the SMs (CT_CUDA_MATVEC_LOOP=2: 4800 rows are 300
- * blocks, over 2 x 132), requests for the next product's weights
- * (CT_CUDA_MATVEC_PREFETCH_NEXT=1: where the next product's first operand
- * is a weight, which these graphs' inputs are not, so here only the
- * switch; the model fixtures ran with it on in the seventh session's
- * fourth call), no wide block for short rows
+ * blocks, over 2 x 132), a product's bias and residual loaded after its
+ * wait (CT_CUDA_MATVEC_EPI_EARLY=0; on by default, and taken by the
+ * weight-marked ffn's second product), no wide block for short rows
  * (CT_CUDA_ATTN_DECODE_WIDE_SHORT=0). */
 static void test_step_switches_match_cpu(void) {
     const char *sw[5][2] = {{"CT_CUDA_MATVEC_NORM1", "1"}, {"CT_CUDA_ATTN_PREFETCH", "0"}, {"CT_CUDA_MATVEC_LOOP", "2"},
-                            {"CT_CUDA_MATVEC_PREFETCH_NEXT", "1"}, {"CT_CUDA_ATTN_DECODE_WIDE_SHORT", "0"}};
+                            {"CT_CUDA_MATVEC_EPI_EARLY", "0"}, {"CT_CUDA_ATTN_DECODE_WIDE_SHORT", "0"}};
     for (int i = 0; i < 5; i++) {
         tg_backend *b = cuda_with(sw[i][0], sw[i][1]);
         if (!b) return;
         tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
         CHECK(c->matvec_norm1 == (i == 0 ? 1 : 2) && c->attn_prefetch == (i != 1) && c->matvec_loop == (i == 2 ? 2 : 0) &&
-              c->matvec_prefetch_next == (i == 3) && c->attn_decode_wide_short == (i != 4));
+              c->matvec_epi_early == (i != 3) && c->attn_decode_wide_short == (i != 4));
         char what[96];
         snprintf(what, sizeof what, "ffn on 8 columns, %s=%s", sw[i][0], sw[i][1]);
         if (c->dev->props.tc_level >= 2) compare_with_cpu(b, build_ffn_mma8, 3, 5e-4, what);
+        snprintf(what, sizeof what, "ffn on 8 columns, weights marked, %s=%s", sw[i][0], sw[i][1]);
+        const int early = c->n_matvec_epi_early;
+        if (c->dev->props.tc_level >= 2) {
+            compare_with_cpu(b, build_ffn_epi, 3, 5e-4, what);
+            CHECK_MSG((c->n_matvec_epi_early > early) == (i != 3), "%s: %d products loaded bias and residual early",
+                      what, c->n_matvec_epi_early - early);
+        }
         snprintf(what, sizeof what, "ffn of 4800 rows on 3 columns, %s=%s", sw[i][0], sw[i][1]);
         if (c->dev->props.tc_level >= 2) compare_with_cpu(b, build_ffn_rows3, 3, 5e-4, what);
         snprintf(what, sizeof what, "attention step, bf16 kv, D=128, %s=%s", sw[i][0], sw[i][1]);

@@ -98,9 +98,9 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;
     c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);
     c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
+    c->matvec_epi_early = tg_cuda_env_int("CT_CUDA_MATVEC_EPI_EARLY", 1) != 0;
     c->attn_split_tq = tg_cuda_env_int("CT_CUDA_ATTN_SPLIT_TQ", TG_ATS_TQ);
     if (c->attn_split_tq < 1 || c->attn_split_tq > TG_ATS_TQ) c->attn_split_tq = TG_ATS_TQ;
-    c->matvec_prefetch_next = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH_NEXT", 0) != 0;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
     /* 1 to 256 columns (4 wide blocks): past that the products are the
      * encoder's, where cuBLASLt's tiles reuse the weights */
@@ -481,7 +481,8 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
     tg_status st = NULL;
     *out_done = 0;
     int cur_run = -2, slot = 0;
-    bool forked = false;
+    bool forked = false, prev_forked = false;
+    c->prev_n = -1; /* the launch before the first is the last compute's */
     for (int i = 0; i < n;) {
         tg_tensor *t = g->nodes[i];
         if (tg_op_is_view(t->op)) {
@@ -531,10 +532,20 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
         memset(c->last_grid, 0, sizeof c->last_grid);
         c->last_block = c->last_smem = 0;
         RANGE_PUSH(tg_op_name(t->op));
-        if (t->op == TG_OP_MUL_MAT || t->op == TG_OP_LAYER_NORM) tg_cuda_next_product(c, g->nodes, n, i + len);
-        else c->next_w = NULL;
+        if (forked || prev_forked) c->prev_n = -1; /* the launch before may be on another stream */
         st = tg_cuda_op_encode(c, s, g->nodes, i, len);
         RANGE_POP();
+        /* what this launch wrote, for the next: its group's last result
+         * and what else of the group it stores; where it launched no
+         * kernel (nothing to do, or a copy), added to what the launch
+         * before wrote, which may then still be the kernel before */
+        if (c->last_kernel) c->prev_n = 0;
+        for (int k = i; k < i + len && c->prev_n >= 0; k++) {
+            if (k != i + len - 1 && !p->writes[k]) continue;
+            if (c->prev_n == TG_HAZARD_GROUP_MAX) c->prev_n = -1;
+            else c->prev_w[c->prev_n++] = g->nodes[k];
+        }
+        prev_forked = forked;
         if (st) {
             *out_done = i;
             if (forked && !c->error) tg_status_free(join_streams(c));

@@ -27,6 +27,7 @@
 #include "base.h"
 #include "cuda_cache.h"
 #include "cuda_loader.h"
+#include "hazard.h"
 #include "kernels/kargs.cuh"
 
 /* ------------------------------------------------------------- device */
@@ -249,9 +250,14 @@ typedef struct tg_cuda_ctx {
                                 * never, 1 always, 2 (default) for two columns or more */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
     int attn_split_tq;         /* CT_CUDA_ATTN_SPLIT_TQ: the most queries attn_split takes (1-16) */
-    bool matvec_prefetch_next; /* CT_CUDA_MATVEC_PREFETCH_NEXT=1: mul_mat_vec_mma asks the next product's weights
-                                * into L2 (off: 1.3-1.7% slower a step on an H100) */
-    const tg_tensor *next_w;   /* while a node is encoded: the next product's weights (tg_cuda_next_product) */
+    bool matvec_epi_early;     /* CT_CUDA_MATVEC_EPI_EARLY: mul_mat_vec_mma loads its bias and residual before
+                                * its wait where tg_cuda_written_before says the residual is not the previous
+                                * launch's */
+    /* while a node is encoded: what the launch before it (on the same
+     * stream, in this encode) wrote, prev_n of them; -1: unknown (the
+     * encode's first launch, or streams forked) */
+    const tg_tensor *prev_w[TG_HAZARD_GROUP_MAX];
+    int prev_n;
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM; more on the wide kernel) */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
@@ -274,6 +280,7 @@ typedef struct tg_cuda_ctx {
     int n_matvec_wide;                         /* ... of them on mul_mat_vec_mma_wide */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
     int n_attn_split;          /* encodes of attn_split (a few queries over many keys) */
+    int n_matvec_epi_early;    /* mul_mat_vec_mma launches loading bias and residual before their wait */
     int n_attn_groups;         /* encodes of attention_mma_packed2 (key tiles over two groups) */
     int n_attn_mask16;         /* encodes of the packed kernels staging their mask in 16-byte pieces */
     int force_fault;           /* test hook: the next compute faults         */
@@ -456,6 +463,13 @@ int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, bool short_rows
  * choice without a GPU. */
 int tg_cuda_attn_mma_groups(int sm_count, int64_t blocks, int64_t Tk, bool allow, int64_t smem, int64_t smem_max);
 
+/* True when t lies apart from everything the launch before the one being
+ * encoded wrote (c->prev_w), so a kernel started early by programmatic
+ * dependent launch may read it before its wait: the launch before has
+ * passed its own wait, so everything before it has ended. False when that
+ * launch is unknown (c->prev_n < 0). */
+bool tg_cuda_written_before(const tg_cuda_ctx *c, const tg_tensor *t);
+
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
 
 /* Scratch bytes node's operand conversions need. */
@@ -502,10 +516,6 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
  * checked tg_cuda_ln_matvec_ok). stored: the type x's producer stored. */
 tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_cuda_fused *f,
                                  const tg_tensor *out, tg_type stored, const tg_tensor *ln);
-/* Sets c->next_w to the weights of the first product in nodes[from .. n)
- * (64 nodes at most) whose first operand is a weight, or NULL: what a
- * mul_mat_vec_mma launch encoded now asks into L2 for it. */
-void tg_cuda_next_product(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int from);
 /* After a product group whose product is nodes[p] and whose last node is
  * nodes[end - 1] (ln: a layer norm leads it, so x is the norm's input): up
  * to two view nodes and a set_rows storing rows of that group's result

@@ -206,22 +206,11 @@ int tg_cuda_kv_rows_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, in
     return k + 1 - end;
 }
 
-/* The first product of nodes[from ..] (at most 64 nodes on) whose first
- * operand is a contiguous weight: its weights, for the product encoded
- * before it to ask into L2 (mul_mat_vec_mma's next_w), in c->next_w; NULL
- * when there is none or without CT_CUDA_MATVEC_PREFETCH_NEXT=1. Off by
- * default: on an H100 (seventh session) it took FFN down from 7.7 to 7.0
- * us and the logits from 20.7 to 19.3, but the step as a whole was 1.3%
- * (batch 1) and 1.7% (batch 8) slower with it, interleaved, two rounds. */
-void tg_cuda_next_product(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int from) {
-    c->next_w = NULL;
-    if (!c->matvec_prefetch_next) return;
-    for (int j = from; j < n && j < from + 64; j++) {
-        const tg_tensor *m = nodes[j], *w = m->src[0];
-        if (m->op != TG_OP_MUL_MAT || !w || !w->data || !is_weight(w) || !tg_is_contiguous(w)) continue;
-        c->next_w = w;
-        return;
-    }
+bool tg_cuda_written_before(const tg_cuda_ctx *c, const tg_tensor *t) {
+    if (c->prev_n < 0) return false;
+    for (int k = 0; k < c->prev_n; k++)
+        if (tg_hazard_overlap(t, c->prev_w[k])) return false;
+    return true;
 }
 
 /* The product n (its group's parts f) into out; ln, when not NULL, the
@@ -278,12 +267,15 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     if (c->matvec_prefetch && (!bias || is_weight(bias)) &&
         (!ln || ((!ln->src[1] || is_weight(ln->src[1])) && (!ln->src[2] || is_weight(ln->src[2])))))
         a.opt |= TG_MV_PREFETCH;
-    /* the next product's weights (tg_cuda_next_product) asked into L2 by
-     * this launch, in the same requests (so CT_CUDA_MATVEC_PREFETCH=0
-     * turns these off too) */
-    if (mma && (a.opt & TG_MV_PREFETCH) && c->matvec_prefetch_next && c->next_w) {
-        a.next_w = tg_cuda_dptr(c->next_w->data);
-        a.next_bytes = (int64_t)tg_nbytes(c->next_w);
+    /* the epilogue's bias and residual before the wait: a thread for every
+     * output (256 threads or more), no rows loop, the bias a weight, the
+     * residual not the previous launch's */
+    const int64_t row_blocks = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS;
+    const bool looping = c->matvec_loop == 1 || (c->matvec_loop == 2 && row_blocks > 2 * c->dev->props.sm_count);
+    if (mma && c->matvec_epi_early && mvm_block_columns(M) <= TG_MVM_MAXM && 32 * mvm_warps(w->ne[0]) >= 256 &&
+        !looping && (bias || res) && (!bias || is_weight(bias)) && (!res || tg_cuda_written_before(c, res))) {
+        a.opt |= TG_MV_EPI_EARLY;
+        c->n_matvec_epi_early++;
     }
     c->n_matvec++;
     c->n_matvec_mma += mma;

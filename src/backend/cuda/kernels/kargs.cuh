@@ -298,9 +298,13 @@ TG_KARGS_SIZE(tg_attn_decode_args, 432);
  * once, into registers (k % 128 == 0, k <= 1024), where it made three
  * passes over L2 (the host asks for it from two columns on: on an H100 the
  * step at batch 1 was 1.7-2.5% slower with it, at batch 8 1.6-1.8% faster;
- * the wide kernel always takes it). */
+ * the wide kernel always takes it); TG_MV_EPI_EARLY, the bias is a weight
+ * and res was written by a launch before the previous one (or by none of
+ * this graph's), so both are loaded before the wait, and the grid has a
+ * block for every block of rows (no rows loop). */
 #define TG_MV_PREFETCH 1
 #define TG_MV_NORM1 2
+#define TG_MV_EPI_EARLY 4
 typedef struct tg_mul_mat_vec_args {
     tg_dp_cchar w, x;
     tg_dp_char out;
@@ -319,16 +323,8 @@ typedef struct tg_mul_mat_vec_args {
     tg_dp_cchar kv_ids;
     tg_i64 kv_nb1, kv_nb2, kv_nb3, ids_nb1, ids_nb2, kv_n0;
     tg_i32 kv_hd, kv_heads, kv_t, kv_type;
-    /* next_w (0: none): the next product's weights, next_bytes of them,
-     * which the launch's threads ask into L2 before their wait, so a
-     * product that cannot be resident early (a step's FFN down, whose
-     * blocks need a whole SM's registers; the logits' later waves) finds
-     * them there (CT_CUDA_MATVEC_PREFETCH_NEXT=1 only: the step was slower
-     * with it on an H100) */
-    tg_dp_cchar next_w;
-    tg_i64 next_bytes;
 } tg_mul_mat_vec_args;
-TG_KARGS_SIZE(tg_mul_mat_vec_args, 232);
+TG_KARGS_SIZE(tg_mul_mat_vec_args, 216);
 
 /* ------------------------------------------------------------ conv.cu */
 

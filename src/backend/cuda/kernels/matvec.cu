@@ -272,8 +272,7 @@ __device__ __forceinline__ void mvm_norm_columns_1pass(const tg_args_mul_mat_vec
 /* The lines of bias[n0 .. n0 + rows) and of the norm's ln_w and ln_b
  * asked into L2 (a thread a 128-byte line): weights, so this may come
  * before the wait for the previous kernel, whose end the loads after it
- * would otherwise meet at memory's latency. Then the next product's
- * weights (args.next_w), a line a thread of the grid in turn. */
+ * would otherwise meet at memory's latency. */
 __device__ __forceinline__ void mvm_prefetch(const tg_args_mul_mat_vec &args, i64 n0) {
     const int tid = threadIdx.x, kl = args.ln ? (int)((args.k * 4 + 127) / 128) : 0;
     const char *p = NULL;
@@ -281,10 +280,6 @@ __device__ __forceinline__ void mvm_prefetch(const tg_args_mul_mat_vec &args, i6
     else if (tid >= kl && tid < 2 * kl && args.ln_b) p = (const char *)args.ln_b + 128 * (i64)(tid - kl);
     else if (tid == 2 * kl && args.bias && n0 < args.n) p = (const char *)(args.bias + n0);
     if (p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-    /* the next product's weights, spread over the whole grid */
-    const i64 lines = args.next_w ? args.next_bytes / 128 : 0, nt = (i64)gridDim.x * blockDim.x;
-    for (i64 l = (i64)blockIdx.x * blockDim.x + tid; l < lines; l += nt)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(args.next_w + 128 * l));
 }
 
 /* args.kv: output (n, column mg) into the cache too, as set_rows would
@@ -348,6 +343,25 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
      * which are read after the wait */
     if (args.w_early) MVM_LOAD_W(wv, s0);
     if (args.opt & TG_MV_PREFETCH) mvm_prefetch(args, rb * (8 * MVM_NT));
+    /* the epilogue's bias and residual for the one output this thread
+     * writes, loaded before the wait where the host allows it
+     * (TG_MV_EPI_EARLY, one tile, a thread for every output: 256 threads
+     * or more, K >= 1024): the bias is a weight, and the residual was
+     * written by a launch before the previous one, which has ended once
+     * this kernel runs (the previous one let it start only after its own
+     * wait). One block of rows a block (no rows loop: the host checks) */
+    const bool epi_early =
+        !WIDE && MT == 1 && (args.opt & TG_MV_EPI_EARLY) && blockDim.x >= (unsigned)(MT * MVM_NT * 128);
+    float eb = 0.0f, er = 0.0f;
+    if (epi_early && threadIdx.x < MT * MVM_NT * 128) {
+        const int o = threadIdx.x, j = (o >> 7) % MVM_NT, ln = (o >> 2) & 31, e = o & 3;
+        const int m = (ln >> 2) + ((e & 2) ? 8 : 0);
+        const i64 n = rb * (8 * MVM_NT) + 8 * j + 2 * (ln & 3) + (e & 1);
+        if (m < args.m && n < args.n) {
+            if (args.bias) eb = args.bias[n];
+            if (args.res) er = *(const float *)(args.res + m * args.ldr + n * 4);
+        }
+    }
     TG_PDL();
     if (!args.w_early) MVM_LOAD_W(wv, s0);
     /* the normed columns, then the warps' sums after them (a block keeps
@@ -417,9 +431,10 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
             const int m = 16 * mt + (ln >> 2) + ((e & 2) ? 8 : 0);
             const i64 n = n0 + 8 * j + 2 * (ln & 3) + (e & 1);
             if (m >= args.m || n >= args.n) continue;
-            float r = args.alpha * sum + (args.bias ? args.bias[n] : 0.0f);
+            /* (epi_early: o is this thread's one output) */
+            float r = args.alpha * sum + (epi_early ? eb : args.bias ? args.bias[n] : 0.0f);
             if (args.relu) r = fmaxf(r, 0.0f);
-            if (args.res) r += *(const float *)(args.res + m * args.ldr + n * 4);
+            if (args.res) r += epi_early ? er : *(const float *)(args.res + m * args.ldr + n * 4);
             *(float *)(args.out + m * args.ldo + n * 4) = r;
             if (args.kv) mv_kv_store(args, (i64)tile * TM + m, n, r);
         }
