@@ -44,7 +44,8 @@ void ct_greedy_result_free(ct_greedy_result *r) {
 
 /* Queued steps a run: small, since a batch that finishes inside a run
  * computes the rest of it for nothing; larger where rows never finish
- * early. (The H200 figures of 2026-12-04 were taken with 32 queued and 16
+ * early. Both multiples of the decoder's run graphs (CT_DECODER_RUN: 1,
+ * 2, 4 or 8 steps a graph, decoder.c), so a run is whole graphs. (The H200 figures of 2026-12-04 were taken with 32 queued and 16
  * read at a time, EOS ignored: a read waits for all that is queued, so that
  * was a wait every 16 steps where this is one every 32.) */
 #define RUN 8

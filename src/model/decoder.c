@@ -297,22 +297,23 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
     return tg_status_wrap(st, "computing the cross-attention keys and values");
 }
 
-/* Queued steps a run graph holds: CT_DECODER_RUN (1-64), default 8. A
- * step at batch 1 on an H100 spent 14 us between its last kernel and the
- * next step's first (seventh session's stamps): the three input copies
- * and the graph launch between two graphs, where kernels inside one graph
- * follow each other by programmatic dependent launch. */
-enum { RUN_STEPS = 8, RUN_STEPS_MAX = 64 };
+/* Queued steps a run graph holds: CT_DECODER_RUN, 1, 2, 4 or 8 (the
+ * default): a divisor of what the greedy loop queues at a time (8, or 32
+ * with EOS ignored; greedy.c), so that its reads never alternate between
+ * the run's graph and the step's, each switch a new plan. A step at batch
+ * 1 on an H100 spent 14 us between its last kernel and the next step's
+ * first (seventh session's stamps): the three input copies and the graph
+ * launch between two graphs, where kernels inside one graph follow each
+ * other by programmatic dependent launch. */
+enum { RUN_STEPS = 8 };
 static int run_steps_env(void) {
     const char *v = getenv("CT_DECODER_RUN");
     if (!v || !*v) return RUN_STEPS;
-    char *end = NULL;
-    long n = strtol(v, &end, 10);
-    if (*end || n < 1 || n > RUN_STEPS_MAX) {
-        TG_WARN("CT_DECODER_RUN=%s: not a step count from 1 to %d; %d used", v, RUN_STEPS_MAX, RUN_STEPS);
+    if (strcmp(v, "1") && strcmp(v, "2") && strcmp(v, "4") && strcmp(v, "8")) {
+        TG_WARN("CT_DECODER_RUN=%s: not 1, 2, 4 or 8; %d used", v, RUN_STEPS);
         return RUN_STEPS;
     }
-    return (int)n;
+    return atoi(v);
 }
 
 void ct_decoder_free(ct_dec_state *s) {
@@ -384,7 +385,9 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     /* queued steps as runs of this many a graph (CT_DECODER_RUN; 1: each
      * step its own graph, as before the ninth session) */
     s->run_steps = s->queued ? run_steps_env() : 1;
-    if (s->run_steps > max_len - n_prompt) s->run_steps = 1;
+    /* a beam search's parents serve the next step alone: its steps go one
+     * at a time (the run's graph has no parents input) */
+    if (s->run_steps > max_len - n_prompt || s->rows_per_clip > 1) s->run_steps = 1;
     /* the host's copies of the inputs: masks and ids for the prompt's
      * positions or a run's steps, whichever are more */
     int n_pos = n_prompt > s->run_steps ? n_prompt : s->run_steps;
@@ -598,7 +601,8 @@ tg_status ct_decoder_queue_steps(ct_dec_state *s, int pos0, int n) {
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_queue_steps: the decoder was begun without queued steps");
     if (n == 0) return NULL;
     tg_status st;
-    if ((st = check_step_pos(s, pos0)) || (st = check_step_pos(s, pos0 + n - 1))) return st;
+    if ((st = check_step_pos(s, pos0))) return st;
+    if (n > s->max_len - pos0) return check_step_pos(s, s->max_len);
     /* whole runs as one graph each, then the rest a step at a time */
     while (n > 0) {
         dec_graph *dg = s->run.g && n >= s->run.n_steps ? &s->run : &s->step;

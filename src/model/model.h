@@ -306,7 +306,8 @@ tg_status ct_decoder_queue_step(ct_dec_state *s, int pos);
  * bad position), but each whole run of CT_DECODER_RUN steps (default 8) as
  * one graph, set with one copy per input, so the steps inside a run follow
  * each other on the device without the host's copies and a graph launch
- * between them; the rest a step at a time. n = 0 queues nothing. */
+ * between them; the rest a step at a time (and every step of a beam
+ * search's state, whose parents serve one step). n = 0 queues nothing. */
 tg_status ct_decoder_queue_steps(ct_dec_state *s, int pos0, int n);
 /* Reads the history of the queued steps at positions pos0..pos0+n-1 (waits
  * for them; a position past the last queued is refused): out_ids [n][n_batch] (the argmax each step chose) and, when

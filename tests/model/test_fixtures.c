@@ -196,22 +196,24 @@ static void check_queued_refusals(env *e, const ct_enc_result *enc, const int32_
     ct_decoder_free(h);
 }
 
-/* Steps queued as runs of CT_DECODER_RUN steps a graph (3: two runs and a
- * step for 7 steps; 8: none; 1: every step its own graph, as before
- * runs) give the ids and logit sums the steps queued one at a time give,
- * and ct_decoder_queue_steps refuses bad positions and counts as
- * ct_decoder_queue_step does. */
+/* Steps queued as runs of CT_DECODER_RUN steps a graph (for 10 steps, 4:
+ * two runs and two steps; 8 and the default: one run and two steps; 1:
+ * every step its own graph, as before runs) give the ids the steps queued
+ * one at a time give, and ct_decoder_queue_steps refuses bad positions
+ * and counts as ct_decoder_queue_step does. A beam search's state queues
+ * no run (its parents serve one step). */
 static void check_queued_runs(env *e, const ct_enc_result *enc, const int32_t *prompt, int P) {
-    enum { N = 7 };
+    enum { N = 10 };
     int B = enc->n_batch;
     CHECK(B <= 8 && P <= 16);
     if (B > 8 || P > 16) return;
     int32_t want[N * 8], got[N * 8], next[8], feed[8 * 16];
     for (int b = 0; b < B; b++)
         for (int t = 0; t < P; t++) feed[b * P + t] = prompt[t];
-    static const char *runs[] = {NULL, "1", "3", "8"};
-    static const int n_runs[] = {0, 0, 2, 0};
-    for (int v = 0; v < 4; v++) {
+    static const char *runs[] = {"1", "1", "4", "8", NULL, "3"};
+    static const int n_runs[] = {0, 0, 2, 1, 1, 1};
+    for (int v = 0; v < 6; v++) {
+        /* v 0: the reference; v 5: a value refused (the default used) */
         if (runs[v]) setenv("CT_DECODER_RUN", runs[v], 1);
         ct_dec_state *q = NULL;
         ct_dec_opts qo = {.f32 = e->gpu == NULL, .queued = true};
@@ -227,6 +229,7 @@ static void check_queued_runs(env *e, const ct_enc_result *enc, const int32_t *p
             CHECK_ERR(ct_decoder_queue_steps(q, P - 1, 2), TG_ERR_INVALID_ARG, "outside");
             CHECK_ERR(ct_decoder_queue_steps(q, P, N + 1), TG_ERR_INVALID_ARG, "outside");
             CHECK_ERR(ct_decoder_queue_steps(q, P, -1), TG_ERR_INVALID_ARG, "-1 steps");
+            CHECK_ERR(ct_decoder_queue_steps(q, P, INT32_MAX), TG_ERR_INVALID_ARG, "outside");
             CHECK_OK(ct_decoder_queue_steps(q, P, 0));
             CHECK_ERR(ct_decoder_read_steps(q, P, 1, got, NULL), TG_ERR_INVALID_ARG, "not queued");
             CHECK_OK(ct_decoder_queue_steps(q, P, N));
@@ -239,6 +242,19 @@ static void check_queued_runs(env *e, const ct_enc_result *enc, const int32_t *p
         }
         ct_decoder_free(q);
     }
+    /* a beam search's state: 2 rows a clip, steps one at a time */
+    ct_dec_state *bq = NULL;
+    ct_dec_opts bo = {.f32 = e->gpu == NULL, .queued = true, .rows_per_clip = 2};
+    CHECK_OK(ct_decoder_begin(e->model, e->sched, enc, P, P + N, &bo, &bq));
+    if (bq) {
+        int32_t bfeed[16 * 16], bnext[16];
+        for (int r = 0; r < 2 * B; r++)
+            for (int t = 0; t < P; t++) bfeed[r * P + t] = prompt[t];
+        CHECK_OK(ct_decoder_prefill(bq, bfeed, bnext, NULL, NULL));
+        CHECK_OK(ct_decoder_queue_steps(bq, P, N));
+        CHECK(ct_decoder_runs_queued(bq) == 0);
+    }
+    ct_decoder_free(bq);
 }
 
 /* Steps queued on the device (what a transcription runs) against steps fed
