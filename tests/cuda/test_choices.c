@@ -448,6 +448,47 @@ static void test_step_tail_fuses(void) {
  * streams forked), a tensor apart from what that launch wrote, not one
  * overlapping any of it (a view into it included), anything after a
  * launch that wrote nothing. */
+/* What the encode loop records of each launch (tg_cuda_record_launch): a
+ * group's last result and its stored intermediates after a kernel; a node
+ * that launched nothing added to the record before; unknown after a
+ * cuBLASLt launch, past TG_HAZARD_GROUP_MAX tensors, and still unknown
+ * after nodes that launched nothing. */
+static void test_record_launch(void) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *t[12];
+    for (int k = 0; k < 12; k++) t[k] = tg_new_1d(ctx, TG_F32, 16);
+    uint8_t writes[12] = {0};
+    writes[2] = 1; /* a group of 2, 3, 4 that stores 2 too */
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    CHECK(c != NULL);
+    if (c) {
+        c->prev_n = -1;
+        c->last_kernel = "ew_unary";
+        tg_cuda_record_launch(c, t, writes, 0, 1);
+        CHECK(c->prev_n == 1 && c->prev_w[0] == t[0]);
+        c->last_kernel = NULL; /* nothing launched: the kernel before stays */
+        tg_cuda_record_launch(c, t, writes, 1, 1);
+        CHECK(c->prev_n == 2 && c->prev_w[0] == t[0] && c->prev_w[1] == t[1]);
+        c->last_kernel = "mul_mat_vec_mma";
+        tg_cuda_record_launch(c, t, writes, 2, 3);
+        CHECK(c->prev_n == 2 && c->prev_w[0] == t[2] && c->prev_w[1] == t[4]);
+        c->last_kernel = "cublasLtMatmul";
+        tg_cuda_record_launch(c, t, writes, 5, 1);
+        CHECK(c->prev_n == -1);
+        c->last_kernel = NULL;
+        tg_cuda_record_launch(c, t, writes, 6, 1);
+        CHECK(c->prev_n == -1);
+        c->last_kernel = "cpy";
+        tg_cuda_record_launch(c, t, writes, 6, 1);
+        CHECK(c->prev_n == 1 && c->prev_w[0] == t[6]);
+        c->last_kernel = NULL;
+        for (int k = 0; k < TG_HAZARD_GROUP_MAX; k++) tg_cuda_record_launch(c, t, writes, 7 + (k % 5), 1);
+        CHECK(c->prev_n == -1);
+    }
+    tg_free(c);
+    tg_ctx_free(ctx);
+}
+
 static void test_written_before(void) {
     tg_ctx *ctx = tg_ctx_new();
     tg_tensor *a = tg_new_2d(ctx, TG_F32, 64, 4), *b = tg_new_2d(ctx, TG_F32, 64, 4), *r = tg_new_2d(ctx, TG_F32, 64, 4);
@@ -477,7 +518,7 @@ static void test_written_before(void) {
     tg_ctx_free(ctx);
 }
 
-TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_written_before), T(test_waves_fix_the_second_wave_at_batch_67),
+TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_written_before), T(test_record_launch), T(test_waves_fix_the_second_wave_at_batch_67),
           T(test_choices_are_whole_rounds_within_the_grid), T(test_wide_blocks_for_few_rows), T(test_embedding_head_fuses),
           T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses),
           T(test_scale_alone_rides_the_product), T(test_attention_key_groups))

@@ -59,6 +59,20 @@ static tg_tensor *build_ffn_epi(tg_ctx *ctx) {
     for (int i = 0; i < 4; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
     return y;
 }
+
+/* The same shape with the residual the hidden layer h itself (K = N =
+ * 1024): the second product's residual is what the launch just before it
+ * wrote, so it must not be loaded before the wait. */
+static tg_tensor *build_ffn_res_prev(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, 8);
+    tg_tensor *w1 = in2(ctx, TG_BF16, 256, 1024), *b1 = in2(ctx, TG_F32, 1024, 1);
+    tg_tensor *w2 = in2(ctx, TG_BF16, 1024, 1024), *b2 = in2(ctx, TG_F32, 1024, 1);
+    tg_tensor *marked[4] = {w1, b1, w2, b2};
+    for (int i = 0; i < 4; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
+    tg_tensor *h = tg_layer_norm(ctx, x, NULL, NULL, 1e-5f);
+    h = tg_relu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, h), tg_view_1d(ctx, b1, 1024, 0)));
+    return tg_add(ctx, tg_add(ctx, tg_mul_mat(ctx, w2, h), tg_view_1d(ctx, b2, 1024, 0)), h);
+}
 static tg_tensor *build_ffn_rows40(tg_ctx *ctx) { return ffn_block(ctx, 40, 4800); }
 
 /* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
@@ -1038,6 +1052,54 @@ static void test_attention_mma_paths_match_cpu(void) {
     }
 }
 
+/* fn's graph on two CUDA backends a switch apart, from the same leaves:
+ * the same bits (for a switch that moves a load, not arithmetic). */
+static void compare_cuda_exact(tg_backend *a, tg_backend *b, build_fn fn, const char *what) {
+    run ra, rb;
+    CHECK_OK(run_make(a, fn, &ra));
+    CHECK_OK(run_make(b, fn, &rb));
+    for (int it = 0; it < 3 && ra.g && rb.g && ra.buf && rb.buf; it++) {
+        CHECK_OK(fill_leaves(&ra, 300 + (uint64_t)it));
+        CHECK_OK(fill_leaves(&rb, 300 + (uint64_t)it));
+        CHECK_OK(tg_backend_graph_compute(a, ra.g));
+        CHECK_OK(tg_backend_graph_compute(b, rb.g));
+        double *x = get_out(ra.out), *y = get_out(rb.out);
+        CHECK(x && y);
+        int64_t n = tg_nelements(ra.out), differ = 0;
+        for (int64_t i = 0; x && y && i < n; i++) differ += memcmp(&x[i], &y[i], sizeof x[i]) != 0;
+        CHECK_MSG(differ == 0, "%s: iteration %d: %lld of %lld outputs differ", what, it, (long long)differ,
+                  (long long)n);
+        tg_free(x);
+        tg_free(y);
+    }
+    run_free(&ra);
+    run_free(&rb);
+}
+
+/* A product's bias and residual loaded before its wait (TG_MV_EPI_EARLY):
+ * the same bits as loaded after it (the bias and residual are small
+ * beside W h, so an NMSE against the CPU would not see one missing), the
+ * counter saying which ran; and never where the residual is what the
+ * launch before wrote (build_ffn_res_prev: against the CPU, no early
+ * load counted). */
+static void test_epilogue_early(void) {
+    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_MATVEC_EPI_EARLY", "0") : NULL;
+    if (on && off && ((tg_cuda_ctx *)on->impl)->dev->props.tc_level >= 2) {
+        tg_cuda_ctx *c = (tg_cuda_ctx *)on->impl, *d = (tg_cuda_ctx *)off->impl;
+        const int e_on = c->n_matvec_epi_early, e_off = d->n_matvec_epi_early;
+        compare_cuda_exact(on, off, build_ffn_epi, "ffn on 8 columns, weights marked, early against late");
+        CHECK_MSG(c->n_matvec_epi_early > e_on && d->n_matvec_epi_early == e_off, "early loads: %d on, %d off",
+                  c->n_matvec_epi_early - e_on, d->n_matvec_epi_early - e_off);
+        const int before = c->n_matvec_epi_early, mv = c->n_matvec_mma;
+        compare_with_cpu(on, build_ffn_res_prev, 3, 5e-4, "ffn, residual from the launch before");
+        CHECK_MSG(c->n_matvec_mma > mv && c->n_matvec_epi_early == before,
+                  "residual from the launch before: %d products on matvec.cu, %d loaded it early",
+                  c->n_matvec_mma - mv, c->n_matvec_epi_early - before);
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+}
+
 /* The step's switches away from their defaults, each against the CPU: the
  * fused norm reading its columns once (CT_CUDA_MATVEC_NORM1=1), attn_decode
  * without its early L2 requests (CT_CUDA_ATTN_PREFETCH=0), the rows loop
@@ -1077,7 +1139,7 @@ static void test_step_switches_match_cpu(void) {
     }
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else

@@ -535,16 +535,7 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
         if (forked || prev_forked) c->prev_n = -1; /* the launch before may be on another stream */
         st = tg_cuda_op_encode(c, s, g->nodes, i, len);
         RANGE_POP();
-        /* what this launch wrote, for the next: its group's last result
-         * and what else of the group it stores; where it launched no
-         * kernel (nothing to do, or a copy), added to what the launch
-         * before wrote, which may then still be the kernel before */
-        if (c->last_kernel) c->prev_n = 0;
-        for (int k = i; k < i + len && c->prev_n >= 0; k++) {
-            if (k != i + len - 1 && !p->writes[k]) continue;
-            if (c->prev_n == TG_HAZARD_GROUP_MAX) c->prev_n = -1;
-            else c->prev_w[c->prev_n++] = g->nodes[k];
-        }
+        tg_cuda_record_launch(c, g->nodes, p->writes, i, len);
         prev_forked = forked;
         if (st) {
             *out_done = i;

@@ -463,6 +463,15 @@ int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, bool short_rows
  * choice without a GPU. */
 int tg_cuda_attn_mma_groups(int sm_count, int64_t blocks, int64_t Tk, bool allow, int64_t smem, int64_t smem_max);
 
+/* After the node group nodes[i .. i + len) was encoded: records what it
+ * wrote (its last node's result and each node k with writes[k]) as the
+ * launch before the next, in c->prev_w. Where it launched no kernel
+ * (c->last_kernel NULL: nothing to do) the record is added to the one
+ * before, whose kernel is then still the one before the next; after a
+ * cuBLASLt launch (its kernels' own waits unknown) or past
+ * TG_HAZARD_GROUP_MAX tensors the record is unknown (prev_n -1), as it is
+ * at an encode's start and in forked runs (the encode loop's part). */
+void tg_cuda_record_launch(tg_cuda_ctx *c, tg_tensor *const *nodes, const uint8_t *writes, int i, int len);
 /* True when t lies apart from everything the launch before the one being
  * encoded wrote (c->prev_w), so a kernel started early by programmatic
  * dependent launch may read it before its wait: the launch before has

@@ -206,6 +206,21 @@ int tg_cuda_kv_rows_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, in
     return k + 1 - end;
 }
 
+void tg_cuda_record_launch(tg_cuda_ctx *c, tg_tensor *const *nodes, const uint8_t *writes, int i, int len) {
+    /* cuBLASLt launches its own kernels, whose waits we do not know: what
+     * comes after one is unknown */
+    if (c->last_kernel && !strncmp(c->last_kernel, "cublasLt", 8)) {
+        c->prev_n = -1;
+        return;
+    }
+    if (c->last_kernel) c->prev_n = 0;
+    for (int k = i; k < i + len && c->prev_n >= 0; k++) {
+        if (k != i + len - 1 && !(writes && writes[k])) continue;
+        if (c->prev_n == TG_HAZARD_GROUP_MAX) c->prev_n = -1;
+        else c->prev_w[c->prev_n++] = nodes[k];
+    }
+}
+
 bool tg_cuda_written_before(const tg_cuda_ctx *c, const tg_tensor *t) {
     if (c->prev_n < 0) return false;
     for (int k = 0; k < c->prev_n; k++)
@@ -267,32 +282,29 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     if (c->matvec_prefetch && (!bias || is_weight(bias)) &&
         (!ln || ((!ln->src[1] || is_weight(ln->src[1])) && (!ln->src[2] || is_weight(ln->src[2])))))
         a.opt |= TG_MV_PREFETCH;
+    /* the mma kernels' blocks of rows: one for every TG_MVM_ROWS rows, or
+     * with CT_CUDA_MATVEC_LOOP=1 (=2: only past twice the SMs, the logits;
+     * 0.9% slower at batch 1, seventh session) at most one an SM, going on
+     * to further rows (kernels/matvec.cu) with the normed columns kept and
+     * the next rows' weights loading during this one's sums. Measured
+     * slower on an H100 (sixth session): the step at batch 1 0.566 against
+     * 0.538 ms, at 8 0.639 against 0.630 (at 64 on the wide kernel 2.00
+     * against 2.37), so a block for every 16 rows stays the default */
+    const int64_t row_blocks = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS, sms = c->dev->props.sm_count;
+    int64_t rows = row_blocks;
+    if (sms > 0 && ((c->matvec_loop == 1 && rows > sms) || (c->matvec_loop == 2 && rows > 2 * sms))) rows = sms;
     /* the epilogue's bias and residual before the wait: a thread for every
-     * output (256 threads or more), no rows loop, the bias a weight, the
-     * residual not the previous launch's */
-    const int64_t row_blocks = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS;
-    const bool looping = c->matvec_loop == 1 || (c->matvec_loop == 2 && row_blocks > 2 * c->dev->props.sm_count);
-    if (mma && c->matvec_epi_early && mvm_block_columns(M) <= TG_MVM_MAXM && 32 * mvm_warps(w->ne[0]) >= 256 &&
-        !looping && (bias || res) && (!bias || is_weight(bias)) && (!res || tg_cuda_written_before(c, res))) {
+     * output (one tile, 256 threads or more), no rows loop, the bias a
+     * weight, the residual not the previous launch's */
+    if (mma && c->matvec_epi_early && cols <= TG_MVM_MAXM && 32 * warps >= 256 && rows == row_blocks &&
+        (bias || res) && (!bias || is_weight(bias)) && (!res || tg_cuda_written_before(c, res))) {
         a.opt |= TG_MV_EPI_EARLY;
         c->n_matvec_epi_early++;
     }
     c->n_matvec++;
     c->n_matvec_mma += mma;
     if (mma) {
-        /* CT_CUDA_MATVEC_LOOP=1 (=2: only past twice the SMs, the logits;
-         * 0.9% slower at batch 1, seventh session): blocks of rows past the
-         * SMs' one block each go to the blocks already there (kernels/matvec.cu), which
-         * keep the normed columns and load the next rows' weights during
-         * this one's sums. Measured slower on an H100 (sixth session):
-         * the step at batch 1 0.566 against 0.538 ms, at 8 0.639 against
-         * 0.630 (at 64 on the wide kernel 2.00 against 2.37), so a block
-         * for every 16 rows stays the default */
-        int64_t rows = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS, tiles = (M + cols - 1) / cols;
-        const int64_t sms = c->dev->props.sm_count;
-        if (sms > 0 && ((c->matvec_loop == 1 && rows > sms) || (c->matvec_loop == 2 && rows > 2 * sms)))
-            rows = sms;
-        int64_t blocks = rows * tiles;
+        const int64_t tiles = (M + cols - 1) / cols, blocks = rows * tiles;
         if (blocks > INT32_MAX)
             return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: product '%s': %lld blocks of mul_mat_vec_mma",
                                  n->name, (long long)blocks);

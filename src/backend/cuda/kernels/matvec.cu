@@ -350,8 +350,8 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
      * written by a launch before the previous one, which has ended once
      * this kernel runs (the previous one let it start only after its own
      * wait). One block of rows a block (no rows loop: the host checks) */
-    const bool epi_early =
-        !WIDE && MT == 1 && (args.opt & TG_MV_EPI_EARLY) && blockDim.x >= (unsigned)(MT * MVM_NT * 128);
+    const bool epi_early = !WIDE && MT == 1 && (args.opt & TG_MV_EPI_EARLY) &&
+                           blockDim.x >= (unsigned)(MT * MVM_NT * 128) && stride >= row_blocks;
     float eb = 0.0f, er = 0.0f;
     if (epi_early && threadIdx.x < MT * MVM_NT * 128) {
         const int o = threadIdx.x, j = (o >> 7) % MVM_NT, ln = (o >> 2) & 31, e = o & 3;
@@ -359,7 +359,8 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
         const i64 n = rb * (8 * MVM_NT) + 8 * j + 2 * (ln & 3) + (e & 1);
         if (m < args.m && n < args.n) {
             if (args.bias) eb = args.bias[n];
-            if (args.res) er = *(const float *)(args.res + m * args.ldr + n * 4);
+            /* from L2 (another kernel wrote it; this one has not waited) */
+            if (args.res) er = __ldcg((const float *)(args.res + m * args.ldr + n * 4));
         }
     }
     TG_PDL();
