@@ -163,6 +163,15 @@ __device__ __forceinline__ float am_max(float a, float b) {
 #endif
 }
 
+/* 2^x by the special-function unit, results below 2^-126 flushed to 0
+ * (ex2.approx.ftz; exp2f also takes care of subnormal results, a few
+ * instructions more a key, for probabilities then rounded to BF16). */
+__device__ __forceinline__ float am_exp2(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+
 /* A block-level barrier for the warps of one key group: __syncthreads
  * where the block is one group, else named barrier 1 + group over its 128
  * threads (the groups run different tile counts, so they never meet at a
@@ -441,22 +450,41 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
             }
         }
         /* Scale (and mask, when not in the products), in base 2, and the
-         * running max per row. */
+         * running max per row. Keys past Tk exist only in the last tile,
+         * whose loop alone checks them (the others' per-key compares were
+         * a tenth of a tile's instructions); rows past Tq are computed from
+         * clamped mask rows and zero queries and never stored. */
         float mt0 = -TG_INF, mt1 = -TG_INF;
+        if (k0 + AM_BK <= Tk) {
 #pragma unroll
-        for (int nc = 0; nc < AM_BK / 8; nc++) {
+            for (int nc = 0; nc < AM_BK / 8; nc++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int kj = k0 + nc * 8 + t * 2 + (e & 1);
-                i64 row = (e & 2) ? r1 : r0;
-                float x = s[nc][e] * sl2;
-                if (kj >= Tk || row >= Tq) x = -TG_INF;
-                else if (has_mask && !mask_in_acc)
-                    x += AM_LOG2E * (PACKED ? ((e & 2) ? mw1 : mw0)[nc * 8 + (e & 1)]
-                                            : *(const float *)(((e & 2) ? mr1 : mr0) + kj * mstep));
-                s[nc][e] = x;
-                if (e & 2) mt1 = am_max(mt1, x);
-                else mt0 = am_max(mt0, x);
+                for (int e = 0; e < 4; e++) {
+                    float x = s[nc][e] * sl2;
+                    if (has_mask && !mask_in_acc)
+                        x += AM_LOG2E * (PACKED ? ((e & 2) ? mw1 : mw0)[nc * 8 + (e & 1)]
+                                                : *(const float *)(((e & 2) ? mr1 : mr0) +
+                                                                   (k0 + nc * 8 + t * 2 + (e & 1)) * mstep));
+                    s[nc][e] = x;
+                    if (e & 2) mt1 = am_max(mt1, x);
+                    else mt0 = am_max(mt0, x);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int nc = 0; nc < AM_BK / 8; nc++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int kj = k0 + nc * 8 + t * 2 + (e & 1);
+                    float x = s[nc][e] * sl2;
+                    if (kj >= Tk) x = -TG_INF;
+                    else if (has_mask && !mask_in_acc)
+                        x += AM_LOG2E * (PACKED ? ((e & 2) ? mw1 : mw0)[nc * 8 + (e & 1)]
+                                                : *(const float *)(((e & 2) ? mr1 : mr0) + kj * mstep));
+                    s[nc][e] = x;
+                    if (e & 2) mt1 = am_max(mt1, x);
+                    else mt0 = am_max(mt0, x);
+                }
             }
         }
         if (PACKED) {
@@ -468,17 +496,19 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
         mt1 = am_max(mt1, __shfl_xor_sync(0xffffffffu, mt1, 1));
         mt1 = am_max(mt1, __shfl_xor_sync(0xffffffffu, mt1, 2));
         float mn0 = am_max(m0, mt0), mn1 = am_max(m1, mt1);
-        float c0 = (m0 == -TG_INF) ? (mn0 == -TG_INF ? 1.0f : 0.0f) : exp2f(m0 - mn0);
-        float c1 = (m1 == -TG_INF) ? (mn1 == -TG_INF ? 1.0f : 0.0f) : exp2f(m1 - mn1);
+        float c0 = (m0 == -TG_INF) ? (mn0 == -TG_INF ? 1.0f : 0.0f) : am_exp2(m0 - mn0);
+        float c1 = (m1 == -TG_INF) ? (mn1 == -TG_INF ? 1.0f : 0.0f) : am_exp2(m1 - mn1);
         m0 = mn0;
         m1 = mn1;
+        /* a row whose maximum is -inf has every score -inf: subtracting 0
+         * gives its probabilities 0 without a test a key (NaN stays NaN) */
+        const float ms0 = mn0 == -TG_INF ? 0.0f : mn0, ms1 = mn1 == -TG_INF ? 0.0f : mn1;
         float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
         for (int nc = 0; nc < AM_BK / 8; nc++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                float mm = (e & 2) ? mn1 : mn0;
-                float p = (s[nc][e] == -TG_INF || mm == -TG_INF) ? 0.0f : exp2f(s[nc][e] - mm);
+                float p = am_exp2(s[nc][e] - ((e & 2) ? ms1 : ms0));
                 s[nc][e] = p;
                 if (e & 2) ps1 += p;
                 else ps0 += p;
