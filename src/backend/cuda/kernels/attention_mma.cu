@@ -185,8 +185,9 @@ template <int KG> __device__ __forceinline__ void am_group_sync(int gi) {
 
 /* Where the block's mask tile comes from: row r of the block (query q0 +
  * r) and key k at base + min(q0 + r, Tq - 1) * rs + min(k, Tk - 1) * ks
- * (past the ends it repeats an element in range, which the softmax then
- * drops); base NULL when there is no mask. row: where the tile goes in
+ * (past the ends it repeats an element in range: keys past Tk the softmax
+ * sets to -inf, rows past Tq are computed and never stored); base NULL
+ * when there is no mask. row: where the tile goes in
  * 16-byte pieces (TG_AM_MASK16, keys contiguous), the block's 64 rows'
  * addresses of key 0 in shared memory; NULL for 4-byte copies. */
 struct am_mask_src {
@@ -451,20 +452,19 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
         }
         /* Scale (and mask, when not in the products), in base 2, and the
          * running max per row. Keys past Tk exist only in the last tile,
-         * whose loop alone checks them (the others' per-key compares were
-         * a tenth of a tile's instructions); rows past Tq are computed from
-         * clamped mask rows and zero queries and never stored. */
+         * whose loop alone checks them; the usual tile (mask in the
+         * products, or none) only scales. Rows past Tq are computed from
+         * clamped mask rows (the packed tile's at Tq - 1, mr0 and mr1 at
+         * row 0) and zero queries, and never stored. (Per-key tests and
+         * exp2f's subnormal handling were ~19% of the main loop's static
+         * instructions, sm_90, D = 160.) */
         float mt0 = -TG_INF, mt1 = -TG_INF;
-        if (k0 + AM_BK <= Tk) {
+        if (k0 + AM_BK <= Tk && !(has_mask && !mask_in_acc)) {
 #pragma unroll
             for (int nc = 0; nc < AM_BK / 8; nc++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    float x = s[nc][e] * sl2;
-                    if (has_mask && !mask_in_acc)
-                        x += AM_LOG2E * (PACKED ? ((e & 2) ? mw1 : mw0)[nc * 8 + (e & 1)]
-                                                : *(const float *)(((e & 2) ? mr1 : mr0) +
-                                                                   (k0 + nc * 8 + t * 2 + (e & 1)) * mstep));
+                    const float x = s[nc][e] * sl2;
                     s[nc][e] = x;
                     if (e & 2) mt1 = am_max(mt1, x);
                     else mt0 = am_max(mt0, x);
