@@ -124,6 +124,9 @@ static tg_tensor *attn_rel(tg_ctx *ctx, int64_t rows, int64_t first) {
 }
 static tg_tensor *build_attn_rel(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 - 1, 70 - 1); }
 static tg_tensor *build_attn_rel_even(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 + 1, 70); }
+/* ... and the table's rows a multiple of 8 (144), as encoder.c's are at
+ * 35 s (880): what a BF16 rel-pos product needs (CT_CUDA_ATTN_BD16) */
+static tg_tensor *build_attn_rel144(tg_ctx *ctx) { return attn_rel(ctx, 144, 70); }
 
 /* The encoder's attention as its graph has it at 150 frames: q, k, v parts
  * of one packed projection [D * H * 3, T] (strided heads), the mask a
@@ -1050,6 +1053,24 @@ static void test_attention_mma_paths_match_cpu(void) {
         }
         tg_backend_free(b);
     }
+    /* CT_CUDA_ATTN_BD16=1: the rel-pos product, read only as the mask
+     * through its shifted view, stores BF16 and the kernel stages BF16
+     * pieces (9 a row, a key's offset 0-7 in the first) */
+    tg_backend *b = cuda_with("CT_CUDA_ATTN_BD16", "1");
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    static const build_fn bd[] = {build_attn_rel144, build_attn_rel150, build_attn_rel};
+    static const char *bd_names[] = {"rel-pos view, 70 frames, 144 rows, BF16 mask",
+                                     "packed q/k/v, rel-pos view, 150 frames, BF16 mask",
+                                     "rel-pos view, 70 frames, 139 rows (F32 mask)"};
+    for (int i = 0; i < 3 && c->dev->props.tc_level >= 2 && c->dev->props.sm_count >= 12; i++) {
+        const int nb = c->n_attn_mask_bf16;
+        compare_with_cpu(b, bd[i], 2, 5e-4, bd_names[i]);
+        /* 139 rows are not a multiple of 8: that product stays F32 */
+        CHECK_MSG((c->n_attn_mask_bf16 > nb) == (i < 2), "%s: %d encodes read a BF16 mask", bd_names[i],
+                  c->n_attn_mask_bf16 - nb);
+    }
+    tg_backend_free(b);
 }
 
 /* fn's graph on two CUDA backends a switch apart, from the same leaves:

@@ -41,6 +41,7 @@ typedef struct seen {
     int picks;         /* argmax_sum groups in any graph */
     int alpha_groups;  /* products with a scale as their alpha and no bias (the rel-pos table's) */
     int pick_marks;    /* argmax_sum groups whose writes are not ids, sums, feed and the ids' row */
+    int bd16;          /* products storing BF16 for attentions' masks (CT_CUDA_ATTN_BD16) */
 } seen;
 
 static seen g_seen;
@@ -52,14 +53,17 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
     int n = tg_graph_n_nodes(g);
     int *fuse = tg_calloc((size_t)n + 1, sizeof *fuse);
     uint8_t *writes = tg_calloc((size_t)n + 1, 1);
+    tg_type *emit = tg_calloc((size_t)n + 1, sizeof *emit);
     g_seen.graphs++;
-    tg_status st = fuse && writes ? tg_cuda_test_plan(&g_props, g, fuse, writes) : NULL;
-    if (!fuse || !writes || st) {
+    tg_status st = fuse && writes && emit ? tg_cuda_test_plan(&g_props, g, fuse, writes, emit) : NULL;
+    if (!fuse || !writes || !emit || st) {
         printf("  plan of a graph of %d nodes failed: %s\n", n, st ? tg_status_message(st) : "out of memory");
         tg_status_free(st);
         g_seen.errors++;
     } else {
         int embed = 0, kv = 0, pick = 0;
+        for (int i = 0; i < n; i++)
+            g_seen.bd16 += tg_graph_node(g, i)->op == TG_OP_MUL_MAT && emit[i] == TG_BF16;
         for (int i = 0; i < n; i++) {
             if (fuse[i] < 2) continue;
             const tg_tensor *first = tg_graph_node(g, i), *last = tg_graph_node(g, i + fuse[i] - 1);
@@ -86,6 +90,7 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
     }
     tg_free(fuse);
     tg_free(writes);
+    tg_free(emit);
     return g_cpu_iface->graph_compute(b, g);
 }
 
@@ -113,21 +118,32 @@ static void unobserved(tg_backend *be) {
     tg_backend_free(be);
 }
 
+/* The tiny checkpoint copied as on a GPU, and a scheduler, on be. */
+static void open_tiny(tg_backend *be, ct_model **m, tg_sched **sched) {
+    CHECK_OK(ct_model_load_flags(TINY "/hub", be, CT_LOAD_COPY, m));
+    CHECK_OK(tg_sched_new(&be, 1, sched));
+}
+
+/* B x T frames of 128 made-up features (the caller frees them). */
+static float *made_up_features(int B, int T) {
+    float *feat = tg_calloc((size_t)B * T * 128, sizeof(float));
+    for (int i = 0; feat && i < B * T * 128; i++) feat[i] = (float)((i * 37) % 101 - 50) / 25.0f;
+    return feat;
+}
+
 static void test_decoder_graphs_get_the_step_fusions(void) {
     tg_backend *be = observed_cpu();
     if (!be) return;
 
     ct_model *m = NULL;
     tg_sched *sched = NULL;
-    CHECK_OK(ct_model_load_flags(TINY "/hub", be, CT_LOAD_COPY, &m));
-    CHECK_OK(tg_sched_new(&be, 1, &sched));
+    open_tiny(be, &m, &sched);
     for (int B = 1; B <= 3 && m && sched; B += 2) {
         memset(&g_seen, 0, sizeof g_seen);
         g_seen.kv_layers = m->n_dec_layers;
         CHECK(m->enc[0].wqkv != NULL); /* copied: the encoder's q, k, v packed */
         int T = 120, valid[3] = {120, 100, 90};
-        float *feat = tg_calloc((size_t)B * T * 128, sizeof(float));
-        for (int i = 0; feat && i < B * T * 128; i++) feat[i] = (float)((i * 37) % 101 - 50) / 25.0f;
+        float *feat = made_up_features(B, T);
         ct_enc_opts eo = {.f32 = false};
         ct_enc_result enc = {0};
         CHECK_OK(ct_encoder_run(m, sched, feat, B, T, valid, &eo, &enc));
@@ -198,7 +214,40 @@ static void test_an_output_view_keeps_its_node(void) {
     }
 }
 
-TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions), T(test_an_output_view_keeps_its_node))
+/* The encoder's rel-pos term BD (its product read through the shifted
+ * view as the attention's mask) stores BF16 with CT_CUDA_ATTN_BD16=1, one
+ * product a layer, where the attention takes the packed kernel (more than
+ * 64 frames: 600 feature frames are 75); none with the switch off, and
+ * none at 15 frames (120 feature frames: one block of queries a head). */
+static void test_encoder_bd_stores_bf16(void) {
+    tg_backend *be = observed_cpu();
+    if (!be) return;
+    ct_model *m = NULL;
+    tg_sched *sched = NULL;
+    open_tiny(be, &m, &sched);
+    static const int frames[3] = {600, 600, 120}, on[3] = {1, 0, 1};
+    for (int v = 0; v < 3 && m && sched; v++) {
+        if (on[v]) setenv("CT_CUDA_ATTN_BD16", "1", 1);
+        memset(&g_seen, 0, sizeof g_seen);
+        int T = frames[v], valid[1] = {frames[v]};
+        float *feat = made_up_features(1, T);
+        ct_enc_opts eo = {.f32 = false};
+        ct_enc_result enc = {0};
+        CHECK_OK(ct_encoder_run(m, sched, feat, 1, T, valid, &eo, &enc));
+        unsetenv("CT_CUDA_ATTN_BD16");
+        const int want = v == 0 ? m->n_enc_layers : 0;
+        CHECK_MSG(g_seen.errors == 0 && g_seen.bd16 == want, "%d feature frames, CT_CUDA_ATTN_BD16=%d: %d products "
+                  "store BF16 for a mask, want %d", T, on[v], g_seen.bd16, want);
+        ct_enc_result_free(&enc);
+        tg_free(feat);
+    }
+    tg_sched_free(sched);
+    ct_model_free(m);
+    unobserved(be);
+}
+
+TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions), T(test_an_output_view_keeps_its_node),
+          T(test_encoder_bd_stores_bf16))
 #else
 TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

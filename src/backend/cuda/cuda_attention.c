@@ -36,12 +36,25 @@ int tg_cuda_attn_mma_groups(int sm_count, int64_t blocks, int64_t Tk, bool allow
     return allow && blocks > 0 && blocks <= sm_count && Tk > 64 && smem <= smem_max ? TG_AM_GROUPS : 1;
 }
 
-/* One past the last byte of t's last element. */
-static uint64_t tensor_end(const tg_tensor *t) {
+/* One past the last byte of the last element of a descriptor. */
+static uint64_t desc_end(const tg_t *d) {
     uint64_t off = 0;
-    for (int d = 0; d < 4; d++)
-        if (t->ne[d] > 1) off += (uint64_t)(t->ne[d] - 1) * (uint64_t)t->nb[d];
-    return tg_cuda_dptr(t->data) + off + tg_type_size(t->type);
+    for (int k = 0; k < 4; k++)
+        if (d->ne[k] > 1) off += (uint64_t)(d->ne[k] - 1) * (uint64_t)d->nb[k];
+    return d->p + off + (d->type == TG_KT_BF16 ? 2u : 4u);
+}
+
+/* The mask as the kernel reads it: m's own descriptor, or where its
+ * producer root stored BF16 (the emit fusion; m root or a view of it,
+ * strides in F32 bytes), the same elements at half the strides and
+ * offset. */
+static tg_t mask_desc(const tg_tensor *m, tg_type stored, const tg_tensor *root) {
+    tg_t d = tg_cuda_desc(m);
+    if (!m || stored != TG_BF16 || !root) return d;
+    d.type = TG_KT_BF16;
+    d.p = tg_cuda_dptr(root->data) + (uint64_t)((const char *)m->data - (const char *)root->data) / 2;
+    for (int k = 0; k < 4; k++) d.nb[k] /= 2;
+    return d;
 }
 
 /* Packing K and V first pays when several blocks of 64 queries would
@@ -207,11 +220,22 @@ static bool attn_decode_prefetch(const tg_cuda_ctx *c, const tg_tensor *k, const
     return c->attn_prefetch && c->dev->props.l2_bytes > 0 && bytes <= 0.5 * (double)c->dev->props.l2_bytes;
 }
 
-tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
+bool tg_cuda_attn_mask_bf16_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *m = n->src[3];
+    return m && m->type == TG_F32 && m->ne[0] > 1 && m->nb[0] == 4 && c->attn_mask16 && !attn_decodes(c, n) &&
+           !attn_splits(c, n) && attn_packs(c, n);
+}
+
+tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, tg_type mask_stored,
+                                   const tg_tensor *mask_root) {
     const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
+    /* a BF16 mask (its product's emit) only where the packed kernel reads
+     * it in pieces, which plan_emit checked with the same function */
+    if (mask_stored == TG_BF16 && !tg_cuda_attn_mask_bf16_ok(c, n))
+        return tg_status_new(TG_ERR_INTERNAL, "cuda: attention '%s': a BF16 mask its kernel does not read", n->name);
     if (attn_decodes(c, n)) {
         c->n_attn_decode++;
         const int64_t wide = attn_decode_wide(c, n);
@@ -284,18 +308,19 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
          * (the kernel asks the same of the mask: its rows' table follows
          * the groups' tiles) */
         const bool m16 = m && c->attn_mask16 && m->ne[0] > 1 && m->nb[0] == 4;
+        const tg_t md = mask_desc(m, mask_stored, mask_root);
         tg_args_attention_mma_packed pa = {.o = args.o,
                                            .q = args.q,
                                            .k = args.k,
                                            .v = args.v,
                                            .kp = kp,
                                            .vtp = vt,
-                                           .mask = args.mask,
+                                           .mask = md,
                                            .tkp = Tkp,
                                            .has_mask = args.has_mask,
                                            .scale = scale,
                                            .opt = m16 ? TG_AM_MASK16 : 0,
-                                           .mask_end = m ? tensor_end(m) : 0};
+                                           .mask_end = m ? desc_end(&md) : 0};
         /* a key group's tiles and the block's 64 x 64 mask tile (rows of
          * 64 + 8 floats), then the mask rows' addresses */
         const unsigned group = msmem + (m ? 64u * (64 + 8) * 4 : 0u), table = m16 ? 64u * 8u : 0u;
@@ -306,6 +331,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
                                                                                           : c->dev->props.smem_per_block);
         const unsigned psmem = (unsigned)groups * group + table;
         if (m16) c->n_attn_mask16++;
+        if (mask_stored == TG_BF16) c->n_attn_mask_bf16++;
         if (groups > 1) {
             c->n_attn_groups++;
             return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed2, qb, (unsigned)H, (unsigned)B,

@@ -90,6 +90,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
     c->attn_mask16 = tg_cuda_env_int("CT_CUDA_ATTN_MASK16", 1) != 0;
     c->attn_groups = tg_cuda_env_int("CT_CUDA_ATTN_GROUPS", 1) != 0;
+    c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 0) != 0;
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
@@ -267,6 +268,58 @@ static void plan_free(plan *p) {
  * this graph (plan_make counts those), or a node whose result a fused group
  * writes, except the conv module group's last node, whose kernel
  * (conv_glu_dw_silu_c4) stores the 16-bit result itself. */
+/* True when s (a source, or a view's view_src) reaches t along its view
+ * chain before any node of g other than t (nodes lo .. hi - 1 searched):
+ * plan_make's rule for which node a read counts for. */
+static bool first_node_is(const tg_graph *g, const tg_tensor *s, const tg_tensor *t, int lo, int hi) {
+    for (const tg_tensor *x = s; x; x = x->view_src) {
+        if (x == t) return true;
+        for (int k = lo; k < hi; k++)
+            if (g->nodes[k] == x) return false;
+    }
+    return false;
+}
+
+/* Every read of node i (as plan_make counts them, p->uses[i]) is the mask
+ * of a packed tensor-core attention that stages it in 16-byte pieces
+ * (tg_cuda_attn_mask_bf16_ok), directly or through views; a view that is
+ * a node itself counts as two reads (its source and its view_src) and
+ * passes its own reads on (depth: views of views). */
+static bool read_as_masks(const tg_cuda_ctx *c, const tg_graph *g, const plan *p, int i, int depth) {
+    const tg_tensor *t = g->nodes[i];
+    int n = g->n_nodes, reads = 0;
+    for (int j = i + 1; j < n && j <= i + 64; j++) {
+        const tg_tensor *u = g->nodes[j];
+        for (int k = 0; k <= TG_MAX_SRC; k++) {
+            const tg_tensor *s = k < TG_MAX_SRC ? u->src[k] : u->view_src;
+            if (!s || !first_node_is(g, s, t, i + 1, j)) continue;
+            reads++;
+            if (u->op == TG_OP_ATTENTION && k == 3 && tg_cuda_attn_mask_bf16_ok(c, u)) continue;
+            if (u->op == TG_OP_VIEW && depth < 4 && !(u->flags & TG_FLAG_OUTPUT) && (k == 0 || k == TG_MAX_SRC)) {
+                if (k == 0 && !read_as_masks(c, g, p, j, depth + 1)) return false;
+                continue;
+            }
+            return false;
+        }
+    }
+    return reads > 0 && reads == p->uses[i];
+}
+
+/* A product alone in its launch read only as the mask of packed
+ * tensor-core attentions that stage it in 16-byte pieces (the encoder's
+ * rel-pos term BD, read through its shifted view): it may store BF16
+ * (CT_CUDA_ATTN_BD16), halving its stores and the attention's mask reads.
+ * More than 64 columns, so never on matvec.cu; rows a multiple of 8, so
+ * cuBLASLt's BF16 columns are 16-byte aligned as its F32 ones are (the
+ * encoder's table has 880 rows at 35 s). */
+static bool mask_only(const tg_cuda_ctx *c, const tg_graph *g, const plan *p, int i) {
+    const tg_tensor *t = g->nodes[i];
+    if (!c->attn_bd16 || !c->dev->props.bf16 || t->type != TG_F32 || t->ne[1] <= 64 || t->ne[0] % 8 != 0 ||
+        ((uintptr_t)t->data & 15) != 0 || !tg_is_contiguous(t))
+        return false;
+    return read_as_masks(c, g, p, i, 0);
+}
+
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     int n = g->n_nodes;
     if (!c->use_fusion || c->dev->props.tc_level == 0) return;
@@ -279,7 +332,12 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         bool glu_tail = p->fuse[i] == 0 && head >= 0 && head + p->fuse[head] - 1 == i &&
                         g->nodes[head]->op == TG_OP_GLU;
         if (p->fuse[i] != 1 && !glu_tail) continue;
-        if (p->uses[i] < 1 || (t->flags & TG_FLAG_OUTPUT) || !tg_cuda_can_emit16(t)) continue;
+        if (p->uses[i] < 1 || (t->flags & TG_FLAG_OUTPUT)) continue;
+        if (t->op == TG_OP_MUL_MAT && p->fuse[i] == 1 && mask_only(c, g, p, i)) {
+            p->emit[i] = TG_BF16;
+            continue;
+        }
+        if (!tg_cuda_can_emit16(t)) continue;
         int readers = 0;
         tg_type wt = TG_F32;
         bool ok = true;
@@ -936,7 +994,8 @@ fail:
 
 /* ---------------------------------------------------------- test hooks */
 
-tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes) {
+tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes,
+                            tg_type *out_emit) {
     tg_cuda_device *dev = tg_calloc(1, sizeof *dev);
     tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
     tg_status st = NULL;
@@ -953,6 +1012,7 @@ tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fu
     for (int i = 0; i < g->n_nodes; i++) {
         out_fuse[i] = p.fuse[i];
         out_writes[i] = p.writes[i];
+        if (out_emit) out_emit[i] = p.emit[i];
     }
     plan_free(&p);
 done:

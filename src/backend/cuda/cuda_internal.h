@@ -170,6 +170,7 @@ typedef struct cuda_mm_key {
     int64_t m, n, k, lda, ldb, ldd, batch, sa, sb, sd;
     int32_t align_a, align_b, align_d;
     int32_t a_plain; /* 1: A stored n x k, not transposed, no workspace (1x1 convs) */
+    int32_t dtype;   /* D's cudaDataType_t (0: CUDA_R_32F) */
 } cuda_mm_key;
 
 typedef struct cuda_mm_plan {
@@ -264,6 +265,7 @@ typedef struct tg_cuda_ctx {
                                   the default), by filling the slots (1, the rule of before), one round (0) */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */
     bool attn_mask16;          /* CT_CUDA_ATTN_MASK16: attention_mma's mask tile staged in 16-byte pieces */
+    bool attn_bd16;            /* CT_CUDA_ATTN_BD16: a product read only as packed attentions' mask stores BF16 */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
                                 * where its blocks are no more than the SMs (tg_cuda_attn_mma_groups) */
     bool capturing;            /* encoding into a stream capture              */
@@ -283,6 +285,7 @@ typedef struct tg_cuda_ctx {
     int n_matvec_epi_early;    /* mul_mat_vec_mma launches loading bias and residual before their wait */
     int n_attn_groups;         /* encodes of attention_mma_packed2 (key tiles over two groups) */
     int n_attn_mask16;         /* encodes of the packed kernels staging their mask in 16-byte pieces */
+    int n_attn_mask_bf16;      /* ... of them reading a BF16 mask (CT_CUDA_ATTN_BD16) */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores
@@ -440,8 +443,15 @@ tg_status tg_cuda_launch(tg_cuda_ctx *c, CUstream s, const char *module, const c
 size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n);
 /* An attention node: attn_decode (one query a row), the split over keys
  * (a few queries), the tensor-core kernel (K/V packed first beyond 64
- * queries) or the F32 one. */
-tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n);
+ * queries) or the F32 one. mask_stored: the type the mask's producer
+ * mask_root (the first node along the mask's view chain) stored (the emit
+ * fusion: BF16 only where tg_cuda_attn_mask_bf16_ok). */
+tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, tg_type mask_stored,
+                                   const tg_tensor *mask_root);
+/* True when attention node n reads its mask m (a view, n->src[3]) through
+ * the packed tensor-core kernel in 16-byte pieces, so the mask's producer
+ * may store it as BF16 (CT_CUDA_ATTN_BD16; the emit plan asks). */
+bool tg_cuda_attn_mask_bf16_ok(const tg_cuda_ctx *c, const tg_tensor *n);
 /* attn_decode's keys a warp (a multiple of ku, the keys of one round of
  * loads) for Tk keys and `rows` (head, batch row) pairs on a GPU of
  * sm_count SMs, by the rule `fill` picks (CT_CUDA_ATTN_DECODE_FILL: 2 the
@@ -492,6 +502,8 @@ typedef struct tg_cuda_fused {
     bool relu;
     const tg_tensor *rows; /* a set_rows of some of the result's rows into a cache, after the
                               group (mul_mat_vec_mma only: tg_cuda_kv_rows_len) */
+    tg_type d_type;        /* what the product stores: F32 (0), or BF16 where the emit
+                              fusion asks it (cuBLASLt only; the first half of out) */
 } tg_cuda_fused;
 /* The product of node = mul_mat(a, b) with f's parts: alpha as cuBLASLt's,
  * the bias (and relu) by its epilogue, the residual (out's shape and
@@ -536,9 +548,11 @@ int tg_cuda_kv_rows_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, in
 /* Test hook: the plan a context on a device of these properties would
  * make for g (its switches from the environment, as a real context reads
  * them), without a device: out_fuse[i] (tg_cuda_fuse_len's group lengths,
- * 0 inside a group) and out_writes[i] for g's nodes. The graph's tensors
- * need addresses (allocated, on any backend). */
-tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes);
+ * 0 inside a group), out_writes[i] and, when out_emit is not NULL,
+ * out_emit[i] (the type the node stores, the emit fusion) for g's nodes.
+ * The graph's tensors need addresses (allocated, on any backend). */
+tg_status tg_cuda_test_plan(const tg_cuda_props *props, tg_graph *g, int *out_fuse, uint8_t *out_writes,
+                            tg_type *out_emit);
 
 /* Test hooks (tests/cuda): make the next compute fail: kind 1 with a launch
  * the driver rejects, kind 2 with a kernel that faults; read compile/cache

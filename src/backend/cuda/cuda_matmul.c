@@ -121,7 +121,8 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
         goto lt_err;
     if ((s = lt->cublasLtMatrixLayoutCreate(&p.lb, (cudaDataType_t)k->btype, (uint64_t)k->k, (uint64_t)k->m, k->ldb)))
         goto lt_err;
-    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, CUDA_R_32F, (uint64_t)k->n, (uint64_t)k->m, k->ldd))) goto lt_err;
+    if ((s = lt->cublasLtMatrixLayoutCreate(&p.ld, (cudaDataType_t)k->dtype, (uint64_t)k->n, (uint64_t)k->m, k->ldd)))
+        goto lt_err;
     if (k->batch > 1) {
         int32_t bc = (int32_t)k->batch;
         cublasLtMatrixLayout_t ls[3] = {p.la, p.lb, p.ld};
@@ -205,6 +206,13 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
     const tg_cublaslt_api *lt = c->dev->lt;
     mm_setup ms = mm_choose(c, node);
     size_t es = tg_type_size(ms.target);
+    /* D in F32, or BF16 in the first half of out's storage (the emit
+     * fusion: a mask for attentions, plan_emit), its strides out's in
+     * elements; C (a residual) is read in D's type, so not with BF16 */
+    const bool d16 = f->d_type == TG_BF16;
+    const size_t es_d = d16 ? 2 : 4;
+    if (d16 && (res || f->rows))
+        return tg_status_new(TG_ERR_INTERNAL, "mul_mat '%s': a BF16 result with a residual or a cache write", node->name);
     int64_t K = a->ne[0], N = a->ne[1], M = b->ne[1];
     int64_t A2 = a->ne[2], A3 = a->ne[3], B2 = b->ne[2], B3 = b->ne[3];
     if (N == 0 || M == 0 || B2 == 0 || B3 == 0) return NULL;
@@ -261,14 +269,14 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
             int64_t sa = (A2 == 1 || groups > 1) ? 0 : sa2, sb = sb2, sd = sd2;
             CUdeviceptr A = pa + (CUdeviceptr)(((i3 / r3) * sa3 + (groups > 1 ? g * sa2 : 0)) * (int64_t)es);
             CUdeviceptr B = pb + (CUdeviceptr)((i3 * sb3 + b2_0 * sb2) * (int64_t)es);
-            CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
-            CUdeviceptr C = pc + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * 4);
+            CUdeviceptr D = pd + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * (int64_t)es_d);
+            CUdeviceptr C = pc + (CUdeviceptr)((i3 * sd3 + b2_0 * sd2) * (int64_t)es_d);
             if (by_dim3) {
                 batch = n_b3, sa = 0, sb = sb3, sd = sd3;
                 A = pa + (CUdeviceptr)(o * sa2 * (int64_t)es);
                 B = pb + (CUdeviceptr)(o * sb2 * (int64_t)es);
-                D = pd + (CUdeviceptr)(o * sd2 * 4);
-                C = pc + (CUdeviceptr)(o * sd2 * 4);
+                D = pd + (CUdeviceptr)(o * sd2 * (int64_t)es_d);
+                C = pc + (CUdeviceptr)(o * sd2 * (int64_t)es_d);
             }
             cuda_mm_key k;
             memset(&k, 0, sizeof k);
@@ -276,6 +284,7 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
             k.btype = k.atype;
             k.compute = (int32_t)ms.compute;
             k.epilogue = epilogue;
+            k.dtype = d16 ? (int32_t)CUDA_R_16BF : (int32_t)CUDA_R_32F;
             k.m = m_tot, k.n = N, k.k = K, k.lda = lda, k.ldb = ldb, k.ldd = ldd;
             k.batch = batch;
             k.sa = sa, k.sb = sb, k.sd = sd;
@@ -283,8 +292,8 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
                                                                batch > 1 && sa ? align_of((uint64_t)(sa * (int64_t)es)) : 256));
             k.align_b = (int32_t)min_u32(align_of(B), min_u32(align_of((uint64_t)(ldb * (int64_t)es)),
                                                                batch > 1 ? align_of((uint64_t)(sb * (int64_t)es)) : 256));
-            k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * 4)),
-                                                               batch > 1 ? align_of((uint64_t)(sd * 4)) : 256));
+            k.align_d = (int32_t)min_u32(align_of(D), min_u32(align_of((uint64_t)(ldd * (int64_t)es_d)),
+                                                               batch > 1 ? align_of((uint64_t)(sd * (int64_t)es_d)) : 256));
             if (bias) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of((uint64_t)(uintptr_t)bias->data));
             if (res) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of(C));
             cuda_mm_plan *p = NULL;

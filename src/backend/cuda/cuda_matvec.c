@@ -237,7 +237,7 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
                                 const tg_tensor *out, tg_type stored, const tg_tensor *ln) {
     int64_t ldx = 0, ldo = 0, ldr = 0;
     const tg_tensor *bias = f->bias, *res = f->res;
-    if (!matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr))) {
+    if (f->d_type != TG_F32 || !matvec_ok(c, n, out, stored, &ldx, &ldo) || (res && !column_stride(res, &ldr))) {
         if (ln) return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s' fused into a product matvec.cu "
                                      "does not take", ln->name);
         if (f->rows) return tg_status_new(TG_ERR_INTERNAL, "cuda: set_rows '%s' fused into a product matvec.cu "

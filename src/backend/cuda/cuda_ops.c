@@ -647,7 +647,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16);
     case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16);
     case TG_OP_MUL_MAT: {
-        const tg_cuda_fused plain = tg_cuda_fused_parts(nodes, i, 1);
+        tg_cuda_fused plain = tg_cuda_fused_parts(nodes, i, 1);
+        if (c->emit && c->emit[i] == TG_BF16) plain.d_type = TG_BF16; /* a mask for attentions (plan_emit) */
         return tg_cuda_encode_product(c, s, n, &plain, n, stored_type(c, nodes, i, n->src[1]), NULL);
     }
     case TG_OP_LAYER_NORM:
@@ -665,9 +666,23 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
             return LAUNCH(c, s, "softmax.cu", "", soft_max_w4, (unsigned)((a.rows + 7) / 8), 1, 1, 256, 0, a);
         return LAUNCH_ROWS(c, s, "softmax.cu", soft_max, n, a);
     }
-    case TG_OP_ATTENTION:
+    case TG_OP_ATTENTION: {
         c->n_fused[TG_FUSED_ATTENTION]++;
-        return tg_cuda_encode_attention(c, s, n);
+        /* the mask's producer: the first node along its view chain that
+         * is not a view itself, and the type it stored (the emit fusion) */
+        const tg_tensor *root = n->src[3];
+        tg_type stored = TG_F32;
+        for (const tg_tensor *x = n->src[3]; x && c->emit; x = x->view_src) {
+            int j = i - 1;
+            while (j >= 0 && j >= i - 256 && nodes[j] != x) j--;
+            if (j >= 0 && j >= i - 256 && !tg_op_is_view(nodes[j]->op)) {
+                root = x;
+                stored = c->emit[j];
+                break;
+            }
+        }
+        return tg_cuda_encode_attention(c, s, n, stored, root);
+    }
     case TG_OP_GLU: {
         c->n_fused[TG_FUSED_GLU]++;
         tg_args_glu a = {.d = dd, .a = da, .n = tg_nelements(n)};

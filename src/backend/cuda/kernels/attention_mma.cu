@@ -54,6 +54,7 @@
 #define AM_KS (TG_AD + 8)        /* K row stride, bf16     */
 #define AM_VS (AM_BK + 8)        /* V^T row stride, bf16   */
 #define AM_MS (AM_BK + 8)        /* mask tile row stride, floats (float2 reads spread over the banks) */
+#define AM_MS16 (AM_BK + 8)      /* ... for a BF16 mask in pieces: 9 pieces of 8 keys, bf16 */
 
 #define AM_LOG2E 1.4426950408889634f
 
@@ -196,11 +197,45 @@ struct am_mask_src {
     int q0, tq, tk;
     const unsigned long long *row;
     const char *end; /* one past the mask's last element (row only) */
+    bool bf16;       /* BF16 elements (row only: its producer stored them so, CT_CUDA_ATTN_BD16) */
 };
 
-/* The 16-byte pieces of a mask row a tile may need: 64 keys from an
- * address 4-byte aligned, so one more piece than 64 keys fill. */
-#define AM_MP (AM_BK / 4 + 1)
+/* A key's mask value in a tile row staged in pieces: element i from b
+ * (the thread's first key in the row), F32 or BF16. */
+__device__ __forceinline__ float am_mask_at(const char *b, int i, bool bf16) {
+    return bf16 ? __uint_as_float((unsigned)*(const unsigned short *)(b + 2 * i) << 16) : *(const float *)(b + 4 * i);
+}
+
+/* A tile's mask rows in 16-byte pieces, ES-byte elements: 64 keys from an
+ * ES-aligned address take one more piece than 64 keys fill (17 for F32,
+ * 9 for BF16), a row of the tile AM_MS floats (F32) or AM_MS16 BF16. A
+ * piece wholly past the tile's last key is not copied (the softmax drops
+ * those keys, whatever the tile holds), and one that would reach past the
+ * mask's end comes in 4-byte words, those holding a needed key (for BF16
+ * a word may take 2 bytes past the end: inside the producer's F32-sized
+ * storage, whose first half the BF16 mask is). */
+template <int ES>
+__device__ __forceinline__ void stage_mask_pieces(float *Ms, const am_mask_src &m, int k0, int tid, int nthr) {
+#if TG_CC >= 80
+    constexpr int NP = AM_BK * ES / 16 + 1, ROWB = ES == 4 ? AM_MS * 4 : AM_MS16 * 2;
+    const int kend = k0 + AM_BK < m.tk ? k0 + AM_BK : m.tk;
+    const unsigned long long end = (unsigned long long)m.end;
+    for (int e = tid; e < 64 * NP; e += nthr) {
+        const int r = e / NP, c = e - r * NP;
+        const unsigned long long rp = m.row[r], a = rp + (unsigned long long)ES * (unsigned)k0,
+                                 lim = rp + (unsigned long long)ES * (unsigned)kend;
+        const unsigned long long p = (a & ~15ull) + 16ull * (unsigned)c;
+        if (p >= lim) continue;
+        char *dst = (char *)Ms + r * ROWB + 16 * c;
+        if (p + 16 <= end) {
+            cp_async16(dst, (const void *)p);
+        } else {
+            for (int j = 0; j < 4; j++)
+                if (p + 4 * j + 4 > a && p + 4 * j < lim) cp_async4(dst + 4 * j, (const void *)(p + 4 * j));
+        }
+    }
+#endif
+}
 
 /* The packed tiles of K rows k0.. and V^T columns k0.., issued as cp.async
  * groups (one each) by the tid-th of nthr threads; the K group also carries
@@ -220,21 +255,8 @@ __device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *k
         cp_async16(Ks + j * AM_KS + c8 * 8, kg + (i64)k0 * (TG_AD / 8) + e);
     }
     if (m.row) {
-        const int kend = k0 + AM_BK < m.tk ? k0 + AM_BK : m.tk;
-        const unsigned long long end = (unsigned long long)m.end;
-        for (int e = tid; e < 64 * AM_MP; e += nthr) {
-            const int r = e / AM_MP, c = e - r * AM_MP;
-            const unsigned long long rp = m.row[r], a = rp + 4ull * (unsigned)k0, lim = rp + 4ull * (unsigned)kend;
-            const unsigned long long p = (a & ~15ull) + 16ull * (unsigned)c;
-            if (p >= lim) continue;
-            float *dst = Ms + r * AM_MS + 4 * c;
-            if (p + 16 <= end) {
-                cp_async16(dst, (const void *)p);
-            } else {
-                for (int j = 0; j < 4; j++)
-                    if (p + 4 * j >= a && p + 4 * j < lim) cp_async4(dst + j, (const void *)(p + 4 * j));
-            }
-        }
+        if (m.bf16) stage_mask_pieces<2>(Ms, m, k0, tid, nthr);
+        else stage_mask_pieces<4>(Ms, m, k0, tid, nthr);
     } else if (m.base) {
         const int kk = tid & (AM_BK - 1), k = k0 + kk < m.tk ? k0 + kk : m.tk - 1;
         const char *col = m.base + (i64)k * m.ks;
@@ -322,12 +344,12 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
     const float sl2 = scale * AM_LOG2E;
     const uint4 *kg = (const uint4 *)(kp + (i64)bh * Tkp * TG_AD);
     const unsigned short *vg = vtp + (i64)bh * TG_ADV * Tkp;
-    am_mask_src msrc = {NULL, 0, 0, (int)blockIdx.x * 64, (int)Tq, Tk, NULL, mask_end};
+    am_mask_src msrc = {NULL, 0, 0, (int)blockIdx.x * 64, (int)Tq, Tk, NULL, mask_end, mask.type == TG_KT_BF16};
     if (mask_tile) {
         msrc.base = mask.p + tg_off_bc(mask, 0, 0, h, b);
         msrc.rs = mask.ne[1] == 1 ? 0 : mask.nb[1];
         msrc.ks = mask.ne[0] == 1 ? 0 : mask.nb[0];
-        if ((opt & TG_AM_MASK16) && msrc.ks == 4) {
+        if ((opt & TG_AM_MASK16) && msrc.ks == (msrc.bf16 ? 2 : 4)) {
             /* the rows' addresses, once for every tile of either group */
             unsigned long long *row = (unsigned long long *)((char *)smem16 + KG * am_group_bytes(true));
             if (threadIdx.x < 64) {
@@ -347,15 +369,18 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
     }
     /* this lane's ldmatrix row: row lane % 8 of matrix lane / 8 */
     const int lm = lane >> 3, lr = lane & 7;
-    /* this thread's two rows of the mask tile from the tile's first key: a
-     * row staged in 16-byte pieces starts at its offset in the first */
+    /* this thread's two rows of the mask tile from the tile's first key:
+     * mw0/mw1 for 4-byte copies (float2 pairs), mb0/mb1 for a row staged
+     * in 16-byte pieces, which starts at its offset in the first piece */
     const int ra = wq * 16 + g;
     const float *mw0 = Ms + ra * AM_MS + t * 2, *mw1 = mw0 + 8 * AM_MS;
-    if (msrc.row) {
-        mw0 += (int)((msrc.row[ra] & 15) >> 2);
-        mw1 += (int)((msrc.row[ra + 8] & 15) >> 2);
+    const bool m16 = msrc.row != NULL, mb16 = m16 && msrc.bf16;
+    const char *mb0 = NULL, *mb1 = NULL;
+    if (m16) {
+        const int es = mb16 ? 2 : 4, rowb = mb16 ? AM_MS16 * 2 : AM_MS * 4;
+        mb0 = (const char *)Ms + ra * rowb + es * ((int)(msrc.row[ra] & 15) / es + 2 * t);
+        mb1 = (const char *)Ms + (ra + 8) * rowb + es * ((int)(msrc.row[ra + 8] & 15) / es + 2 * t);
     }
-    const bool m16 = msrc.row != NULL;
 
     /* Q fragments (A operand), straight from global memory. */
     unsigned qa[TG_AD / 16][4];
@@ -417,8 +442,10 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
                 /* the staged tile, a key at a time (a row's offset in its
                  * pieces is any of 0-3; keys past Tk hold anything, dropped
                  * below) */
-                s[nc][0] = inv_scale * mw0[nc * 8], s[nc][1] = inv_scale * mw0[nc * 8 + 1];
-                s[nc][2] = inv_scale * mw1[nc * 8], s[nc][3] = inv_scale * mw1[nc * 8 + 1];
+                s[nc][0] = inv_scale * am_mask_at(mb0, nc * 8, mb16);
+                s[nc][1] = inv_scale * am_mask_at(mb0, nc * 8 + 1, mb16);
+                s[nc][2] = inv_scale * am_mask_at(mb1, nc * 8, mb16);
+                s[nc][3] = inv_scale * am_mask_at(mb1, nc * 8 + 1, mb16);
             } else if (PACKED && mask_in_acc) {
                 /* the staged tile (keys past Tk hold a repeat, dropped below) */
                 float2 a = *(const float2 *)(mw0 + nc * 8), c = *(const float2 *)(mw1 + nc * 8);
@@ -479,7 +506,8 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
                     float x = s[nc][e] * sl2;
                     if (kj >= Tk) x = -TG_INF;
                     else if (has_mask && !mask_in_acc)
-                        x += AM_LOG2E * (PACKED ? ((e & 2) ? mw1 : mw0)[nc * 8 + (e & 1)]
+                        x += AM_LOG2E * (PACKED ? (m16 ? am_mask_at((e & 2) ? mb1 : mb0, nc * 8 + (e & 1), mb16)
+                                                       : ((e & 2) ? mw1 : mw0)[nc * 8 + (e & 1)])
                                                 : *(const float *)(((e & 2) ? mr1 : mr0) + kj * mstep));
                     s[nc][e] = x;
                     if (e & 2) mt1 = am_max(mt1, x);
