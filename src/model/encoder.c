@@ -90,8 +90,9 @@ static tg_tensor *heads_of(const builder *b, tg_tensor *qkv, int part) {
  * reads BD as a view of BDraw [rows, T, H, B] with row i starting at
  * element first + i (rows - 1) (bd_view). For an even T the table starts
  * one position above the spec's (first = T instead of T - 1), and it has
- * its 2T + 1 (else 2T - 1) rows rounded up to a multiple of 4, so that
- * BDraw's columns are 16-byte aligned for cuBLASLt's stores; rows past the
+ * its 2T + 1 (else 2T - 1) rows rounded up to a multiple of 8, so that
+ * BDraw's columns are 16-byte aligned for cuBLASLt's stores, in F32 and
+ * in BF16 (CT_CUDA_ATTN_BD16; a multiple of 4 until the ninth session); rows past the
  * view's last (first + T - 1) are computed and never read. At 35 s and
  * batch 64 (T = 438, 880 rows) that took the rel-pos product from 1.0 to
  * 0.38 ms a layer, while the attention, which then loads its mask one float
@@ -103,7 +104,7 @@ static tg_tensor *heads_of(const builder *b, tg_tensor *qkv, int part) {
 static int rel_pos_first(const builder *b, int T) { return !b->copy_heads && T % 2 == 0 ? T : T - 1; }
 static int rel_pos_rows(const builder *b, int first, int T) {
     int rows = first == T ? 2 * T + 1 : 2 * T - 1;
-    return b->copy_heads || b->bd_pairs ? rows : (rows + 3) / 4 * 4;
+    return b->copy_heads || b->bd_pairs ? rows : (rows + 7) / 8 * 8;
 }
 
 /* BD[j, i] = BDraw[first - i + j, i] for T frames: the rel shift of spec

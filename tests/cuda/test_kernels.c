@@ -99,13 +99,13 @@ static tg_tensor *build_pos_projection(tg_ctx *ctx) {
  * view of r·q for a table r of `rows` rows, the view's first row at
  * `first` (bd_view in encoder.c), read in place. */
 static tg_tensor *rel_attention_of(tg_ctx *ctx, tg_tensor *const heads[3], int64_t D, int64_t H, int64_t T,
-                                   int64_t rows, int64_t first) {
+                                   int64_t rows, int64_t first, float scale) {
     tg_tensor *r = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, rows), D, H, rows, 1);
     tg_tensor *bd = tg_mul_mat(ctx, tg_permute(ctx, r, 0, 2, 1, 3), heads[0]);
     if (!bd) return NULL;
     const int64_t ne[4] = {T, T, H, 1};
     const size_t nb[4] = {4, bd->nb[1] - 4, bd->nb[2], bd->nb[3]};
-    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_view(ctx, bd, 4, ne, nb, (size_t)first * 4), 0.079f);
+    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_view(ctx, bd, 4, ne, nb, (size_t)first * 4), scale);
 }
 /* The encoder's rel-pos attention as its graph has it: q, k, v strided
  * views of [D*H, T] projections (no head copies), and the mask a shifted
@@ -113,24 +113,27 @@ static tg_tensor *rel_attention_of(tg_ctx *ctx, tg_tensor *const heads[3], int64
  * odd, as at the released size's 438 frames, starts the view 4-byte, not
  * 8-byte, aligned) and with 2T+1 rows, the first at T (encoder.c's table
  * for even T: every mask row 8-byte aligned). */
-static tg_tensor *attn_rel(tg_ctx *ctx, int64_t rows, int64_t first) {
+static tg_tensor *attn_rel_scaled(tg_ctx *ctx, int64_t rows, int64_t first, float scale) {
     int64_t D = 160, T = 70, H = 2;
     tg_tensor *heads[3];
     for (int i = 0; i < 3; i++) {
         tg_tensor *x = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, T), D, H, T, 1);
         heads[i] = tg_permute(ctx, x, 0, 2, 1, 3);
     }
-    return rel_attention_of(ctx, heads, D, H, T, rows, first);
+    return rel_attention_of(ctx, heads, D, H, T, rows, first, scale);
 }
+static tg_tensor *attn_rel(tg_ctx *ctx, int64_t rows, int64_t first) { return attn_rel_scaled(ctx, rows, first, 0.079f); }
 static tg_tensor *build_attn_rel(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 - 1, 70 - 1); }
 static tg_tensor *build_attn_rel_even(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 + 1, 70); }
 /* ... and the table's rows a multiple of 8 (144), as encoder.c's are at
  * 35 s (880): what a BF16 rel-pos product needs (CT_CUDA_ATTN_BD16) */
 static tg_tensor *build_attn_rel144(tg_ctx *ctx) { return attn_rel(ctx, 144, 70); }
+/* ... with a negative scale: the mask added after the products */
+static tg_tensor *build_attn_rel144_neg(tg_ctx *ctx) { return attn_rel_scaled(ctx, 144, 70, -0.079f); }
 
 /* The encoder's attention as its graph has it at 150 frames: q, k, v parts
  * of one packed projection [D * H * 3, T] (strided heads), the mask a
- * shifted view of r·q with the table's rows a multiple of 4 (encoder.c),
+ * shifted view of r·q with the table's rows a multiple of 8 (encoder.c),
  * so its rows start at every 4-byte offset of a 16-byte piece; three key
  * tiles, two for one key group and one for the other. */
 static tg_tensor *build_attn_rel150(tg_ctx *ctx) {
@@ -141,7 +144,7 @@ static tg_tensor *build_attn_rel150(tg_ctx *ctx) {
         const size_t nb[4] = {4, (size_t)D * 4, qkv->nb[1], qkv->nb[1] * (size_t)T};
         heads[i] = tg_permute(ctx, tg_view(ctx, qkv, 4, ne, nb, (size_t)i * D * H * 4), 0, 2, 1, 3);
     }
-    return rel_attention_of(ctx, heads, D, H, T, rows, first);
+    return rel_attention_of(ctx, heads, D, H, T, rows, first, 0.079f);
 }
 
 /* A mask [71, 130] of rows 71 floats long, so its rows start at every
@@ -1055,22 +1058,31 @@ static void test_attention_mma_paths_match_cpu(void) {
     }
     /* CT_CUDA_ATTN_BD16=1: the rel-pos product, read only as the mask
      * through its shifted view, stores BF16 and the kernel stages BF16
-     * pieces (9 a row, a key's offset 0-7 in the first) */
-    tg_backend *b = cuda_with("CT_CUDA_ATTN_BD16", "1");
-    if (!b) return;
-    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    static const build_fn bd[] = {build_attn_rel144, build_attn_rel150, build_attn_rel};
+     * pieces (9 a row, a key's offset 0-7 in the first); on two key groups
+     * (these shapes) and on one (CT_CUDA_ATTN_GROUPS=0, as batch 64 runs) */
+    static const build_fn bd[] = {build_attn_rel144, build_attn_rel150, build_attn_rel144_neg, build_attn_rel};
     static const char *bd_names[] = {"rel-pos view, 70 frames, 144 rows, BF16 mask",
                                      "packed q/k/v, rel-pos view, 150 frames, BF16 mask",
+                                     "rel-pos view, 144 rows, negative scale, BF16 mask",
                                      "rel-pos view, 70 frames, 139 rows (F32 mask)"};
-    for (int i = 0; i < 3 && c->dev->props.tc_level >= 2 && c->dev->props.sm_count >= 12; i++) {
-        const int nb = c->n_attn_mask_bf16;
-        compare_with_cpu(b, bd[i], 2, 5e-4, bd_names[i]);
-        /* 139 rows are not a multiple of 8: that product stays F32 */
-        CHECK_MSG((c->n_attn_mask_bf16 > nb) == (i < 2), "%s: %d encodes read a BF16 mask", bd_names[i],
-                  c->n_attn_mask_bf16 - nb);
+    for (int one = 0; one < 2; one++) {
+        setenv("CT_CUDA_ATTN_BD16", "1", 1);
+        tg_backend *b = cuda_with("CT_CUDA_ATTN_GROUPS", one ? "0" : "1");
+        unsetenv("CT_CUDA_ATTN_BD16");
+        if (!b) return;
+        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+        for (int i = 0; i < 4 && c->dev->props.tc_level >= 2 && c->dev->props.sm_count >= 12; i++) {
+            const int nb = c->n_attn_mask_bf16, ng = c->n_attn_groups;
+            char what[112];
+            snprintf(what, sizeof what, "%s, %s", bd_names[i], one ? "1 key group" : "2 key groups");
+            compare_with_cpu(b, bd[i], 2, 5e-4, what);
+            /* 139 rows are not a multiple of 8: that product stays F32 */
+            CHECK_MSG((c->n_attn_mask_bf16 > nb) == (i < 3) && (c->n_attn_groups > ng) == !one,
+                      "%s: %d encodes read a BF16 mask, %d on two groups", what, c->n_attn_mask_bf16 - nb,
+                      c->n_attn_groups - ng);
+        }
+        tg_backend_free(b);
     }
-    tg_backend_free(b);
 }
 
 /* fn's graph on two CUDA backends a switch apart, from the same leaves:

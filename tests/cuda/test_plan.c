@@ -246,8 +246,78 @@ static void test_encoder_bd_stores_bf16(void) {
     unobserved(be);
 }
 
+/* A rel-pos graph computed straight on a backend (its views are nodes):
+ * BD = r·q [144, 70, 2], its shifted view the attention's mask. Variant 1
+ * also reads the view elsewhere (a scaled copy, an output), 2 adds a key
+ * mask to it first, 3 makes a view of the view an output, 4 has 143 rows
+ * (not a multiple of 8). */
+static tg_tensor *bd_graph(tg_ctx *ctx, int variant, tg_graph *g) {
+    const int64_t D = 32, H = 2, T = 70, rows = variant == 4 ? 143 : 144, first = 70;
+    tg_tensor *heads[3];
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *x = tg_reshape_4d(ctx, tg_new_2d(ctx, TG_F32, D * H, T), D, H, T, 1);
+        heads[i] = tg_permute(ctx, x, 0, 2, 1, 3);
+    }
+    tg_tensor *r = tg_reshape_4d(ctx, tg_new_2d(ctx, TG_F32, D * H, rows), D, H, rows, 1);
+    tg_tensor *bd = tg_mul_mat(ctx, tg_permute(ctx, r, 0, 2, 1, 3), heads[0]);
+    const int64_t ne[4] = {T, T, H, 1};
+    const size_t nb[4] = {4, bd->nb[1] - 4, bd->nb[2], bd->nb[3]};
+    tg_tensor *view = tg_view(ctx, bd, 4, ne, nb, (size_t)first * 4), *mask = view;
+    if (variant == 2) mask = tg_add(ctx, view, tg_new_4d(ctx, TG_F32, T, 1, 1, 1));
+    tg_tensor *out = tg_attention(ctx, heads[0], heads[1], heads[2], mask, 0.1f);
+    if (tg_graph_build(g, out)) return NULL;
+    if (variant == 1 && tg_graph_build(g, tg_scale(ctx, view, 2.0f))) return NULL;
+    if (variant == 3) {
+        tg_tensor *vv = tg_view_1d(ctx, view, T, 0);
+        vv->flags |= TG_FLAG_OUTPUT;
+        if (tg_graph_build(g, vv)) return NULL;
+    }
+    return out;
+}
+
+/* The emit plan's rule for a BF16 rel-pos product (CT_CUDA_ATTN_BD16=1) on
+ * graphs whose views are nodes: the product stores BF16 only where every
+ * read of it is an attention's mask (variant 0); not where the view is
+ * read by another node too, first added to, has a view of it as an
+ * output, or the rows are not a multiple of 8; nor with the switch off. */
+static void test_bd16_only_where_every_read_is_a_mask(void) {
+    tg_backend *cpu = NULL;
+    CHECK_OK(tg_backend_cpu_new(1, &cpu));
+    tg_cuda_props props;
+    memset(&props, 0, sizeof props);
+    props.cc_major = 9;
+    props.tc_level = 2;
+    props.bf16 = true;
+    props.sm_count = 132;
+    props.smem_per_block_optin = 232448;
+    for (int v = 0; v < 6 && cpu; v++) {
+        tg_ctx *ctx = tg_ctx_new();
+        tg_graph *g = tg_graph_new(ctx);
+        tg_buffer *buf = NULL;
+        tg_tensor *out = bd_graph(ctx, v == 5 ? 0 : v, g);
+        CHECK(out != NULL);
+        if (out) CHECK_OK(tg_ctx_alloc_tensors(ctx, cpu, &buf));
+        int n = tg_graph_n_nodes(g), fuse[64], products = 0, marked = 0;
+        uint8_t writes[64];
+        tg_type emit[64];
+        CHECK(n <= 64);
+        if (v != 5) setenv("CT_CUDA_ATTN_BD16", "1", 1);
+        if (out && buf && n <= 64) CHECK_OK(tg_cuda_test_plan(&props, g, fuse, writes, emit));
+        unsetenv("CT_CUDA_ATTN_BD16");
+        for (int i = 0; out && buf && i < n; i++) {
+            products += tg_graph_node(g, i)->op == TG_OP_MUL_MAT;
+            marked += tg_graph_node(g, i)->op == TG_OP_MUL_MAT && emit[i] == TG_BF16;
+        }
+        CHECK_MSG(products == 1 && marked == (v == 0), "variant %d: %d of %d products store BF16", v, marked,
+                  products);
+        tg_buffer_free(buf);
+        tg_ctx_free(ctx);
+    }
+    tg_backend_free(cpu);
+}
+
 TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions), T(test_an_output_view_keeps_its_node),
-          T(test_encoder_bd_stores_bf16))
+          T(test_encoder_bd_stores_bf16), T(test_bd16_only_where_every_read_is_a_mask))
 #else
 TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

@@ -249,11 +249,13 @@ typedef struct plan {
     uint8_t *cls;  /* hazard class of each node (TG_HAZARD_*) */
     int *fuse;     /* nodes one launch covers from here (tg_cuda_fuse_len), 0 inside a group */
     uint8_t *writes; /* nodes inside a group whose results its launch stores too (tg_cuda_group_writes) */
+    uint8_t *mask16; /* attention nodes whose mask's producer stores BF16 (plan_emit, CT_CUDA_ATTN_BD16) */
     int n_runs;
 } plan;
 
 static void plan_free(plan *p) {
     tg_free(p->emit);
+    tg_free(p->mask16);
     tg_free(p->uses);
     tg_free(p->run);
     tg_free(p->cls);
@@ -283,9 +285,9 @@ static bool first_node_is(const tg_graph *g, const tg_tensor *s, const tg_tensor
 /* Every read of node i (as plan_make counts them, p->uses[i]) is the mask
  * of a packed tensor-core attention that stages it in 16-byte pieces
  * (tg_cuda_attn_mask_bf16_ok), directly or through views; a view that is
- * a node itself counts as two reads (its source and its view_src) and
- * passes its own reads on (depth: views of views). */
-static bool read_as_masks(const tg_cuda_ctx *c, const tg_graph *g, const plan *p, int i, int depth) {
+ * a node itself (its one read is its view_src) passes its own reads on
+ * (depth: views of views). With mark, those attentions are marked. */
+static bool read_as_masks(const tg_cuda_ctx *c, const tg_graph *g, const plan *p, int i, int depth, uint8_t *mark) {
     const tg_tensor *t = g->nodes[i];
     int n = g->n_nodes, reads = 0;
     for (int j = i + 1; j < n && j <= i + 64; j++) {
@@ -294,11 +296,13 @@ static bool read_as_masks(const tg_cuda_ctx *c, const tg_graph *g, const plan *p
             const tg_tensor *s = k < TG_MAX_SRC ? u->src[k] : u->view_src;
             if (!s || !first_node_is(g, s, t, i + 1, j)) continue;
             reads++;
-            if (u->op == TG_OP_ATTENTION && k == 3 && tg_cuda_attn_mask_bf16_ok(c, u)) continue;
-            if (u->op == TG_OP_VIEW && depth < 4 && !(u->flags & TG_FLAG_OUTPUT) && (k == 0 || k == TG_MAX_SRC)) {
-                if (k == 0 && !read_as_masks(c, g, p, j, depth + 1)) return false;
+            if (u->op == TG_OP_ATTENTION && k == 3 && tg_cuda_attn_mask_bf16_ok(c, u)) {
+                if (mark) mark[j] = 1;
                 continue;
             }
+            if (u->op == TG_OP_VIEW && k == TG_MAX_SRC && depth < 4 && !(u->flags & TG_FLAG_OUTPUT) &&
+                read_as_masks(c, g, p, j, depth + 1, mark))
+                continue;
             return false;
         }
     }
@@ -311,13 +315,15 @@ static bool read_as_masks(const tg_cuda_ctx *c, const tg_graph *g, const plan *p
  * (CT_CUDA_ATTN_BD16), halving its stores and the attention's mask reads.
  * More than 64 columns, so never on matvec.cu; rows a multiple of 8, so
  * cuBLASLt's BF16 columns are 16-byte aligned as its F32 ones are (the
- * encoder's table has 880 rows at 35 s). */
-static bool mask_only(const tg_cuda_ctx *c, const tg_graph *g, const plan *p, int i) {
+ * encoder's table has 880 rows at 35 s); BF16 operands with F32 sums,
+ * for which cuBLASLt has BF16 results. The attentions reading it are
+ * marked in p->mask16, which their encode reads. */
+static bool mask_only(const tg_cuda_ctx *c, const tg_graph *g, plan *p, int i) {
     const tg_tensor *t = g->nodes[i];
     if (!c->attn_bd16 || !c->dev->props.bf16 || t->type != TG_F32 || t->ne[1] <= 64 || t->ne[0] % 8 != 0 ||
-        ((uintptr_t)t->data & 15) != 0 || !tg_is_contiguous(t))
+        ((uintptr_t)t->data & 15) != 0 || !tg_is_contiguous(t) || !tg_cuda_mm_bf16_operands(c, t))
         return false;
-    return read_as_masks(c, g, p, i, 0);
+    return read_as_masks(c, g, p, i, 0, NULL) && read_as_masks(c, g, p, i, 0, p->mask16);
 }
 
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
@@ -395,9 +401,10 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     p->run = tg_calloc((size_t)n + 1, sizeof *p->run);
     p->cls = tg_calloc((size_t)n + 1, sizeof *p->cls);
     p->emit = tg_calloc((size_t)n + 1, sizeof *p->emit);
+    p->mask16 = tg_calloc((size_t)n + 1, sizeof *p->mask16);
     p->fuse = tg_calloc((size_t)n + 1, sizeof *p->fuse);
     p->writes = tg_calloc((size_t)n + 1, sizeof *p->writes);
-    if (!p->uses || !p->run || !p->cls || !p->emit || !p->fuse || !p->writes) {
+    if (!p->uses || !p->run || !p->cls || !p->emit || !p->fuse || !p->writes || !p->mask16) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
     }
@@ -526,8 +533,10 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
 static tg_status encode_all(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, cuda_prof *pf,
                             int *out_done) {
     c->emit = p->emit;
+    c->mask16 = p->mask16;
     tg_status st = encode_all_inner(c, g, p, streams, pf, out_done);
     c->emit = NULL;
+    c->mask16 = NULL;
     return st;
 }
 

@@ -290,6 +290,7 @@ typedef struct tg_cuda_ctx {
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores
                                   for its matrix-product readers (F32: as is) */
+    const uint8_t *mask16;     /* while encoding: per node, an attention whose mask's producer stores BF16 */
     unsigned last_grid[3], last_block, last_smem;
 } tg_cuda_ctx;
 
@@ -444,8 +445,8 @@ size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n);
 /* An attention node: attn_decode (one query a row), the split over keys
  * (a few queries), the tensor-core kernel (K/V packed first beyond 64
  * queries) or the F32 one. mask_stored: the type the mask's producer
- * mask_root (the first node along the mask's view chain) stored (the emit
- * fusion: BF16 only where tg_cuda_attn_mask_bf16_ok). */
+ * mask_root (the root of the mask's view chain) stored (the emit fusion:
+ * BF16 only where tg_cuda_attn_mask_bf16_ok). */
 tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, tg_type mask_stored,
                                    const tg_tensor *mask_root);
 /* True when attention node n reads its mask m (a view, n->src[3]) through
@@ -490,6 +491,11 @@ void tg_cuda_record_launch(tg_cuda_ctx *c, tg_tensor *const *nodes, const uint8_
 bool tg_cuda_written_before(const tg_cuda_ctx *c, const tg_tensor *t);
 
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
+
+/* True when cuBLASLt takes node's operands as BF16 with F32 sums (the
+ * products of two activations at default precision on a BF16 GPU, and BF16
+ * weights): those for which it has BF16 results. */
+bool tg_cuda_mm_bf16_operands(const tg_cuda_ctx *c, const tg_tensor *node);
 
 /* Scratch bytes node's operand conversions need. */
 size_t tg_cuda_mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node);

@@ -72,6 +72,11 @@ static mm_setup mm_choose(const tg_cuda_ctx *c, const tg_tensor *node) {
     return s;
 }
 
+bool tg_cuda_mm_bf16_operands(const tg_cuda_ctx *c, const tg_tensor *node) {
+    const mm_setup s = mm_choose(c, node);
+    return s.target == TG_BF16 && s.compute == CUBLAS_COMPUTE_32F;
+}
+
 size_t tg_cuda_mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
     mm_setup s = mm_choose(c, node);
     size_t es = tg_type_size(s.target), n = 0;

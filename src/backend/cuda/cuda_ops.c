@@ -668,20 +668,11 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     }
     case TG_OP_ATTENTION: {
         c->n_fused[TG_FUSED_ATTENTION]++;
-        /* the mask's producer: the first node along its view chain that
-         * is not a view itself, and the type it stored (the emit fusion) */
+        /* a mask whose producer stores BF16 (the plan marked this node,
+         * plan_emit): the producer is the root of the mask's view chain */
         const tg_tensor *root = n->src[3];
-        tg_type stored = TG_F32;
-        for (const tg_tensor *x = n->src[3]; x && c->emit; x = x->view_src) {
-            int j = i - 1;
-            while (j >= 0 && j >= i - 256 && nodes[j] != x) j--;
-            if (j >= 0 && j >= i - 256 && !tg_op_is_view(nodes[j]->op)) {
-                root = x;
-                stored = c->emit[j];
-                break;
-            }
-        }
-        return tg_cuda_encode_attention(c, s, n, stored, root);
+        while (root && root->view_src) root = root->view_src;
+        return tg_cuda_encode_attention(c, s, n, c->mask16 && c->mask16[i] ? TG_BF16 : TG_F32, root);
     }
     case TG_OP_GLU: {
         c->n_fused[TG_FUSED_GLU]++;
