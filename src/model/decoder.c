@@ -47,10 +47,10 @@
  * tokens are the same, and the caller ignores the finished row's. The
  * host sets only the positions and the causal mask's row; the
  * cross-attention mask, the same every step, is set once. A third graph
- * holds a run of such steps (CT_DECODER_RUN, default 8), each reading the
- * tokens the one before it left and its own views of the run's inputs,
- * which the host sets with one copy each (ct_decoder_queue_steps): inside
- * a run no copies and no graph launch stand between two steps.
+ * may hold a run of such steps (CT_DECODER_RUN=2, 4 or 8; off by default,
+ * measured slower, see run_steps_env), each reading the tokens the one
+ * before it left and its own views of the run's inputs, which the host
+ * sets with one copy each (ct_decoder_queue_steps).
  *
  * Not here: the greedy loop and stopping rules (src/asr/greedy.c).
  */
@@ -297,15 +297,19 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
     return tg_status_wrap(st, "computing the cross-attention keys and values");
 }
 
-/* Queued steps a run graph holds: CT_DECODER_RUN, 1, 2, 4 or 8 (the
- * default): a divisor of what the greedy loop queues at a time (8, or 32
- * with EOS ignored; greedy.c), so that its reads never alternate between
- * the run's graph and the step's, each switch a new plan. A step at batch
- * 1 on an H100 spent 14 us between its last kernel and the next step's
- * first (seventh session's stamps): the three input copies and the graph
- * launch between two graphs, where kernels inside one graph follow each
- * other by programmatic dependent launch. */
-enum { RUN_STEPS = 8 };
+/* Queued steps a run graph holds: CT_DECODER_RUN, 1 (the default: no
+ * run graph), 2, 4 or 8: a divisor of what the greedy loop queues at a
+ * time (8, or 32 with EOS ignored; greedy.c), so that its reads never
+ * alternate between the run's graph and the step's. A step at batch 1 on
+ * an H100 spent 14 us between its last kernel and the next step's first
+ * (seventh session's stamps): three input copies and a graph launch. Runs
+ * of 8 remove them inside a run, yet measured slower on an H100 (ninth
+ * session, interleaved against runs of 1: step +8.3% at batch 1, +6.8% at
+ * 8, +3.1% at 64): a transcription's decoder buffers land at new
+ * addresses, so each one captures its run graph anew (~600 launches
+ * encoded while the GPU waits) after 16 steps that do not replay. Kept,
+ * off, for when the buffers stay put across batches. */
+enum { RUN_STEPS = 1 };
 static int run_steps_env(void) {
     const char *v = getenv("CT_DECODER_RUN");
     if (!v || !*v) return RUN_STEPS;

@@ -303,8 +303,8 @@ tg_status ct_decoder_set_parents(ct_dec_state *s, const int32_t *parents);
 tg_status ct_decoder_queue_step(ct_dec_state *s, int pos);
 /* The steps at positions pos0..pos0+n-1 queued as ct_decoder_queue_step
  * would queue them one by one (the same tokens, history and errors for a
- * bad position), but each whole run of CT_DECODER_RUN steps (default 8) as
- * one graph, set with one copy per input, so the steps inside a run follow
+ * bad position), but with CT_DECODER_RUN=2, 4 or 8 (default 1: none) each
+ * whole run of that many steps as one graph, set with one copy per input, so the steps inside a run follow
  * each other on the device without the host's copies and a graph launch
  * between them; the rest a step at a time (and every step of a beam
  * search's state, whose parents serve one step). n = 0 queues nothing. */

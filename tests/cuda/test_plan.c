@@ -227,7 +227,7 @@ static void test_encoder_bd_stores_bf16(void) {
     open_tiny(be, &m, &sched);
     static const int frames[3] = {600, 600, 120}, on[3] = {1, 0, 1};
     for (int v = 0; v < 3 && m && sched; v++) {
-        if (on[v]) setenv("CT_CUDA_ATTN_BD16", "1", 1);
+        setenv("CT_CUDA_ATTN_BD16", on[v] ? "1" : "0", 1);
         memset(&g_seen, 0, sizeof g_seen);
         int T = frames[v], valid[1] = {frames[v]};
         float *feat = made_up_features(1, T);
@@ -301,7 +301,7 @@ static void test_bd16_only_where_every_read_is_a_mask(void) {
         uint8_t writes[64];
         tg_type emit[64];
         CHECK(n <= 64);
-        if (v != 5) setenv("CT_CUDA_ATTN_BD16", "1", 1);
+        setenv("CT_CUDA_ATTN_BD16", v != 5 ? "1" : "0", 1);
         if (out && buf && n <= 64) CHECK_OK(tg_cuda_test_plan(&props, g, fuse, writes, emit));
         unsetenv("CT_CUDA_ATTN_BD16");
         for (int i = 0; out && buf && i < n; i++) {

@@ -197,9 +197,9 @@ static void check_queued_refusals(env *e, const ct_enc_result *enc, const int32_
 }
 
 /* Steps queued as runs of CT_DECODER_RUN steps a graph (for 10 steps, 4:
- * two runs and two steps; 8 and the default: one run and two steps; 1:
- * every step its own graph, as before runs) give the ids the steps queued
- * one at a time give, and ct_decoder_queue_steps refuses bad positions
+ * two runs and two steps; 8: one run and two steps; 1 and the default:
+ * every step its own graph) give the ids the steps queued one at a time
+ * give, and ct_decoder_queue_steps refuses bad positions
  * and counts as ct_decoder_queue_step does. A beam search's state queues
  * no run (its parents serve one step). */
 static void check_queued_runs(env *e, const ct_enc_result *enc, const int32_t *prompt, int P) {
@@ -211,7 +211,7 @@ static void check_queued_runs(env *e, const ct_enc_result *enc, const int32_t *p
     for (int b = 0; b < B; b++)
         for (int t = 0; t < P; t++) feed[b * P + t] = prompt[t];
     static const char *runs[] = {"1", "1", "4", "8", NULL, "3"};
-    static const int n_runs[] = {0, 0, 2, 1, 1, 1};
+    static const int n_runs[] = {0, 0, 2, 1, 0, 0};
     for (int v = 0; v < 6; v++) {
         /* v 0: the reference; v 5: a value refused (the default used) */
         if (runs[v]) setenv("CT_DECODER_RUN", runs[v], 1);

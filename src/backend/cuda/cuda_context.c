@@ -90,7 +90,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
     c->attn_mask16 = tg_cuda_env_int("CT_CUDA_ATTN_MASK16", 1) != 0;
     c->attn_groups = tg_cuda_env_int("CT_CUDA_ATTN_GROUPS", 1) != 0;
-    c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 0) != 0;
+    c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 1) != 0;
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
@@ -206,7 +206,13 @@ static void graph_hash(const tg_cuda_ctx *c, tg_graph *g, uint64_t *topo, uint64
                 w[k++] = 0;
                 continue;
             }
-            w[k++] = 1 | (uint64_t)t->type << 8;
+            /* a weight source changes the kernels' arguments (loads before
+             * the wait: w_early, TG_MV_EPI_EARLY), so it is part of the
+             * topology: a graph of the same shapes and addresses whose
+             * tensors are not weights must not replay the capture */
+            const tg_tensor *root = t;
+            while (root->view_src) root = root->view_src;
+            w[k++] = 1 | (uint64_t)t->type << 8 | (uint64_t)((root->flags & TG_FLAG_WEIGHT) != 0) << 16;
             for (int d = 0; d < 4; d++) {
                 w[k++] = (uint64_t)t->ne[d];
                 w[k++] = (uint64_t)t->nb[d];

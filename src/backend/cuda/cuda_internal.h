@@ -265,7 +265,8 @@ typedef struct tg_cuda_ctx {
                                   the default), by filling the slots (1, the rule of before), one round (0) */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */
     bool attn_mask16;          /* CT_CUDA_ATTN_MASK16: attention_mma's mask tile staged in 16-byte pieces */
-    bool attn_bd16;            /* CT_CUDA_ATTN_BD16: a product read only as packed attentions' mask stores BF16 */
+    bool attn_bd16;            /* CT_CUDA_ATTN_BD16 (default on): a product read only as packed attentions' mask
+                                * stores BF16 */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
                                 * where its blocks are no more than the SMs (tg_cuda_attn_mma_groups) */
     bool capturing;            /* encoding into a stream capture              */
