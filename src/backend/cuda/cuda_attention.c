@@ -57,6 +57,14 @@ static tg_t mask_desc(const tg_tensor *m, tg_type stored, const tg_tensor *root)
     return d;
 }
 
+/* The packed kernel stages mask m in 16-byte pieces (TG_AM_MASK16): its
+ * keys contiguous F32 (the kernel asks the same of its descriptor). The
+ * one definition for the launch and for a BF16 mask's plan
+ * (tg_cuda_attn_mask_bf16_ok), which must agree. */
+static bool mask_in_pieces(const tg_cuda_ctx *c, const tg_tensor *m) {
+    return m && c->attn_mask16 && m->type == TG_F32 && m->ne[0] > 1 && m->nb[0] == 4;
+}
+
 /* Packing K and V first pays when several blocks of 64 queries would
  * convert the same keys. */
 static bool attn_packs(const tg_cuda_ctx *c, const tg_tensor *n) {
@@ -221,9 +229,7 @@ static bool attn_decode_prefetch(const tg_cuda_ctx *c, const tg_tensor *k, const
 }
 
 bool tg_cuda_attn_mask_bf16_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
-    const tg_tensor *m = n->src[3];
-    return m && m->type == TG_F32 && m->ne[0] > 1 && m->nb[0] == 4 && c->attn_mask16 && !attn_decodes(c, n) &&
-           !attn_splits(c, n) && attn_packs(c, n);
+    return mask_in_pieces(c, n->src[3]) && !attn_decodes(c, n) && !attn_splits(c, n) && attn_packs(c, n);
 }
 
 tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, tg_type mask_stored,
@@ -304,10 +310,9 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         if ((st = LAUNCH(c, s, "attention_mma.cu", mdefs, attn_pack_vt, (unsigned)(Tkp / 32),
                          (unsigned)((Dv + 31) / 32), (unsigned)heads, 256, 0, pv)))
             return st;
-        /* the mask tile in 16-byte pieces where its keys are contiguous
-         * (the kernel asks the same of the mask: its rows' table follows
-         * the groups' tiles) */
-        const bool m16 = m && c->attn_mask16 && m->ne[0] > 1 && m->nb[0] == 4;
+        /* the mask tile in 16-byte pieces (its rows' table follows the
+         * groups' tiles) */
+        const bool m16 = mask_in_pieces(c, m);
         const tg_t md = mask_desc(m, mask_stored, mask_root);
         tg_args_attention_mma_packed pa = {.o = args.o,
                                            .q = args.q,
