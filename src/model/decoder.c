@@ -591,12 +591,7 @@ tg_status ct_decoder_queue_step(ct_dec_state *s, int pos) {
     if (!s) return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_queue_step: NULL argument");
     if (!s->queued)
         return tg_status_new(TG_ERR_INVALID_ARG, "ct_decoder_queue_step: the decoder was begun without queued steps");
-    tg_status st;
-    if ((st = check_step_pos(s, pos))) return st;
-    st = set_inputs(s, &s->step, NULL, pos);
-    if (!st) st = tg_sched_compute_async(s->sched, s->step.g);
-    if (!st && pos + 1 > s->queued_to) s->queued_to = pos + 1;
-    return tg_status_wrap(st, "queueing the decoder step at position %d", pos);
+    return ct_decoder_queue_steps(s, pos, 1);
 }
 
 tg_status ct_decoder_queue_steps(ct_dec_state *s, int pos0, int n) {
