@@ -1109,6 +1109,32 @@ static void compare_cuda_exact(tg_backend *a, tg_backend *b, build_fn fn, const 
     run_free(&rb);
 }
 
+/* A row's chunks as one thread block cluster combining in distributed
+ * shared memory (attn_decode_cl*, sm_90) against the chunks and their
+ * combine launch (CT_CUDA_ATTN_CLUSTER=0), the wide block off on both:
+ * the same weights and the same sums in chunk order, so the same bits (an
+ * F32 cache of 150 keys in 5 chunks, BF16 in 3 on 132 SMs); and against
+ * the CPU. Where the GPU has no clusters (before sm_90) neither runs
+ * them. */
+static void test_attn_decode_cluster_same_bits(void) {
+    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_ATTN_CLUSTER", "0") : NULL;
+    if (on && off) {
+        tg_cuda_ctx *c = (tg_cuda_ctx *)on->impl, *d = (tg_cuda_ctx *)off->impl;
+        c->use_attn_decode_wide = d->use_attn_decode_wide = false;
+        CHECK(c->attn_cluster && !d->attn_cluster);
+        const int n_on = c->n_attn_cluster, n_off = d->n_attn_cluster;
+        compare_cuda_exact(on, off, build_attn_step, "attention step, f32 cache, a cluster against a combine");
+        compare_cuda_exact(on, off, build_attn_step_bf16_128, "attention step, bf16 kv, a cluster against a combine");
+        compare_with_cpu(on, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128 (a cluster)");
+        const bool clusters = c->dev->props.cc_major >= 9;
+        CHECK_MSG((c->n_attn_cluster > n_on) == clusters && d->n_attn_cluster == n_off,
+                  "cluster encodes: %d on (sm_%d%d), %d off", c->n_attn_cluster - n_on, c->dev->props.cc_major,
+                  c->dev->props.cc_minor, d->n_attn_cluster - n_off);
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+}
+
 /* A product's bias and residual loaded before its wait (TG_MV_EPI_EARLY):
  * the same bits as loaded after it (the bias and residual are small
  * beside W h, so an NMSE against the CPU would not see one missing), the
@@ -1128,6 +1154,35 @@ static void test_epilogue_early(void) {
         CHECK_MSG(c->n_matvec_mma > mv && c->n_matvec_epi_early == before,
                   "residual from the launch before: %d products on matvec.cu, %d loaded it early",
                   c->n_matvec_mma - mv, c->n_matvec_epi_early - before);
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+}
+
+/* Blocks of 8 weight rows (mul_mat_vec_mma_r8, where blocks of 16 leave
+ * SMs idle: here the second products, 256 rows on 32 blocks) against
+ * blocks of 16 (CT_CUDA_MATVEC_R8=0): each output's warps take the same
+ * steps in the same order and are summed in the same order, so the same
+ * bits, with the bias and residual loaded before the wait and after it;
+ * the counters say which kernel ran. */
+static void test_matvec_r8_same_bits(void) {
+    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_MATVEC_R8", "0") : NULL;
+    if (on && off && ((tg_cuda_ctx *)on->impl)->dev->props.tc_level >= 2 &&
+        ((tg_cuda_ctx *)on->impl)->dev->props.sm_count >= 32) {
+        tg_cuda_ctx *c = (tg_cuda_ctx *)on->impl, *d = (tg_cuda_ctx *)off->impl;
+        CHECK(c->matvec_r8 && !d->matvec_r8);
+        const int r_on = c->n_matvec_r8, r_off = d->n_matvec_r8;
+        compare_cuda_exact(on, off, build_ffn_epi, "ffn on 8 columns, weights marked, 8 rows a block against 16");
+        compare_cuda_exact(on, off, build_ffn_mma13, "ffn on 13 columns, 8 rows a block against 16");
+        compare_cuda_exact(on, off, build_ffn_vec, "ffn on 2 columns, 8 rows a block against 16");
+        CHECK_MSG(c->n_matvec_r8 >= r_on + 3 && d->n_matvec_r8 == r_off, "8-row launches: %d on, %d off",
+                  c->n_matvec_r8 - r_on, d->n_matvec_r8 - r_off);
+        /* 4800 rows are 300 blocks of 16, more than the SMs: never 8 */
+        const int before = c->n_matvec_r8, mv = c->n_matvec_mma;
+        compare_with_cpu(on, build_ffn_rows3, 3, 5e-4, "ffn of 4800 rows on 3 columns, 8-row blocks allowed");
+        CHECK_MSG(c->n_matvec_mma > mv && c->n_matvec_mma - mv == 2 * (c->n_matvec_r8 - before),
+                  "4800 rows: %d launches on matvec.cu, %d of 8 rows (only the 256-row products)",
+                  c->n_matvec_mma - mv, c->n_matvec_r8 - before);
     }
     tg_backend_free(on);
     tg_backend_free(off);
@@ -1172,7 +1227,7 @@ static void test_step_switches_match_cpu(void) {
     }
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else

@@ -199,10 +199,23 @@ static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
     return (n->src[1]->ne[1] + chunk - 1) / chunk;
 }
 
+/* A row's 2 to 8 chunks as one thread block cluster (attn_decode_cl*,
+ * D = 128, sm_90), which combine in distributed shared memory instead of
+ * the scratch and a combine launch (CT_CUDA_ATTN_CLUSTER): the chunks a
+ * row, or 0. At batch 1-4 the cross-attention (438 frames in 7 chunks on
+ * 132 SMs), where the wide block does not take it. */
+static int64_t attn_decode_cluster(const tg_cuda_ctx *c, const tg_tensor *n) {
+    if (!c->attn_cluster || c->dev->props.cc_major < 9 || n->src[0]->ne[0] != 128 || attn_decode_wide(c, n) > 0)
+        return 0;
+    const int64_t splits = attn_decode_splits(c, n);
+    return splits >= 2 && splits <= 8 ? splits : 0;
+}
+
 size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
     if (attn_decodes(c, n)) {
-        /* one chunk a row writes the output itself: no partials */
-        if (attn_decode_wide(c, n) > 0) return 0;
+        /* one chunk a row writes the output itself, or a cluster's chunks
+         * combine among themselves: no partials */
+        if (attn_decode_wide(c, n) > 0 || attn_decode_cluster(c, n) > 0) return 0;
         int64_t splits = attn_decode_splits(c, n);
         return splits == 1 ? 0
                            : tg_cuda_align256((size_t)splits * (size_t)(n->src[0]->ne[2] * n->src[0]->ne[3]) *
@@ -257,6 +270,17 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         }
         int kpw = attn_decode_kpw(c, n);
         int64_t n_split = attn_decode_splits(c, n);
+        if (attn_decode_cluster(c, n) > 0) {
+            c->n_attn_cluster++;
+            tg_args_attn_decode ca = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v),
+                                      .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale, .kpw = kpw,
+                                      .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
+            return k->type == TG_BF16
+                       ? LAUNCH_CLUSTER(c, s, "attention_split.cu", "", attn_decode_cl_bf16, (unsigned)n_split,
+                                        (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, ca, (unsigned)n_split)
+                       : LAUNCH_CLUSTER(c, s, "attention_split.cu", "", attn_decode_cl, (unsigned)n_split,
+                                        (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, ca, (unsigned)n_split);
+        }
         tg_args_attn_decode da = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                   .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
                                   .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};

@@ -90,6 +90,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
     c->attn_mask16 = tg_cuda_env_int("CT_CUDA_ATTN_MASK16", 1) != 0;
     c->attn_groups = tg_cuda_env_int("CT_CUDA_ATTN_GROUPS", 1) != 0;
+    c->attn_cluster = tg_cuda_env_int("CT_CUDA_ATTN_CLUSTER", 1) != 0;
     c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 1) != 0;
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
@@ -100,6 +101,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);
     c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
     c->matvec_epi_early = tg_cuda_env_int("CT_CUDA_MATVEC_EPI_EARLY", 1) != 0;
+    c->matvec_r8 = tg_cuda_env_int("CT_CUDA_MATVEC_R8", 1) != 0;
     c->attn_split_tq = tg_cuda_env_int("CT_CUDA_ATTN_SPLIT_TQ", TG_ATS_TQ);
     if (c->attn_split_tq < 1 || c->attn_split_tq > TG_ATS_TQ) c->attn_split_tq = TG_ATS_TQ;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;

@@ -251,6 +251,7 @@ typedef struct tg_cuda_ctx {
                                 * never, 1 always, 2 (default) for two columns or more */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
     int attn_split_tq;         /* CT_CUDA_ATTN_SPLIT_TQ: the most queries attn_split takes (1-16) */
+    bool matvec_r8;            /* CT_CUDA_MATVEC_R8: blocks of 8 rows where those of 16 leave SMs idle */
     bool matvec_epi_early;     /* CT_CUDA_MATVEC_EPI_EARLY: mul_mat_vec_mma loads its bias and residual before
                                 * its wait where tg_cuda_written_before says the residual is not the previous
                                 * launch's */
@@ -267,6 +268,8 @@ typedef struct tg_cuda_ctx {
     bool attn_mask16;          /* CT_CUDA_ATTN_MASK16: attention_mma's mask tile staged in 16-byte pieces */
     bool attn_bd16;            /* CT_CUDA_ATTN_BD16 (default on): a product read only as packed attentions' mask
                                 * stores BF16 */
+    bool attn_cluster;         /* CT_CUDA_ATTN_CLUSTER: a step attention's chunks of a row as one cluster,
+                                * no combine launch (sm_90) */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
                                 * where its blocks are no more than the SMs (tg_cuda_attn_mma_groups) */
     bool capturing;            /* encoding into a stream capture              */
@@ -281,9 +284,11 @@ typedef struct tg_cuda_ctx {
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
     int n_matvec, n_matvec_mma, n_attn_decode; /* encodes of matvec.cu (its mma kernels) and attn_decode */
     int n_matvec_wide;                         /* ... of them on mul_mat_vec_mma_wide */
+    int n_matvec_r8;                           /* ... of them on mul_mat_vec_mma_r8 */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
     int n_attn_split;          /* encodes of attn_split (a few queries over many keys) */
     int n_matvec_epi_early;    /* mul_mat_vec_mma launches loading bias and residual before their wait */
+    int n_attn_cluster;        /* attn_decode encodes with a row's chunks as one cluster */
     int n_attn_groups;         /* encodes of attention_mma_packed2 (key tiles over two groups) */
     int n_attn_mask16;         /* encodes of the packed kernels staging their mask in 16-byte pieces */
     int n_attn_mask_bf16;      /* ... of them reading a BF16 mask (CT_CUDA_ATTN_BD16) */
@@ -432,6 +437,14 @@ tg_status tg_cuda_launch(tg_cuda_ctx *c, CUstream s, const char *module, const c
 /* Launches `kernel` (a name, not a string) with args, which must be its
  * argument struct, tg_args_<kernel> (kernels/kargs.cuh): another type does
  * not compile. */
+/* The same with blocks of cluster_x along x (gx a multiple of it, at most
+ * 8) launched as thread block clusters (sm_90). */
+tg_status tg_cuda_launch_cluster(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines,
+                                 const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem,
+                                 void *args, unsigned cluster_x);
+#define LAUNCH_CLUSTER(c, s, module, defines, kernel, gx, gy, gz, bx, smem, args, cluster_x)         \
+    tg_cuda_launch_cluster(c, s, module, defines, #kernel, gx, gy, gz, bx, smem,                    \
+                           _Generic(&(args), tg_args_##kernel *: &(args)), cluster_x)
 #define LAUNCH(c, s, module, defines, kernel, gx, gy, gz, bx, smem, args)                            \
     tg_cuda_launch(c, s, module, defines, #kernel, gx, gy, gz, bx, smem,                            \
                    _Generic(&(args), tg_args_##kernel *: &(args)))

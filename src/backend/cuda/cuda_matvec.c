@@ -99,9 +99,9 @@ static int64_t mvm_warps(int64_t K) { return K / 128 < 4 ? 4 : K / 128 > 16 ? 16
  * norm inside the block's normed columns (rows of K + 8 BF16, 16-byte
  * aligned), kept for further rows, then each warp's partial sums (4 floats
  * a lane for every 8 rows of every 16 columns). */
-static int64_t mvm_smem(int64_t K, int64_t M, bool ln) {
+static int64_t mvm_smem(int64_t K, int64_t M, bool ln, int64_t rows_a_block) {
     const int64_t cols = mvm_block_columns(M), tile = M < cols ? M : cols;
-    const int64_t red = mvm_warps(K) * (cols / 16) * (TG_MVM_ROWS / 8) * 32 * 4 * 4;
+    const int64_t red = mvm_warps(K) * (cols / 16) * (rows_a_block / 8) * 32 * 4 * 4;
     const int64_t xs = ln ? ((tile * (K + 8) + 7) & ~(int64_t)7) * 2 : 0;
     return xs + red;
 }
@@ -123,7 +123,7 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
      * columns of K = 1024 take 129 KB) */
     int64_t K = x->ne[0], M = tg_nrows(x);
     const bool mma = matvec_mma(c, mm);
-    int64_t smem = mma ? mvm_smem(K, M, true) : K * M * 4 + 32 * 4;
+    int64_t smem = mma ? mvm_smem(K, M, true, TG_MVM_ROWS) : K * M * 4 + 32 * 4;
     int64_t smem_max = mma && c->dev->props.smem_per_block_optin > 48 * 1024 ? c->dev->props.smem_per_block_optin
                                                                            : 48 * 1024;
     if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
@@ -264,8 +264,16 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * TG_MVM_WIDE) columns a block (a block for every tile of columns;
      * with CT_CUDA_MATVEC_LOOP=1 at most one an SM, looping over rows), K
      * split over mvm_warps warps */
-    const int64_t cols = mvm_block_columns(M), warps = mvm_warps(w->ne[0]);
-    unsigned smem = mma ? (unsigned)mvm_smem(w->ne[0], M, ln != NULL) : ln ? (unsigned)(w->ne[0] * M * 4) : 0;
+    const int64_t cols = mvm_block_columns(M), warps = mvm_warps(w->ne[0]), sms = c->dev->props.sm_count;
+    /* blocks of 8 rows (mul_mat_vec_mma_r8) where blocks of 16 would be
+     * fewer than the SMs and those of 8 no more (a step's 1024-row
+     * products on 132 SMs: 128 blocks, not 64), one tile of columns, no
+     * rows loop; CT_CUDA_MATVEC_R8=0 keeps 16 */
+    const int64_t r8_blocks = (w->ne[1] + TG_MVM_ROWS8 - 1) / TG_MVM_ROWS8;
+    const bool r8 = mma && c->matvec_r8 && cols <= TG_MVM_MAXM && sms > 0 && r8_blocks <= sms &&
+                    (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS < sms;
+    const int64_t rows_a_block = r8 ? TG_MVM_ROWS8 : TG_MVM_ROWS;
+    unsigned smem = mma ? (unsigned)mvm_smem(w->ne[0], M, ln != NULL, rows_a_block) : ln ? (unsigned)(w->ne[0] * M * 4) : 0;
     if (ln) {
         a.ln = 1;
         a.ln_w = ln->src[1] ? tg_cuda_dptr(ln->src[1]->data) : 0;
@@ -290,13 +298,13 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * slower on an H100 (sixth session): the step at batch 1 0.566 against
      * 0.538 ms, at 8 0.639 against 0.630 (at 64 on the wide kernel 2.00
      * against 2.37), so a block for every 16 rows stays the default */
-    const int64_t row_blocks = (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS, sms = c->dev->props.sm_count;
+    const int64_t row_blocks = (w->ne[1] + rows_a_block - 1) / rows_a_block;
     int64_t rows = row_blocks;
     if (sms > 0 && ((c->matvec_loop == 1 && rows > sms) || (c->matvec_loop == 2 && rows > 2 * sms))) rows = sms;
     /* the epilogue's bias and residual before the wait: a thread for every
      * output (one tile, 256 threads or more), no rows loop, the bias a
      * weight, the residual not the previous launch's */
-    if (mma && c->matvec_epi_early && cols <= TG_MVM_MAXM && 32 * warps >= 256 && rows == row_blocks &&
+    if (mma && c->matvec_epi_early && cols <= TG_MVM_MAXM && 32 * warps >= 128 * (rows_a_block / 8) && rows == row_blocks &&
         (bias || res) && (!bias || is_weight(bias)) && (!res || tg_cuda_written_before(c, res))) {
         a.opt |= TG_MV_EPI_EARLY;
         c->n_matvec_epi_early++;
@@ -311,6 +319,11 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
         if (cols > TG_MVM_MAXM) {
             c->n_matvec_wide++;
             return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma_wide, (unsigned)blocks, 1, 1, (unsigned)(32 * warps),
+                          smem, a);
+        }
+        if (r8) {
+            c->n_matvec_r8++;
+            return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma_r8, (unsigned)blocks, 1, 1, (unsigned)(32 * warps),
                           smem, a);
         }
         return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma, (unsigned)blocks, 1, 1, (unsigned)(32 * warps), smem, a);

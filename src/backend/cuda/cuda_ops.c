@@ -72,6 +72,12 @@ void tg_cuda_launch_config(CUlaunchConfig *cfg, CUlaunchAttribute *at, unsigned 
 
 tg_status tg_cuda_launch(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines, const char *name,
                          unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, void *args) {
+    return tg_cuda_launch_cluster(c, s, module, defines, name, gx, gy, gz, bx, smem, args, 1);
+}
+
+tg_status tg_cuda_launch_cluster(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines,
+                                 const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem,
+                                 void *args, unsigned cluster_x) {
     void *params[] = {args};
     CUfunction fn;
     tg_status st = tg_cuda_kernel(c->dev, module, defines, name, &fn);
@@ -88,6 +94,31 @@ tg_status tg_cuda_launch(tg_cuda_ctx *c, CUstream s, const char *module, const c
     c->last_block = bx;
     c->last_smem = smem;
     CUresult r;
+    if (cluster_x > 1) {
+        /* blocks of cluster_x along x launched as one cluster (their
+         * shared memory shared), with the dependent launch where on */
+        CUlaunchAttribute at[2];
+        CUlaunchConfig cfg;
+        tg_cuda_launch_config(&cfg, &at[0], gx, gy, gz, bx, smem, s, c->use_pdl);
+        memset(&at[1], 0, sizeof at[1]);
+        at[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        at[1].value.clusterDim.x = cluster_x;
+        at[1].value.clusterDim.y = 1;
+        at[1].value.clusterDim.z = 1;
+        cfg.attrs = c->use_pdl ? at : &at[1];
+        cfg.numAttrs = c->use_pdl ? 2 : 1;
+        r = cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
+        if (r == CUDA_ERROR_NOT_SUPPORTED && c->use_pdl) {
+            TG_INFO("%s: programmatic dependent launch refused (%s); launching plainly", c->name,
+                    tg_cuda_result_text(r));
+            c->use_pdl = false;
+            cfg.attrs = &at[1];
+            cfg.numAttrs = 1;
+            r = cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
+        }
+        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, name);
+        return NULL;
+    }
     if (c->use_pdl) {
         /* The kernel may start launching while the one before it still runs;
          * it waits in TG_PDL() for that one's results (kernels/common.cuh). */

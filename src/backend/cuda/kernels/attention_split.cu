@@ -168,7 +168,74 @@ __device__ __forceinline__ void atd_unpack(const uint2 &x, float r[4]) {
  * NaN, as on the CPU, instead of vanishing behind -inf. */
 __device__ __forceinline__ float atd_max(float a, float b) { return a != a ? a : b != b ? b : fmaxf(a, b); }
 
-template <int G, int KU, bool BF, int W>
+/* A row's chunks as one thread block cluster (sm_90; args.cluster, the
+ * grid's x the cluster): each block keeps its chunk's output, max and sum
+ * in its own shared memory, and after the cluster's barrier the first
+ * block reads them all through distributed shared memory and writes the
+ * row, as attn_split_combine would from the scratch: the same weights
+ * exp(m_s - M), the same sums in chunk order, so the same bits. The
+ * second barrier keeps every block's shared memory alive until the first
+ * has read it. Instead of a combine launch after the chunks (at batch 1 a
+ * cross-attention's 7 chunks a head, then 8 blocks of attn_split_combine:
+ * 4.2 us of the 431 us step, 8 times). */
+#if TG_CC >= 90
+__device__ __forceinline__ void atd_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ float atd_dsmem(const float *p, unsigned rank) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+    return v;
+}
+#endif
+
+template <int D, int W>
+__device__ __forceinline__ void atd_cluster_combine(const tg_args_attn_decode &args, float (*os)[D], const float *sw,
+                                                    float M, float L, int h, int b) {
+#if TG_CC >= 90
+    __shared__ float ob[D], mlb[2];
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < W; w++) o += os[w][d] * sw[w];
+        ob[d] = o;
+    }
+    if (threadIdx.x == 0) mlb[0] = M, mlb[1] = M == -TG_INF ? 0.0f : L;
+    atd_cluster_sync();
+    if (blockIdx.x == 0) {
+        /* the first warp as attn_split_combine's: a lane a chunk, the max
+         * and the sum over lanes in the same shuffle order */
+        __shared__ float wsh[8], inv_sh;
+        const int n = (int)gridDim.x;
+        if (threadIdx.x < 32) {
+            const int lane = threadIdx.x;
+            const float m = lane < n ? atd_dsmem(&mlb[0], (unsigned)lane) : -TG_INF;
+            const float l = lane < n ? atd_dsmem(&mlb[1], (unsigned)lane) : 0.0f;
+            float Mg = m;
+            for (int o = 16; o > 0; o >>= 1) Mg = atd_max(Mg, __shfl_xor_sync(0xffffffffu, Mg, o));
+            const float w = m == -TG_INF ? 0.0f : expf(m - Mg);
+            if (lane < n) wsh[lane] = w;
+            const float Lg = tg_warp_sum(lane < n ? l * w : 0.0f);
+            if (lane == 0) inv_sh = Mg == -TG_INF ? 0.0f : 1.0f / Lg; /* NaN stays NaN */
+        }
+        __syncthreads();
+        const float inv = inv_sh;
+        for (int d = threadIdx.x; d < D; d += blockDim.x) {
+            float acc = 0.0f;
+            if (inv != 0.0f) /* true for NaN too */
+                for (int r = 0; r < n; r++) acc += atd_dsmem(&ob[d], (unsigned)r) * wsh[r];
+            tg_st(args.o.p + tg_off(args.o, d, h, 0, b), args.o.type, acc * inv);
+        }
+    }
+    atd_cluster_sync();
+#else
+    __trap(); /* the host launches it only where clusters exist */
+#endif
+}
+
+template <int G, int KU, bool BF, int W, bool CL = false>
 __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     float *part = (float *)args.part;
     const tg_t &q = args.q, &k = args.k, &v = args.v, &mask = args.mask;
@@ -285,6 +352,10 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
         }
         return;
     }
+    if (CL) {
+        atd_cluster_combine<D, W>(args, os, sw, M, L, h, b);
+        return;
+    }
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float o = 0.0f;
 #pragma unroll
@@ -343,6 +414,21 @@ extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32) attn_decode_d256_bf
     atd_prefetch<ATD_WARPS>(args);
     TG_PDL();
     atd_body<2, 8, true, ATD_WARPS>(args);
+}
+
+/* D = 128 with a row's chunks as one cluster of at most 8 blocks (sm_90,
+ * launched with the cluster's size; cuda_attention.c), no combine
+ * launch. */
+extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode_cl(const tg_args_attn_decode args) {
+    atd_prefetch<ATD_WARPS>(args);
+    TG_PDL();
+    atd_body<1, 8, false, ATD_WARPS, true>(args);
+}
+
+extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode_cl_bf16(const tg_args_attn_decode args) {
+    atd_prefetch<ATD_WARPS>(args);
+    TG_PDL();
+    atd_body<1, 16, true, ATD_WARPS, true>(args);
 }
 
 /* D = 128, one block of TG_ATD_WIDE warps a row (grid (1, H, B), args.direct):

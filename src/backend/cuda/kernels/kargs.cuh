@@ -281,6 +281,7 @@ TG_KARGS_SIZE(tg_attn_decode_args, 432);
 #define TG_MVM_MAXM 16
 #define TG_MVM_WIDE 64
 #define TG_MVM_ROWS 16
+#define TG_MVM_ROWS8 8 /* mul_mat_vec_mma_r8's rows a block */
 
 /* out[n, m] = relu?(alpha sum_k w[k, n] x[k, m] + bias[n]) + res[n, m]:
  * byte strides lda (rows of w), ldx, ldo and ldr (columns of x, out and
@@ -480,10 +481,13 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention_split, attn_decode_bf16, tg_attn_decode_args) \
     X(attention_split, attn_decode_d256_bf16, tg_attn_decode_args) \
     X(attention_split, attn_decode_wide, tg_attn_decode_args) \
+    X(attention_split, attn_decode_cl, tg_attn_decode_args)  \
+    X(attention_split, attn_decode_cl_bf16, tg_attn_decode_args) \
     X(attention_split, attn_decode_wide_bf16, tg_attn_decode_args) \
     X(matvec, mul_mat_vec, tg_mul_mat_vec_args)             \
     X(matvec, mul_mat_vec_mma, tg_mul_mat_vec_args)         \
     X(matvec, mul_mat_vec_mma_wide, tg_mul_mat_vec_args)    \
+    X(matvec, mul_mat_vec_mma_r8, tg_mul_mat_vec_args)      \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
     X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
     X(conv, conv_glu_dw_silu_c4, tg_conv_glu_dw_args)        \

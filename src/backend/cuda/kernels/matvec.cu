@@ -294,9 +294,10 @@ __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64
           args.kv_type, r);
 }
 
-/* The body of both mma kernels: a block holds MT tiles of 16 columns (MT *
- * 16 a block, more as blocks of that many) and loads each weight once for
- * all of them; U 32-k steps a warp loads at once; WIDE: the next round's
+/* The body of the mma kernels: a block holds MT tiles of 16 columns (MT *
+ * 16 a block, more as blocks of that many) and NT tiles of 8 weight rows,
+ * and loads each weight once for all of them; U 32-k steps a warp loads at
+ * once; WIDE: the next round's
  * weights go out before this round's mma (registers for a second set of
  * weights, which the one-tile kernel at 512 threads does not have) and the
  * norm always reads x once (the one-tile kernel where args.opt asks it,
@@ -307,7 +308,7 @@ __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64
  * on to further blocks of rows (gridDim.x / tiles apart) with its normed
  * columns kept in shared memory, its warps' sums after them, and the next
  * rows' first weights loaded before this one's sums. */
-template <int MT, int U, bool WIDE>
+template <int MT, int NT, int U, bool WIDE>
 __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsigned short *mvm_xs) {
 #if TG_CC >= 80
     /* More than MT x 16 columns come as tiles of that many, the tiles of
@@ -323,26 +324,26 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
     args.m = full.m - tile * TM < TM ? full.m - tile * TM : TM;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int g = lane >> 2, t = lane & 3, K = (int)args.k, S = K / 32;
-    const i64 row_blocks = (args.n + 8 * MVM_NT - 1) / (8 * MVM_NT), stride = (i64)(gridDim.x / (unsigned)tiles);
+    const i64 row_blocks = (args.n + 8 * NT - 1) / (8 * NT), stride = (i64)(gridDim.x / (unsigned)tiles);
     const int per = (S + nw - 1) / nw, s0 = warp * per, s1 = s0 + per < S ? s0 + per : S;
     i64 rb = (i64)(blockIdx.x / (unsigned)tiles);
-    const char *wr[MVM_NT];
+    const char *wr[NT];
 #define MVM_ROWS(rb_)                                                          \
-    _Pragma("unroll") for (int j = 0; j < MVM_NT; j++) {                       \
-        const i64 n0_ = (rb_) * (8 * MVM_NT), r = n0_ + 8 * j + g < args.n ? n0_ + 8 * j + g : args.n - 1; \
+    _Pragma("unroll") for (int j = 0; j < NT; j++) {                       \
+        const i64 n0_ = (rb_) * (8 * NT), r = n0_ + 8 * j + g < args.n ? n0_ + 8 * j + g : args.n - 1; \
         wr[j] = args.w + r * args.lda + 16 * t;                                \
     }
     MVM_ROWS(rb);
-    uint4 wv[U][MVM_NT], wn[WIDE ? U : 1][MVM_NT];
+    uint4 wv[U][NT], wn[WIDE ? U : 1][NT];
 #define MVM_LOAD_W(dst, sb)                                                                              \
-    _Pragma("unroll") for (int u = 0; u < U; u++) _Pragma("unroll") for (int j = 0; j < MVM_NT; j++) \
+    _Pragma("unroll") for (int u = 0; u < U; u++) _Pragma("unroll") for (int j = 0; j < NT; j++) \
         dst[u][j] = (sb) + u < s1 ? __ldg((const uint4 *)(wr[j] + (i64)((sb) + u) * 64)) : make_uint4(0u, 0u, 0u, 0u)
     /* a weight's first round goes out before the wait for the previous
      * kernel (args.w_early, as in mul_mat_vec); so do requests for the
      * first rows' bias and the norm's parameters into L2 (TG_MV_PREFETCH),
      * which are read after the wait */
     if (args.w_early) MVM_LOAD_W(wv, s0);
-    if (args.opt & TG_MV_PREFETCH) mvm_prefetch(args, rb * (8 * MVM_NT));
+    if (args.opt & TG_MV_PREFETCH) mvm_prefetch(args, rb * (8 * NT));
     /* the epilogue's bias and residual for the one output this thread
      * writes, loaded before the wait where the host allows it
      * (TG_MV_EPI_EARLY, one tile, a thread for every output: 256 threads
@@ -351,12 +352,12 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
      * this kernel runs (the previous one let it start only after its own
      * wait). One block of rows a block (no rows loop: the host checks) */
     const bool epi_early = !WIDE && MT == 1 && (args.opt & TG_MV_EPI_EARLY) &&
-                           blockDim.x >= (unsigned)(MT * MVM_NT * 128) && stride >= row_blocks;
+                           blockDim.x >= (unsigned)(MT * NT * 128) && stride >= row_blocks;
     float eb = 0.0f, er = 0.0f;
-    if (epi_early && threadIdx.x < MT * MVM_NT * 128) {
-        const int o = threadIdx.x, j = (o >> 7) % MVM_NT, ln = (o >> 2) & 31, e = o & 3;
+    if (epi_early && threadIdx.x < MT * NT * 128) {
+        const int o = threadIdx.x, j = (o >> 7) % NT, ln = (o >> 2) & 31, e = o & 3;
         const int m = (ln >> 2) + ((e & 2) ? 8 : 0);
-        const i64 n = rb * (8 * MVM_NT) + 8 * j + 2 * (ln & 3) + (e & 1);
+        const i64 n = rb * (8 * NT) + 8 * j + 2 * (ln & 3) + (e & 1);
         if (m < args.m && n < args.n) {
             if (args.bias) eb = args.bias[n];
             /* from L2 (another kernel wrote it; this one has not waited) */
@@ -367,41 +368,48 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
     if (!args.w_early) MVM_LOAD_W(wv, s0);
     /* the normed columns, then the warps' sums after them (a block keeps
      * the columns for further rows) */
-    float *red = (float *)mvm_xs; /* [nw][MT][MVM_NT][32][4] */
+    float *red = (float *)mvm_xs; /* [nw][MT][NT][32][4] */
     if (args.ln) {
         if ((WIDE || (args.opt & TG_MV_NORM1)) && K % 128 == 0 && K <= 1024) mvm_norm_columns_1pass(args, mvm_xs);
         else mvm_norm_columns(args, mvm_xs);
         red = (float *)(mvm_xs + (((i64)args.m * (K + 8) + 7) & ~(i64)7));
     }
     for (;;) {
-        const i64 n0 = rb * (8 * MVM_NT);
-        float c[MT][MVM_NT][4];
+        const i64 n0 = rb * (8 * NT);
+        float c[MT][NT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int j = 0; j < MVM_NT; j++) c[mt][j][0] = c[mt][j][1] = c[mt][j][2] = c[mt][j][3] = 0.0f;
+            for (int j = 0; j < NT; j++) c[mt][j][0] = c[mt][j][1] = c[mt][j][2] = c[mt][j][3] = 0.0f;
         for (int sb = s0; sb < s1; sb += U) {
             if (WIDE && sb + U < s1) MVM_LOAD_W(wn, sb + U);
             if (!WIDE && sb != s0) MVM_LOAD_W(wv, sb);
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 if (16 * mt >= args.m) break; /* the same for the whole block */
-                uint4 xa[U], xb[U];
+                /* x's fragments at most 4 steps at a time (the registers
+                 * of a round of 8 steps go to the weights) */
+                constexpr int XU = U < 4 ? U : 4;
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    const int k0 = 32 * (sb + u < s1 ? sb + u : s0) + 8 * t;
-                    xa[u] = mvm_x8(args, mvm_xs, 16 * mt + g, k0);
-                    xb[u] = mvm_x8(args, mvm_xs, 16 * mt + g + 8, k0);
-                }
+                for (int u0 = 0; u0 < U; u0 += XU) {
+                    if (sb + u0 >= s1) break;
+                    uint4 xa[XU], xb[XU];
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    if (sb + u >= s1) break;
-                    const unsigned a0[4] = {xa[u].x, xb[u].x, xa[u].y, xb[u].y};
-                    const unsigned a1[4] = {xa[u].z, xb[u].z, xa[u].w, xb[u].w};
+                    for (int u = 0; u < XU; u++) {
+                        const int k0 = 32 * (sb + u0 + u < s1 ? sb + u0 + u : s0) + 8 * t;
+                        xa[u] = mvm_x8(args, mvm_xs, 16 * mt + g, k0);
+                        xb[u] = mvm_x8(args, mvm_xs, 16 * mt + g + 8, k0);
+                    }
 #pragma unroll
-                    for (int j = 0; j < MVM_NT; j++) {
-                        tg_mma_bf16(c[mt][j], a0, wv[u][j].x, wv[u][j].y);
-                        tg_mma_bf16(c[mt][j], a1, wv[u][j].z, wv[u][j].w);
+                    for (int u = 0; u < XU; u++) {
+                        if (sb + u0 + u >= s1) break;
+                        const unsigned a0[4] = {xa[u].x, xb[u].x, xa[u].y, xb[u].y};
+                        const unsigned a1[4] = {xa[u].z, xb[u].z, xa[u].w, xb[u].w};
+#pragma unroll
+                        for (int j = 0; j < NT; j++) {
+                            tg_mma_bf16(c[mt][j], a0, wv[u0 + u][j].x, wv[u0 + u][j].y);
+                            tg_mma_bf16(c[mt][j], a1, wv[u0 + u][j].z, wv[u0 + u][j].w);
+                        }
                     }
                 }
             }
@@ -409,7 +417,7 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
 #pragma unroll
                 for (int u = 0; u < U; u++)
 #pragma unroll
-                    for (int j = 0; j < MVM_NT; j++) wv[u][j] = wn[u][j];
+                    for (int j = 0; j < NT; j++) wv[u][j] = wn[u][j];
             }
         }
         const i64 next = rb + stride;
@@ -421,14 +429,14 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int j = 0; j < MVM_NT; j++)
-                *(float4 *)(red + (((warp * MT + mt) * MVM_NT + j) * 32 + lane) * 4) =
+            for (int j = 0; j < NT; j++)
+                *(float4 *)(red + (((warp * MT + mt) * NT + j) * 32 + lane) * 4) =
                     make_float4(c[mt][j][0], c[mt][j][1], c[mt][j][2], c[mt][j][3]);
         __syncthreads();
-        for (int o = threadIdx.x; o < MT * MVM_NT * 128; o += blockDim.x) {
-            const int mt = o / (MVM_NT * 128), j = (o >> 7) % MVM_NT, ln = (o >> 2) & 31, e = o & 3;
+        for (int o = threadIdx.x; o < MT * NT * 128; o += blockDim.x) {
+            const int mt = o / (NT * 128), j = (o >> 7) % NT, ln = (o >> 2) & 31, e = o & 3;
             float sum = 0.0f;
-            for (int w = 0; w < nw; w++) sum += red[(((w * MT + mt) * MVM_NT + j) * 32 + ln) * 4 + e];
+            for (int w = 0; w < nw; w++) sum += red[(((w * MT + mt) * NT + j) * 32 + ln) * 4 + e];
             const int m = 16 * mt + (ln >> 2) + ((e & 2) ? 8 : 0);
             const i64 n = n0 + 8 * j + 2 * (ln & 3) + (e & 1);
             if (m >= args.m || n >= args.n) continue;
@@ -450,7 +458,19 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
 
 extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_mul_mat_vec full) {
     extern __shared__ __align__(16) unsigned short mvm_xs[]; /* ln's columns; then the warps' sums */
-    mvm_body<1, MVM_U, false>(full, mvm_xs);
+    mvm_body<1, MVM_NT, MVM_U, false>(full, mvm_xs);
+}
+
+/* The same for blocks of 8 weight rows (TG_MVM_ROWS8), where blocks of 16
+ * would leave SMs idle: a decoder step's 1024-row products (self and cross
+ * output, cross q, the feed-forward's down) were 64 blocks on a 132-SM
+ * GPU, each reading 32 KB (K = 1024) or 128 KB (K = 4096) on its own SM.
+ * Here 128 blocks read half that each, and a warp's eight 32-k steps (K =
+ * 4096 on 16 warps) are one round of loads, not two; with args.w_early
+ * all of a block's weights are asked for before the wait. */
+extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma_r8(const tg_args_mul_mat_vec full) {
+    extern __shared__ __align__(16) unsigned short mvm_xs[];
+    mvm_body<1, TG_MVM_ROWS8 / 8, 2 * MVM_U, false>(full, mvm_xs);
 }
 
 /* 17 to TG_MVM_WIDE columns (a decoder step at batch 17-64) in one block:
@@ -462,5 +482,5 @@ extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_
  * columns from L2), so it runs only where CT_CUDA_MATVEC_MMA_MAX asks. */
 extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma_wide(const tg_args_mul_mat_vec full) {
     extern __shared__ __align__(16) unsigned short mvm_xs[];
-    mvm_body<TG_MVM_WIDE / 16, 2, true>(full, mvm_xs);
+    mvm_body<TG_MVM_WIDE / 16, MVM_NT, 2, true>(full, mvm_xs);
 }
