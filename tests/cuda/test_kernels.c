@@ -51,7 +51,8 @@ static tg_tensor *build_ffn_rows3(tg_ctx *ctx) { return ffn_block(ctx, 3, 4800);
 /* The step at batch 8 with its weights and biases marked as weights, as
  * the model's are: the second product (K = 1024, 256 threads) loads its
  * bias and its residual (an input, not the first product's) before its
- * wait (TG_MV_EPI_EARLY); the first (K = 256, 128 threads) cannot. */
+ * wait (TG_MV_EPI_EARLY); the first (K = 256, 128 threads) too where it
+ * runs on 8-row blocks (1024 rows on 132 SMs), not on blocks of 16. */
 static tg_tensor *build_ffn_epi(tg_ctx *ctx) {
     tg_tensor *y = ffn_block(ctx, 8, 1024); /* (w2 h + b2) + x, h = relu(w1 ln(x) + b1) */
     tg_tensor *mm2 = y->src[0]->src[0], *h = mm2->src[1], *mm1 = h->src[0]->src[0];
@@ -62,18 +63,23 @@ static tg_tensor *build_ffn_epi(tg_ctx *ctx) {
 
 /* The same shape with the residual the hidden layer h itself (K = N =
  * 1024): the second product's residual is what the launch just before it
- * wrote, so it must not be loaded before the wait. */
+ * wrote, so it must not be loaded before the wait. The first product's
+ * bias is left unmarked (not a weight), so it loads nothing early either
+ * (on 132 SMs it runs on 8-row blocks, where 128 threads may). */
 static tg_tensor *build_ffn_res_prev(tg_ctx *ctx) {
     tg_tensor *x = in2(ctx, TG_F32, 256, 8);
     tg_tensor *w1 = in2(ctx, TG_BF16, 256, 1024), *b1 = in2(ctx, TG_F32, 1024, 1);
     tg_tensor *w2 = in2(ctx, TG_BF16, 1024, 1024), *b2 = in2(ctx, TG_F32, 1024, 1);
-    tg_tensor *marked[4] = {w1, b1, w2, b2};
-    for (int i = 0; i < 4; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
+    tg_tensor *marked[3] = {w1, w2, b2};
+    for (int i = 0; i < 3; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
     tg_tensor *h = tg_layer_norm(ctx, x, NULL, NULL, 1e-5f);
     h = tg_relu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, h), tg_view_1d(ctx, b1, 1024, 0)));
     return tg_add(ctx, tg_add(ctx, tg_mul_mat(ctx, w2, h), tg_view_1d(ctx, b2, 1024, 0)), h);
 }
 static tg_tensor *build_ffn_rows40(tg_ctx *ctx) { return ffn_block(ctx, 40, 4800); }
+/* 9000 hidden rows: 563 blocks of 16, more than twice what 132 (or 108)
+ * SMs hold at once, so CT_CUDA_MATVEC_LOOP=3 loops them. */
+static tg_tensor *build_ffn_rows9000(tg_ctx *ctx) { return ffn_block(ctx, 3, 9000); }
 
 /* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
  * product, scale, bias and residual as one launch (alpha), on cuBLASLt
@@ -1114,8 +1120,8 @@ static void compare_cuda_exact(tg_backend *a, tg_backend *b, build_fn fn, const 
  * combine launch (CT_CUDA_ATTN_CLUSTER=0), the wide block off on both:
  * the same weights and the same sums in chunk order, so the same bits (an
  * F32 cache of 150 keys in 5 chunks, BF16 in 3 on 132 SMs); and against
- * the CPU. Where the GPU has no clusters (before sm_90) neither runs
- * them. */
+ * the CPU. Where the GPU has no cluster launches (before sm_90) neither
+ * runs them. */
 static void test_attn_decode_cluster_same_bits(void) {
     tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_ATTN_CLUSTER", "0") : NULL;
     if (on && off) {
@@ -1126,7 +1132,7 @@ static void test_attn_decode_cluster_same_bits(void) {
         compare_cuda_exact(on, off, build_attn_step, "attention step, f32 cache, a cluster against a combine");
         compare_cuda_exact(on, off, build_attn_step_bf16_128, "attention step, bf16 kv, a cluster against a combine");
         compare_with_cpu(on, build_attn_step_bf16_128, 2, 5e-4, "attention step, bf16 kv, D=128 (a cluster)");
-        const bool clusters = c->dev->props.cc_major >= 9;
+        const bool clusters = c->dev->props.clusters;
         CHECK_MSG((c->n_attn_cluster > n_on) == clusters && d->n_attn_cluster == n_off,
                   "cluster encodes: %d on (sm_%d%d), %d off", c->n_attn_cluster - n_on, c->dev->props.cc_major,
                   c->dev->props.cc_minor, d->n_attn_cluster - n_off);
@@ -1160,7 +1166,8 @@ static void test_epilogue_early(void) {
 }
 
 /* Blocks of 8 weight rows (mul_mat_vec_mma_r8, where blocks of 16 leave
- * SMs idle: here the second products, 256 rows on 32 blocks) against
+ * SMs idle: the 256-row products, and on 132 SMs the 512- to 1024-row
+ * ones) against
  * blocks of 16 (CT_CUDA_MATVEC_R8=0): each output's warps take the same
  * steps in the same order and are summed in the same order, so the same
  * bits, with the bias and residual loaded before the wait and after it;
@@ -1183,6 +1190,20 @@ static void test_matvec_r8_same_bits(void) {
         CHECK_MSG(c->n_matvec_mma > mv && c->n_matvec_mma - mv == 2 * (c->n_matvec_r8 - before),
                   "4800 rows: %d launches on matvec.cu, %d of 8 rows (only the 256-row products)",
                   c->n_matvec_mma - mv, c->n_matvec_r8 - before);
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+}
+
+/* The rows loop over what the SMs hold at once (CT_CUDA_MATVEC_LOOP=3)
+ * against the CPU and against a block for every 16 rows: each output's
+ * sums are the same steps in the same order, so the same bits. */
+static void test_matvec_rows_loop_resident(void) {
+    tg_backend *on = cuda_with("CT_CUDA_MATVEC_LOOP", "3"), *off = on ? cuda_or_skip() : NULL;
+    if (on && off && ((tg_cuda_ctx *)on->impl)->dev->props.tc_level >= 2) {
+        CHECK(((tg_cuda_ctx *)on->impl)->matvec_loop == 3 && ((tg_cuda_ctx *)off->impl)->matvec_loop == 0);
+        compare_with_cpu(on, build_ffn_rows9000, 3, 5e-4, "ffn of 9000 rows on 3 columns (resident blocks looping)");
+        compare_cuda_exact(on, off, build_ffn_rows9000, "ffn of 9000 rows, resident blocks looping against a block each");
     }
     tg_backend_free(on);
     tg_backend_free(off);
@@ -1227,7 +1248,7 @@ static void test_step_switches_match_cpu(void) {
     }
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else

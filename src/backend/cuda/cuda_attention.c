@@ -205,7 +205,7 @@ static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
  * row, or 0. At batch 1-4 the cross-attention (438 frames in 7 chunks on
  * 132 SMs), where the wide block does not take it. */
 static int64_t attn_decode_cluster(const tg_cuda_ctx *c, const tg_tensor *n) {
-    if (!c->attn_cluster || c->dev->props.cc_major < 9 || n->src[0]->ne[0] != 128 || attn_decode_wide(c, n) > 0)
+    if (!c->attn_cluster || !c->dev->props.clusters || n->src[0]->ne[0] != 128 || attn_decode_wide(c, n) > 0)
         return 0;
     const int64_t splits = attn_decode_splits(c, n);
     return splits >= 2 && splits <= 8 ? splits : 0;

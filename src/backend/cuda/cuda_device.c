@@ -512,6 +512,7 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
     p->integrated = attr(d, CU_DEVICE_ATTRIBUTE_INTEGRATED) != 0;
     p->unified = attr(d, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS) != 0;
     p->can_map_host = attr(d, CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) != 0;
+    p->clusters = p->cc_major >= 9 && attr(d, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) != 0;
     cu->cuDeviceTotalMem(&p->total_mem, d->dev);
     cu->cuDriverGetVersion(&p->driver_version);
     if (d->nvrtc) d->nvrtc->nvrtcVersion(&p->nvrtc_major, &p->nvrtc_minor);

@@ -43,6 +43,7 @@ typedef struct tg_cuda_props {
     bool integrated;          /* shares memory with the host    */
     bool unified;             /* pageable memory access (HMM/ATS) */
     bool can_map_host;
+    bool clusters;            /* thread block cluster launches (sm_90) */
     bool bf16;                /* bf16 conversion instruction passed its probe */
     int tc_level;             /* 0 none, 1 mma (sm_70+), 2 bf16 mma (sm_80+, probed), 3 wgmma (sm_90) */
     int driver_version;       /* e.g. 13000                     */
@@ -434,17 +435,18 @@ tg_t tg_cuda_desc(const tg_tensor *t);
  * one by-value parameter). Called through LAUNCH, which checks the type. */
 tg_status tg_cuda_launch(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines, const char *name,
                          unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, void *args);
-/* Launches `kernel` (a name, not a string) with args, which must be its
- * argument struct, tg_args_<kernel> (kernels/kargs.cuh): another type does
- * not compile. */
 /* The same with blocks of cluster_x along x (gx a multiple of it, at most
- * 8) launched as thread block clusters (sm_90). */
+ * 8) launched as thread block clusters (props.clusters), through
+ * LAUNCH_CLUSTER. */
 tg_status tg_cuda_launch_cluster(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines,
                                  const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem,
                                  void *args, unsigned cluster_x);
 #define LAUNCH_CLUSTER(c, s, module, defines, kernel, gx, gy, gz, bx, smem, args, cluster_x)         \
     tg_cuda_launch_cluster(c, s, module, defines, #kernel, gx, gy, gz, bx, smem,                    \
                            _Generic(&(args), tg_args_##kernel *: &(args)), cluster_x)
+/* Launches `kernel` (a name, not a string) with args, which must be its
+ * argument struct, tg_args_<kernel> (kernels/kargs.cuh): another type does
+ * not compile. */
 #define LAUNCH(c, s, module, defines, kernel, gx, gy, gz, bx, smem, args)                            \
     tg_cuda_launch(c, s, module, defines, #kernel, gx, gy, gz, bx, smem,                            \
                    _Generic(&(args), tg_args_##kernel *: &(args)))

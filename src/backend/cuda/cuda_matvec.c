@@ -301,8 +301,14 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     const int64_t row_blocks = (w->ne[1] + rows_a_block - 1) / rows_a_block;
     int64_t rows = row_blocks;
     if (sms > 0 && ((c->matvec_loop == 1 && rows > sms) || (c->matvec_loop == 2 && rows > 2 * sms))) rows = sms;
+    /* =3: the same as 2 with as many blocks as the SMs hold at once (two
+     * of 256 threads at 128 registers, one of 512), which 1 and 2 halved
+     * against the grid of a block for every 16 rows (tenth session,
+     * unmeasured) */
+    const int64_t resident = sms * (warps <= 8 ? 2 : 1);
+    if (sms > 0 && c->matvec_loop == 3 && rows > 2 * resident) rows = resident;
     /* the epilogue's bias and residual before the wait: a thread for every
-     * output (one tile, 256 threads or more), no rows loop, the bias a
+     * output (one tile, 128 threads for each 8 rows a block), no rows loop, the bias a
      * weight, the residual not the previous launch's */
     if (mma && c->matvec_epi_early && cols <= TG_MVM_MAXM && 32 * warps >= 128 * (rows_a_block / 8) && rows == row_blocks &&
         (bias || res) && (!bias || is_weight(bias)) && (!res || tg_cuda_written_before(c, res))) {

@@ -223,9 +223,16 @@ __device__ __forceinline__ void atd_cluster_combine(const tg_args_attn_decode &a
         __syncthreads();
         const float inv = inv_sh;
         for (int d = threadIdx.x; d < D; d += blockDim.x) {
+            /* every rank's value asked for before the first sum (the
+             * loads are volatile, so in the order written) */
+            float ov[8];
+#pragma unroll
+            for (int r = 0; r < 8; r++) ov[r] = r < n ? atd_dsmem(&ob[d], (unsigned)r) : 0.0f;
             float acc = 0.0f;
             if (inv != 0.0f) /* true for NaN too */
-                for (int r = 0; r < n; r++) acc += atd_dsmem(&ob[d], (unsigned)r) * wsh[r];
+#pragma unroll
+                for (int r = 0; r < 8; r++)
+                    if (r < n) acc += ov[r] * wsh[r];
             tg_st(args.o.p + tg_off(args.o, d, h, 0, b), args.o.type, acc * inv);
         }
     }
@@ -354,15 +361,15 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     }
     if (CL) {
         atd_cluster_combine<D, W>(args, os, sw, M, L, h, b);
-        return;
-    }
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float o = 0.0f;
+    } else {
+        for (int d = threadIdx.x; d < D; d += blockDim.x) {
+            float o = 0.0f;
 #pragma unroll
-        for (int w = 0; w < W; w++) o += os[w][d] * sw[w];
-        pr[d] = o;
+            for (int w = 0; w < W; w++) o += os[w][d] * sw[w];
+            pr[d] = o;
+        }
+        if (threadIdx.x == 0) pr[D] = M, pr[D + 1] = M == -TG_INF ? 0.0f : L;
     }
-    if (threadIdx.x == 0) pr[D] = M, pr[D + 1] = M == -TG_INF ? 0.0f : L;
 }
 
 /* The block's keys' K and V rows asked into L2, a thread a 128-byte line

@@ -346,8 +346,8 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
     if (args.opt & TG_MV_PREFETCH) mvm_prefetch(args, rb * (8 * NT));
     /* the epilogue's bias and residual for the one output this thread
      * writes, loaded before the wait where the host allows it
-     * (TG_MV_EPI_EARLY, one tile, a thread for every output: 256 threads
-     * or more, K >= 1024): the bias is a weight, and the residual was
+     * (TG_MV_EPI_EARLY, one tile, a thread for every output: NT x 128
+     * threads or more: K >= 1024 on 16 rows, any K on 8): the bias is a weight, and the residual was
      * written by a launch before the previous one, which has ended once
      * this kernel runs (the previous one let it start only after its own
      * wait). One block of rows a block (no rows loop: the host checks) */
