@@ -490,7 +490,7 @@ static void test_matvec_mma_wide_match_cpu(void) {
     /* the default leaves 17 and more to cuBLASLt */
     if (!(b = cuda_or_skip())) return;
     c = (tg_cuda_ctx *)b->impl;
-    CHECK(c->matvec_mma_max == TG_MVM_MAXM && !c->matvec_loop);
+    CHECK(c->matvec_mma_max == TG_MVM_MAXM && c->matvec_loop == 3);
     tg_backend_free(b);
 }
 
@@ -1168,12 +1168,12 @@ static void test_epilogue_early(void) {
 /* Blocks of 8 weight rows (mul_mat_vec_mma_r8, where blocks of 16 leave
  * SMs idle: the 256-row products, and on 132 SMs the 512- to 1024-row
  * ones) against
- * blocks of 16 (CT_CUDA_MATVEC_R8=0): each output's warps take the same
+ * blocks of 16 (the default; CT_CUDA_MATVEC_R8=1 asks for 8): each output's warps take the same
  * steps in the same order and are summed in the same order, so the same
  * bits, with the bias and residual loaded before the wait and after it;
  * the counters say which kernel ran. */
 static void test_matvec_r8_same_bits(void) {
-    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_MATVEC_R8", "0") : NULL;
+    tg_backend *on = cuda_with("CT_CUDA_MATVEC_R8", "1"), *off = on ? cuda_or_skip() : NULL;
     if (on && off && ((tg_cuda_ctx *)on->impl)->dev->props.tc_level >= 2 &&
         ((tg_cuda_ctx *)on->impl)->dev->props.sm_count >= 32) {
         tg_cuda_ctx *c = (tg_cuda_ctx *)on->impl, *d = (tg_cuda_ctx *)off->impl;
@@ -1195,11 +1195,11 @@ static void test_matvec_r8_same_bits(void) {
     tg_backend_free(off);
 }
 
-/* The rows loop over what the SMs hold at once (CT_CUDA_MATVEC_LOOP=3)
+/* The rows loop over what the SMs hold at once (CT_CUDA_MATVEC_LOOP=3, the default)
  * against the CPU and against a block for every 16 rows: each output's
  * sums are the same steps in the same order, so the same bits. */
 static void test_matvec_rows_loop_resident(void) {
-    tg_backend *on = cuda_with("CT_CUDA_MATVEC_LOOP", "3"), *off = on ? cuda_or_skip() : NULL;
+    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_MATVEC_LOOP", "0") : NULL;
     if (on && off && ((tg_cuda_ctx *)on->impl)->dev->props.tc_level >= 2) {
         CHECK(((tg_cuda_ctx *)on->impl)->matvec_loop == 3 && ((tg_cuda_ctx *)off->impl)->matvec_loop == 0);
         compare_with_cpu(on, build_ffn_rows9000, 3, 5e-4, "ffn of 9000 rows on 3 columns (resident blocks looping)");
@@ -1224,7 +1224,7 @@ static void test_step_switches_match_cpu(void) {
         tg_backend *b = cuda_with(sw[i][0], sw[i][1]);
         if (!b) return;
         tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-        CHECK(c->matvec_norm1 == (i == 0 ? 1 : 2) && c->attn_prefetch == (i != 1) && c->matvec_loop == (i == 2 ? 2 : 0) &&
+        CHECK(c->matvec_norm1 == (i == 0 ? 1 : 2) && c->attn_prefetch == (i != 1) && c->matvec_loop == (i == 2 ? 2 : 3) &&
               c->matvec_epi_early == (i != 3) && c->attn_decode_wide_short == (i != 4));
         char what[96];
         snprintf(what, sizeof what, "ffn on 8 columns, %s=%s", sw[i][0], sw[i][1]);

@@ -96,12 +96,12 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
     c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_MAXM);
-    c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 0);
+    c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 3);
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;
     c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);
     c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
     c->matvec_epi_early = tg_cuda_env_int("CT_CUDA_MATVEC_EPI_EARLY", 1) != 0;
-    c->matvec_r8 = tg_cuda_env_int("CT_CUDA_MATVEC_R8", 1) != 0;
+    c->matvec_r8 = tg_cuda_env_int("CT_CUDA_MATVEC_R8", 0) != 0;
     c->attn_split_tq = tg_cuda_env_int("CT_CUDA_ATTN_SPLIT_TQ", TG_ATS_TQ);
     if (c->attn_split_tq < 1 || c->attn_split_tq > TG_ATS_TQ) c->attn_split_tq = TG_ATS_TQ;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;

@@ -246,13 +246,16 @@ typedef struct tg_cuda_ctx {
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */
     int matvec_mma_min;        /* CT_CUDA_MATVEC_MMA_MIN: the fewest columns mul_mat_vec_mma takes (default 1) */
     int matvec_loop;           /* CT_CUDA_MATVEC_LOOP=1: the mma kernels' grid at most the SMs, blocks looping over
-                                * rows; =2: only where the rows' blocks are more than twice the SMs (the logits) */
+                                * rows; =2: only where the rows' blocks are more than twice the SMs (the logits);
+                                * =3 (default): a grid of what the SMs hold at once where the blocks are more than
+                                * twice that; 0: a block for every 16 rows */
     bool matvec_prefetch;      /* CT_CUDA_MATVEC_PREFETCH: bias and norm parameters asked into L2 before the wait */
     int matvec_norm1;          /* CT_CUDA_MATVEC_NORM1: the fused norm reads its columns once, into registers: 0
                                 * never, 1 always, 2 (default) for two columns or more */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
     int attn_split_tq;         /* CT_CUDA_ATTN_SPLIT_TQ: the most queries attn_split takes (1-16) */
-    bool matvec_r8;            /* CT_CUDA_MATVEC_R8: blocks of 8 rows where those of 16 leave SMs idle */
+    bool matvec_r8;            /* CT_CUDA_MATVEC_R8=1: blocks of 8 rows where those of 16 leave SMs idle (off:
+                                * measured slower on an H100, tenth session) */
     bool matvec_epi_early;     /* CT_CUDA_MATVEC_EPI_EARLY: mul_mat_vec_mma loads its bias and residual before
                                 * its wait where tg_cuda_written_before says the residual is not the previous
                                 * launch's */

@@ -265,10 +265,12 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * with CT_CUDA_MATVEC_LOOP=1 at most one an SM, looping over rows), K
      * split over mvm_warps warps */
     const int64_t cols = mvm_block_columns(M), warps = mvm_warps(w->ne[0]), sms = c->dev->props.sm_count;
-    /* blocks of 8 rows (mul_mat_vec_mma_r8) where blocks of 16 would be
-     * fewer than the SMs and those of 8 no more (a step's 1024-row
-     * products on 132 SMs: 128 blocks, not 64), one tile of columns, no
-     * rows loop; CT_CUDA_MATVEC_R8=0 keeps 16 */
+    /* with CT_CUDA_MATVEC_R8=1, blocks of 8 rows (mul_mat_vec_mma_r8)
+     * where blocks of 16 would be fewer than the SMs and those of 8 no
+     * more (a step's 1024-row products on 132 SMs: 128 blocks, not 64),
+     * one tile of columns, no rows loop. Off by default: on an H100
+     * (tenth session, against blocks of 16, interleaved) the step took
+     * 2.2% longer at batch 1 and 2.6% at 8 */
     const int64_t r8_blocks = (w->ne[1] + TG_MVM_ROWS8 - 1) / TG_MVM_ROWS8;
     const bool r8 = mma && c->matvec_r8 && cols <= TG_MVM_MAXM && sms > 0 && r8_blocks <= sms &&
                     (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS < sms;
@@ -297,14 +299,17 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * the next rows' weights loading during this one's sums. Measured
      * slower on an H100 (sixth session): the step at batch 1 0.566 against
      * 0.538 ms, at 8 0.639 against 0.630 (at 64 on the wide kernel 2.00
-     * against 2.37), so a block for every 16 rows stays the default */
+     * against 2.37), so a block for every 16 rows stayed the default
+     * until =3 (below) */
     const int64_t row_blocks = (w->ne[1] + rows_a_block - 1) / rows_a_block;
     int64_t rows = row_blocks;
     if (sms > 0 && ((c->matvec_loop == 1 && rows > sms) || (c->matvec_loop == 2 && rows > 2 * sms))) rows = sms;
-    /* =3: the same as 2 with as many blocks as the SMs hold at once (two
-     * of 256 threads at 128 registers, one of 512), which 1 and 2 halved
-     * against the grid of a block for every 16 rows (tenth session,
-     * unmeasured) */
+    /* =3, the default: the same as 2 with as many blocks as the SMs hold
+     * at once (two of 256 threads at 128 registers, one of 512), which 1
+     * and 2 halved against the grid of a block for every 16 rows. On an
+     * H100 (tenth session, against 0, interleaved) the step 1.3% faster
+     * at batch 1, 1.7% at 8, 0.1% at 64: the logits (1024 blocks of 16
+     * rows at batch 1-16) */
     const int64_t resident = sms * (warps <= 8 ? 2 : 1);
     if (sms > 0 && c->matvec_loop == 3 && rows > 2 * resident) rows = resident;
     /* the epilogue's bias and residual before the wait: a thread for every

@@ -302,9 +302,10 @@ __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64
  * weights, which the one-tile kernel at 512 threads does not have) and the
  * norm always reads x once (the one-tile kernel where args.opt asks it,
  * TG_MV_NORM1). Where the grid has fewer
- * blocks than blocks of rows (the host caps it at the SMs, only with
- * CT_CUDA_MATVEC_LOOP=1, or =2 for the logits: slower on an H100,
- * cuda_matvec.c), a block goes
+ * blocks than blocks of rows (the host caps it at what the SMs hold at
+ * once where a product's blocks are more than twice that: the logits,
+ * CT_CUDA_MATVEC_LOOP=3, the default; 1 and 2 cap it at the SMs, slower
+ * on an H100; cuda_matvec.c), a block goes
  * on to further blocks of rows (gridDim.x / tiles apart) with its normed
  * columns kept in shared memory, its warps' sums after them, and the next
  * rows' first weights loaded before this one's sums. */
@@ -462,7 +463,8 @@ extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_
 }
 
 /* The same for blocks of 8 weight rows (TG_MVM_ROWS8), where blocks of 16
- * would leave SMs idle: a decoder step's 1024-row products (self and cross
+ * would leave SMs idle and the host asks (CT_CUDA_MATVEC_R8=1; measured
+ * 2.2-2.6% slower a step at batch 1-8 on an H100, tenth session): a decoder step's 1024-row products (self and cross
  * output, cross q, the feed-forward's down) were 64 blocks on a 132-SM
  * GPU, each reading 32 KB (K = 1024) or 128 KB (K = 4096) on its own SM.
  * Here 128 blocks read half that each, and a warp's eight 32-k steps (K =
