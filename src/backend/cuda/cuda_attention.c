@@ -270,21 +270,19 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         }
         int kpw = attn_decode_kpw(c, n);
         int64_t n_split = attn_decode_splits(c, n);
-        if (attn_decode_cluster(c, n) > 0) {
-            c->n_attn_cluster++;
-            tg_args_attn_decode ca = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v),
-                                      .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale, .kpw = kpw,
-                                      .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
-            return k->type == TG_BF16
-                       ? LAUNCH_CLUSTER(c, s, "attention_split.cu", "", attn_decode_cl_bf16, (unsigned)n_split,
-                                        (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, ca, (unsigned)n_split)
-                       : LAUNCH_CLUSTER(c, s, "attention_split.cu", "", attn_decode_cl, (unsigned)n_split,
-                                        (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, ca, (unsigned)n_split);
-        }
         tg_args_attn_decode da = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                   .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
                                   .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
         const bool bf = k->type == TG_BF16;
+        if (attn_decode_cluster(c, n) > 0) {
+            /* the same blocks, combining among themselves: no scratch */
+            c->n_attn_cluster++;
+            da.part = 0;
+            return bf ? LAUNCH_CLUSTER(c, s, "attention_split.cu", "", attn_decode_cl_bf16, (unsigned)n_split,
+                                       (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da, (unsigned)n_split)
+                      : LAUNCH_CLUSTER(c, s, "attention_split.cu", "", attn_decode_cl, (unsigned)n_split,
+                                       (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da, (unsigned)n_split);
+        }
         tg_status st =
             D == 128 ? (bf ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_bf16, (unsigned)n_split, (unsigned)H,
                                     (unsigned)B, ATD_WARPS * 32, 0, da)

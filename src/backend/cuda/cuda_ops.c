@@ -93,13 +93,14 @@ tg_status tg_cuda_launch_cluster(tg_cuda_ctx *c, CUstream s, const char *module,
     c->last_grid[2] = gz;
     c->last_block = bx;
     c->last_smem = smem;
-    CUresult r;
+    /* The attributes: the dependent launch where on (the kernel may start
+     * while the one before it still runs, and waits in TG_PDL() for its
+     * results; kernels/common.cuh), then blocks of cluster_x along x as
+     * one cluster (their shared memory shared) */
+    CUlaunchAttribute at[2];
+    CUlaunchConfig cfg;
+    tg_cuda_launch_config(&cfg, &at[0], gx, gy, gz, bx, smem, s, c->use_pdl);
     if (cluster_x > 1) {
-        /* blocks of cluster_x along x launched as one cluster (their
-         * shared memory shared), with the dependent launch where on */
-        CUlaunchAttribute at[2];
-        CUlaunchConfig cfg;
-        tg_cuda_launch_config(&cfg, &at[0], gx, gy, gz, bx, smem, s, c->use_pdl);
         memset(&at[1], 0, sizeof at[1]);
         at[1].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
         at[1].value.clusterDim.x = cluster_x;
@@ -107,33 +108,16 @@ tg_status tg_cuda_launch_cluster(tg_cuda_ctx *c, CUstream s, const char *module,
         at[1].value.clusterDim.z = 1;
         cfg.attrs = c->use_pdl ? at : &at[1];
         cfg.numAttrs = c->use_pdl ? 2 : 1;
-        r = cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
-        if (r == CUDA_ERROR_NOT_SUPPORTED && c->use_pdl) {
-            TG_INFO("%s: programmatic dependent launch refused (%s); launching plainly", c->name,
-                    tg_cuda_result_text(r));
-            c->use_pdl = false;
-            cfg.attrs = &at[1];
-            cfg.numAttrs = 1;
-            r = cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
-        }
-        if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, name);
-        return NULL;
     }
-    if (c->use_pdl) {
-        /* The kernel may start launching while the one before it still runs;
-         * it waits in TG_PDL() for that one's results (kernels/common.cuh). */
-        CUlaunchAttribute at;
-        CUlaunchConfig cfg;
-        tg_cuda_launch_config(&cfg, &at, gx, gy, gz, bx, smem, s, true);
-        r = cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
-        if (r == CUDA_ERROR_NOT_SUPPORTED) {
-            TG_INFO("%s: programmatic dependent launch refused (%s); launching plainly", c->name,
-                    tg_cuda_result_text(r));
-            c->use_pdl = false;
-            r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, params, NULL);
-        }
-    } else {
-        r = cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, params, NULL);
+    CUresult r = cfg.numAttrs ? cu->cuLaunchKernelEx(&cfg, fn, params, NULL)
+                              : cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, params, NULL);
+    if (r == CUDA_ERROR_NOT_SUPPORTED && c->use_pdl) {
+        TG_INFO("%s: programmatic dependent launch refused (%s); launching plainly", c->name, tg_cuda_result_text(r));
+        c->use_pdl = false;
+        cfg.attrs = &at[1];
+        cfg.numAttrs = cluster_x > 1 ? 1 : 0;
+        r = cfg.numAttrs ? cu->cuLaunchKernelEx(&cfg, fn, params, NULL)
+                         : cu->cuLaunchKernel(fn, gx, gy, gz, bx, 1, 1, smem, s, params, NULL);
     }
     if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, name);
     return NULL;

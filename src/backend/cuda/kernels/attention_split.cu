@@ -168,8 +168,8 @@ __device__ __forceinline__ void atd_unpack(const uint2 &x, float r[4]) {
  * NaN, as on the CPU, instead of vanishing behind -inf. */
 __device__ __forceinline__ float atd_max(float a, float b) { return a != a ? a : b != b ? b : fmaxf(a, b); }
 
-/* A row's chunks as one thread block cluster (sm_90; args.cluster, the
- * grid's x the cluster): each block keeps its chunk's output, max and sum
+/* A row's chunks as one thread block cluster (sm_90; the grid's x is the
+ * cluster, and args.part is not read): each block keeps its chunk's output, max and sum
  * in its own shared memory, and after the cluster's barrier the first
  * block reads them all through distributed shared memory and writes the
  * row, as attn_split_combine would from the scratch: the same weights
