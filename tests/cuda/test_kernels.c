@@ -343,6 +343,37 @@ static tg_tensor *build_embed_norm(tg_ctx *ctx) {
                          1e-5f);
 }
 
+/* A feed-forward with silu as the encoder's: x + W2 silu(W1 ln(x) + b1) / 2
+ * + b2 on 29 columns (cuBLASLt), W1's group read only by the silu. */
+static tg_tensor *build_ffn_silu_bias(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, 29);
+    tg_tensor *w1 = in2(ctx, TG_BF16, 256, 512), *b1 = in2(ctx, TG_F32, 512, 1);
+    tg_tensor *w2 = in2(ctx, TG_BF16, 512, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *h = tg_layer_norm(ctx, x, NULL, NULL, 1e-5f);
+    h = tg_silu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, h), b1));
+    return tg_add(ctx, x, tg_add(ctx, tg_scale(ctx, tg_mul_mat(ctx, w2, h), 0.5f), b2));
+}
+
+/* An attention read only by its out projection (reshaped, W o + b): a
+ * decoder step of B rows over a BF16 cache of 150 keys (attn_decode; at 2
+ * rows the projection on matvec.cu, at 20 on cuBLASLt), or the encoder's
+ * (packed tensor-core kernel, 150 frames, rel-pos mask). */
+static tg_tensor *attn_proj_step(tg_ctx *ctx, int64_t B) {
+    const int64_t D = 128, Tk = 150, H = 4;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    tg_tensor *a = tg_reshape_2d(ctx, tg_attention(ctx, q, k, v, m, 0.088f), D * H, B);
+    return tg_add(ctx, tg_mul_mat(ctx, in2(ctx, TG_BF16, D * H, 256), a), in2(ctx, TG_F32, 256, 1));
+}
+static tg_tensor *build_attn_proj2(tg_ctx *ctx) { return attn_proj_step(ctx, 2); }
+static tg_tensor *build_attn_proj20(tg_ctx *ctx) { return attn_proj_step(ctx, 20); }
+static tg_tensor *build_attn_proj_enc(tg_ctx *ctx) {
+    tg_tensor *a = build_attn_rel150(ctx); /* [160, 2, 150, 1] */
+    if (!a) return NULL;
+    a = tg_reshape_2d(ctx, a, 320, 150);
+    return tg_add(ctx, tg_mul_mat(ctx, in2(ctx, TG_BF16, 320, 256), a), in2(ctx, TG_F32, 256, 1));
+}
+
 /* ------------------------------------------------------------------ tests */
 
 static void test_fused_and_mixed_graphs_match_cpu(void) {
@@ -436,6 +467,56 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     compare_with_cpu(b, build_embed_norm, 2, 1e-9, "embeddings, sum, layer norm (one launch)");
     CHECK(c->n_fused[TG_FUSED_EMBED_NORM] > emb);
     tg_backend_free(b);
+}
+
+/* Results stored in 16 bits for the readers that take them: a product's
+ * (or its group's) read only by its silu (CT_CUDA_EMIT_TAILS; the
+ * encoder's feed-forward, with a bias and alone) or by the next product
+ * (a feed-forward's relu at 40 columns, cuBLASLt), and an attention's
+ * read only by its out projection (CT_CUDA_EMIT_ATTN; a decoder step at 2
+ * rows, the projection on matvec.cu, and at 20, and the encoder's packed
+ * kernel). Each against the CPU with the switches on (the defaults) and
+ * off; the counters say which ran. */
+static void test_operands_stored_16_bits(void) {
+    tg_backend *on = cuda_or_skip();
+    if (!on || ((tg_cuda_ctx *)on->impl)->dev->props.tc_level < 2) {
+        tg_backend_free(on);
+        return;
+    }
+    setenv("CT_CUDA_EMIT_ATTN", "0", 1);
+    tg_backend *off = cuda_with("CT_CUDA_EMIT_TAILS", "0");
+    unsetenv("CT_CUDA_EMIT_ATTN");
+    static const struct {
+        build_fn fn;
+        const char *what;
+        int products, unary, attn; /* stores in 16 bits expected with the switches on (-1: not
+                                    * counted, the rel-pos product storing its mask in BF16 either way) */
+    } cases[] = {
+        {build_ffn_silu_bias, "ffn, W1's group read by its silu (29 columns)", 1, 1, 0},
+        {build_half_ffn, "half ffn, the product alone read by its silu", 1, 1, 0},
+        {build_ffn_mma40, "ffn on 40 columns, the relu read by W2 (cuBLASLt)", 1, 0, 0},
+        {build_attn_proj2, "attention step, 2 rows, read by its projection (matvec.cu)", 0, 0, 1},
+        {build_attn_proj20, "attention step, 20 rows, read by its projection (cuBLASLt)", 0, 0, 1},
+        {build_attn_proj_enc, "encoder attention (packed), read by its projection", -1, 0, 1},
+    };
+    for (int v = 0; v < 2 && off; v++) {
+        tg_backend *b = v == 0 ? on : off;
+        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+        CHECK(c->emit_tails == (v == 0) && c->emit_attn == (v == 0));
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            const int mm = c->n_mm_out16, un = c->n_unary16, at = c->n_attn_out16;
+            char what[160];
+            snprintf(what, sizeof what, "%s, switches %s", cases[k].what, v == 0 ? "on" : "off");
+            compare_with_cpu(b, cases[k].fn, 2, 5e-4, what);
+            CHECK_MSG((cases[k].products < 0 || (c->n_mm_out16 > mm) == (v == 0 && cases[k].products)) &&
+                          (c->n_unary16 > un) == (v == 0 && cases[k].unary) &&
+                          (c->n_attn_out16 > at) == (v == 0 && cases[k].attn),
+                      "%s: %d products, %d unary ops, %d attentions in 16 bits", what, c->n_mm_out16 - mm,
+                      c->n_unary16 - un, c->n_attn_out16 - at);
+        }
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
 }
 
 /* With mul_mat_vec_mma off, the decoder step's products of 1-2 columns run
@@ -1248,7 +1329,7 @@ static void test_step_switches_match_cpu(void) {
     }
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_operands_stored_16_bits), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else

@@ -42,6 +42,10 @@ typedef struct seen {
     int alpha_groups;  /* products with a scale as their alpha and no bias (the rel-pos table's) */
     int pick_marks;    /* argmax_sum groups whose writes are not ids, sums, feed and the ids' row */
     int bd16;          /* products storing BF16 for attentions' masks (CT_CUDA_ATTN_BD16) */
+    int tail16;        /* products (or their groups' last nodes) storing BF16 for their readers */
+    int attn16;        /* attentions storing 16 bits for their products */
+    int step_tails;    /* graphs with a step's tail (argmax_sum): the steps at any batch */
+    int step_tail16, step_attn16; /* ... of them in those graphs */
 } seen;
 
 static seen g_seen;
@@ -61,9 +65,24 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
         tg_status_free(st);
         g_seen.errors++;
     } else {
-        int embed = 0, kv = 0, pick = 0;
-        for (int i = 0; i < n; i++)
-            g_seen.bd16 += tg_graph_node(g, i)->op == TG_OP_MUL_MAT && emit[i] == TG_BF16;
+        int embed = 0, kv = 0, pick = 0, tail16 = 0, attn16 = 0;
+        for (int i = 0, head = 0; i < n; i++) {
+            const tg_tensor *t = tg_graph_node(g, i);
+            if (fuse[i] > 0) head = i;
+            const bool ends = fuse[i] == 1 || (fuse[i] == 0 && head + fuse[head] - 1 == i);
+            const bool product = tg_graph_node(g, head)->op == TG_OP_MUL_MAT && ends;
+            /* a product read only as a mask (BD) against one read as an operand */
+            bool mask_read = false;
+            for (int j = i + 1; j < n && product && emit[i] == TG_BF16; j++)
+                for (const tg_tensor *s = tg_graph_node(g, j)->src[3]; s && tg_graph_node(g, j)->op == TG_OP_ATTENTION;
+                     s = s->view_src)
+                    mask_read = mask_read || s == t;
+            g_seen.bd16 += product && emit[i] == TG_BF16 && mask_read;
+            tail16 += product && emit[i] == TG_BF16 && !mask_read;
+            attn16 += t->op == TG_OP_ATTENTION && emit[i] != TG_F32;
+        }
+        g_seen.tail16 += tail16;
+        g_seen.attn16 += attn16;
         for (int i = 0; i < n; i++) {
             if (fuse[i] < 2) continue;
             const tg_tensor *first = tg_graph_node(g, i), *last = tg_graph_node(g, i + fuse[i] - 1);
@@ -84,6 +103,7 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
         }
         g_seen.embed_graphs += embed == 1;
         g_seen.step_graphs += kv == g_seen.kv_layers;
+        if (pick == 1) g_seen.step_tails++, g_seen.step_tail16 += tail16, g_seen.step_attn16 += attn16;
         g_seen.pick_graphs += pick == 1 && kv == g_seen.kv_layers;
         printf("  graph of %3d nodes: %d embedding group(s), %d K/V write(s) in a product's launch, %d step "
                "tail(s) in one\n", n, embed, kv, pick);
@@ -246,6 +266,82 @@ static void test_encoder_bd_stores_bf16(void) {
     unobserved(be);
 }
 
+/* The 16-bit stores for readers that take them (CT_CUDA_EMIT_TAILS,
+ * CT_CUDA_EMIT_ATTN, both on by default): in the encoder at 600 feature
+ * frames (75 after subsampling, on cuBLASLt) each feed-forward's first
+ * product (read only by its silu) and each attention (read only by its
+ * out projection); in a decoder step at batch 20 (cuBLASLt) both
+ * attentions and the feed-forward's first product of every layer, at
+ * batch 3 (matvec.cu, which stores F32) only the attentions; none with
+ * the switches off. */
+static void test_products_and_attentions_store_16_bits(void) {
+    tg_backend *be = observed_cpu();
+    if (!be) return;
+    ct_model *m = NULL;
+    tg_sched *sched = NULL;
+    open_tiny(be, &m, &sched);
+    for (int v = 0; v < 4 && m && sched; v++) {
+        /* v: 0 both on, 1 tails off, 2 attentions off; 3 both on at batch 3 */
+        setenv("CT_CUDA_EMIT_TAILS", v == 1 ? "0" : "1", 1);
+        setenv("CT_CUDA_EMIT_ATTN", v == 2 ? "0" : "1", 1);
+        memset(&g_seen, 0, sizeof g_seen);
+        g_seen.kv_layers = m->n_dec_layers;
+        const int B = v == 3 ? 3 : 20, T = 600, L = m->n_enc_layers, DL = m->n_dec_layers;
+        float *feat = made_up_features(1, T);
+        int valid[1] = {T};
+        ct_enc_opts eo = {.f32 = false};
+        ct_enc_result enc = {0};
+        CHECK_OK(ct_encoder_run(m, sched, feat, 1, T, valid, &eo, &enc));
+        const int enc_tail16 = g_seen.tail16, enc_attn16 = g_seen.attn16;
+        if (v < 3) {
+            CHECK_MSG(g_seen.errors == 0 && enc_tail16 == (v == 1 ? 0 : 2 * L) && enc_attn16 == (v == 2 ? 0 : L),
+                      "encoder, variant %d: %d products and %d attentions store 16 bits (%d layers)", v, enc_tail16,
+                      enc_attn16, L);
+        }
+        ct_enc_result_free(&enc);
+        tg_free(feat);
+        /* a decoder step over B rows of 15 encoder frames */
+        feat = made_up_features(B, 120);
+        int *lens = tg_calloc((size_t)B, sizeof *lens);
+        for (int r = 0; lens && r < B; r++) lens[r] = 120;
+        if (lens) CHECK_OK(ct_encoder_run(m, sched, feat, B, 120, lens, &eo, &enc));
+        ct_dec_opts dopt = {.queued = true};
+        ct_dec_state *ds = NULL;
+        const int32_t prompt[4] = {4, 5, 6, 7};
+        if (enc.out) CHECK_OK(ct_decoder_begin(m, sched, &enc, 4, 16, &dopt, &ds));
+        if (ds) {
+            int32_t *next = tg_calloc((size_t)B, sizeof *next), *ids = tg_calloc((size_t)B * 2, sizeof *ids);
+            int32_t *prompts = tg_calloc((size_t)B * 4, sizeof *prompts);
+            for (int r = 0; prompts && r < B; r++) memcpy(prompts + 4 * r, prompt, sizeof prompt);
+            if (next && ids && prompts) {
+                CHECK_OK(ct_decoder_prefill(ds, prompts, next, NULL, NULL));
+                for (int pos = 4; pos < 6; pos++) CHECK_OK(ct_decoder_queue_step(ds, pos));
+                CHECK_OK(ct_decoder_read_steps(ds, 4, 2, ids, NULL));
+            }
+            tg_free(next);
+            tg_free(ids);
+            tg_free(prompts);
+        }
+        CHECK(g_seen.step_tails >= 1);
+        const int steps = g_seen.step_tails > 0 ? g_seen.step_tails : 1;
+        const int want_tail = v == 1 || v == 3 ? 0 : DL, want_attn = v == 2 ? 0 : 2 * DL;
+        CHECK_MSG(g_seen.errors == 0 && g_seen.step_tail16 == steps * want_tail &&
+                  g_seen.step_attn16 == steps * want_attn,
+                  "decoder step at batch %d, variant %d: %d products and %d attentions store 16 bits in %d step "
+                  "graphs (want %d and %d each)", B, v, g_seen.step_tail16, g_seen.step_attn16, steps, want_tail,
+                  want_attn);
+        ct_decoder_free(ds);
+        ct_enc_result_free(&enc);
+        tg_free(lens);
+        tg_free(feat);
+    }
+    unsetenv("CT_CUDA_EMIT_TAILS");
+    unsetenv("CT_CUDA_EMIT_ATTN");
+    tg_sched_free(sched);
+    ct_model_free(m);
+    unobserved(be);
+}
+
 /* A rel-pos graph computed straight on a backend (its views are nodes):
  * BD = r·q [144, 70, 2], its shifted view the attention's mask. Variant 1
  * also reads the view elsewhere (a scaled copy, an output), 2 adds a key
@@ -317,7 +413,8 @@ static void test_bd16_only_where_every_read_is_a_mask(void) {
 }
 
 TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions), T(test_an_output_view_keeps_its_node),
-          T(test_encoder_bd_stores_bf16), T(test_bd16_only_where_every_read_is_a_mask))
+          T(test_encoder_bd_stores_bf16), T(test_bd16_only_where_every_read_is_a_mask),
+          T(test_products_and_attentions_store_16_bits))
 #else
 TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

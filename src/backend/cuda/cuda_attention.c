@@ -246,8 +246,19 @@ bool tg_cuda_attn_mask_bf16_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
 }
 
 tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, tg_type mask_stored,
-                                   const tg_tensor *mask_root) {
+                                   const tg_tensor *mask_root, tg_type out_stored) {
     const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
+    /* the output as stored: F32, or 16 bits in the first half of n's own
+     * storage at half its strides (n is contiguous where plan_emit allows
+     * that) */
+    tg_t od = tg_cuda_desc(n);
+    if (out_stored != TG_F32) {
+        if (!tg_is_contiguous(n))
+            return tg_status_new(TG_ERR_INTERNAL, "cuda: attention '%s': a 16-bit result not contiguous", n->name);
+        od.type = out_stored == TG_BF16 ? TG_KT_BF16 : TG_KT_F16;
+        for (int d = 0; d < 4; d++) od.nb[d] /= 2;
+        c->n_attn_out16++;
+    }
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
@@ -262,7 +273,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
             c->n_attn_decode_wide++;
             tg_args_attn_decode wa = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v),
                                       .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale, .kpw = (int)wide,
-                                      .direct = 1, .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
+                                      .direct = 1, .prefetch = attn_decode_prefetch(c, k, v), .o = od};
             return k->type == TG_BF16 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide_bf16, 1, (unsigned)H,
                                                (unsigned)B, TG_ATD_WIDE * 32, 0, wa)
                                       : LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide, 1, (unsigned)H,
@@ -272,7 +283,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         int64_t n_split = attn_decode_splits(c, n);
         tg_args_attn_decode da = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                   .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
-                                  .prefetch = attn_decode_prefetch(c, k, v), .o = tg_cuda_desc(n)};
+                                  .prefetch = attn_decode_prefetch(c, k, v), .o = od};
         const bool bf = k->type == TG_BF16;
         if (attn_decode_cluster(c, n) > 0) {
             /* the same blocks, combining among themselves: no scratch */
@@ -293,7 +304,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
                            : LAUNCH(c, s, "attention_split.cu", "", attn_decode_d256, (unsigned)n_split,
                                     (unsigned)H, (unsigned)B, ATD_WARPS * 32, 0, da));
         if (st || n_split == 1) return st;
-        tg_args_attn_split_combine ca = {.o = tg_cuda_desc(n), .part = c->scratch, .n_split = (int)n_split, .tq = 1, .h = (int)H};
+        tg_args_attn_split_combine ca = {.o = od, .part = c->scratch, .n_split = (int)n_split, .tq = 1, .h = (int)H};
         return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, 1, (unsigned)H, (unsigned)B, 128, 0, ca);
     }
     if (attn_splits(c, n)) {
@@ -304,12 +315,12 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         tg_status st = LAUNCH(c, s, "attention_split.cu", "", attn_split, (unsigned)n_split, (unsigned)H,
                               (unsigned)B, 128, 0, sa);
         if (st) return st;
-        tg_args_attn_split_combine ca = {.o = tg_cuda_desc(n), .part = c->scratch, .n_split = n_split, .tq = (int)Tq, .h = (int)H};
+        tg_args_attn_split_combine ca = {.o = od, .part = c->scratch, .n_split = n_split, .tq = (int)Tq, .h = (int)H};
         return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, (unsigned)Tq, (unsigned)H, (unsigned)B,
                       128, 0, ca);
     }
     tg_args_attention args = {
-        .o = tg_cuda_desc(n), .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale};
+        .o = od, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale};
     if (attn_use_mma(c, n)) {
         /* Tensor cores: bf16 operands, f32 accumulation (attention_mma.cu);
          * beyond one block of queries per head, K and V are packed into the

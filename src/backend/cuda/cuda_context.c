@@ -92,6 +92,8 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->attn_groups = tg_cuda_env_int("CT_CUDA_ATTN_GROUPS", 1) != 0;
     c->attn_cluster = tg_cuda_env_int("CT_CUDA_ATTN_CLUSTER", 1) != 0;
     c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 1) != 0;
+    c->emit_tails = tg_cuda_env_int("CT_CUDA_EMIT_TAILS", 1) != 0;
+    c->emit_attn = tg_cuda_env_int("CT_CUDA_EMIT_ATTN", 1) != 0;
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
@@ -334,6 +336,89 @@ static bool mask_only(const tg_cuda_ctx *c, const tg_graph *g, plan *p, int i) {
     return read_as_masks(c, g, p, i, 0, NULL) && read_as_masks(c, g, p, i, 0, p->mask16);
 }
 
+/* s reaches t through views that each keep their source's elements where
+ * they are (contiguous reshapes at its start), or is t: a reader of t's
+ * 16-bit store then finds each element where it looks. */
+static bool plain_views_to(const tg_tensor *s, const tg_tensor *t) {
+    for (; s && s != t; s = s->view_src)
+        if (s->op != TG_OP_VIEW || !s->view_src || s->data != s->view_src->data || !tg_is_contiguous(s) ||
+            tg_nelements(s) != tg_nelements(s->view_src))
+            return false;
+    return s == t;
+}
+
+static bool reaches(const tg_tensor *s, const tg_tensor *t) {
+    for (; s; s = s->view_src)
+        if (s == t) return true;
+    return false;
+}
+
+typedef struct operand_reads {
+    tg_type wt;  /* the reading products' weight type, F32 while none */
+    bool unary;  /* a unary op reads it (ew_unary_b4: BF16 only) */
+} operand_reads;
+
+/* Every read of node i (as plan_make counts them, p->uses[i]) takes it as
+ * a 16-bit operand: a product's activations against BF16 (or all F16)
+ * weights at default precision, through plain views (a view that is a
+ * node passes its own reads on), or, with unary, a unary op's source
+ * that ew_unary_b4 reads (directly). */
+static bool read_as_operands(const tg_graph *g, const plan *p, int i, int depth, bool unary, operand_reads *r) {
+    const tg_tensor *t = g->nodes[i];
+    int n = g->n_nodes, reads = 0;
+    for (int j = i + 1; j < n && j <= i + 64; j++) {
+        const tg_tensor *u = g->nodes[j];
+        for (int k = 0; k <= TG_MAX_SRC; k++) {
+            const tg_tensor *s = k < TG_MAX_SRC ? u->src[k] : u->view_src;
+            if (!s || !first_node_is(g, s, t, i + 1, j)) continue;
+            reads++;
+            if (k == TG_MAX_SRC) {
+                if (u->op == TG_OP_VIEW && depth < 4 && !(u->flags & TG_FLAG_OUTPUT) && plain_views_to(u, t) &&
+                    read_as_operands(g, p, j, depth + 1, unary, r))
+                    continue;
+                return false;
+            }
+            const tg_tensor *w = u->src[0];
+            if (u->op == TG_OP_MUL_MAT && k == 1 && plain_views_to(s, t) && !reaches(w, t) &&
+                (w->type == TG_BF16 || w->type == TG_F16) && tg_node_prec(u) == TG_PREC_DEFAULT &&
+                (r->wt == TG_F32 || r->wt == w->type)) {
+                r->wt = w->type;
+                continue;
+            }
+            if (unary && k == 0 && s == t && tg_cuda_unary_takes16(u)) {
+                r->unary = true;
+                continue;
+            }
+            return false;
+        }
+    }
+    return reads > 0 && reads == p->uses[i];
+}
+
+/* The 16-bit type node i (F32, contiguous, read only inside this graph)
+ * may store for its readers, F32 when none: BF16 where unary ops read it,
+ * else the reading products' weight type. */
+static tg_type operand_type(const tg_graph *g, const plan *p, int i, bool unary) {
+    const tg_tensor *t = g->nodes[i];
+    operand_reads r = {TG_F32, false};
+    if (t->type != TG_F32 || !tg_is_contiguous(t) || ((uintptr_t)t->data & 15) != 0 || (t->flags & TG_FLAG_OUTPUT) ||
+        p->uses[i] < 1 || !read_as_operands(g, p, i, 0, unary, &r))
+        return TG_F32;
+    if (r.unary) return r.wt == TG_F32 || r.wt == TG_BF16 ? TG_BF16 : TG_F32;
+    return r.wt;
+}
+
+/* A product alone, or the last node of a product's group, that cuBLASLt
+ * runs and that may store BF16 there: BF16 operands, a bias, relu or
+ * scale after it but no residual (C is read in D's type), no cache write,
+ * not on matvec.cu (which stores F32 only). */
+static bool product_tail_16(const tg_cuda_ctx *c, tg_tensor *const *nodes, int head, int len) {
+    const tg_tensor *tail = nodes[head + len - 1];
+    if (nodes[head]->op != TG_OP_MUL_MAT || tail->op == TG_OP_SET_ROWS) return false;
+    if (len > 1 && tg_cuda_fused_parts(nodes, head, len).res) return false;
+    return !tg_cuda_product_on_matvec(c, nodes[head], tail) && tg_cuda_mm_bf16_operands(c, nodes[head]);
+}
+
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     int n = g->n_nodes;
     if (!c->use_fusion || c->dev->props.tc_level == 0) return;
@@ -343,14 +428,31 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         /* covered by a fused group, or a node leading one: never emits;
          * except the last node of a conv module group, whose kernel
          * stores what that node would (conv_glu_dw_silu_c4) */
-        bool glu_tail = p->fuse[i] == 0 && head >= 0 && head + p->fuse[head] - 1 == i &&
-                        g->nodes[head]->op == TG_OP_GLU;
-        if (p->fuse[i] != 1 && !glu_tail) continue;
-        if (p->uses[i] < 1 || (t->flags & TG_FLAG_OUTPUT)) continue;
-        if (t->op == TG_OP_MUL_MAT && p->fuse[i] == 1 && mask_only(c, g, p, i)) {
+        const bool tail = p->fuse[i] == 0 && head >= 0 && head + p->fuse[head] - 1 == i;
+        bool glu_tail = tail && g->nodes[head]->op == TG_OP_GLU;
+        if (t->op == TG_OP_MUL_MAT && p->fuse[i] == 1 && p->uses[i] >= 1 && !(t->flags & TG_FLAG_OUTPUT) &&
+            mask_only(c, g, p, i)) {
             p->emit[i] = TG_BF16;
             continue;
         }
+        /* a product's (or its group's) result read only by unary ops (the
+         * encoder's feed-forward silu) or products (the decoder's
+         * feed-forward at more columns than matvec.cu takes): stored BF16
+         * by cuBLASLt */
+        const int ph = tail ? head : i, plen = tail ? p->fuse[head] : 1;
+        if ((tail || p->fuse[i] == 1) && c->emit_tails && product_tail_16(c, g->nodes, ph, plen)) {
+            if (operand_type(g, p, i, true) == TG_BF16) p->emit[i] = TG_BF16;
+            continue;
+        }
+        /* an attention's result read only by products (its out projection):
+         * stored in their type by the attention's kernel, no conversion
+         * pass in front of cuBLASLt, half the bytes for matvec.cu */
+        if (p->fuse[i] == 1 && t->op == TG_OP_ATTENTION && c->emit_attn) {
+            p->emit[i] = operand_type(g, p, i, false);
+            continue;
+        }
+        if (p->fuse[i] != 1 && !glu_tail) continue;
+        if (p->uses[i] < 1 || (t->flags & TG_FLAG_OUTPUT)) continue;
         if (!tg_cuda_can_emit16(t)) continue;
         int readers = 0;
         tg_type wt = TG_F32;

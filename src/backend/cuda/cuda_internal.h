@@ -272,6 +272,10 @@ typedef struct tg_cuda_ctx {
     bool attn_mask16;          /* CT_CUDA_ATTN_MASK16: attention_mma's mask tile staged in 16-byte pieces */
     bool attn_bd16;            /* CT_CUDA_ATTN_BD16 (default on): a product read only as packed attentions' mask
                                 * stores BF16 */
+    bool emit_tails;           /* CT_CUDA_EMIT_TAILS (default on): a cuBLASLt product group (bias, relu, scale)
+                                * read only by unary ops or products stores BF16 */
+    bool emit_attn;            /* CT_CUDA_EMIT_ATTN (default on): an attention read only by products stores their
+                                * type */
     bool attn_cluster;         /* CT_CUDA_ATTN_CLUSTER: a step attention's chunks of a row as one cluster,
                                 * no combine launch (sm_90) */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
@@ -293,6 +297,9 @@ typedef struct tg_cuda_ctx {
     int n_attn_split;          /* encodes of attn_split (a few queries over many keys) */
     int n_matvec_epi_early;    /* mul_mat_vec_mma launches loading bias and residual before their wait */
     int n_attn_cluster;        /* attn_decode encodes with a row's chunks as one cluster */
+    int n_attn_out16;          /* attention encodes storing 16 bits for their products (CT_CUDA_EMIT_ATTN) */
+    int n_mm_out16;            /* product encodes storing BF16 (CT_CUDA_EMIT_TAILS, or as a mask: ATTN_BD16) */
+    int n_unary16;             /* unary ops reading a BF16 source (ew_unary_b4) */
     int n_attn_groups;         /* encodes of attention_mma_packed2 (key tiles over two groups) */
     int n_attn_mask16;         /* encodes of the packed kernels staging their mask in 16-byte pieces */
     int n_attn_mask_bf16;      /* ... of them reading a BF16 mask (CT_CUDA_ATTN_BD16) */
@@ -411,6 +418,9 @@ const tg_tensor *tg_cuda_row_operand(const tg_tensor *n, const tg_tensor *from);
 /* True when node's kernel can store BF16/F16 instead of F32 (its readers
  * being matrix products that take that type): the emit fusion. */
 bool tg_cuda_can_emit16(const tg_tensor *node);
+/* True when unary node n can read a source its producer stored BF16
+ * (ew_unary_b4: both contiguous, 4-element groups, 16-byte aligned). */
+bool tg_cuda_unary_takes16(const tg_tensor *n);
 /* Enqueues nodes[i .. i+len) (as fused by tg_cuda_fuse_len) on stream;
  * c->emit, when set, says which nodes store 16-bit results. */
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream stream, tg_tensor *const *nodes, int i,
@@ -465,9 +475,11 @@ size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n);
  * (a few queries), the tensor-core kernel (K/V packed first beyond 64
  * queries) or the F32 one. mask_stored: the type the mask's producer
  * mask_root (the root of the mask's view chain) stored (the emit fusion:
- * BF16 only where tg_cuda_attn_mask_bf16_ok). */
+ * BF16 only where tg_cuda_attn_mask_bf16_ok). out_stored: the type n
+ * itself stores (the emit fusion: BF16 where products alone read it; every
+ * path writes through its output's descriptor). */
 tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, tg_type mask_stored,
-                                   const tg_tensor *mask_root);
+                                   const tg_tensor *mask_root, tg_type out_stored);
 /* True when attention node n reads its mask m (a view, n->src[3]) through
  * the packed tensor-core kernel in 16-byte pieces, so the mask's producer
  * may store it as BF16 (CT_CUDA_ATTN_BD16; the emit plan asks). */
@@ -562,6 +574,10 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
  * checked tg_cuda_ln_matvec_ok). stored: the type x's producer stored. */
 tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, const tg_cuda_fused *f,
                                  const tg_tensor *out, tg_type stored, const tg_tensor *ln);
+/* True when product n writing out (F32) could run on matvec.cu, whatever
+ * its x's producer stored: a result matvec.cu stores F32 only, so the emit
+ * plan leaves such a product's group alone. */
+bool tg_cuda_product_on_matvec(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out);
 /* After a product group whose product is nodes[p] and whose last node is
  * nodes[end - 1] (ln: a layer norm leads it, so x is the norm's input): up
  * to two view nodes and a set_rows storing rows of that group's result

@@ -88,6 +88,11 @@ static bool matvec_ok(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor 
            ((uintptr_t)x->data & 15) == 0;
 }
 
+bool tg_cuda_product_on_matvec(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out) {
+    int64_t ldx, ldo;
+    return matvec_ok(c, n, out, TG_F32, &ldx, &ldo) || matvec_ok(c, n, out, TG_BF16, &ldx, &ldo);
+}
+
 /* The columns a block of the mma kernel for M columns holds. */
 static int64_t mvm_block_columns(int64_t M) { return M <= TG_MVM_MAXM ? TG_MVM_MAXM : TG_MVM_WIDE; }
 

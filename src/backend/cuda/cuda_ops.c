@@ -323,6 +323,13 @@ static bool norm_vec_ok(const tg_tensor *n) {
            ((uintptr_t)n->data & 15) == 0 && (pw & 15) == 0 && (pb & 15) == 0 && tg_nrows(a) < (1ll << 31);
 }
 
+static bool is_unary(tg_op op) {
+    return op == TG_OP_SCALE || op == TG_OP_RELU || op == TG_OP_SILU || op == TG_OP_SIGMOID || op == TG_OP_LOG ||
+           op == TG_OP_SQRT;
+}
+
+bool tg_cuda_unary_takes16(const tg_tensor *n) { return is_unary(n->op) && unary_vec_ok(n); }
+
 bool tg_cuda_can_emit16(const tg_tensor *n) {
     int64_t per[2];
     switch (n->op) {
@@ -377,12 +384,22 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
     return LAUNCH(c, s, "elementwise.cu", defs, ew_binary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);
 }
 
-static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc, int out16) {
+/* A unary op; a_stored: the type its source's producer stored (BF16 only
+ * where plan_emit checked tg_cuda_unary_takes16: ew_unary_b4). */
+static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc, int out16,
+                              tg_type a_stored) {
     const tg_tensor *a = n->src[0];
     int64_t ne = tg_nelements(n);
     if (ne == 0) return NULL;
     char defs[48];
     snprintf(defs, sizeof defs, TG_DEFS_EW, op, out16);
+    if (a_stored != TG_F32) {
+        if (a_stored != TG_BF16 || !unary_vec_ok(n))
+            return tg_status_new(TG_ERR_INTERNAL, "cuda: '%s' reads a 16-bit source its kernel does not take", n->name);
+        tg_args_ew_unary_b4 v = {.d = tg_cuda_dptr(n->data), .a = tg_cuda_dptr(a->data), .s = sc, .n4 = ne / 4};
+        c->n_unary16++;
+        return LAUNCH(c, s, "elementwise.cu", defs, ew_unary_b4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
+    }
     if (unary_vec_ok(n)) {
         tg_args_ew_unary_c4 v = {.d = tg_cuda_dptr(n->data), .a = tg_cuda_dptr(a->data), .s = sc, .n4 = ne / 4};
         return LAUNCH(c, s, "elementwise.cu", defs, ew_unary_c4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
@@ -600,11 +617,18 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     return LAUNCH_FLAT(c, s, "copy.cu", cpy, g);
 }
 
-/* The type nodes[i]'s source `src` was stored in (the emit fusion). */
+/* The type nodes[i]'s source `src` was stored in (the emit fusion): its
+ * own node's, or that of the node its view chain starts from (plan_emit
+ * lets a node that stores 16 bits be read only through views that keep its
+ * elements where they are: contiguous reshapes at its start). */
 static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
     if (!c->emit) return TG_F32;
-    for (int j = i - 1; j >= 0 && j >= i - 256; j--)
-        if (nodes[j] == src) return c->emit[j];
+    for (const tg_tensor *x = src; x; x = x->view_src)
+        for (int j = i - 1; j >= 0 && j >= i - 256; j--)
+            if (nodes[j] == x) {
+                if (c->emit[j] != TG_F32 || x->op != TG_OP_VIEW) return c->emit[j];
+                break;
+            }
     return TG_F32;
 }
 
@@ -639,6 +663,12 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i, len);
         if (f.bias) c->n_fused[f.res ? TG_FUSED_MM_BIAS_RESIDUAL : f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
         if (nodes[i + 1]->op == TG_OP_SCALE) c->n_fused[TG_FUSED_MM_SCALE]++;
+        /* the group's result stored BF16 for its readers (plan_emit) */
+        if (c->emit && c->emit[i + len - 1] == TG_BF16) {
+            f.d_type = TG_BF16;
+            c->n_fused[TG_FUSED_EMIT]++;
+            c->n_mm_out16++;
+        }
         return tg_cuda_encode_product(c, s, n, &f, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]), NULL);
     }
     int out16 = TG_EMIT_F32;
@@ -647,6 +677,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         c->n_fused[TG_FUSED_EMIT]++;
     }
     tg_t dd = tg_cuda_desc(n), da = tg_cuda_desc(n->src[0]), db = tg_cuda_desc(n->src[1]);
+    /* a unary op's source stored BF16 by its product (plan_emit) */
+    const tg_type src_stored = is_unary(n->op) ? stored_type(c, nodes, i, n->src[0]) : TG_F32;
     switch (n->op) {
     case TG_OP_NONE:
     case TG_OP_VIEW:
@@ -655,15 +687,19 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_SUB: return encode_binary(c, s, n, TG_EW_SUB, out16);
     case TG_OP_MUL: return encode_binary(c, s, n, TG_EW_MUL, out16);
     case TG_OP_DIV: return encode_binary(c, s, n, TG_EW_DIV, out16);
-    case TG_OP_SCALE: return encode_unary(c, s, n, TG_EW_SCALE, tg_param_f32(n, 0), out16);
-    case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16);
-    case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16);
-    case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16);
-    case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16);
-    case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16);
+    case TG_OP_SCALE: return encode_unary(c, s, n, TG_EW_SCALE, tg_param_f32(n, 0), out16, src_stored);
+    case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16, src_stored);
+    case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16, src_stored);
+    case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16, src_stored);
+    case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16, src_stored);
+    case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16, src_stored);
     case TG_OP_MUL_MAT: {
         tg_cuda_fused plain = tg_cuda_fused_parts(nodes, i, 1);
-        if (c->emit && c->emit[i] == TG_BF16) plain.d_type = TG_BF16; /* a mask for attentions (plan_emit) */
+        /* BF16 for attentions' masks, unary ops or products (plan_emit) */
+        if (c->emit && c->emit[i] == TG_BF16) {
+            plain.d_type = TG_BF16;
+            c->n_mm_out16++;
+        }
         return tg_cuda_encode_product(c, s, n, &plain, n, stored_type(c, nodes, i, n->src[1]), NULL);
     }
     case TG_OP_LAYER_NORM:
@@ -687,7 +723,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
          * plan_emit): the producer is the root of the mask's view chain */
         const tg_tensor *root = n->src[3];
         while (root && root->view_src) root = root->view_src;
-        return tg_cuda_encode_attention(c, s, n, c->mask16 && c->mask16[i] ? TG_BF16 : TG_F32, root);
+        return tg_cuda_encode_attention(c, s, n, c->mask16 && c->mask16[i] ? TG_BF16 : TG_F32, root,
+                                        c->emit ? c->emit[i] : TG_F32);
     }
     case TG_OP_GLU: {
         c->n_fused[TG_FUSED_GLU]++;

@@ -9,6 +9,10 @@
  * the other dims (a warp per row), and a contiguous F32 one that moves 16
  * bytes per thread for the large, common case; the host picks.
  *
+ * ew_unary_b4 is ew_unary_c4 reading a BF16 source (a product's result
+ * stored BF16 because unary ops are its only readers: the encoder's
+ * feed-forward silu).
+ *
  * ew_bias_mask_c4 is a fused chain (cuda_ops.c: the subsampling's conv
  * bias add, frame mask and relu) in one pass; it does not depend on TG_OP.
  *
@@ -153,6 +157,25 @@ extern "C" __global__ void ew_unary_c4(const tg_args_ew_unary_c4 args) {
         r.y = un(x.y, s);
         r.z = un(x.z, s);
         r.w = un(x.w, s);
+        tg_store4(d, i, r);
+    }
+}
+
+/* ew_unary_c4 over a BF16 source (its producer's emit): 8 bytes in, the
+ * op in F32, 16 or 8 bytes out (TG_OUT16). */
+extern "C" __global__ void ew_unary_b4(const tg_args_ew_unary_b4 args) {
+    TG_PDL();
+    void *d = args.d;
+    const ushort4 *a = (const ushort4 *)args.a;
+    const float s = args.s;
+    const i64 n4 = args.n4;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
+        const ushort4 x = a[i];
+        float4 r;
+        r.x = un(tg_bf2f(x.x), s);
+        r.y = un(tg_bf2f(x.y), s);
+        r.z = un(tg_bf2f(x.z), s);
+        r.w = un(tg_bf2f(x.w), s);
         tg_store4(d, i, r);
     }
 }

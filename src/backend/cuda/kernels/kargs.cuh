@@ -133,6 +133,18 @@ typedef struct tg_ew_unary4_args {
 } tg_ew_unary4_args;
 TG_KARGS_SIZE(tg_ew_unary4_args, 32);
 
+/* ew_unary_b4: the same op over a source its producer stored BF16 (the
+ * emit fusion: a product's result read only by unary ops), 4 elements a
+ * thread (8 bytes in). */
+typedef struct tg_ew_unary_b4_args {
+    tg_dp_void d;
+    tg_dp_cu16 a;
+    float s;
+    tg_i32 pad_;
+    tg_i64 n4;
+} tg_ew_unary_b4_args;
+TG_KARGS_SIZE(tg_ew_unary_b4_args, 32);
+
 /* ew_bias_mask_c4: d = relu?((x + bias) * mask?) over contiguous F32 rows
  * of 4 q4 floats (n4 float4 groups); bias and mask F32 with ne[0] == 1, a
  * value per row (dims 1-3 of ne1 x ne2 x .., broadcast where their ne is 1). */
@@ -458,6 +470,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(elementwise, ew_binary_rows, tg_ew_binary_args)        \
     X(elementwise, ew_unary, tg_ew_unary_args)               \
     X(elementwise, ew_unary_c4, tg_ew_unary4_args)           \
+    X(elementwise, ew_unary_b4, tg_ew_unary_b4_args)         \
     X(elementwise, ew_bias_mask_c4, tg_ew_bias_mask_args)    \
     X(norm, layer_norm, tg_norm_args)                        \
     X(norm, layer_norm_c4, tg_norm4_args)                    \
