@@ -363,10 +363,13 @@ typedef struct operand_reads {
  * weights at default precision, through plain views (a view that is a
  * node passes its own reads on), or, with unary, a unary op's source
  * that ew_unary_b4 reads (directly). */
-static bool read_as_operands(const tg_graph *g, const plan *p, int i, int depth, bool unary, operand_reads *r) {
+static bool read_as_operands(const tg_graph *g, const plan *p, int root, int i, int depth, bool unary,
+                             operand_reads *r) {
     const tg_tensor *t = g->nodes[i];
     int n = g->n_nodes, reads = 0;
-    for (int j = i + 1; j < n && j <= i + 64; j++) {
+    /* a reader past root + 250 would not find root where cuda_ops.c's
+     * stored_type looks (256 nodes back): not counted, so refused */
+    for (int j = i + 1; j < n && j <= i + 64 && j <= root + 250; j++) {
         const tg_tensor *u = g->nodes[j];
         for (int k = 0; k <= TG_MAX_SRC; k++) {
             const tg_tensor *s = k < TG_MAX_SRC ? u->src[k] : u->view_src;
@@ -374,7 +377,7 @@ static bool read_as_operands(const tg_graph *g, const plan *p, int i, int depth,
             reads++;
             if (k == TG_MAX_SRC) {
                 if (u->op == TG_OP_VIEW && depth < 4 && !(u->flags & TG_FLAG_OUTPUT) && plain_views_to(u, t) &&
-                    read_as_operands(g, p, j, depth + 1, unary, r))
+                    read_as_operands(g, p, root, j, depth + 1, unary, r))
                     continue;
                 return false;
             }
@@ -385,7 +388,8 @@ static bool read_as_operands(const tg_graph *g, const plan *p, int i, int depth,
                 r->wt = w->type;
                 continue;
             }
-            if (unary && k == 0 && s == t && tg_cuda_unary_takes16(u)) {
+            /* never in place: ew_unary_b4 writes 16 bytes where it read 8 */
+            if (unary && k == 0 && s == t && tg_cuda_unary_takes16(u) && !tg_hazard_overlap(u, t)) {
                 r->unary = true;
                 continue;
             }
@@ -402,7 +406,7 @@ static tg_type operand_type(const tg_graph *g, const plan *p, int i, bool unary)
     const tg_tensor *t = g->nodes[i];
     operand_reads r = {TG_F32, false};
     if (t->type != TG_F32 || !tg_is_contiguous(t) || ((uintptr_t)t->data & 15) != 0 || (t->flags & TG_FLAG_OUTPUT) ||
-        p->uses[i] < 1 || !read_as_operands(g, p, i, 0, unary, &r))
+        p->uses[i] < 1 || !read_as_operands(g, p, i, i, 0, unary, &r))
         return TG_F32;
     if (r.unary) return r.wt == TG_F32 || r.wt == TG_BF16 ? TG_BF16 : TG_F32;
     return r.wt;
@@ -417,6 +421,18 @@ static bool product_tail_16(const tg_cuda_ctx *c, tg_tensor *const *nodes, int h
     if (nodes[head]->op != TG_OP_MUL_MAT || tail->op == TG_OP_SET_ROWS) return false;
     if (len > 1 && tg_cuda_fused_parts(nodes, head, len).res) return false;
     return !tg_cuda_product_on_matvec(c, nodes[head], tail) && tg_cuda_mm_bf16_operands(c, nodes[head]);
+}
+
+/* The type node i's source src was stored in, as the plan has it so far
+ * (cuda_ops.c's stored_type, on p->emit). */
+static tg_type plan_stored(const tg_graph *g, const plan *p, int i, const tg_tensor *src) {
+    for (const tg_tensor *x = src; x; x = x->view_src)
+        for (int j = i - 1; j >= 0 && j >= i - 256; j--)
+            if (g->nodes[j] == x) {
+                if (p->emit[j] != TG_F32 || x->op != TG_OP_VIEW) return p->emit[j];
+                break;
+            }
+    return TG_F32;
 }
 
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
@@ -441,7 +457,11 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
          * by cuBLASLt */
         const int ph = tail ? head : i, plen = tail ? p->fuse[head] : 1;
         if ((tail || p->fuse[i] == 1) && c->emit_tails && product_tail_16(c, g->nodes, ph, plen)) {
-            if (operand_type(g, p, i, true) == TG_BF16) p->emit[i] = TG_BF16;
+            /* rows a multiple of 8 (16-byte BF16 columns, as the F32
+             * ones), and an algorithm for a BF16 result with an F32 bias */
+            if (t->ne[0] % 8 == 0 && operand_type(g, p, i, true) == TG_BF16 &&
+                tg_cuda_mm_d16_ok(c, g->nodes, ph, plen, plan_stored(g, p, ph, g->nodes[ph]->src[1])))
+                p->emit[i] = TG_BF16;
             continue;
         }
         /* an attention's result read only by products (its out projection):

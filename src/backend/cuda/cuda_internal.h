@@ -276,6 +276,7 @@ typedef struct tg_cuda_ctx {
                                 * read only by unary ops or products stores BF16 */
     bool emit_attn;            /* CT_CUDA_EMIT_ATTN (default on): an attention read only by products stores their
                                 * type */
+    bool mm_dry;               /* tg_cuda_encode_mul_mat makes its plans and launches nothing */
     bool attn_cluster;         /* CT_CUDA_ATTN_CLUSTER: a step attention's chunks of a row as one cluster,
                                 * no combine launch (sm_90) */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
@@ -527,6 +528,11 @@ bool tg_cuda_written_before(const tg_cuda_ctx *c, const tg_tensor *t);
  * products of two activations at default precision on a BF16 GPU, and BF16
  * weights): those for which it has BF16 results. */
 bool tg_cuda_mm_bf16_operands(const tg_cuda_ctx *c, const tg_tensor *node);
+/* True when cuBLASLt has an algorithm for the product group nodes[head ..
+ * head + len) storing a BF16 result (its bias still F32), b_stored its
+ * activations' stored type: the plans made (and kept), nothing launched;
+ * true where there is no device (a plan only). */
+bool tg_cuda_mm_d16_ok(tg_cuda_ctx *c, tg_tensor *const *nodes, int head, int len, tg_type b_stored);
 
 /* Scratch bytes node's operand conversions need. */
 size_t tg_cuda_mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node);

@@ -225,19 +225,24 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
     CUdeviceptr pa = (CUdeviceptr)(uintptr_t)a->data, pb = (CUdeviceptr)(uintptr_t)b->data;
     int64_t lda, sa2, sa3, ldb, sb2, sb3;
     CUdeviceptr next = c->scratch;
+    /* c->mm_dry (tg_cuda_mm_d16_ok): the plans only, nothing launched */
+    const bool dry = c->mm_dry;
     if (ms.conv_a) {
-        if ((st = tg_cuda_convert(c, s, a, ms.target, next))) return st;
+        if (!dry && (st = tg_cuda_convert(c, s, a, ms.target, next))) return st;
         pa = next;
         next += tg_cuda_align256((size_t)tg_nelements(a) * es);
         lda = K, sa2 = K * N, sa3 = K * N * A2;
     } else {
         lda = (int64_t)(a->nb[1] / es), sa2 = (int64_t)(a->nb[2] / es), sa3 = (int64_t)(a->nb[3] / es);
     }
-    if (b_stored != TG_F32 && b_stored == ms.target) {
+    if (b_stored != TG_F32 && b_stored != ms.target)
+        return tg_status_new(TG_ERR_INTERNAL, "mul_mat '%s': activations stored as %s for %s operands", node->name,
+                             tg_type_name(b_stored), tg_type_name(ms.target));
+    if (b_stored != TG_F32) {
         /* Its producer already stored it in the product's type, contiguous. */
         ldb = K, sb2 = K * M, sb3 = K * M * B2;
     } else if (ms.conv_b) {
-        if ((st = tg_cuda_convert(c, s, b, ms.target, next))) return st;
+        if (!dry && (st = tg_cuda_convert(c, s, b, ms.target, next))) return st;
         pb = next;
         ldb = K, sb2 = K * M, sb3 = K * M * B2;
     } else {
@@ -303,6 +308,7 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
             if (res) k.align_d = (int32_t)min_u32((uint32_t)k.align_d, align_of(C));
             cuda_mm_plan *p = NULL;
             if ((st = mm_plan(c, &k, &p))) return tg_status_wrap(st, "mul_mat '%s'", node->name);
+            if (dry) continue;
             if (bias) {
                 const void *bp = bias->data;
                 cublasStatus_t ls = lt->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
@@ -325,6 +331,19 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
         }
     }
     return NULL;
+}
+
+bool tg_cuda_mm_d16_ok(tg_cuda_ctx *c, tg_tensor *const *nodes, int head, int len, tg_type b_stored) {
+    if (!c->dev->lt || !c->dev->lt_handle) return true; /* a plan without a device (tg_cuda_test_plan) */
+    tg_cuda_fused f = tg_cuda_fused_parts(nodes, head, len);
+    f.d_type = TG_BF16;
+    c->mm_dry = true;
+    tg_status st = tg_cuda_encode_mul_mat(c, NULL, nodes[head], &f, nodes[head + len - 1], b_stored);
+    c->mm_dry = false;
+    if (!st) return true;
+    TG_DEBUG("%s: '%s' keeps its F32 result: %s", c->name, nodes[head]->name, tg_status_message(st));
+    tg_status_free(st);
+    return false;
 }
 
 /* ------------------------------------------------ conv_2d 1x1 as a product
