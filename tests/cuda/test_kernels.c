@@ -519,6 +519,36 @@ static void test_operands_stored_16_bits(void) {
     tg_backend_free(off);
 }
 
+/* attn_decode's rounds scored by one transposed reduction (the default)
+ * against a warp sum a key (CT_CUDA_ATTN_DECODE_XR=0), each against the
+ * CPU: F32 and BF16 caches on 4-warp chunks (a row's chunks in a cluster
+ * on sm_90) and on the wide block, 150 keys (a round cut by the row's
+ * end), and 20 rows read by their projection. Masked keys and NaN kept to
+ * its row: test_attention_step_masks and test_attention_step_keeps_nan,
+ * on the default. */
+static void test_attn_decode_xr_match_cpu(void) {
+    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_ATTN_DECODE_XR", "0") : NULL;
+    for (int v = 0; v < 2 && off; v++) {
+        tg_backend *b = v == 0 ? on : off;
+        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+        CHECK(c->attn_xr == (v == 0));
+        char what[128];
+        for (int wide = 1; wide >= 0; wide--) {
+            c->use_attn_decode_wide = wide;
+            snprintf(what, sizeof what, "attention step, f32 cache, xr %s, wide %s", v ? "off" : "on", wide ? "on" : "off");
+            compare_with_cpu(b, build_attn_step, 2, 5e-4, what);
+            snprintf(what, sizeof what, "attention step, bf16 kv, xr %s, wide %s", v ? "off" : "on", wide ? "on" : "off");
+            compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, what);
+            snprintf(what, sizeof what, "attention step, 20 rows, projection, xr %s, wide %s", v ? "off" : "on",
+                     wide ? "on" : "off");
+            compare_with_cpu(b, build_attn_proj20, 2, 5e-4, what);
+        }
+        c->use_attn_decode_wide = true;
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+}
+
 /* With mul_mat_vec_mma off, the decoder step's products of 1-2 columns run
  * on mul_mat_vec (F32 x, the layer norm inside); at F32 precision they do
  * so anyway. */
@@ -1329,7 +1359,7 @@ static void test_step_switches_match_cpu(void) {
     }
 }
 
-TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_operands_stored_16_bits), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
+TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_operands_stored_16_bits), T(test_attn_decode_xr_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
 #else

@@ -91,6 +91,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->attn_mask16 = tg_cuda_env_int("CT_CUDA_ATTN_MASK16", 1) != 0;
     c->attn_groups = tg_cuda_env_int("CT_CUDA_ATTN_GROUPS", 1) != 0;
     c->attn_cluster = tg_cuda_env_int("CT_CUDA_ATTN_CLUSTER", 1) != 0;
+    c->attn_xr = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_XR", 1) != 0;
     c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 1) != 0;
     c->emit_tails = tg_cuda_env_int("CT_CUDA_EMIT_TAILS", 1) != 0;
     c->emit_attn = tg_cuda_env_int("CT_CUDA_EMIT_ATTN", 1) != 0;

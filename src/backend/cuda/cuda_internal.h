@@ -277,6 +277,8 @@ typedef struct tg_cuda_ctx {
     bool emit_attn;            /* CT_CUDA_EMIT_ATTN (default on): an attention read only by products stores their
                                 * type */
     bool mm_dry;               /* tg_cuda_encode_mul_mat makes its plans and launches nothing */
+    bool attn_xr;              /* CT_CUDA_ATTN_DECODE_XR (default on): attn_decode's round of dot products
+                                * (D = 128) summed by one transposed reduction, a key's score and exp a lane */
     bool attn_cluster;         /* CT_CUDA_ATTN_CLUSTER: a step attention's chunks of a row as one cluster,
                                 * no combine launch (sm_90) */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps

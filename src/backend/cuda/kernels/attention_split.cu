@@ -242,6 +242,44 @@ __device__ __forceinline__ void atd_cluster_combine(const tg_args_attn_decode &a
 #endif
 }
 
+/* A round's KU dot products (KU a power of two, at most 32), each lane
+ * holding its partial of every key in d, summed over the warp by a
+ * transposed reduction: at each of log2(KU) halvings a lane keeps one half
+ * of its keys and hands the other half to its partner (lane ^ o), so
+ * 16 keys take 8 + 4 + 2 + 1 + 1 shuffles instead of 16 x 5; d[0] ends
+ * as the full sum of key atd_xkey(lane), which every lane of that key
+ * holds (a + b and b + a are the same). */
+template <int KU>
+__device__ __forceinline__ void atd_xreduce(float (&d)[KU], int lane) {
+    int o = 16;
+#pragma unroll
+    for (int c = KU; c > 1; c >>= 1, o >>= 1) {
+        const bool hi = (lane & o) != 0;
+#pragma unroll
+        for (int i = 0; i < c / 2; i++) {
+            const float send = hi ? d[i] : d[i + c / 2], keep = hi ? d[i + c / 2] : d[i];
+            d[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        }
+    }
+#pragma unroll
+    for (int r = 32 / KU / 2; r > 0; r >>= 1) d[0] += __shfl_xor_sync(0xffffffffu, d[0], r);
+}
+
+/* The key whose sum lane holds after atd_xreduce<KU>, and a lane holding
+ * key u's. */
+template <int KU> __device__ __forceinline__ int atd_xkey(int lane) {
+    int key = 0;
+#pragma unroll
+    for (int c = KU, o = 16; c > 1; c >>= 1, o >>= 1) key = 2 * key + ((lane & o) != 0);
+    return key;
+}
+template <int KU> __device__ __forceinline__ int atd_xlane(int u) {
+    int lane = 0;
+#pragma unroll
+    for (int c = KU, o = 16, bit = KU / 2; c > 1; c >>= 1, o >>= 1, bit >>= 1) lane |= (u & bit) ? o : 0;
+    return lane;
+}
+
 template <int G, int KU, bool BF, int W, bool CL = false>
 __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     float *part = (float *)args.part;
@@ -269,10 +307,62 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
     /* a wide block's warp whose keys start past Tk loads nothing (a round
      * of keys all past the end changes nothing); the 4-warp kernels keep
      * the loop they were measured with */
+    /* args.xr (D = 128): the round's scores by atd_xreduce, each lane
+     * scoring (and loading the mask value of) one key, one exponential a
+     * lane, the p's handed out by shuffles */
+    const bool xr = G == 1 && args.xr != 0;
+    const int xkey = atd_xkey<KU>(lane);
     for (int jj = 0; jj < kpw && (W == ATD_WARPS || j0 + jj < Tk); jj += KU) {
         typename atd_raw<BF>::t kr[KU][G], vr[KU][G];
         float sc[KU];
         bool ok[KU];
+        if (xr) {
+            const i64 j = j0 + jj + xkey;
+            const bool in = j < Tk && jj + xkey < kpw;
+            float sl = args.has_mask && in ? tg_ld(mask.p + tg_off_bc(mask, j, 0, h, b), mask.type) : 0.0f;
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                const i64 ju = j0 + jj + u < Tk ? j0 + jj + u : Tk - 1;
+                atd_load(kb + ju * k.nb[1], 0, lane, kr[u][0]);
+                atd_load(vb + ju * v.nb[1], 0, lane, vr[u][0]);
+            }
+            float d[KU];
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                float kf[4];
+                atd_unpack(kr[u][0], kf);
+                d[u] = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 4; i++) d[u] += qr[0][i] * kf[i];
+            }
+            atd_xreduce<KU>(d, lane);
+            const bool okl = in && sl != -TG_INF;
+            sl = okl ? sl + d[0] : -TG_INF;
+            float mx = sl;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) mx = atd_max(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            mx = atd_max(m, mx);
+            if (mx == -TG_INF) continue; /* every key so far masked */
+            const float corr = m == -TG_INF ? 0.0f : expf(m - mx);
+            l *= corr;
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[0][i] *= corr;
+            const unsigned okb = __ballot_sync(0xffffffffu, okl);
+            const float pl = okl ? expf(sl - mx) : 0.0f;
+#pragma unroll
+            for (int u = 0; u < KU; u++) {
+                const int src = atd_xlane<KU>(u);
+                if (!((okb >> src) & 1u)) continue;
+                const float p = __shfl_sync(0xffffffffu, pl, src);
+                l += p;
+                float vf[4];
+                atd_unpack(vr[u][0], vf);
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[0][i] += p * vf[i];
+            }
+            m = mx;
+            continue;
+        }
 #pragma unroll
         for (int u = 0; u < KU; u++) {
             /* every load of the round at once: the mask does not gate the

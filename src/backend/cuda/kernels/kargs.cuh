@@ -276,7 +276,8 @@ typedef struct tg_attn_decode_args {
     tg_t q, k, v, mask;
     tg_i32 has_mask;
     float scale;
-    tg_i32 kpw, direct, prefetch, pad_;
+    tg_i32 kpw, direct, prefetch;
+    tg_i32 xr; /* D = 128: a round's dot products summed by a transposed reduction (atd_xreduce) */
     tg_t o;
 } tg_attn_decode_args;
 TG_KARGS_SIZE(tg_attn_decode_args, 432);
