@@ -200,12 +200,35 @@ static tg_tensor *b_argmax(tg_ctx *ctx) {
     return tg_cast(ctx, tg_argmax(ctx, a), TG_F32);
 }
 
+/* silu, sigmoid and glu far out, where exp(-x) overflows (x below about
+ * -88.7): 1 / (1 + inf) is 0 on every path, never NaN (i_far sets the
+ * values; the scalar reference takes libm's expf). */
+static tg_tensor *b_unary_far(tg_ctx *ctx) {
+    tg_tensor *a = tg_new_2d(ctx, TG_F32, 37, 3), *g = tg_new_2d(ctx, TG_F32, 74, 3);
+    tg_set_name(a, "far");
+    tg_set_name(g, "far_glu");
+    return tg_add(ctx, tg_add(ctx, tg_silu(ctx, a), tg_sigmoid(ctx, a)), tg_glu(ctx, g));
+}
+
+static void i_far(tg_ctx *ctx) {
+    static const float v[] = {-1000.0f, -200.0f, -104.5f, -100.0f, -89.0f, -88.8f, -88.5f, -87.0f,
+                              -30.0f,   -1.0f,   0.0f,    2.0f,    88.5f,  89.0f,  100.0f, 1000.0f};
+    const char *names[2] = {"far", "far_glu"};
+    for (int k = 0; k < 2; k++) {
+        tg_tensor *t = tg_ctx_find(ctx, names[k]);
+        CHECK(t != NULL);
+        for (int64_t i = 0; t && i < tg_nelements(t); i++)
+            ((float *)t->data)[i] = v[(i * 7 + k) % (int64_t)(sizeof v / sizeof v[0])];
+    }
+}
+
 static const path_case cases[] = {
     {"binary broadcast", b_binary_bcast, NULL, 1e-6},
     {"binary strided", b_binary_strided, NULL, 0},
     {"unary", b_unary, NULL, 1e-5},
     {"unary strided", b_unary_strided, NULL, 1e-5},
     {"glu", b_glu, NULL, 1e-5},
+    {"silu sigmoid glu far out", b_unary_far, i_far, 1e-6},
     {"layer_norm", b_layer_norm, NULL, 1e-5},
     {"soft_max", b_soft_max, i_mask, 1e-5},
     {"attention", b_attention, i_mask, 1e-5},

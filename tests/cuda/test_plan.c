@@ -271,7 +271,9 @@ static void test_encoder_bd_stores_bf16(void) {
  * frames (75 after subsampling, on cuBLASLt) each feed-forward's first
  * product (read only by its silu) and each attention (read only by its
  * out projection); in a decoder step at batch 20 (cuBLASLt) both
- * attentions and the feed-forward's first product of every layer, at
+ * attentions and the feed-forward's first product of every layer (a plan
+ * without a device; on one, only where cuBLASLt has an algorithm for a
+ * BF16 result with an F32 bias and relu), at
  * batch 3 (matvec.cu, which stores F32) only the attentions; none with
  * the switches off. */
 static void test_products_and_attentions_store_16_bits(void) {

@@ -289,12 +289,15 @@ static inline __m512 exp16(__m512 x) {
 
 /* 1 / (1 + exp(-x)) with the division as a 14-bit reciprocal estimate and
  * one Newton step (~1 ulp; a true division costs more than the exp). d is
- * in [1, inf]: the estimate of inf is 0, which the step keeps. */
+ * in [1, inf]. Where exp(-x) overflows (x below about -88.7) d is inf, whose
+ * estimate is 0, but the step's d * 0 would make it NaN: those lanes get 0,
+ * as 1 / inf is. */
 static inline __m512 sigmoid16(__m512 x) {
     __m512 one = _mm512_set1_ps(1.0f);
     __m512 d = _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), x)));
     __m512 r = _mm512_rcp14_ps(d);
     r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(d, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ), _mm512_setzero_ps());
     return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q), d);
 }
 

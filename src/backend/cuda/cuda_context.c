@@ -261,12 +261,14 @@ typedef struct plan {
     int *fuse;     /* nodes one launch covers from here (tg_cuda_fuse_len), 0 inside a group */
     uint8_t *writes; /* nodes inside a group whose results its launch stores too (tg_cuda_group_writes) */
     uint8_t *mask16; /* attention nodes whose mask's producer stores BF16 (plan_emit, CT_CUDA_ATTN_BD16) */
+    uint8_t *bias16; /* product groups storing BF16 without their bias, which their unary readers add */
     int n_runs;
 } plan;
 
 static void plan_free(plan *p) {
     tg_free(p->emit);
     tg_free(p->mask16);
+    tg_free(p->bias16);
     tg_free(p->uses);
     tg_free(p->run);
     tg_free(p->cls);
@@ -403,14 +405,18 @@ static bool read_as_operands(const tg_graph *g, const plan *p, int root, int i, 
 /* The 16-bit type node i (F32, contiguous, read only inside this graph)
  * may store for its readers, F32 when none: BF16 where unary ops read it,
  * else the reading products' weight type. */
-static tg_type operand_type(const tg_graph *g, const plan *p, int i, bool unary) {
+static tg_type operand_type_of(const tg_graph *g, const plan *p, int i, bool unary, operand_reads *r) {
     const tg_tensor *t = g->nodes[i];
-    operand_reads r = {TG_F32, false};
     if (t->type != TG_F32 || !tg_is_contiguous(t) || ((uintptr_t)t->data & 15) != 0 || (t->flags & TG_FLAG_OUTPUT) ||
-        p->uses[i] < 1 || !read_as_operands(g, p, i, i, 0, unary, &r))
+        p->uses[i] < 1 || !read_as_operands(g, p, i, i, 0, unary, r))
         return TG_F32;
-    if (r.unary) return r.wt == TG_F32 || r.wt == TG_BF16 ? TG_BF16 : TG_F32;
-    return r.wt;
+    if (r->unary) return r->wt == TG_F32 || r->wt == TG_BF16 ? TG_BF16 : TG_F32;
+    return r->wt;
+}
+
+static tg_type operand_type(const tg_graph *g, const plan *p, int i, bool unary) {
+    operand_reads r = {TG_F32, false};
+    return operand_type_of(g, p, i, unary, &r);
 }
 
 /* A product alone, or the last node of a product's group, that cuBLASLt
@@ -459,10 +465,22 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         const int ph = tail ? head : i, plen = tail ? p->fuse[head] : 1;
         if ((tail || p->fuse[i] == 1) && c->emit_tails && product_tail_16(c, g->nodes, ph, plen)) {
             /* rows a multiple of 8 (16-byte BF16 columns, as the F32
-             * ones), and an algorithm for a BF16 result with an F32 bias */
-            if (t->ne[0] % 8 == 0 && operand_type(g, p, i, true) == TG_BF16 &&
-                tg_cuda_mm_d16_ok(c, g->nodes, ph, plen, plan_stored(g, p, ph, g->nodes[ph]->src[1])))
-                p->emit[i] = TG_BF16;
+             * ones), and an algorithm for the BF16 result: cuBLASLt has
+             * none with an F32 bias (an H100, eleventh session), so where
+             * unary ops alone read it and no relu follows the bias, the
+             * product stores its sums and the readers add the bias
+             * (ew_unary_b4); else with the bias, where it finds one */
+            operand_reads r = {TG_F32, false};
+            const tg_cuda_fused f = tg_cuda_fused_parts(g->nodes, ph, plen);
+            const bool defer = f.bias && !f.relu && f.bias->type == TG_F32 && tg_is_contiguous(f.bias) &&
+                               tg_nelements(f.bias) == t->ne[0] && ((uintptr_t)f.bias->data & 15) == 0;
+            if (t->ne[0] % 8 == 0 && operand_type_of(g, p, i, true, &r) == TG_BF16) {
+                const bool drop = defer && r.wt == TG_F32;
+                if (tg_cuda_mm_d16_ok(c, g->nodes, ph, plen, plan_stored(g, p, ph, g->nodes[ph]->src[1]), drop)) {
+                    p->emit[i] = TG_BF16;
+                    p->bias16[i] = drop;
+                }
+            }
             continue;
         }
         /* an attention's result read only by products (its out projection):
@@ -533,9 +551,10 @@ static tg_status plan_make(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     p->cls = tg_calloc((size_t)n + 1, sizeof *p->cls);
     p->emit = tg_calloc((size_t)n + 1, sizeof *p->emit);
     p->mask16 = tg_calloc((size_t)n + 1, sizeof *p->mask16);
+    p->bias16 = tg_calloc((size_t)n + 1, sizeof *p->bias16);
     p->fuse = tg_calloc((size_t)n + 1, sizeof *p->fuse);
     p->writes = tg_calloc((size_t)n + 1, sizeof *p->writes);
-    if (!p->uses || !p->run || !p->cls || !p->emit || !p->fuse || !p->writes || !p->mask16) {
+    if (!p->uses || !p->run || !p->cls || !p->emit || !p->fuse || !p->writes || !p->mask16 || !p->bias16) {
         plan_free(p);
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: graph plan", c->name);
     }
@@ -665,9 +684,11 @@ static tg_status encode_all(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool str
                             int *out_done) {
     c->emit = p->emit;
     c->mask16 = p->mask16;
+    c->bias16 = p->bias16;
     tg_status st = encode_all_inner(c, g, p, streams, pf, out_done);
     c->emit = NULL;
     c->mask16 = NULL;
+    c->bias16 = NULL;
     return st;
 }
 

@@ -180,6 +180,7 @@ typedef struct cuda_mm_plan {
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
     size_t ws;
+    bool none; /* the heuristic had no algorithm for this key: asked once, refused after */
 } cuda_mm_plan;
 
 /* ---------------------------------------------------- captured graphs */
@@ -311,6 +312,8 @@ typedef struct tg_cuda_ctx {
     const tg_type *emit;       /* while encoding: per node, the type it stores
                                   for its matrix-product readers (F32: as is) */
     const uint8_t *mask16;     /* while encoding: per node, an attention whose mask's producer stores BF16 */
+    const uint8_t *bias16;     /* while encoding: per node, a product group stored BF16 without its bias,
+                                * which its unary readers add (plan_emit) */
     unsigned last_grid[3], last_block, last_smem;
 } tg_cuda_ctx;
 
@@ -531,10 +534,12 @@ bool tg_cuda_written_before(const tg_cuda_ctx *c, const tg_tensor *t);
  * weights): those for which it has BF16 results. */
 bool tg_cuda_mm_bf16_operands(const tg_cuda_ctx *c, const tg_tensor *node);
 /* True when cuBLASLt has an algorithm for the product group nodes[head ..
- * head + len) storing a BF16 result (its bias still F32), b_stored its
- * activations' stored type: the plans made (and kept), nothing launched;
- * true where there is no device (a plan only). */
-bool tg_cuda_mm_d16_ok(tg_cuda_ctx *c, tg_tensor *const *nodes, int head, int len, tg_type b_stored);
+ * head + len) storing a BF16 result (with its F32 bias, or without it:
+ * drop_bias), b_stored its activations' stored type: the plans made (and
+ * kept, refusals too), nothing launched; true where there is no device (a
+ * plan only). */
+bool tg_cuda_mm_d16_ok(tg_cuda_ctx *c, tg_tensor *const *nodes, int head, int len, tg_type b_stored,
+                       bool drop_bias);
 
 /* Scratch bytes node's operand conversions need. */
 size_t tg_cuda_mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node);

@@ -94,6 +94,9 @@ static tg_status lt_fail(cublasStatus_t s, const char *what) {
 static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
     for (int i = 0; i < c->n_plans; i++)
         if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
+            if (c->plans[i].none)
+                return tg_status_new(TG_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld product",
+                                     (long long)k->n, (long long)k->m, (long long)k->k);
             *out = &c->plans[i];
             return NULL;
         }
@@ -160,6 +163,15 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
                            "cuBLASLt has no algorithm for a %lldx%lldx%lld product (types %d/%d, batch %lld, status %d)",
                            (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
                            (long long)k->batch, (int)s);
+        /* kept as refused, so a plan asking again (tg_cuda_mm_d16_ok, at
+         * every compute that is not a replay) costs a lookup, not a
+         * heuristic call */
+        if (tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
+            cuda_mm_plan *none = &c->plans[c->n_plans++];
+            memset(none, 0, sizeof *none);
+            none->key = *k;
+            none->none = true;
+        }
         goto fail;
     }
     p.algo = res.algo;
@@ -187,6 +199,7 @@ fail:
 void tg_cuda_mm_free(tg_cuda_ctx *c) {
     const tg_cublaslt_api *lt = c->dev->lt;
     for (int i = 0; i < c->n_plans && lt; i++) {
+        if (c->plans[i].none) continue;
         lt->cublasLtMatrixLayoutDestroy(c->plans[i].la);
         lt->cublasLtMatrixLayoutDestroy(c->plans[i].lb);
         lt->cublasLtMatrixLayoutDestroy(c->plans[i].ld);
@@ -333,10 +346,12 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
     return NULL;
 }
 
-bool tg_cuda_mm_d16_ok(tg_cuda_ctx *c, tg_tensor *const *nodes, int head, int len, tg_type b_stored) {
+bool tg_cuda_mm_d16_ok(tg_cuda_ctx *c, tg_tensor *const *nodes, int head, int len, tg_type b_stored,
+                       bool drop_bias) {
     if (!c->dev->lt || !c->dev->lt_handle) return true; /* a plan without a device (tg_cuda_test_plan) */
     tg_cuda_fused f = tg_cuda_fused_parts(nodes, head, len);
     f.d_type = TG_BF16;
+    if (drop_bias) f.bias = NULL;
     c->mm_dry = true;
     tg_status st = tg_cuda_encode_mul_mat(c, NULL, nodes[head], &f, nodes[head + len - 1], b_stored);
     c->mm_dry = false;

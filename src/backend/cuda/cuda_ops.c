@@ -385,9 +385,11 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
 }
 
 /* A unary op; a_stored: the type its source's producer stored (BF16 only
- * where plan_emit checked tg_cuda_unary_takes16: ew_unary_b4). */
+ * where plan_emit checked tg_cuda_unary_takes16: ew_unary_b4); bias, when
+ * not NULL, the producer's bias, which it left for this op to add (F32,
+ * one value a row of n, 16-byte aligned: plan_emit checked). */
 static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, int op, float sc, int out16,
-                              tg_type a_stored) {
+                              tg_type a_stored, const tg_tensor *bias) {
     const tg_tensor *a = n->src[0];
     int64_t ne = tg_nelements(n);
     if (ne == 0) return NULL;
@@ -396,7 +398,12 @@ static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, in
     if (a_stored != TG_F32) {
         if (a_stored != TG_BF16 || !unary_vec_ok(n))
             return tg_status_new(TG_ERR_INTERNAL, "cuda: '%s' reads a 16-bit source its kernel does not take", n->name);
-        tg_args_ew_unary_b4 v = {.d = tg_cuda_dptr(n->data), .a = tg_cuda_dptr(a->data), .s = sc, .n4 = ne / 4};
+        tg_args_ew_unary_b4 v = {.d = tg_cuda_dptr(n->data),
+                                 .a = tg_cuda_dptr(a->data),
+                                 .bias = bias ? tg_cuda_dptr(bias->data) : 0,
+                                 .s = sc,
+                                 .n4 = ne / 4,
+                                 .row = bias ? n->ne[0] : 0};
         c->n_unary16++;
         return LAUNCH(c, s, "elementwise.cu", defs, ew_unary_b4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
     }
@@ -621,15 +628,20 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
  * own node's, or that of the node its view chain starts from (plan_emit
  * lets a node that stores 16 bits be read only through views that keep its
  * elements where they are: contiguous reshapes at its start). */
-static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
-    if (!c->emit) return TG_F32;
+static int stored_node(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
+    if (!c->emit) return -1;
     for (const tg_tensor *x = src; x; x = x->view_src)
         for (int j = i - 1; j >= 0 && j >= i - 256; j--)
             if (nodes[j] == x) {
-                if (c->emit[j] != TG_F32 || x->op != TG_OP_VIEW) return c->emit[j];
+                if (c->emit[j] != TG_F32 || x->op != TG_OP_VIEW) return j;
                 break;
             }
-    return TG_F32;
+    return -1;
+}
+
+static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
+    const int j = stored_node(c, nodes, i, src);
+    return j < 0 ? TG_F32 : c->emit[j];
 }
 
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
@@ -666,6 +678,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         /* the group's result stored BF16 for its readers (plan_emit) */
         if (c->emit && c->emit[i + len - 1] == TG_BF16) {
             f.d_type = TG_BF16;
+            if (c->bias16 && c->bias16[i + len - 1]) f.bias = NULL; /* its unary readers add it */
             c->n_fused[TG_FUSED_EMIT]++;
             c->n_mm_out16++;
         }
@@ -677,8 +690,18 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         c->n_fused[TG_FUSED_EMIT]++;
     }
     tg_t dd = tg_cuda_desc(n), da = tg_cuda_desc(n->src[0]), db = tg_cuda_desc(n->src[1]);
-    /* a unary op's source stored BF16 by its product (plan_emit) */
-    const tg_type src_stored = is_unary(n->op) ? stored_type(c, nodes, i, n->src[0]) : TG_F32;
+    /* a unary op's source stored BF16 by its product (plan_emit), perhaps
+     * without the bias the product's group adds (the add's row operand) */
+    const int src_node = is_unary(n->op) ? stored_node(c, nodes, i, n->src[0]) : -1;
+    const tg_type src_stored = src_node < 0 ? TG_F32 : c->emit[src_node];
+    const tg_tensor *src_bias = NULL;
+    if (src_node >= 1 && c->bias16 && c->bias16[src_node]) {
+        /* the group's last node is its bias add (tg_cuda_fused_parts) */
+        const tg_tensor *add = nodes[src_node], *prev = nodes[src_node - 1];
+        src_bias = add->op != TG_OP_ADD ? NULL : add->src[0] == prev ? add->src[1] : add->src[0];
+        if (!src_bias || src_bias->type != TG_F32 || tg_nelements(src_bias) != n->ne[0])
+            return tg_status_new(TG_ERR_INTERNAL, "cuda: '%s': its source's bias not found", n->name);
+    }
     switch (n->op) {
     case TG_OP_NONE:
     case TG_OP_VIEW:
@@ -687,12 +710,12 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_SUB: return encode_binary(c, s, n, TG_EW_SUB, out16);
     case TG_OP_MUL: return encode_binary(c, s, n, TG_EW_MUL, out16);
     case TG_OP_DIV: return encode_binary(c, s, n, TG_EW_DIV, out16);
-    case TG_OP_SCALE: return encode_unary(c, s, n, TG_EW_SCALE, tg_param_f32(n, 0), out16, src_stored);
-    case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16, src_stored);
-    case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16, src_stored);
-    case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16, src_stored);
-    case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16, src_stored);
-    case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16, src_stored);
+    case TG_OP_SCALE: return encode_unary(c, s, n, TG_EW_SCALE, tg_param_f32(n, 0), out16, src_stored, src_bias);
+    case TG_OP_RELU: return encode_unary(c, s, n, TG_EW_RELU, 0.0f, out16, src_stored, src_bias);
+    case TG_OP_SILU: return encode_unary(c, s, n, TG_EW_SILU, 0.0f, out16, src_stored, src_bias);
+    case TG_OP_SIGMOID: return encode_unary(c, s, n, TG_EW_SIGMOID, 0.0f, out16, src_stored, src_bias);
+    case TG_OP_LOG: return encode_unary(c, s, n, TG_EW_LOG, 0.0f, out16, src_stored, src_bias);
+    case TG_OP_SQRT: return encode_unary(c, s, n, TG_EW_SQRT, 0.0f, out16, src_stored, src_bias);
     case TG_OP_MUL_MAT: {
         tg_cuda_fused plain = tg_cuda_fused_parts(nodes, i, 1);
         /* BF16 for attentions' masks, unary ops or products (plan_emit) */

@@ -162,20 +162,26 @@ extern "C" __global__ void ew_unary_c4(const tg_args_ew_unary_c4 args) {
 }
 
 /* ew_unary_c4 over a BF16 source (its producer's emit): 8 bytes in, the
- * op in F32, 16 or 8 bytes out (TG_OUT16). */
+ * product's bias added where it left it out (args.row), the op in F32, 16
+ * or 8 bytes out (TG_OUT16). */
 extern "C" __global__ void ew_unary_b4(const tg_args_ew_unary_b4 args) {
     TG_PDL();
     void *d = args.d;
     const ushort4 *a = (const ushort4 *)args.a;
+    const float4 *bias = (const float4 *)args.bias;
     const float s = args.s;
-    const i64 n4 = args.n4;
+    const i64 n4 = args.n4, row4 = args.row / 4;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)gridDim.x * blockDim.x) {
         const ushort4 x = a[i];
-        float4 r;
-        r.x = un(tg_bf2f(x.x), s);
-        r.y = un(tg_bf2f(x.y), s);
-        r.z = un(tg_bf2f(x.z), s);
-        r.w = un(tg_bf2f(x.w), s);
+        float4 v = make_float4(tg_bf2f(x.x), tg_bf2f(x.y), tg_bf2f(x.z), tg_bf2f(x.w)), r;
+        if (row4 > 0) {
+            const float4 b = bias[i % row4];
+            v.x += b.x, v.y += b.y, v.z += b.z, v.w += b.w;
+        }
+        r.x = un(v.x, s);
+        r.y = un(v.y, s);
+        r.z = un(v.z, s);
+        r.w = un(v.w, s);
         tg_store4(d, i, r);
     }
 }

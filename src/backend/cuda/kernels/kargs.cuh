@@ -135,15 +135,17 @@ TG_KARGS_SIZE(tg_ew_unary4_args, 32);
 
 /* ew_unary_b4: the same op over a source its producer stored BF16 (the
  * emit fusion: a product's result read only by unary ops), 4 elements a
- * thread (8 bytes in). */
+ * thread (8 bytes in); with row > 0 (a multiple of 4), bias[e % row] (F32)
+ * added to element e first: the product's bias, which it left out. */
 typedef struct tg_ew_unary_b4_args {
     tg_dp_void d;
     tg_dp_cu16 a;
+    tg_dp_cfloat bias;
     float s;
     tg_i32 pad_;
-    tg_i64 n4;
+    tg_i64 n4, row;
 } tg_ew_unary_b4_args;
-TG_KARGS_SIZE(tg_ew_unary_b4_args, 32);
+TG_KARGS_SIZE(tg_ew_unary_b4_args, 48);
 
 /* ew_bias_mask_c4: d = relu?((x + bias) * mask?) over contiguous F32 rows
  * of 4 q4 floats (n4 float4 groups); bias and mask F32 with ne[0] == 1, a
