@@ -344,11 +344,15 @@ static tg_tensor *build_embed_norm(tg_ctx *ctx) {
 }
 
 /* A feed-forward with silu as the encoder's: x + W2 silu(W1 ln(x) + b1) / 2
- * + b2 on 29 columns (cuBLASLt), W1's group read only by the silu. */
+ * + b2 on 29 columns (cuBLASLt), W1's group read only by the silu; the
+ * weights and biases marked as weights, as the model's are (the silu adds
+ * b1 only where it is one). */
 static tg_tensor *build_ffn_silu_bias(tg_ctx *ctx) {
     tg_tensor *x = in2(ctx, TG_F32, 256, 29);
     tg_tensor *w1 = in2(ctx, TG_BF16, 256, 512), *b1 = in2(ctx, TG_F32, 512, 1);
     tg_tensor *w2 = in2(ctx, TG_BF16, 512, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *marked[4] = {w1, b1, w2, b2};
+    for (int i = 0; i < 4; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
     tg_tensor *h = tg_layer_norm(ctx, x, NULL, NULL, 1e-5f);
     h = tg_silu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, h), b1));
     return tg_add(ctx, x, tg_add(ctx, tg_scale(ctx, tg_mul_mat(ctx, w2, h), 0.5f), b2));

@@ -472,8 +472,13 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
              * (ew_unary_b4); else with the bias, where it finds one */
             operand_reads r = {TG_F32, false};
             const tg_cuda_fused f = tg_cuda_fused_parts(g->nodes, ph, plen);
-            const bool defer = f.bias && !f.relu && f.bias->type == TG_F32 && tg_is_contiguous(f.bias) &&
-                               tg_nelements(f.bias) == t->ne[0] && ((uintptr_t)f.bias->data & 15) == 0;
+            /* the bias a weight: the readers read it after the add, its
+             * last reader as the planner and the hazard runs see it */
+            const tg_tensor *broot = f.bias;
+            while (broot && broot->view_src) broot = broot->view_src;
+            const bool defer = f.bias && !f.relu && (broot->flags & TG_FLAG_WEIGHT) && f.bias->type == TG_F32 &&
+                               tg_is_contiguous(f.bias) && tg_nelements(f.bias) == t->ne[0] &&
+                               ((uintptr_t)f.bias->data & 15) == 0;
             if (t->ne[0] % 8 == 0 && operand_type_of(g, p, i, true, &r) == TG_BF16) {
                 const bool drop = defer && r.wt == TG_F32;
                 if (tg_cuda_mm_d16_ok(c, g->nodes, ph, plen, plan_stored(g, p, ph, g->nodes[ph]->src[1]), drop)) {

@@ -163,10 +163,11 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
                            "cuBLASLt has no algorithm for a %lldx%lldx%lld product (types %d/%d, batch %lld, status %d)",
                            (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
                            (long long)k->batch, (int)s);
-        /* kept as refused, so a plan asking again (tg_cuda_mm_d16_ok, at
-         * every compute that is not a replay) costs a lookup, not a
-         * heuristic call */
-        if (tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
+        /* no algorithm (not an error of the call): kept as refused, so a
+         * plan asking again (tg_cuda_mm_d16_ok, at every compute that is
+         * not a replay) costs a lookup, not a heuristic call */
+        if ((s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED) &&
+            tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
             cuda_mm_plan *none = &c->plans[c->n_plans++];
             memset(none, 0, sizeof *none);
             none->key = *k;

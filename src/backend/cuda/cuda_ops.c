@@ -403,7 +403,7 @@ static tg_status encode_unary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, in
                                  .bias = bias ? tg_cuda_dptr(bias->data) : 0,
                                  .s = sc,
                                  .n4 = ne / 4,
-                                 .row = bias ? n->ne[0] : 0};
+                                 .row = bias ? tg_nelements(bias) : 0}; /* the product's rows: n may be a reshape */
         c->n_unary16++;
         return LAUNCH(c, s, "elementwise.cu", defs, ew_unary_b4, tg_cuda_grid(c, v.n4, 256), 1, 1, 256, 0, v);
     }
@@ -699,7 +699,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         /* the group's last node is its bias add (tg_cuda_fused_parts) */
         const tg_tensor *add = nodes[src_node], *prev = nodes[src_node - 1];
         src_bias = add->op != TG_OP_ADD ? NULL : add->src[0] == prev ? add->src[1] : add->src[0];
-        if (!src_bias || src_bias->type != TG_F32 || tg_nelements(src_bias) != n->ne[0])
+        if (!src_bias || src_bias->type != TG_F32 || tg_nelements(src_bias) % 4 != 0)
             return tg_status_new(TG_ERR_INTERNAL, "cuda: '%s': its source's bias not found", n->name);
     }
     switch (n->op) {
