@@ -95,6 +95,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 1) != 0;
     c->emit_tails = tg_cuda_env_int("CT_CUDA_EMIT_TAILS", 1) != 0;
     c->emit_attn = tg_cuda_env_int("CT_CUDA_EMIT_ATTN", 1) != 0;
+    c->emit_defer = tg_cuda_env_int("CT_CUDA_EMIT_DEFER", 0) != 0;
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
@@ -466,17 +467,20 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         if ((tail || p->fuse[i] == 1) && c->emit_tails && product_tail_16(c, g->nodes, ph, plen)) {
             /* rows a multiple of 8 (16-byte BF16 columns, as the F32
              * ones), and an algorithm for the BF16 result: cuBLASLt has
-             * none with an F32 bias (an H100, eleventh session), so where
-             * unary ops alone read it and no relu follows the bias, the
-             * product stores its sums and the readers add the bias
-             * (ew_unary_b4); else with the bias, where it finds one */
+             * none with an F32 bias (an H100, eleventh session), so with
+             * CT_CUDA_EMIT_DEFER=1, where unary ops alone read it and no
+             * relu follows the bias, the product stores its sums and the
+             * readers add the bias (ew_unary_b4; written after the
+             * session's last GPU call, so off until measured); else with
+             * the bias, where cuBLASLt finds an algorithm */
             operand_reads r = {TG_F32, false};
             const tg_cuda_fused f = tg_cuda_fused_parts(g->nodes, ph, plen);
             /* the bias a weight: the readers read it after the add, its
              * last reader as the planner and the hazard runs see it */
             const tg_tensor *broot = f.bias;
             while (broot && broot->view_src) broot = broot->view_src;
-            const bool defer = f.bias && !f.relu && (broot->flags & TG_FLAG_WEIGHT) && f.bias->type == TG_F32 &&
+            const bool defer = c->emit_defer && f.bias && !f.relu && (broot->flags & TG_FLAG_WEIGHT) &&
+                               f.bias->type == TG_F32 &&
                                tg_is_contiguous(f.bias) && tg_nelements(f.bias) == t->ne[0] &&
                                ((uintptr_t)f.bias->data & 15) == 0;
             if (t->ne[0] % 8 == 0 && operand_type_of(g, p, i, true, &r) == TG_BF16) {
