@@ -296,31 +296,56 @@ static bool first_node_is(const tg_graph *g, const tg_tensor *s, const tg_tensor
     return false;
 }
 
-/* Every read of node i (as plan_make counts them, p->uses[i]) is the mask
- * of a packed tensor-core attention that stages it in 16-byte pieces
- * (tg_cuda_attn_mask_bf16_ok), directly or through views; a view that is
- * a node itself (its one read is its view_src) passes its own reads on
- * (depth: views of views). With mark, those attentions are marked. */
-static bool read_as_masks(const tg_cuda_ctx *c, const tg_graph *g, const plan *p, int i, int depth, uint8_t *mark) {
+/* One read of node i by node j: its source k through s, or (k ==
+ * TG_MAX_SRC) j a view of it; arg is the walk's own. */
+typedef bool (*read_fn)(const tg_graph *g, const plan *p, int i, int j, int k, const tg_tensor *s, int depth,
+                        void *arg);
+
+/* True when node i is read inside this graph (p->uses[i] reads, as
+ * plan_make counts them), every reader at most `reach` nodes on, and fn
+ * takes every read. */
+static bool every_read(const tg_graph *g, const plan *p, int i, int reach, int depth, read_fn fn, void *arg) {
     const tg_tensor *t = g->nodes[i];
     int n = g->n_nodes, reads = 0;
-    for (int j = i + 1; j < n && j <= i + 64; j++) {
+    for (int j = i + 1; j < n && j <= i + reach; j++) {
         const tg_tensor *u = g->nodes[j];
         for (int k = 0; k <= TG_MAX_SRC; k++) {
             const tg_tensor *s = k < TG_MAX_SRC ? u->src[k] : u->view_src;
             if (!s || !first_node_is(g, s, t, i + 1, j)) continue;
             reads++;
-            if (u->op == TG_OP_ATTENTION && k == 3 && tg_cuda_attn_mask_bf16_ok(c, u)) {
-                if (mark) mark[j] = 1;
-                continue;
-            }
-            if (u->op == TG_OP_VIEW && k == TG_MAX_SRC && depth < 4 && !(u->flags & TG_FLAG_OUTPUT) &&
-                read_as_masks(c, g, p, j, depth + 1, mark))
-                continue;
-            return false;
+            if (!fn(g, p, i, j, k, s, depth, arg)) return false;
         }
     }
     return reads > 0 && reads == p->uses[i];
+}
+
+typedef struct mask_walk {
+    const tg_cuda_ctx *c;
+    uint8_t *mark;
+} mask_walk;
+
+/* A read as the mask of a packed tensor-core attention that stages it in
+ * 16-byte pieces (tg_cuda_attn_mask_bf16_ok), or by a view that is a node
+ * itself (its one read is its view_src) whose own reads are all such (views
+ * of views, to depth 4). With mark, those attentions are marked. */
+static bool mask_read(const tg_graph *g, const plan *p, int i, int j, int k, const tg_tensor *s, int depth,
+                      void *arg) {
+    (void)i, (void)s;
+    mask_walk *w = arg;
+    const tg_tensor *u = g->nodes[j];
+    if (u->op == TG_OP_ATTENTION && k == 3 && tg_cuda_attn_mask_bf16_ok(w->c, u)) {
+        if (w->mark) w->mark[j] = 1;
+        return true;
+    }
+    return u->op == TG_OP_VIEW && k == TG_MAX_SRC && depth < 4 && !(u->flags & TG_FLAG_OUTPUT) &&
+           every_read(g, p, j, 64, depth + 1, mask_read, arg);
+}
+
+/* Every read of node i is the mask of such an attention, directly or
+ * through views. */
+static bool read_as_masks(const tg_cuda_ctx *c, const tg_graph *g, const plan *p, int i, int depth, uint8_t *mark) {
+    mask_walk w = {c, mark};
+    return every_read(g, p, i, 64, depth, mask_read, &w);
 }
 
 /* A product alone in its launch read only as the mask of packed
@@ -362,45 +387,50 @@ typedef struct operand_reads {
     bool unary;  /* a unary op reads it (ew_unary_b4: BF16 only) */
 } operand_reads;
 
-/* Every read of node i (as plan_make counts them, p->uses[i]) takes it as
- * a 16-bit operand: a product's activations against BF16 (or all F16)
- * weights at default precision, through plain views (a view that is a
- * node passes its own reads on), or, with unary, a unary op's source
- * that ew_unary_b4 reads (directly). */
-static bool read_as_operands(const tg_graph *g, const plan *p, int root, int i, int depth, bool unary,
-                             operand_reads *r) {
-    const tg_tensor *t = g->nodes[i];
-    int n = g->n_nodes, reads = 0;
-    /* a reader past root + 250 would not find root where cuda_ops.c's
-     * stored_type looks (256 nodes back): not counted, so refused */
-    for (int j = i + 1; j < n && j <= i + 64 && j <= root + 250; j++) {
-        const tg_tensor *u = g->nodes[j];
-        for (int k = 0; k <= TG_MAX_SRC; k++) {
-            const tg_tensor *s = k < TG_MAX_SRC ? u->src[k] : u->view_src;
-            if (!s || !first_node_is(g, s, t, i + 1, j)) continue;
-            reads++;
-            if (k == TG_MAX_SRC) {
-                if (u->op == TG_OP_VIEW && depth < 4 && !(u->flags & TG_FLAG_OUTPUT) && plain_views_to(u, t) &&
-                    read_as_operands(g, p, root, j, depth + 1, unary, r))
-                    continue;
-                return false;
-            }
-            const tg_tensor *w = u->src[0];
-            if (u->op == TG_OP_MUL_MAT && k == 1 && plain_views_to(s, t) && !reaches(w, t) &&
-                (w->type == TG_BF16 || w->type == TG_F16) && tg_node_prec(u) == TG_PREC_DEFAULT &&
-                (r->wt == TG_F32 || r->wt == w->type)) {
-                r->wt = w->type;
-                continue;
-            }
-            /* never in place: ew_unary_b4 writes 16 bytes where it read 8 */
-            if (unary && k == 0 && s == t && tg_cuda_unary_takes16(u) && !tg_hazard_overlap(u, t)) {
-                r->unary = true;
-                continue;
-            }
-            return false;
-        }
+typedef struct operand_walk {
+    int root;    /* the node that stores 16 bits */
+    bool unary;  /* unary readers allowed */
+    operand_reads *r;
+} operand_walk;
+
+/* How far on a reader of node i may be: 64 nodes, and at most root + 250,
+ * which cuda_ops.c's stored_type (256 nodes back) still finds. */
+static int operand_reach(const operand_walk *w, int i) {
+    return w->root + 250 - i < 64 ? w->root + 250 - i : 64;
+}
+
+/* A read that takes node i as a 16-bit operand: a product's activations
+ * against BF16 (or all F16) weights at default precision, through plain
+ * views; a view that is a node whose own reads are all such; with unary,
+ * a unary op's direct source that ew_unary_b4 reads (never in place: it
+ * writes 16 bytes where it read 8). */
+static bool operand_read(const tg_graph *g, const plan *p, int i, int j, int k, const tg_tensor *s, int depth,
+                         void *arg) {
+    operand_walk *wk = arg;
+    const tg_tensor *t = g->nodes[i], *u = g->nodes[j];
+    if (k == TG_MAX_SRC)
+        return u->op == TG_OP_VIEW && depth < 4 && !(u->flags & TG_FLAG_OUTPUT) && plain_views_to(u, t) &&
+               every_read(g, p, j, operand_reach(wk, j), depth + 1, operand_read, arg);
+    const tg_tensor *w = u->src[0];
+    operand_reads *r = wk->r;
+    if (u->op == TG_OP_MUL_MAT && k == 1 && plain_views_to(s, t) && !reaches(w, t) &&
+        (w->type == TG_BF16 || w->type == TG_F16) && tg_node_prec(u) == TG_PREC_DEFAULT &&
+        (r->wt == TG_F32 || r->wt == w->type)) {
+        r->wt = w->type;
+        return true;
     }
-    return reads > 0 && reads == p->uses[i];
+    if (wk->unary && k == 0 && s == t && tg_cuda_unary_takes16(u) && !tg_hazard_overlap(u, t)) {
+        r->unary = true;
+        return true;
+    }
+    return false;
+}
+
+/* Every read of node i (as plan_make counts them, p->uses[i]) takes it as
+ * a 16-bit operand (operand_read); r gathers the readers' kinds. */
+static bool read_as_operands(const tg_graph *g, const plan *p, int i, bool unary, operand_reads *r) {
+    operand_walk w = {i, unary, r};
+    return every_read(g, p, i, operand_reach(&w, i), 0, operand_read, &w);
 }
 
 /* The 16-bit type node i (F32, contiguous, read only inside this graph)
@@ -409,7 +439,7 @@ static bool read_as_operands(const tg_graph *g, const plan *p, int root, int i, 
 static tg_type operand_type_of(const tg_graph *g, const plan *p, int i, bool unary, operand_reads *r) {
     const tg_tensor *t = g->nodes[i];
     if (t->type != TG_F32 || !tg_is_contiguous(t) || ((uintptr_t)t->data & 15) != 0 || (t->flags & TG_FLAG_OUTPUT) ||
-        p->uses[i] < 1 || !read_as_operands(g, p, i, i, 0, unary, r))
+        p->uses[i] < 1 || !read_as_operands(g, p, i, unary, r))
         return TG_F32;
     if (r->unary) return r->wt == TG_F32 || r->wt == TG_BF16 ? TG_BF16 : TG_F32;
     return r->wt;
