@@ -44,15 +44,15 @@ static uint64_t desc_end(const tg_t *d) {
     return d->p + off + (d->type == TG_KT_BF16 ? 2u : 4u);
 }
 
-/* The mask as the kernel reads it: m's own descriptor, or where its
- * producer root stored BF16 (the emit fusion; m root or a view of it,
+/* t as a kernel reads or writes it: its own descriptor, or where its
+ * producer root stored 16 bits (the emit fusion; t root or a view of it,
  * strides in F32 bytes), the same elements at half the strides and
- * offset. */
-static tg_t mask_desc(const tg_tensor *m, tg_type stored, const tg_tensor *root) {
-    tg_t d = tg_cuda_desc(m);
-    if (!m || stored != TG_BF16 || !root) return d;
-    d.type = TG_KT_BF16;
-    d.p = tg_cuda_dptr(root->data) + (uint64_t)((const char *)m->data - (const char *)root->data) / 2;
+ * offset, in the first half of root's storage. */
+static tg_t stored_desc(const tg_tensor *t, tg_type stored, const tg_tensor *root) {
+    tg_t d = tg_cuda_desc(t);
+    if (!t || stored == TG_F32 || !root) return d;
+    d.type = stored == TG_BF16 ? TG_KT_BF16 : TG_KT_F16;
+    d.p = tg_cuda_dptr(root->data) + (uint64_t)((const char *)t->data - (const char *)root->data) / 2;
     for (int k = 0; k < 4; k++) d.nb[k] /= 2;
     return d;
 }
@@ -249,16 +249,13 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
                                    const tg_tensor *mask_root, tg_type out_stored) {
     const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
     /* the output as stored: F32, or 16 bits in the first half of n's own
-     * storage at half its strides (n is contiguous where plan_emit allows
-     * that) */
-    tg_t od = tg_cuda_desc(n);
+     * storage (n is contiguous where plan_emit allows that) */
     if (out_stored != TG_F32) {
         if (!tg_is_contiguous(n))
             return tg_status_new(TG_ERR_INTERNAL, "cuda: attention '%s': a 16-bit result not contiguous", n->name);
-        od.type = out_stored == TG_BF16 ? TG_KT_BF16 : TG_KT_F16;
-        for (int d = 0; d < 4; d++) od.nb[d] /= 2;
         c->n_attn_out16++;
     }
+    const tg_t od = stored_desc(n, out_stored, n);
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
@@ -347,7 +344,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         /* the mask tile in 16-byte pieces (its rows' table follows the
          * groups' tiles) */
         const bool m16 = mask_in_pieces(c, m);
-        const tg_t md = mask_desc(m, mask_stored, mask_root);
+        const tg_t md = stored_desc(m, mask_stored, mask_root);
         tg_args_attention_mma_packed pa = {.o = args.o,
                                            .q = args.q,
                                            .k = args.k,

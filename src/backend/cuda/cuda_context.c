@@ -462,15 +462,10 @@ static bool product_tail_16(const tg_cuda_ctx *c, tg_tensor *const *nodes, int h
 }
 
 /* The type node i's source src was stored in, as the plan has it so far
- * (cuda_ops.c's stored_type, on p->emit). */
+ * (the encode's lookup, on p->emit). */
 static tg_type plan_stored(const tg_graph *g, const plan *p, int i, const tg_tensor *src) {
-    for (const tg_tensor *x = src; x; x = x->view_src)
-        for (int j = i - 1; j >= 0 && j >= i - 256; j--)
-            if (g->nodes[j] == x) {
-                if (p->emit[j] != TG_F32 || x->op != TG_OP_VIEW) return p->emit[j];
-                break;
-            }
-    return TG_F32;
+    const int j = tg_cuda_stored_node(p->emit, g->nodes, i, 256, src);
+    return j < 0 ? TG_F32 : p->emit[j];
 }
 
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
@@ -507,9 +502,7 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
             const tg_cuda_fused f = tg_cuda_fused_parts(g->nodes, ph, plen);
             /* the bias a weight: the readers read it after the add, its
              * last reader as the planner and the hazard runs see it */
-            const tg_tensor *broot = f.bias;
-            while (broot && broot->view_src) broot = broot->view_src;
-            const bool defer = c->emit_defer && f.bias && !f.relu && (broot->flags & TG_FLAG_WEIGHT) &&
+            const bool defer = c->emit_defer && f.bias && !f.relu && tg_cuda_is_weight(f.bias) &&
                                f.bias->type == TG_F32 &&
                                tg_is_contiguous(f.bias) && tg_nelements(f.bias) == t->ne[0] &&
                                ((uintptr_t)f.bias->data & 15) == 0;

@@ -429,6 +429,13 @@ bool tg_cuda_can_emit16(const tg_tensor *node);
 /* True when unary node n can read a source its producer stored BF16
  * (ew_unary_b4: both contiguous, 4-element groups, 16-byte aligned). */
 bool tg_cuda_unary_takes16(const tg_tensor *n);
+/* The emit fusion's one rule for where a source was stored: the index of
+ * the node among nodes[i - reach .. i - 1] that stored src, its own node's
+ * or, where that is a view storing as is, the node its view chain starts
+ * from (the plan lets a node that stores 16 bits be read only through
+ * views that keep its elements where they are); -1 when none of those
+ * stores 16 bits, or emit is NULL. emit: each node's stored type. */
+int tg_cuda_stored_node(const tg_type *emit, tg_tensor *const *nodes, int i, int reach, const tg_tensor *src);
 /* Enqueues nodes[i .. i+len) (as fused by tg_cuda_fuse_len) on stream;
  * c->emit, when set, says which nodes store 16-bit results. */
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream stream, tg_tensor *const *nodes, int i,
@@ -593,6 +600,9 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
  * its x's producer stored: a result matvec.cu stores F32 only, so the emit
  * plan leaves such a product's group alone. */
 bool tg_cuda_product_on_matvec(const tg_cuda_ctx *c, const tg_tensor *n, const tg_tensor *out);
+/* True when t, or the root of its view chain, is a weight (TG_FLAG_WEIGHT):
+ * its contents do not change between computes. */
+bool tg_cuda_is_weight(const tg_tensor *t);
 /* After a product group whose product is nodes[p] and whose last node is
  * nodes[end - 1] (ln: a layer norm leads it, so x is the norm's input): up
  * to two view nodes and a set_rows storing rows of that group's result

@@ -142,7 +142,7 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
 }
 
 /* t is (a view of) a weight: no kernel writes it. */
-static bool is_weight(const tg_tensor *t) {
+bool tg_cuda_is_weight(const tg_tensor *t) {
     while (t->view_src) t = t->view_src;
     return (t->flags & TG_FLAG_WEIGHT) != 0;
 }
@@ -257,7 +257,7 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
                              .bias = bias ? tg_cuda_dptr(bias->data) : 0, .res = res ? tg_cuda_dptr(res->data) : 0,
                              .n = w->ne[1], .k = w->ne[0], .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo,
                              .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
-                             .relu = f->relu, .w_early = is_weight(w)};
+                             .relu = f->relu, .w_early = tg_cuda_is_weight(w)};
     const bool mma = matvec_mma(c, n);
     if (f->rows) {
         if (!mma || !kv_rows_args(f->rows, out, ldo, &a))
@@ -294,8 +294,8 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     }
     /* the bias and the norm's parameters asked into L2 before the wait
      * for the previous kernel, where every one is a weight */
-    if (c->matvec_prefetch && (!bias || is_weight(bias)) &&
-        (!ln || ((!ln->src[1] || is_weight(ln->src[1])) && (!ln->src[2] || is_weight(ln->src[2])))))
+    if (c->matvec_prefetch && (!bias || tg_cuda_is_weight(bias)) &&
+        (!ln || ((!ln->src[1] || tg_cuda_is_weight(ln->src[1])) && (!ln->src[2] || tg_cuda_is_weight(ln->src[2])))))
         a.opt |= TG_MV_PREFETCH;
     /* the mma kernels' blocks of rows: one for every TG_MVM_ROWS rows, or
      * with CT_CUDA_MATVEC_LOOP=1 (=2: only past twice the SMs, the logits;
@@ -321,7 +321,7 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * output (one tile, 128 threads for each 8 rows a block), no rows loop, the bias a
      * weight, the residual not the previous launch's */
     if (mma && c->matvec_epi_early && cols <= TG_MVM_MAXM && 32 * warps >= 128 * (rows_a_block / 8) && rows == row_blocks &&
-        (bias || res) && (!bias || is_weight(bias)) && (!res || tg_cuda_written_before(c, res))) {
+        (bias || res) && (!bias || tg_cuda_is_weight(bias)) && (!res || tg_cuda_written_before(c, res))) {
         a.opt |= TG_MV_EPI_EARLY;
         c->n_matvec_epi_early++;
     }

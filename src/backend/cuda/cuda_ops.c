@@ -624,21 +624,25 @@ static tg_status encode_cpy(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     return LAUNCH_FLAT(c, s, "copy.cu", cpy, g);
 }
 
-/* The type nodes[i]'s source `src` was stored in (the emit fusion): its
- * own node's, or that of the node its view chain starts from (plan_emit
- * lets a node that stores 16 bits be read only through views that keep its
- * elements where they are: contiguous reshapes at its start). */
-static int stored_node(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
-    if (!c->emit) return -1;
+int tg_cuda_stored_node(const tg_type *emit, tg_tensor *const *nodes, int i, int reach, const tg_tensor *src) {
+    if (!emit) return -1;
     for (const tg_tensor *x = src; x; x = x->view_src)
-        for (int j = i - 1; j >= 0 && j >= i - 256; j--)
+        for (int j = i - 1; j >= 0 && j >= i - reach; j--)
             if (nodes[j] == x) {
-                if (c->emit[j] != TG_F32 || x->op != TG_OP_VIEW) return j;
+                if (emit[j] != TG_F32) return j;
+                if (x->op != TG_OP_VIEW) return -1;
                 break;
             }
     return -1;
 }
 
+/* The node that stored nodes[i]'s source src, -1 for F32 as is (the emit
+ * fusion; its readers are at most 250 nodes on, plan_emit). */
+static int stored_node(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
+    return tg_cuda_stored_node(c->emit, nodes, i, 256, src);
+}
+
+/* The type nodes[i]'s source src was stored in. */
 static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
     const int j = stored_node(c, nodes, i, src);
     return j < 0 ? TG_F32 : c->emit[j];

@@ -177,16 +177,8 @@ void tg_cuda_check_finite(tg_cuda_ctx *c, CUstream s, const tg_graph *g, const t
     srcs[0] = 0;
     for (int k = 0; k < TG_MAX_SRC && t->src[k] && used < sizeof srcs - 64; k++) {
         const tg_tensor *r = t->src[k];
-        tg_type rt = r->type;
-        /* its own node's store, or the node its view chain starts from
-         * (cuda_ops.c's stored_type) */
-        for (const tg_tensor *x = r; x && rt == r->type; x = x->view_src) {
-            int j = i - 1;
-            while (j >= 0 && g->nodes[j] != x) j--;
-            if (j < 0) continue;
-            if (emit[j] != TG_F32) rt = emit[j];
-            else if (x->op != TG_OP_VIEW) break;
-        }
+        const int j = tg_cuda_stored_node(emit, g->nodes, i, i, r);
+        const tg_type rt = j < 0 ? r->type : emit[j];
         int64_t f2 = -1, b2 = count_nonfinite(c->dev->cu, r, rt, &f2);
         used += (size_t)snprintf(srcs + used, sizeof srcs - used, " src%d '%s' (%s %s): %s", k,
                                  r->name[0] ? r->name : "-", tg_op_name(r->op), tg_type_name(rt),
