@@ -480,9 +480,9 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
  * cuBLASLt, where it has an algorithm for that), and an attention's
  * read only by its out projection (CT_CUDA_EMIT_ATTN; a decoder step at 2
  * rows, the projection on matvec.cu, and at 20, and the encoder's packed
- * kernel). Each against the CPU with the switches on (the defaults, and
- * CT_CUDA_EMIT_DEFER=1: the silu adds W1's bias) and off; the counters say
- * which ran. */
+ * kernel). Each against the CPU with the switches on (the defaults: the
+ * silu adds W1's bias, CT_CUDA_EMIT_DEFER) and off; the counters say which
+ * ran. */
 static void test_operands_stored_16_bits(void) {
     tg_backend *on = cuda_with("CT_CUDA_EMIT_DEFER", "1");
     if (!on || ((tg_cuda_ctx *)on->impl)->dev->props.tc_level < 2) {

@@ -95,7 +95,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 1) != 0;
     c->emit_tails = tg_cuda_env_int("CT_CUDA_EMIT_TAILS", 1) != 0;
     c->emit_attn = tg_cuda_env_int("CT_CUDA_EMIT_ATTN", 1) != 0;
-    c->emit_defer = tg_cuda_env_int("CT_CUDA_EMIT_DEFER", 0) != 0;
+    c->emit_defer = tg_cuda_env_int("CT_CUDA_EMIT_DEFER", 1) != 0;
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
@@ -492,12 +492,12 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         if ((tail || p->fuse[i] == 1) && c->emit_tails && product_tail_16(c, g->nodes, ph, plen)) {
             /* rows a multiple of 8 (16-byte BF16 columns, as the F32
              * ones), and an algorithm for the BF16 result: cuBLASLt has
-             * none with an F32 bias (an H100, eleventh session), so with
-             * CT_CUDA_EMIT_DEFER=1, where unary ops alone read it and no
-             * relu follows the bias, the product stores its sums and the
-             * readers add the bias (ew_unary_b4; written after the
-             * session's last GPU call, so off until measured); else with
-             * the bias, where cuBLASLt finds an algorithm */
+             * none with an F32 bias (an H100, eleventh session), so
+             * where unary ops alone read it and no relu follows the bias,
+             * the product stores its sums and the readers add the bias
+             * (ew_unary_b4; CT_CUDA_EMIT_DEFER, on: -2.7% at batch 64,
+             * twelfth session); else with the bias, where cuBLASLt finds
+             * an algorithm */
             operand_reads r = {TG_F32, false};
             const tg_cuda_fused f = tg_cuda_fused_parts(g->nodes, ph, plen);
             /* the bias a weight: the readers read it after the add, its

@@ -277,8 +277,8 @@ typedef struct tg_cuda_ctx {
                                 * read only by unary ops or products stores BF16 */
     bool emit_attn;            /* CT_CUDA_EMIT_ATTN (default on): an attention read only by products stores their
                                 * type */
-    bool emit_defer;           /* CT_CUDA_EMIT_DEFER=1 (off: not yet run on a GPU): a product group read only by
-                                * unary ops stores BF16 without its bias, which they add */
+    bool emit_defer;           /* CT_CUDA_EMIT_DEFER (default on): a product group read only by unary ops
+                                * stores BF16 without its bias, which they add */
     bool mm_dry;               /* tg_cuda_encode_mul_mat makes its plans and launches nothing */
     bool attn_xr;              /* CT_CUDA_ATTN_DECODE_XR (default on): attn_decode's round of dot products
                                 * (D = 128) summed by one transposed reduction, a key's score and exp a lane */
