@@ -42,9 +42,11 @@ int tg_hazard_runs(tg_tensor *const *nodes, int n, const uint8_t *cls, int max_r
  * take the first node's run. group NULL: every node is its own launch;
  * writes NULL: only last results. A group longer than TG_HAZARD_GROUP_MAX
  * is modelled as separate launches, so a backend must not fuse one (the
- * CUDA backend's longest: a layer norm, a product, its bias add, two view
- * nodes and the set_rows that writes the product's k and v into a cache). */
-#define TG_HAZARD_GROUP_MAX 6
+ * CUDA backend's longest: the subsampling's conv0, bias, mask, relu,
+ * depthwise conv, bias and mask; then a layer norm, a product, its bias
+ * add, two view nodes and the set_rows that writes the product's k and v
+ * into a cache). */
+#define TG_HAZARD_GROUP_MAX 7
 int tg_hazard_runs_grouped(tg_tensor *const *nodes, int n, const uint8_t *cls, const int *group,
                            const uint8_t *writes, int max_run, int *out_run);
 

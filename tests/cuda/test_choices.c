@@ -19,7 +19,9 @@
  * block's key tiles between two groups of warps where its blocks leave
  * SMs idle (tg_cuda_attn_mma_groups). A decoder step's tail (argmax, sums,
  * feed, history writes) fuses into
- * one argmax_sum launch only in the form the scheduler hands it.
+ * one argmax_sum launch only in the form the scheduler hands it; the
+ * subsampling's front (conv0 through the depthwise conv's mask) into one
+ * sub_conv_dw launch.
  * Skipped (and counted as passed) where the build has no CUDA backend.
  */
 #include "check.h"
@@ -176,6 +178,17 @@ static int fake_plan(tg_graph *g, int *uses, int max) {
     return n;
 }
 
+/* out's graph (in ctx) planned by fake_plan: its first max nodes into
+ * nodes, their readers into uses; the node count, -1 when it did not build. */
+static int planned_nodes(tg_ctx *ctx, tg_tensor *out, tg_tensor **nodes, int *uses, int max) {
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, out));
+    if (!g || !out) return -1;
+    int n = fake_plan(g, uses, max);
+    for (int i = 0; i < n && i < max; i++) nodes[i] = tg_graph_node(g, i);
+    return n;
+}
+
 /* The decoder step's head as decoder.c builds it: token and position
  * lookups, their sum, a reshape to [d, n_q, B] and the embedding norm; a
  * second reader of the sum, when asked. */
@@ -314,13 +327,9 @@ static void test_scale_alone_rides_the_product(void) {
         c->use_fusion = true;
         c->use_scale = v != 1;
         tg_ctx *ctx = tg_ctx_new();
-        tg_tensor *W = NULL, *out = pos_projection(ctx, v, &W);
-        tg_graph *g = tg_graph_new(ctx);
-        CHECK_OK(tg_graph_build(g, out));
+        tg_tensor *W = NULL, *nodes[16];
         int uses[16];
-        int n = fake_plan(g, uses, 16);
-        tg_tensor *nodes[16];
-        for (int i = 0; i < n && i < 16; i++) nodes[i] = tg_graph_node(g, i);
+        int n = planned_nodes(ctx, pos_projection(ctx, v, &W), nodes, uses, 16);
         CHECK(n >= 3 && nodes[0]->op == TG_OP_MUL_MAT && nodes[1]->op == TG_OP_SCALE);
         if (v == 3) nodes[1]->data = W->data;
         int len = n >= 3 && n <= 16 ? tg_cuda_fuse_len(c, nodes, n, 0, uses) : -1;
@@ -518,10 +527,52 @@ static void test_written_before(void) {
     tg_ctx_free(ctx);
 }
 
+/* The subsampling's front as encoder.c builds it (conv0, bias, mask,
+ * relu, depthwise conv, bias, mask): variant 0 with both masks, 1 without
+ * (5 nodes), 2 with the switch off, 3 with the relu read twice, 4 with the
+ * depthwise conv at stride 1, 5 with the result over the input, 6 with
+ * the first bias a per-frame value (not the kernel's per channel). */
+static tg_tensor *sub_front(tg_ctx *ctx, int v, tg_tensor **img) {
+    const int64_t C = 4, B = 2;
+    *img = tg_new_4d(ctx, TG_F32, 9, 7, 1, B);
+    tg_tensor *k0 = tg_new_4d(ctx, TG_F32, 3, 3, 1, C), *k1 = tg_new_4d(ctx, TG_F32, 3, 3, 1, C);
+    tg_tensor *b0 = v == 6 ? tg_new_4d(ctx, TG_F32, 1, 4, 1, B) : tg_new_4d(ctx, TG_F32, 1, 1, C, 1);
+    tg_tensor *b1 = tg_new_4d(ctx, TG_F32, 1, 1, C, 1);
+    tg_tensor *m1 = tg_new_4d(ctx, TG_F32, 1, 4, 1, B), *m2 = tg_new_4d(ctx, TG_F32, 1, v == 4 ? 4 : 2, 1, B);
+    tg_tensor *x = tg_add(ctx, tg_conv_2d(ctx, k0, *img, 2, 2, 1, 1), b0); /* [5, 4, C, B] */
+    if (v != 1) x = tg_mul(ctx, x, m1);
+    tg_tensor *r = tg_relu(ctx, x);
+    x = tg_add(ctx, tg_conv_2d_dw(ctx, k1, r, v == 4 ? 1 : 2, v == 4 ? 1 : 2, 1, 1), b1);
+    if (v != 1) x = tg_mul(ctx, m2, x);
+    return v == 3 ? tg_concat(ctx, tg_sum_rows(ctx, x), tg_sum_rows(ctx, r), 1) : x;
+}
+
+static void test_subsampling_front_fuses(void) {
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    CHECK(c != NULL);
+    if (!c) return;
+    for (int v = 0; v < 7; v++) {
+        c->use_fusion = true;
+        c->use_sub_front = v != 2;
+        tg_ctx *ctx = tg_ctx_new();
+        tg_tensor *img = NULL, *out = sub_front(ctx, v, &img), *nodes[16];
+        int uses[16];
+        int n = planned_nodes(ctx, out, nodes, uses, 16);
+        CHECK(n >= 5 && n <= 16 && nodes[0]->op == TG_OP_CONV_2D);
+        const int want = v == 0 ? 7 : v == 1 ? 5 : 1;
+        if (v == 5) nodes[6]->data = img->data;
+        int len = n >= 5 && n <= 16 ? tg_cuda_fuse_len(c, nodes, n, 0, uses) : -1;
+        CHECK_MSG(len == want, "case %d: fuse length %d, want %d", v, len, want);
+        if (len > 1) CHECK(nodes[len - 1] == out);
+        tg_ctx_free(ctx);
+    }
+    tg_free(c);
+}
+
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_written_before), T(test_record_launch), T(test_waves_fix_the_second_wave_at_batch_67),
           T(test_choices_are_whole_rounds_within_the_grid), T(test_wide_blocks_for_few_rows), T(test_embedding_head_fuses),
           T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses),
-          T(test_scale_alone_rides_the_product), T(test_attention_key_groups))
+          T(test_scale_alone_rides_the_product), T(test_attention_key_groups), T(test_subsampling_front_fuses))
 #else
 TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

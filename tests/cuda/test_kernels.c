@@ -207,6 +207,22 @@ static tg_tensor *build_conv_module(tg_ctx *ctx) {
 }
 static tg_tensor *build_conv_module_f32(tg_ctx *ctx) { return conv_module_mid(ctx); }
 
+/* The conv module from its first pointwise conv on, as the encoder's: x
+ * [C, T, B] (111 columns, cuBLASLt) times W1 [C, 2C] plus its bias, read
+ * only by the fused glu .. silu kernel, then W2; weights and biases marked
+ * as the model's are (the kernel adds W1's bias only where it is one). */
+static tg_tensor *build_conv_module_pw(tg_ctx *ctx) {
+    int64_t C = 64, T = 37, B = 3;
+    tg_tensor *x = tg_new_3d(ctx, TG_F32, C, T, B);
+    tg_tensor *w1 = in2(ctx, TG_BF16, C, 2 * C), *b1 = in2(ctx, TG_F32, 2 * C, 1);
+    tg_tensor *kr = in2(ctx, TG_F32, 9, C), *bias = tg_new_1d(ctx, TG_F32, C), *w2 = in2(ctx, TG_BF16, C, C);
+    tg_tensor *marked[5] = {w1, b1, kr, bias, w2};
+    for (int i = 0; i < 5; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
+    tg_tensor *a = tg_add(ctx, tg_mul_mat(ctx, w1, x), b1);
+    tg_tensor *h = tg_silu(ctx, tg_add(ctx, tg_conv_1d_dw(ctx, kr, tg_glu(ctx, a), 1, 4), bias));
+    return tg_mul_mat(ctx, w2, h);
+}
+
 /* One query per head over an F32 cache (attn_decode), and the same over
  * BF16 keys and values with D = 256 (two float4 groups a lane). */
 static tg_tensor *build_attn_step(tg_ctx *ctx) {
@@ -326,6 +342,28 @@ static tg_tensor *bias_mask_chain(tg_ctx *ctx, int kind) {
     if (kind == 2) return tg_relu(ctx, tg_add(ctx, x, bias));
     return tg_relu(ctx, tg_mul(ctx, tg_add(ctx, x, bias), mask));
 }
+/* The subsampling's front (encoder.c, spec 2.1): conv0 (one input channel,
+ * 3x3, stride 2, padding 1), bias, frame mask, relu, the depthwise 3x3
+ * (stride 2, padding 1), bias, frame mask; 40 channels (two blocks of
+ * sub_conv_dw's 32, the second part full), odd sizes so that edge taps fall
+ * outside. kind 1: no masks; kind 2: the operands the other way round. */
+static tg_tensor *sub_front_chain(tg_ctx *ctx, int kind) {
+    const int64_t C = 40, B = 3;
+    tg_tensor *img = tg_new_4d(ctx, TG_F32, 19, 13, 1, B), *k0 = tg_new_4d(ctx, TG_F32, 3, 3, 1, C);
+    tg_tensor *k1 = tg_new_4d(ctx, TG_F32, 3, 3, 1, C);
+    tg_tensor *b0 = tg_new_4d(ctx, TG_F32, 1, 1, C, 1), *b1 = tg_new_4d(ctx, TG_F32, 1, 1, C, 1);
+    tg_tensor *m1 = tg_new_4d(ctx, TG_F32, 1, 7, 1, B), *m2 = tg_new_4d(ctx, TG_F32, 1, 4, 1, B);
+    tg_tensor *x = tg_conv_2d(ctx, k0, img, 2, 2, 1, 1); /* [10, 7, C, B] */
+    x = kind == 2 ? tg_add(ctx, b0, x) : tg_add(ctx, x, b0);
+    if (kind != 1) x = kind == 2 ? tg_mul(ctx, m1, x) : tg_mul(ctx, x, m1);
+    x = tg_conv_2d_dw(ctx, k1, tg_relu(ctx, x), 2, 2, 1, 1); /* [5, 4, C, B] */
+    x = kind == 2 ? tg_add(ctx, b1, x) : tg_add(ctx, x, b1);
+    return kind == 1 ? x : kind == 2 ? tg_mul(ctx, m2, x) : tg_mul(ctx, x, m2);
+}
+static tg_tensor *build_sub_front(tg_ctx *ctx) { return sub_front_chain(ctx, 0); }
+static tg_tensor *build_sub_front_nomask(tg_ctx *ctx) { return sub_front_chain(ctx, 1); }
+static tg_tensor *build_sub_front_swapped(tg_ctx *ctx) { return sub_front_chain(ctx, 2); }
+
 static tg_tensor *build_bias_mask_relu(tg_ctx *ctx) { return bias_mask_chain(ctx, 0); }
 static tg_tensor *build_mask_bias(tg_ctx *ctx) { return bias_mask_chain(ctx, 1); }
 static tg_tensor *build_bias_relu(tg_ctx *ctx) { return bias_mask_chain(ctx, 2); }
@@ -465,6 +503,17 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
     bm = c->n_fused[TG_FUSED_BIAS_MASK];
     compare_with_cpu(b, build_bias_relu, 2, 1e-6, "conv, bias, relu (one pass)");
     CHECK(c->n_fused[TG_FUSED_BIAS_MASK] > bm);
+    /* the same f32 arithmetic in the same order as the four kernels it
+     * replaces; only conv0's summation may differ from the CPU's */
+    const build_fn fronts[3] = {build_sub_front, build_sub_front_nomask, build_sub_front_swapped};
+    const char *front_what[3] = {"subsampling front: conv0 .. dw, masks (one kernel)",
+                                 "subsampling front without masks (one kernel)",
+                                 "subsampling front, operands swapped (one kernel)"};
+    for (int k = 0; k < 3; k++) {
+        int sf = c->n_fused[TG_FUSED_SUB_FRONT];
+        compare_with_cpu(b, fronts[k], 2, 1e-8, front_what[k]);
+        CHECK_MSG(c->n_fused[TG_FUSED_SUB_FRONT] > sf, "%s: not fused", front_what[k]);
+    }
     compare_with_cpu(b, build_argmax, 2, 0.0, "argmax");
     /* f32 arithmetic throughout; only the norm's summation order differs */
     int emb = c->n_fused[TG_FUSED_EMBED_NORM];
@@ -476,7 +525,8 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
 /* Results stored in 16 bits for the readers that take them: a product's
  * (or its group's) read only by its silu (CT_CUDA_EMIT_TAILS; the
  * encoder's feed-forward: with a bias, which the silu then adds, and
- * alone) or by the next product (a feed-forward's relu at 40 columns,
+ * alone) or by the conv module's fused kernel (which adds the bias too),
+ * or by the next product (a feed-forward's relu at 40 columns,
  * cuBLASLt, where it has an algorithm for that), and an attention's
  * read only by its out projection (CT_CUDA_EMIT_ATTN; a decoder step at 2
  * rows, the projection on matvec.cu, and at 20, and the encoder's packed
@@ -502,6 +552,7 @@ static void test_operands_stored_16_bits(void) {
     } cases[] = {
         {build_ffn_silu_bias, "ffn, W1's group read by its silu (29 columns)", 1, 1, 0},
         {build_half_ffn, "half ffn, the product alone read by its silu", 1, 1, 0},
+        {build_conv_module_pw, "conv module, W1's group read by the glu .. silu kernel", 1, 1, 0},
         {build_ffn_mma40, "ffn on 40 columns, the relu read by W2 (cuBLASLt)", -1, 0, 0},
         {build_attn_proj2, "attention step, 2 rows, read by its projection (matvec.cu)", 0, 0, 1},
         {build_attn_proj20, "attention step, 20 rows, read by its projection (cuBLASLt)", 0, 0, 1},

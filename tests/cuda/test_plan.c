@@ -12,7 +12,8 @@
  * per layer, with the product's result marked written, and its tail
  * (argmax, sums, feed, history writes) as one argmax_sum; the prefill
  * gets the embedding group; the encoder plans without error, each layer's
- * rel-pos projection with its scale as the product's alpha; and a view
+ * rel-pos projection with its scale as the product's alpha, and the
+ * subsampling's front (conv0 .. depthwise conv, masks) as one group; and a view
  * the host reads still keeps the node it views from fusing away.
  * Not here: what the fused kernels compute (test_kernels.c, on a GPU).
  * Skipped (and counted as passed) where the build has no CUDA backend.
@@ -40,6 +41,8 @@ typedef struct seen {
     int pick_graphs;   /* step graphs with one argmax_sum group (the step's tail) */
     int picks;         /* argmax_sum groups in any graph */
     int alpha_groups;  /* products with a scale as their alpha and no bias (the rel-pos table's) */
+    int sub_fronts;    /* the subsampling's conv0 .. depthwise conv groups (sub_conv_dw) */
+    int sub_front_len; /* ... the nodes of the last */
     int pick_marks;    /* argmax_sum groups whose writes are not ids, sums, feed and the ids' row */
     int bd16;          /* products storing BF16 for attentions' masks (CT_CUDA_ATTN_BD16) */
     int tail16;        /* products (or their groups' last nodes) storing BF16 for their readers */
@@ -88,6 +91,7 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
             const tg_tensor *first = tg_graph_node(g, i), *last = tg_graph_node(g, i + fuse[i] - 1);
             if (first->op == TG_OP_GET_ROWS && last->op == TG_OP_LAYER_NORM) embed++;
             if (first->op == TG_OP_MUL_MAT && fuse[i] == 2 && last->op == TG_OP_SCALE) g_seen.alpha_groups++;
+            if (first->op == TG_OP_CONV_2D) g_seen.sub_fronts++, g_seen.sub_front_len = fuse[i];
             if (first->op == TG_OP_ARGMAX) {
                 pick++;
                 g_seen.picks++;
@@ -170,6 +174,11 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
         int encoder_graphs = g_seen.graphs;
         CHECK_MSG(g_seen.alpha_groups == m->n_enc_layers, "%d rel-pos projections with their scale as alpha, "
                   "%d layers", g_seen.alpha_groups, m->n_enc_layers);
+        /* the subsampling's front as one launch: with both frame masks
+         * where rows are shorter than the batch (B = 3), without at B = 1 */
+        CHECK_MSG(g_seen.sub_fronts == 1 && g_seen.sub_front_len == (B == 1 ? 5 : 7),
+                  "batch %d: %d subsampling fronts fused, the last of %d nodes", B, g_seen.sub_fronts,
+                  g_seen.sub_front_len);
         ct_dec_opts dopt = {.queued = true};
         ct_dec_state *ds = NULL;
         const int32_t prompt[12] = {4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7};
@@ -269,8 +278,9 @@ static void test_encoder_bd_stores_bf16(void) {
 /* The 16-bit stores for readers that take them (CT_CUDA_EMIT_TAILS,
  * CT_CUDA_EMIT_ATTN, both on by default): in the encoder at 600 feature
  * frames (75 after subsampling, on cuBLASLt) each feed-forward's first
- * product (read only by its silu) and each attention (read only by its
- * out projection); in a decoder step at batch 20 (cuBLASLt) both
+ * product (read only by its silu), each conv module's first (read only by
+ * its fused glu .. silu kernel), each without its bias (CT_CUDA_EMIT_DEFER),
+ * and each attention (read only by its out projection); in a decoder step at batch 20 (cuBLASLt) both
  * attentions and the feed-forward's first product of every layer (a plan
  * without a device; on one, only where cuBLASLt has an algorithm for a
  * BF16 result with an F32 bias and relu), at
@@ -296,7 +306,7 @@ static void test_products_and_attentions_store_16_bits(void) {
         CHECK_OK(ct_encoder_run(m, sched, feat, 1, T, valid, &eo, &enc));
         const int enc_tail16 = g_seen.tail16, enc_attn16 = g_seen.attn16;
         if (v < 3) {
-            CHECK_MSG(g_seen.errors == 0 && enc_tail16 == (v == 1 ? 0 : 2 * L) && enc_attn16 == (v == 2 ? 0 : L),
+            CHECK_MSG(g_seen.errors == 0 && enc_tail16 == (v == 1 ? 0 : 3 * L) && enc_attn16 == (v == 2 ? 0 : L),
                       "encoder, variant %d: %d products and %d attentions store 16 bits (%d layers)", v, enc_tail16,
                       enc_attn16, L);
         }

@@ -36,8 +36,8 @@
  * computed graph: nodes, kernels, launch shapes, times; NVTX ranges mark
  * computes and ops for Nsight when it is attached), CT_CUDA_SYNC_TIMEOUT_MS,
  * CT_CUDA_HOST_BUFFERS=1 (buffers in pinned host memory); the fusions' own
- * switches are CT_CUDA_FUSE_SCALE, _NORM, _CONV, _BIAS_MASK, _EMBED, _KV
- * and _PICK (=0: off).
+ * switches are CT_CUDA_FUSE_SCALE, _NORM, _CONV, _BIAS_MASK, _SUB, _EMBED,
+ * _KV and _PICK (=0: off).
  *
  * Not here: buffers and host copies (cuda_buffer.c), the profile, dump and
  * debug output (cuda_profile.c), kernels and their launch shapes
@@ -117,6 +117,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_ln_matvec = tg_cuda_env_int("CT_CUDA_FUSE_NORM", 1) != 0;
     c->use_conv_glu = tg_cuda_env_int("CT_CUDA_FUSE_CONV", 1) != 0;
     c->use_bias_mask = tg_cuda_env_int("CT_CUDA_FUSE_BIAS_MASK", 1) != 0;
+    c->use_sub_front = tg_cuda_env_int("CT_CUDA_FUSE_SUB", 1) != 0;
     c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
     c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
     c->use_pick = tg_cuda_env_int("CT_CUDA_FUSE_PICK", 1) != 0;
@@ -384,7 +385,7 @@ static bool reaches(const tg_tensor *s, const tg_tensor *t) {
 
 typedef struct operand_reads {
     tg_type wt;  /* the reading products' weight type, F32 while none */
-    bool unary;  /* a unary op reads it (ew_unary_b4: BF16 only) */
+    bool unary;  /* a unary op reads it (ew_unary_b4: BF16 only), or the conv module's kernel */
 } operand_reads;
 
 typedef struct operand_walk {
@@ -403,7 +404,8 @@ static int operand_reach(const operand_walk *w, int i) {
  * against BF16 (or all F16) weights at default precision, through plain
  * views; a view that is a node whose own reads are all such; with unary,
  * a unary op's direct source that ew_unary_b4 reads (never in place: it
- * writes 16 bytes where it read 8). */
+ * writes 16 bytes where it read 8), or the GLU input of a conv module
+ * group (its result apart from its input: conv_glu_fuse_len). */
 static bool operand_read(const tg_graph *g, const plan *p, int i, int j, int k, const tg_tensor *s, int depth,
                          void *arg) {
     operand_walk *wk = arg;
@@ -420,6 +422,12 @@ static bool operand_read(const tg_graph *g, const plan *p, int i, int j, int k, 
         return true;
     }
     if (wk->unary && k == 0 && s == t && tg_cuda_unary_takes16(u) && !tg_hazard_overlap(u, t)) {
+        r->unary = true;
+        return true;
+    }
+    /* the conv module's fused kernel (conv_glu_dw_silu_c4) reads its
+     * GLU's input in BF16 too, and adds a bias left to it */
+    if (wk->unary && k == 0 && s == t && u->op == TG_OP_GLU && p->fuse[j] == 4) {
         r->unary = true;
         return true;
     }

@@ -4,7 +4,8 @@
  * (tg_cuda_group_writes): matmul (+ scale as alpha) + bias (+ relu, or + a
  * residual); a layer norm inside its matvec product, and a decoder step's
  * K/V cache write inside its q/k/v product; the conv module's glu,
- * depthwise conv, bias and silu; the subsampling's bias, mask and relu; a
+ * depthwise conv, bias and silu; the subsampling's bias, mask and relu,
+ * and its first conv through the depthwise conv after it; a
  * decoder step's embedding lookups, sum and norm; a decoder step's tail
  * (argmax, logit sums, the next step's feed and the history writes).
  *
@@ -188,6 +189,79 @@ static int bias_mask_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int
     return len;
 }
 
+/* A conv's bias as conv_bias adds it: contiguous F32 [1, 1, C, 1]. */
+static bool channel_bias(const tg_tensor *b, int64_t C) {
+    return b && f32_contiguous(b) && b->data && b->ne[0] == 1 && b->ne[1] == 1 && b->ne[2] == C && b->ne[3] == 1;
+}
+
+/* A 3x3 stride-2 padding-1 conv's kernel [3, 3, 1, C] and params. */
+static bool conv3_s2(const tg_tensor *n, int64_t C) {
+    const tg_tensor *k = n->src[0];
+    return f32_contiguous(k) && k->ne[0] == 3 && k->ne[1] == 3 && k->ne[2] == 1 && k->ne[3] == C &&
+           tg_param_i32(n, 0) == 2 && tg_param_i32(n, 1) == 2 && tg_param_i32(n, 2) == 1 && tg_param_i32(n, 3) == 1;
+}
+
+/* Node j adds a channel bias to x (either operand order); the bias. */
+static const tg_tensor *bias_add_of(const tg_tensor *add, const tg_tensor *x) {
+    if (add->op != TG_OP_ADD || !tg_same_shape(add, x) || add->type != TG_F32) return NULL;
+    const tg_tensor *b = add->src[0] == x ? add->src[1] : add->src[1] == x ? add->src[0] : NULL;
+    return b != x && channel_bias(b, x->ne[2]) ? b : NULL;
+}
+
+/* Node m multiplies x by a frame mask (a value per row: ne[0] == 1, dim 2
+ * of size 1); the mask. */
+static const tg_tensor *frame_mask_of(const tg_tensor *m, const tg_tensor *x) {
+    if (m->op != TG_OP_MUL || !tg_same_shape(m, x)) return NULL;
+    const tg_tensor *k = tg_cuda_row_operand(m, x);
+    return k && k->ne[2] == 1 ? k : NULL;
+}
+
+/* The subsampling's front as encoder.c builds it (spec 2.1): conv0 (one
+ * input channel, 3x3, stride 2, padding 1) -> add its bias [-> mul a frame
+ * mask] -> relu -> the depthwise 3x3 (stride 2, padding 1) -> add its bias
+ * [-> mul a frame mask], each read only by the next, as sub_conv_dw takes
+ * them: F32, contiguous input and result, sizes within 32-bit indexing and
+ * the grid; the result apart from everything the kernel reads. 5 to 7 when
+ * they fuse, else 1. */
+static int sub_front_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
+    if (!c->use_sub_front || i + 4 >= n) return 1;
+    const tg_tensor *conv = nodes[i], *x = conv->src[1];
+    const int64_t C = conv->ne[2], B = conv->ne[3];
+    if (conv->op != TG_OP_CONV_2D || !f32_contiguous(conv) || !f32_contiguous(x) || x->ne[2] != 1 || x->ne[3] != B ||
+        !conv3_s2(conv, C))
+        return 1;
+    const tg_tensor *mask[2] = {NULL, NULL}, *bias[2] = {NULL, NULL}, *dw = NULL, *prev = conv;
+    int j = i + 1;
+    for (int stage = 0; stage < 2; stage++) {
+        /* the bias, the mask if any, then relu (conv0) or the end (dw) */
+        if (j >= n || !(bias[stage] = bias_add_of(nodes[j], prev))) return 1;
+        prev = nodes[j++];
+        if (j < n && (mask[stage] = frame_mask_of(nodes[j], prev))) prev = nodes[j++];
+        if (stage == 1) break;
+        if (j + 1 >= n || nodes[j]->op != TG_OP_RELU || nodes[j]->src[0] != prev || !tg_same_shape(nodes[j], prev))
+            return 1;
+        prev = nodes[j++];
+        dw = nodes[j++];
+        if (dw->op != TG_OP_CONV_2D_DW || dw->src[1] != prev || !f32_contiguous(dw) || dw->ne[2] != C ||
+            dw->ne[3] != B || !conv3_s2(dw, C))
+            return 1;
+        prev = dw;
+    }
+    const int len = j - i;
+    const tg_tensor *last = nodes[j - 1];
+    if (len > TG_HAZARD_GROUP_MAX || !f32_contiguous(last)) return 1;
+    for (int k = i; k < j - 1; k++)
+        if (n_uses[k] != 1 || (nodes[k]->flags & TG_FLAG_OUTPUT)) return 1;
+    if (x->ne[0] * x->ne[1] >= INT32_MAX || conv->ne[0] * conv->ne[1] >= INT32_MAX ||
+        dw->ne[0] * dw->ne[1] >= INT32_MAX - 256 || (C + TG_SUB_TILE - 1) / TG_SUB_TILE > 65535 || B > 65535 ||
+        C > INT32_MAX)
+        return 1;
+    const tg_tensor *reads[7] = {x, conv->src[0], dw->src[0], bias[0], bias[1], mask[0], mask[1]};
+    for (int k = 0; k < 7; k++)
+        if (reads[k] && tg_hazard_overlap(last, reads[k])) return 1;
+    return len;
+}
+
 /* A get_rows from a 2-D table by contiguous I32 ids, F32 and contiguous
  * with one row per id, of the width `width`. */
 static bool embed_lookup_ok(const tg_tensor *g, int64_t width) {
@@ -286,6 +360,7 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     if (nodes[i]->op == TG_OP_GET_ROWS) return embed_norm_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op == TG_OP_ADD) return bias_mask_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op == TG_OP_ARGMAX) return pick_fuse_len(c, nodes, n, i, n_uses);
+    if (nodes[i]->op == TG_OP_CONV_2D) return sub_front_fuse_len(c, nodes, n, i, n_uses);
     int len, p = i;
     if (nodes[i]->op != TG_OP_LAYER_NORM) {
         len = product_fuse_len(c, nodes, n, i, n_uses);

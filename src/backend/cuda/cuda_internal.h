@@ -238,6 +238,7 @@ typedef struct tg_cuda_ctx {
     bool use_ln_matvec;        /* CT_CUDA_FUSE_NORM: a layer norm inside its product's matvec */
     bool use_conv_glu;         /* CT_CUDA_FUSE_CONV: the conv module's glu .. silu as one kernel */
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
+    bool use_sub_front;        /* CT_CUDA_FUSE_SUB: the subsampling's conv0 .. depthwise conv's mask as one kernel */
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
     bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */
@@ -305,7 +306,7 @@ typedef struct tg_cuda_ctx {
     int n_attn_cluster;        /* attn_decode encodes with a row's chunks as one cluster */
     int n_attn_out16;          /* attention encodes storing 16 bits for their products (CT_CUDA_EMIT_ATTN) */
     int n_mm_out16;            /* product encodes storing BF16 (CT_CUDA_EMIT_TAILS, or as a mask: ATTN_BD16) */
-    int n_unary16;             /* unary ops reading a BF16 source (ew_unary_b4) */
+    int n_unary16;             /* unary ops reading a BF16 source (ew_unary_b4), and conv module kernels */
     int n_attn_groups;         /* encodes of attention_mma_packed2 (key tiles over two groups) */
     int n_attn_mask16;         /* encodes of the packed kernels staging their mask in 16-byte pieces */
     int n_attn_mask_bf16;      /* ... of them reading a BF16 mask (CT_CUDA_ATTN_BD16) */

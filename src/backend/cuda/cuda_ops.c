@@ -250,13 +250,23 @@ tg_status tg_cuda_convert(tg_cuda_ctx *c, CUstream s, const tg_tensor *t, tg_typ
 }
 static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_is_contiguous(t); }
 
+static tg_status source_stored(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src,
+                               tg_type *out_type, const tg_tensor **out_bias);
+
 static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int out16) {
     const tg_tensor *glu = nodes[i], *dw = nodes[i + 1], *add = nodes[i + 2], *act = nodes[i + 3];
-    const tg_tensor *bias = add->src[0] == dw ? add->src[1] : add->src[0], *a = glu->src[0];
+    const tg_tensor *bias = add->src[0] == dw ? add->src[1] : add->src[0], *a = glu->src[0], *pre = NULL;
+    tg_type a_stored = TG_F32;
+    tg_status st = source_stored(c, nodes, i, a, &a_stored, &pre);
+    if (st) return st;
+    if (a_stored != TG_F32 && (a_stored != TG_BF16 || (pre && tg_nelements(pre) != a->ne[0])))
+        return tg_status_new(TG_ERR_INTERNAL, "cuda: '%s' reads a 16-bit source its kernel does not take", glu->name);
     tg_args_conv_glu_dw_silu_c4 g = {.o = tg_cuda_dptr(act->data), .in = tg_cuda_dptr(a->data), .kr = tg_cuda_dptr(dw->src[0]->data),
-                                     .bias = tg_cuda_dptr(bias->data), .c4 = (int)(dw->ne[0] / 4), .t = (int)a->ne[1],
-                                     .ot = (int)dw->ne[1], .k = (int)dw->src[0]->ne[0], .p = tg_param_i32(dw, 1)};
+                                     .bias = tg_cuda_dptr(bias->data), .pre = pre ? tg_cuda_dptr(pre->data) : 0,
+                                     .c4 = (int)(dw->ne[0] / 4), .t = (int)a->ne[1], .ot = (int)dw->ne[1],
+                                     .k = (int)dw->src[0]->ne[0], .p = tg_param_i32(dw, 1), .in16 = a_stored == TG_BF16};
     if (tg_nelements(act) == 0) return NULL;
+    if (g.in16) c->n_unary16++;
     char defs[32] = "";
     if (out16 != TG_EMIT_F32) {
         snprintf(defs, sizeof defs, TG_DEFS_OUT16, out16);
@@ -265,6 +275,38 @@ static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *n
     c->n_fused[TG_FUSED_CONV_GLU]++;
     return LAUNCH(c, s, "conv.cu", defs, conv_glu_dw_silu_c4, (unsigned)((g.c4 + 63) / 64),
                   (unsigned)((dw->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT), (unsigned)(a->ne[2] * a->ne[3]), 64, 0, g);
+}
+
+/* The subsampling's front, conv0 through the depthwise conv's mask, as
+ * one sub_conv_dw launch (cuda_fusion.c's sub_front_fuse_len took the
+ * group: conv, add, [mul], relu, conv_2d_dw, add, [mul]). */
+static tg_status encode_sub_front(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
+    const tg_tensor *conv = nodes[i], *dw = NULL, *last = nodes[i + len - 1];
+    const tg_tensor *bias[2] = {NULL, NULL}, *mask[2] = {NULL, NULL};
+    for (int k = i + 1, stage = 0; k < i + len; k++) {
+        const tg_tensor *t = nodes[k], *prev = nodes[k - 1];
+        if (t->op == TG_OP_ADD) bias[stage] = t->src[0] == prev ? t->src[1] : t->src[0];
+        else if (t->op == TG_OP_MUL) mask[stage] = t->src[0] == prev ? t->src[1] : t->src[0];
+        else if (t->op == TG_OP_CONV_2D_DW) dw = t, stage = 1;
+    }
+    if (!dw || !bias[0] || !bias[1])
+        return tg_status_new(TG_ERR_INTERNAL, "cuda: '%s': not the subsampling's front", last->name);
+    if (tg_nelements(last) == 0) return NULL;
+    const tg_tensor *x = conv->src[1];
+    tg_args_sub_conv_dw a = {.m1 = tg_cuda_desc(mask[0] ? mask[0] : bias[0]),
+                             .m2 = tg_cuda_desc(mask[1] ? mask[1] : bias[1]),
+                             .o = tg_cuda_dptr(last->data),
+                             .x = tg_cuda_dptr(x->data),
+                             .k0 = tg_cuda_dptr(conv->src[0]->data),
+                             .b0 = tg_cuda_dptr(bias[0]->data),
+                             .k1 = tg_cuda_dptr(dw->src[0]->data),
+                             .b1 = tg_cuda_dptr(bias[1]->data),
+                             .w0 = (int)x->ne[0], .h0 = (int)x->ne[1], .w1 = (int)conv->ne[0], .h1 = (int)conv->ne[1],
+                             .ow = (int)dw->ne[0], .oh = (int)dw->ne[1], .c = (int)dw->ne[2],
+                             .has_m1 = mask[0] != NULL, .has_m2 = mask[1] != NULL};
+    c->n_fused[TG_FUSED_SUB_FRONT]++;
+    return LAUNCH(c, s, "conv.cu", "", sub_conv_dw, (unsigned)((dw->ne[0] * dw->ne[1] + 255) / 256),
+                  (unsigned)((dw->ne[2] + TG_SUB_TILE - 1) / TG_SUB_TILE), (unsigned)dw->ne[3], 256, 0, a);
 }
 
 static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
@@ -648,6 +690,25 @@ static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i,
     return j < 0 ? TG_F32 : c->emit[j];
 }
 
+/* The type src (read by nodes[i]: a unary op, or the conv module group's
+ * GLU) was stored in by its producer (plan_emit), and, where that product
+ * group stored its sums without its bias (p->bias16), the bias it left to
+ * its readers: the add's row operand, F32, a multiple of 4 values. */
+static tg_status source_stored(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src,
+                               tg_type *out_type, const tg_tensor **out_bias) {
+    const int j = stored_node(c, nodes, i, src);
+    *out_type = j < 0 ? TG_F32 : c->emit[j];
+    *out_bias = NULL;
+    if (j < 1 || !c->bias16 || !c->bias16[j]) return NULL;
+    /* the group's last node is its bias add (tg_cuda_fused_parts) */
+    const tg_tensor *add = nodes[j], *prev = nodes[j - 1];
+    const tg_tensor *bias = add->op != TG_OP_ADD ? NULL : add->src[0] == prev ? add->src[1] : add->src[0];
+    if (!bias || bias->type != TG_F32 || tg_nelements(bias) % 4 != 0)
+        return tg_status_new(TG_ERR_INTERNAL, "cuda: '%s': its source's bias not found", nodes[i]->name);
+    *out_bias = bias;
+    return NULL;
+}
+
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
     const tg_tensor *n = nodes[i];
     if (len > 1 && n->op == TG_OP_GLU) {
@@ -656,6 +717,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         return encode_conv_glu(c, s, nodes, i, out16);
     }
     if (len > 1 && n->op == TG_OP_ADD) return encode_bias_mask(c, s, nodes, i, len);
+    if (len > 1 && n->op == TG_OP_CONV_2D) return encode_sub_front(c, s, nodes, i, len);
     if (len > 1 && n->op == TG_OP_GET_ROWS) return encode_embed_norm(c, s, nodes, i, len);
     if (len > 1 && n->op == TG_OP_ARGMAX) return encode_pick(c, s, nodes, i);
     if (len > 1 && nodes[i + len - 1]->op == TG_OP_SET_ROWS) {
@@ -694,17 +756,11 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         c->n_fused[TG_FUSED_EMIT]++;
     }
     tg_t dd = tg_cuda_desc(n), da = tg_cuda_desc(n->src[0]), db = tg_cuda_desc(n->src[1]);
-    /* a unary op's source stored BF16 by its product (plan_emit), perhaps
-     * without the bias the product's group adds (the add's row operand) */
-    const int src_node = is_unary(n->op) ? stored_node(c, nodes, i, n->src[0]) : -1;
-    const tg_type src_stored = src_node < 0 ? TG_F32 : c->emit[src_node];
+    tg_type src_stored = TG_F32;
     const tg_tensor *src_bias = NULL;
-    if (src_node >= 1 && c->bias16 && c->bias16[src_node]) {
-        /* the group's last node is its bias add (tg_cuda_fused_parts) */
-        const tg_tensor *add = nodes[src_node], *prev = nodes[src_node - 1];
-        src_bias = add->op != TG_OP_ADD ? NULL : add->src[0] == prev ? add->src[1] : add->src[0];
-        if (!src_bias || src_bias->type != TG_F32 || tg_nelements(src_bias) % 4 != 0)
-            return tg_status_new(TG_ERR_INTERNAL, "cuda: '%s': its source's bias not found", n->name);
+    if (is_unary(n->op)) {
+        tg_status st = source_stored(c, nodes, i, n->src[0], &src_stored, &src_bias);
+        if (st) return st;
     }
     switch (n->op) {
     case TG_OP_NONE:

@@ -18,7 +18,9 @@
  * run of output steps per thread).
  *
  * conv_glu_dw_silu_c4 is the conv module's middle in one kernel: GLU,
- * depthwise conv, bias and SiLU (cuda_ops.c fuses the four nodes into it).
+ * depthwise conv, bias and SiLU (cuda_ops.c fuses the four nodes into it);
+ * sub_conv_dw the subsampling's first conv and depthwise conv with their
+ * biases, masks and relu (seven nodes).
  *
  * Not here: im2col or implicit-GEMM tensor-core convolution.
  */
@@ -93,6 +95,77 @@ extern "C" __global__ void __launch_bounds__(256) conv_2d_c1_3x3(const tg_args_c
 #pragma unroll
         for (int t = 0; t < 9; t++) s += wc[t] * x[t];
         *(float *)(dst + c * a.o.nb[2]) = s;
+    }
+}
+
+/* The subsampling's first two convs (spec 2.1) in one pass, for a result
+ * of ow x oh pixels and c channels:
+ *   o = m2 (b1 + sum_{ky,kx} k1(kx, ky) v(2 ox - 1 + kx, 2 oy - 1 + ky)),
+ *   v = relu(m1 (b0 + sum_{ty,tx} k0(tx, ty) x(2 X - 1 + tx, 2 Y - 1 + ty))),
+ * v being conv0's result at (X, Y) (taps outside it skipped), x's taps
+ * outside the input read as zeros. The same arithmetic in the same order as
+ * conv_2d_c1_3x3, ew_bias_mask_c4, conv_2d_dw_3x3 and ew_bias_mask_c4 one
+ * after another, which it replaces (cuda_fusion.c: sub_front_fuse_len):
+ * conv0's result is the encoder's largest tensor (115 MB a 35 s row) and
+ * those kernels wrote it twice and read it twice. Each output recomputes
+ * the nine conv0 values under its taps (81 multiply-adds a channel, about
+ * four times the unfused count), which at the model's sizes costs less
+ * than those bytes. Grid (ceil(ow oh / 256), ceil(c / TG_SUB_TILE), N),
+ * 256 threads: a thread takes one output pixel, loads its 7 x 7 input
+ * window once, and writes that pixel for the block's channels, whose
+ * parameters sit in shared memory (a broadcast: every thread of a warp
+ * reads the same word). */
+extern "C" __global__ void __launch_bounds__(256) sub_conv_dw(const tg_args_sub_conv_dw a) {
+    __shared__ float w[TG_SUB_TILE * 20]; /* per channel: k0[9], b0, k1[9], b1 */
+    TG_PDL();
+    const int co0 = blockIdx.y * TG_SUB_TILE, nc = a.c - co0 < TG_SUB_TILE ? a.c - co0 : TG_SUB_TILE;
+    for (int i = threadIdx.x; i < nc * 20; i += blockDim.x) {
+        const int ch = co0 + i / 20, r = i % 20;
+        w[i] = r < 9 ? a.k0[ch * 9 + r] : r == 9 ? a.b0[ch] : r < 19 ? a.k1[ch * 9 + r - 10] : a.b1[ch];
+    }
+    __syncthreads();
+    const int pix = blockIdx.x * blockDim.x + threadIdx.x;
+    if (pix >= a.ow * a.oh) return;
+    const int ox = pix % a.ow, oy = pix / a.ow, b = blockIdx.z;
+    const float *xb = a.x + (i64)b * a.w0 * a.h0;
+    float xw[7][7];
+#pragma unroll
+    for (int r = 0; r < 7; r++) {
+        const int iy = 4 * oy - 3 + r;
+#pragma unroll
+        for (int q = 0; q < 7; q++) {
+            const int ix = 4 * ox - 3 + q;
+            xw[r][q] = iy >= 0 && iy < a.h0 && ix >= 0 && ix < a.w0 ? xb[iy * a.w0 + ix] : 0.0f;
+        }
+    }
+    bool vy[3], vx[3];
+    float m1[3];
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        const int y1 = 2 * oy - 1 + k, x1 = 2 * ox - 1 + k;
+        vy[k] = y1 >= 0 && y1 < a.h1;
+        vx[k] = x1 >= 0 && x1 < a.w1;
+        m1[k] = vy[k] && a.has_m1 ? *(const float *)(a.m1.p + tg_off_bc(a.m1, 0, y1, 0, b)) : 1.0f;
+    }
+    const float m2 = a.has_m2 ? *(const float *)(a.m2.p + tg_off_bc(a.m2, 0, oy, 0, b)) : 1.0f;
+    float *dst = a.o + ((i64)b * a.c + co0) * a.ow * a.oh + pix;
+    for (int cc = 0; cc < nc; cc++) {
+        const float *wc = w + cc * 20;
+        float acc = 0.0f;
+#pragma unroll
+        for (int ky = 0; ky < 3; ky++) {
+            if (!vy[ky]) continue;
+#pragma unroll
+            for (int kx = 0; kx < 3; kx++) {
+                if (!vx[kx]) continue;
+                float s = 0.0f;
+#pragma unroll
+                for (int t = 0; t < 9; t++) s += wc[t] * xw[2 * ky + t / 3][2 * kx + t % 3];
+                const float v = (s + wc[9]) * m1[ky];
+                acc += wc[10 + ky * 3 + kx] * (v > 0.0f ? v : 0.0f);
+            }
+        }
+        dst[(i64)cc * a.ow * a.oh] = (acc + wc[19]) * m2;
     }
 }
 
@@ -210,7 +283,10 @@ extern "C" __global__ void __launch_bounds__(64) conv_1d_dw_c4(const tg_args_con
  * out[c, t] = silu(bias[c] + sum_k w[k, c] glu[c, t - p + k]) with
  * glu[c, t] = a[c, t] sigmoid(a[c + C, t]); a [2C, T, batch] and out
  * [C, OT, batch] contiguous, out F32 or, for the product that reads it,
- * BF16/F16 (TG_OUT16). Grid and threads as conv_1d_dw_c4; a thread's window
+ * BF16/F16 (TG_OUT16); a read BF16 (a.in16) where the product before
+ * stored it so for this kernel, with that product's bias (a.pre) added
+ * here where it left it (CT_CUDA_EMIT_DEFER: cuBLASLt on an H100 has no
+ * BF16 result with an F32 bias). Grid and threads as conv_1d_dw_c4; a thread's window
  * of TG_DW1_TT + K - 1 steps (K <= TG_DW1_KMAX) is GLU'd once into
  * registers. The same arithmetic, in the same order, as the glu,
  * conv_1d_dw_c4, add and silu kernels one after another (a tap outside
@@ -221,14 +297,26 @@ extern "C" __global__ void __launch_bounds__(64) conv_glu_dw_silu_c4(const tg_ar
     const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
     if (c4 >= a.c4) return;
     const int t0 = blockIdx.y * TG_DW1_TT, K = a.k;
-    const float4 *src = a.in + (i64)blockIdx.z * a.t * (2 * a.c4) + c4;
+    const i64 base = (i64)blockIdx.z * a.t * (2 * a.c4) + c4;
+    const float4 *src = a.in + base;
+    const ushort4 *src16 = (const ushort4 *)a.in + base;
+    /* the product's bias, where it left it to this kernel */
+    const float4 px = a.pre ? ((const float4 *)a.pre)[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 py = a.pre ? ((const float4 *)a.pre)[a.c4 + c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     float4 win[TG_DW1_TT + TG_DW1_KMAX - 1];
 #pragma unroll
     for (int i = 0; i < TG_DW1_TT + TG_DW1_KMAX - 1; i++) {
         const int it = t0 - a.p + i;
         float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (i < TG_DW1_TT + K - 1 && it >= 0 && it < a.t) {
-            const float4 x = src[(i64)it * 2 * a.c4], y = src[(i64)it * 2 * a.c4 + a.c4];
+            float4 x, y;
+            if (a.in16) {
+                const ushort4 u = src16[(i64)it * 2 * a.c4], v = src16[(i64)it * 2 * a.c4 + a.c4];
+                x = make_float4(tg_bf2f(u.x) + px.x, tg_bf2f(u.y) + px.y, tg_bf2f(u.z) + px.z, tg_bf2f(u.w) + px.w);
+                y = make_float4(tg_bf2f(v.x) + py.x, tg_bf2f(v.y) + py.y, tg_bf2f(v.z) + py.z, tg_bf2f(v.w) + py.w);
+            } else {
+                x = src[(i64)it * 2 * a.c4], y = src[(i64)it * 2 * a.c4 + a.c4];
+            }
             g.x = x.x / (1.0f + expf(-y.x));
             g.y = x.y / (1.0f + expf(-y.y));
             g.z = x.z / (1.0f + expf(-y.z));

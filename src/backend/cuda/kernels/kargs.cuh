@@ -95,6 +95,7 @@ enum {
     TG_FUSED_EMBED_NORM,  /* two embedding lookups, their sum and its layer norm */
     TG_FUSED_KV_ROWS,     /* a set_rows of a matvec product's rows (the K/V cache write) in its launch */
     TG_FUSED_PICK,        /* a step's tail: argmax, logit sums, the feed, both history writes */
+    TG_FUSED_SUB_FRONT,   /* the subsampling's conv0, bias, mask, relu, depthwise conv, bias, mask */
     TG_FUSED_KINDS
 };
 
@@ -382,16 +383,18 @@ TG_KARGS_SIZE(tg_conv1d_c4_args, 48);
 /* Taps at most of conv_glu_dw_silu_c4 (the model's conv kernel is 9). */
 #define TG_DW1_KMAX 9
 
-/* conv_glu_dw_silu_c4: in [8 c4, t, batch] (GLU's input), o [4 c4, ot,
+/* conv_glu_dw_silu_c4: in [8 c4, t, batch] (GLU's input: F32, or BF16
+ * where in16, as the product before it stored it for this kernel, then
+ * plus pre [8 c4] where that product left its bias to it), o [4 c4, ot,
  * batch] (F32 or 16-bit, the TG_OUT16 variant), kernel [k, 4 c4], bias
  * [4 c4]; stride 1, padding p. */
 typedef struct tg_conv_glu_dw_args {
     tg_dp_char o;
     tg_dp_cfloat4 in;
-    tg_dp_cfloat kr, bias;
-    tg_i32 c4, t, ot, k, p, pad_;
+    tg_dp_cfloat kr, bias, pre;
+    tg_i32 c4, t, ot, k, p, in16;
 } tg_conv_glu_dw_args;
-TG_KARGS_SIZE(tg_conv_glu_dw_args, 56);
+TG_KARGS_SIZE(tg_conv_glu_dw_args, 64);
 
 /* conv_2d_dw_3x3: all F32 and contiguous; in [w, h, C, N] planes, o [ow, oh,
  * C, N], kernel [3, 3, 1, C]. */
@@ -401,6 +404,25 @@ typedef struct tg_conv2d_dw3_args {
     tg_i32 w, h, ow, oh, s0, s1, p0, p1;
 } tg_conv2d_dw3_args;
 TG_KARGS_SIZE(tg_conv2d_dw3_args, 56);
+
+/* Output channels per block of sub_conv_dw: their 20 parameters (conv0's
+ * 9 weights and bias, the depthwise conv's 9 and bias) sit in shared
+ * memory. */
+#define TG_SUB_TILE 32
+
+/* sub_conv_dw: the subsampling's conv0 (one input channel, 3x3, stride 2,
+ * padding 1) + bias + frame mask + relu, then the depthwise 3x3 (stride 2,
+ * padding 1) + bias + frame mask. x [w0, h0, 1, N], o [ow, oh, c, N], both
+ * contiguous F32; conv0's result (never stored) is [w1, h1, c, N]; k0 and
+ * k1 [3, 3, 1, c], b0 and b1 [c], contiguous; m1 and m2 a value per row
+ * (ne[0] == 1; broadcast where ne is 1), read only where has_m1 / has_m2. */
+typedef struct tg_sub_front_args {
+    tg_t m1, m2;
+    tg_dp_float o;
+    tg_dp_cfloat x, k0, b0, k1, b1;
+    tg_i32 w0, h0, w1, h1, ow, oh, c, has_m1, has_m2, pad_;
+} tg_sub_front_args;
+TG_KARGS_SIZE(tg_sub_front_args, 248);
 
 /* ------------------------------------------------- copy.cu, reduce.cu */
 
@@ -508,6 +530,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
     X(conv, conv_glu_dw_silu_c4, tg_conv_glu_dw_args)        \
     X(conv, conv_2d_dw_3x3, tg_conv2d_dw3_args)              \
+    X(conv, sub_conv_dw, tg_sub_front_args)                  \
     X(copy, cpy, tg_flat2_args)                              \
     X(copy, cpy_rows4, tg_flat2_args)                        \
     X(copy, cvt_c, tg_cvt_args)                              \
