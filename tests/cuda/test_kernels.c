@@ -1335,6 +1335,26 @@ static void test_epilogue_early(void) {
     tg_backend_free(off);
 }
 
+/* The conv module's fused kernel with its sigmoids by __expf and
+ * __fdividef (CT_CUDA_CONV_FAST, the default) and by expf and the IEEE
+ * divide (=0), both against the CPU on its F32 result: a few ulp apart
+ * from the CPU's arithmetic at most, where the BF16 store for a product
+ * would hide any difference. */
+static void test_conv_module_fast_match_cpu(void) {
+    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_CONV_FAST", "0") : NULL;
+    for (int v = 0; v < 2 && off; v++) {
+        tg_backend *b = v == 0 ? on : off;
+        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+        CHECK(c->conv_fast == (v == 0));
+        const int glu = c->n_fused[TG_FUSED_CONV_GLU];
+        compare_with_cpu(b, build_conv_module_f32, 2, v == 0 ? 1e-10 : 1e-12,
+                         v == 0 ? "conv module, fast sigmoids (f32 result)" : "conv module, expf and divide (f32 result)");
+        CHECK(c->n_fused[TG_FUSED_CONV_GLU] > glu);
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+}
+
 /* Blocks of 8 weight rows (mul_mat_vec_mma_r8, where blocks of 16 leave
  * SMs idle: the 256-row products, and on 132 SMs the 512- to 1024-row
  * ones) against
@@ -1420,7 +1440,8 @@ static void test_step_switches_match_cpu(void) {
 
 TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_operands_stored_16_bits), T(test_attn_decode_xr_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
-          T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch))
+          T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch),
+          T(test_conv_module_fast_match_cpu))
 #else
 TEST_MAIN_WITHOUT_CUDA()
 #endif

@@ -118,6 +118,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_conv_glu = tg_cuda_env_int("CT_CUDA_FUSE_CONV", 1) != 0;
     c->use_bias_mask = tg_cuda_env_int("CT_CUDA_FUSE_BIAS_MASK", 1) != 0;
     c->use_sub_front = tg_cuda_env_int("CT_CUDA_FUSE_SUB", 1) != 0;
+    c->conv_fast = tg_cuda_env_int("CT_CUDA_CONV_FAST", 1) != 0;
     c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
     c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
     c->use_pick = tg_cuda_env_int("CT_CUDA_FUSE_PICK", 1) != 0;

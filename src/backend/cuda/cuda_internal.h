@@ -239,6 +239,7 @@ typedef struct tg_cuda_ctx {
     bool use_conv_glu;         /* CT_CUDA_FUSE_CONV: the conv module's glu .. silu as one kernel */
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
     bool use_sub_front;        /* CT_CUDA_FUSE_SUB: the subsampling's conv0 .. depthwise conv's mask as one kernel */
+    bool conv_fast;            /* CT_CUDA_CONV_FAST: conv_glu_dw_silu_c4's sigmoids by __expf and __fdividef */
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
     bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */

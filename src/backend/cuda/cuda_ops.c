@@ -264,7 +264,8 @@ static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *n
     tg_args_conv_glu_dw_silu_c4 g = {.o = tg_cuda_dptr(act->data), .in = tg_cuda_dptr(a->data), .kr = tg_cuda_dptr(dw->src[0]->data),
                                      .bias = tg_cuda_dptr(bias->data), .pre = pre ? tg_cuda_dptr(pre->data) : 0,
                                      .c4 = (int)(dw->ne[0] / 4), .t = (int)a->ne[1], .ot = (int)dw->ne[1],
-                                     .k = (int)dw->src[0]->ne[0], .p = tg_param_i32(dw, 1), .in16 = a_stored == TG_BF16};
+                                     .k = (int)dw->src[0]->ne[0], .p = tg_param_i32(dw, 1), .in16 = a_stored == TG_BF16,
+                                     .fast = c->conv_fast && tg_node_prec(act) != TG_PREC_F32};
     if (tg_nelements(act) == 0) return NULL;
     if (g.in16) c->n_unary16++;
     char defs[32] = "";

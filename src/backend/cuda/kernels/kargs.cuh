@@ -387,14 +387,15 @@ TG_KARGS_SIZE(tg_conv1d_c4_args, 48);
  * where in16, as the product before it stored it for this kernel, then
  * plus pre [8 c4] where that product left its bias to it), o [4 c4, ot,
  * batch] (F32 or 16-bit, the TG_OUT16 variant), kernel [k, 4 c4], bias
- * [4 c4]; stride 1, padding p. */
+ * [4 c4]; stride 1, padding p; fast: the sigmoids by the hardware's
+ * approximate exp and divide (__expf, __fdividef). */
 typedef struct tg_conv_glu_dw_args {
     tg_dp_char o;
     tg_dp_cfloat4 in;
     tg_dp_cfloat kr, bias, pre;
-    tg_i32 c4, t, ot, k, p, in16;
+    tg_i32 c4, t, ot, k, p, in16, fast, pad_;
 } tg_conv_glu_dw_args;
-TG_KARGS_SIZE(tg_conv_glu_dw_args, 64);
+TG_KARGS_SIZE(tg_conv_glu_dw_args, 72);
 
 /* conv_2d_dw_3x3: all F32 and contiguous; in [w, h, C, N] planes, o [ow, oh,
  * C, N], kernel [3, 3, 1, C]. */
