@@ -1335,6 +1335,106 @@ static void test_epilogue_early(void) {
     tg_backend_free(off);
 }
 
+/* A batch-64 step's self-attention as the decoder runs it: 8 heads over a
+ * BF16 cache of 138 rows, a row's keys past its position masked (chunks
+ * of 4 warps, three rounds of 16 keys a warp). */
+enum { SKIP_TK = 138, SKIP_B = 64 };
+static tg_tensor *build_attn_self64(tg_ctx *ctx) {
+    const int64_t D = 128, H = 8;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, SKIP_B), *k = tg_new_4d(ctx, TG_BF16, D, SKIP_TK, H, SKIP_B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, SKIP_TK, H, SKIP_B), *m = tg_new_4d(ctx, TG_F32, SKIP_TK, 1, 1, SKIP_B);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+/* Rounds of keys the mask hides, skipped (CT_CUDA_ATTN_DECODE_SKIP, the
+ * default) against loaded and dropped (=0): the same bits, on the 4-warp
+ * chunks (the wide block's warps take one round each at this length), for
+ * rows whose keys end at their position (1 to
+ * 138 keys), a row with every key masked, one whose first 70 are, and one
+ * with a NaN past its position (a NaN hides nothing: that row's output
+ * is NaN both ways); and the skipping run against the CPU on the rows
+ * without a NaN. */
+static void test_attn_decode_skip_same_bits(void) {
+    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_ATTN_DECODE_SKIP", "0") : NULL, *cpu = NULL;
+    CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    static float mask[SKIP_TK * SKIP_B];
+    for (int b = 0; b < SKIP_B; b++)
+        for (int j = 0; j < SKIP_TK; j++) {
+            const int valid = (b * 29) % SKIP_TK + 1;
+            float v = j < valid ? 0.0f : -INFINITY;
+            if (b == 3) v = -INFINITY;
+            if (b == 4) v = j < 70 ? -INFINITY : 0.5f;
+            if (b == 5 && j == 120) v = NAN;
+            mask[b * SKIP_TK + j] = v;
+        }
+    if (on && off && cpu) {
+        tg_cuda_ctx *c = (tg_cuda_ctx *)on->impl, *d = (tg_cuda_ctx *)off->impl;
+        CHECK(c->attn_skip && !d->attn_skip);
+        const int ad = c->n_attn_decode, wide = c->n_attn_decode_wide;
+        run ra, rb, rc;
+        CHECK_OK(run_make(on, build_attn_self64, &ra));
+        CHECK_OK(run_make(off, build_attn_self64, &rb));
+        CHECK_OK(run_make(cpu, build_attn_self64, &rc));
+        if (ra.buf && rb.buf && rc.buf) {
+            run *rs[3] = {&ra, &rb, &rc};
+            for (int k = 0; k < 3; k++) {
+                CHECK_OK(fill_leaves(rs[k], 77));
+                CHECK_OK(tg_tensor_set(rs[k]->out->src[3], mask, 0, sizeof mask));
+            }
+            CHECK_OK(tg_backend_graph_compute(on, ra.g));
+            CHECK_OK(tg_backend_graph_compute(off, rb.g));
+            CHECK_OK(tg_backend_graph_compute(cpu, rc.g));
+            double *x = get_out(ra.out), *y = get_out(rb.out), *want = get_out(rc.out);
+            CHECK(x && y && want);
+            const int64_t n = tg_nelements(ra.out), per = n / SKIP_B; /* [128, 8, 1, B] */
+            int64_t differ = 0, nan5 = 0;
+            for (int64_t i = 0; x && y && i < n; i++) differ += memcmp(&x[i], &y[i], sizeof x[i]) != 0;
+            for (int64_t i = 5 * per; x && i < 6 * per; i++) nan5 += isnan(x[i]);
+            CHECK_MSG(differ == 0, "%lld of %lld outputs differ with the skip", (long long)differ, (long long)n);
+            CHECK_MSG(nan5 == per, "%lld of the NaN row's %lld outputs are NaN", (long long)nan5, (long long)per);
+            if (x && want) {
+                for (int64_t i = 5 * per; i < 6 * per; i++) x[i] = want[i] = 0.0; /* the NaN row */
+                const double e = nmse(x, want, n);
+                CHECK_MSG(e <= 5e-4, "NMSE %.3g against the CPU", e);
+                printf("  self-attention, batch 64, keys to each row's position NMSE %.3g\n", e);
+            }
+            tg_free(x);
+            tg_free(y);
+            tg_free(want);
+        }
+        /* the 4-warp chunks (512 rows: more than the SMs the wide block takes) */
+        CHECK(c->n_attn_decode > ad && c->n_attn_decode_wide == wide);
+        run_free(&ra);
+        run_free(&rb);
+        run_free(&rc);
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+    tg_backend_free(cpu);
+}
+
+/* A layer norm of 64 rows of 1024 (layer_norm_w4: a decoder step at batch
+ * 64) whose affine is marked as weights, so its lines are asked into L2
+ * before the kernel's wait (CT_CUDA_NORM_PREFETCH): a hint that changes
+ * no value, against the CPU; and a width that ends inside a line. */
+static tg_tensor *build_norm_weights(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 1024, 64), *w = in2(ctx, TG_F32, 1024, 1), *b = in2(ctx, TG_F32, 1024, 1);
+    tg_tensor *x2 = in2(ctx, TG_F32, 36, 5), *w2 = in2(ctx, TG_F32, 36, 1), *b2 = in2(ctx, TG_F32, 36, 1);
+    tg_tensor *marked[4] = {w, b, w2, b2};
+    for (int i = 0; i < 4; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
+    tg_tensor *y = tg_layer_norm(ctx, x, tg_view_1d(ctx, w, 1024, 0), tg_view_1d(ctx, b, 1024, 0), 1e-5f);
+    tg_tensor *y2 = tg_layer_norm(ctx, x2, tg_view_1d(ctx, w2, 36, 0), tg_view_1d(ctx, b2, 36, 0), 1e-5f);
+    return tg_concat(ctx, tg_reshape_2d(ctx, y, 1024 * 64, 1), tg_reshape_2d(ctx, y2, 36 * 5, 1), 0);
+}
+
+static void test_norm_prefetch_matches_cpu(void) {
+    tg_backend *b = cuda_or_skip();
+    if (!b) return;
+    CHECK(((tg_cuda_ctx *)b->impl)->norm_prefetch);
+    compare_with_cpu(b, build_norm_weights, 2, 1e-9, "layer norms, affine marked as weights (prefetched)");
+    tg_backend_free(b);
+}
+
 /* The conv module's fused kernel with its sigmoids by __expf and
  * __fdividef (CT_CUDA_CONV_FAST, the default) and by expf and the IEEE
  * divide (=0), both against the CPU on its F32 result: a few ulp apart
@@ -1441,7 +1541,8 @@ static void test_step_switches_match_cpu(void) {
 TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_operands_stored_16_bits), T(test_attn_decode_xr_match_cpu), T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu), T(test_matvec_f32_kernel_matches_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits), T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu),
           T(test_matvec_mma_wide_match_cpu), T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_attention_step_keeps_nan), T(test_attention_step_masks), T(test_step_tail_in_one_launch),
-          T(test_conv_module_fast_match_cpu))
+          T(test_conv_module_fast_match_cpu), T(test_attn_decode_skip_same_bits),
+          T(test_norm_prefetch_matches_cpu))
 #else
 TEST_MAIN_WITHOUT_CUDA()
 #endif

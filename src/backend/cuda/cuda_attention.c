@@ -270,7 +270,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
             c->n_attn_decode_wide++;
             tg_args_attn_decode wa = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v),
                                       .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale, .kpw = (int)wide,
-                                      .direct = 1, .prefetch = attn_decode_prefetch(c, k, v), .xr = c->attn_xr,
+                                      .direct = 1, .prefetch = attn_decode_prefetch(c, k, v), .xr = c->attn_xr, .skip = c->attn_skip,
                                       .o = od};
             return k->type == TG_BF16 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide_bf16, 1, (unsigned)H,
                                                (unsigned)B, TG_ATD_WIDE * 32, 0, wa)
@@ -281,7 +281,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         int64_t n_split = attn_decode_splits(c, n);
         tg_args_attn_decode da = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                   .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
-                                  .prefetch = attn_decode_prefetch(c, k, v), .xr = c->attn_xr, .o = od};
+                                  .prefetch = attn_decode_prefetch(c, k, v), .xr = c->attn_xr, .skip = c->attn_skip, .o = od};
         const bool bf = k->type == TG_BF16;
         if (attn_decode_cluster(c, n) > 0) {
             /* the same blocks, combining among themselves: no scratch */

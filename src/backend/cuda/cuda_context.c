@@ -92,6 +92,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->attn_groups = tg_cuda_env_int("CT_CUDA_ATTN_GROUPS", 1) != 0;
     c->attn_cluster = tg_cuda_env_int("CT_CUDA_ATTN_CLUSTER", 1) != 0;
     c->attn_xr = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_XR", 1) != 0;
+    c->attn_skip = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_SKIP", 1) != 0;
     c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 1) != 0;
     c->emit_tails = tg_cuda_env_int("CT_CUDA_EMIT_TAILS", 1) != 0;
     c->emit_attn = tg_cuda_env_int("CT_CUDA_EMIT_ATTN", 1) != 0;
@@ -119,6 +120,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_bias_mask = tg_cuda_env_int("CT_CUDA_FUSE_BIAS_MASK", 1) != 0;
     c->use_sub_front = tg_cuda_env_int("CT_CUDA_FUSE_SUB", 1) != 0;
     c->conv_fast = tg_cuda_env_int("CT_CUDA_CONV_FAST", 1) != 0;
+    c->norm_prefetch = tg_cuda_env_int("CT_CUDA_NORM_PREFETCH", 1) != 0;
     c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
     c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
     c->use_pick = tg_cuda_env_int("CT_CUDA_FUSE_PICK", 1) != 0;

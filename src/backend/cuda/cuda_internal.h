@@ -240,6 +240,7 @@ typedef struct tg_cuda_ctx {
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
     bool use_sub_front;        /* CT_CUDA_FUSE_SUB: the subsampling's conv0 .. depthwise conv's mask as one kernel */
     bool conv_fast;            /* CT_CUDA_CONV_FAST: conv_glu_dw_silu_c4's sigmoids by __expf and __fdividef */
+    bool norm_prefetch;        /* CT_CUDA_NORM_PREFETCH: layer_norm_w4 asks its weights' lines into L2 before its wait */
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
     bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */
@@ -282,6 +283,8 @@ typedef struct tg_cuda_ctx {
     bool emit_defer;           /* CT_CUDA_EMIT_DEFER (default on): a product group read only by unary ops
                                 * stores BF16 without its bias, which they add */
     bool mm_dry;               /* tg_cuda_encode_mul_mat makes its plans and launches nothing */
+    bool attn_skip;            /* CT_CUDA_ATTN_DECODE_SKIP (default on): with xr, a round of keys the mask
+                                * hides (seen a round ahead) loads nothing */
     bool attn_xr;              /* CT_CUDA_ATTN_DECODE_XR (default on): attn_decode's round of dot products
                                 * (D = 128) summed by one transposed reduction, a key's score and exp a lane */
     bool attn_cluster;         /* CT_CUDA_ATTN_CLUSTER: a step attention's chunks of a row as one cluster,

@@ -475,7 +475,9 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     if (out16 != TG_EMIT_F32) snprintf(defs, sizeof defs, TG_DEFS_OUT16, out16);
     if (norm_vec_ok(n)) {
         tg_args_layer_norm_c4 v = {
-            .d = tg_cuda_dptr(n->data), .a = tg_cuda_dptr(a->data), .w = pw, .b = pb, .rows = rows, .n4 = (int32_t)n4, .eps = eps};
+            .d = tg_cuda_dptr(n->data), .a = tg_cuda_dptr(a->data), .w = pw, .b = pb, .rows = rows, .n4 = (int32_t)n4, .eps = eps,
+            /* the affine's lines into L2 before the wait, where no kernel writes them */
+            .prefetch = c->norm_prefetch && (w || b) && (!w || tg_cuda_is_weight(w)) && (!b || tg_cuda_is_weight(b))};
         /* A warp per row: no block barriers, the row in registers. */
         if (n4 <= 32 * 16)
             return LAUNCH(c, s, "norm.cu", defs, layer_norm_w4, (unsigned)((rows + 7) / 8), 1, 1, 256, 0, v);

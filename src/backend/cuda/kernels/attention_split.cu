@@ -311,7 +311,16 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
      * scoring (and loading the mask value of) one key, one exponential a
      * lane, the p's handed out by shuffles */
     const bool xr = G == 1 && args.xr != 0;
+    /* args.skip (with xr and a mask): each lane loads its key's mask value
+     * for the next round too, and a round whose keys are all masked (or
+     * past the row's end) loads nothing and is skipped: the decoder's
+     * self-attention reads its whole cache every step, the keys past the
+     * step's position masked. Skipping such a round changes no bit (its
+     * p's are 0, its max leaves m, so corr is 1). The first round is
+     * never skipped: its mask comes in the same trip as its rows. */
+    const bool skip = xr && args.skip != 0 && args.has_mask;
     const int xkey = atd_xkey<KU>(lane);
+    float sl_next = 0.0f;
     for (int jj = 0; jj < kpw && (W == ATD_WARPS || j0 + jj < Tk); jj += KU) {
         typename atd_raw<BF>::t kr[KU][G], vr[KU][G];
         float sc[KU];
@@ -319,7 +328,13 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args) {
         if (xr) {
             const i64 j = j0 + jj + xkey;
             const bool in = j < Tk && jj + xkey < kpw;
-            float sl = args.has_mask && in ? tg_ld(mask.p + tg_off_bc(mask, j, 0, h, b), mask.type) : 0.0f;
+            float sl = skip && jj > 0 ? sl_next
+                       : args.has_mask && in ? tg_ld(mask.p + tg_off_bc(mask, j, 0, h, b), mask.type) : 0.0f;
+            if (skip) {
+                const bool in_next = j + KU < Tk && jj + KU + xkey < kpw;
+                sl_next = in_next ? tg_ld(mask.p + tg_off_bc(mask, j + KU, 0, h, b), mask.type) : -TG_INF;
+                if (jj > 0 && !__any_sync(0xffffffffu, in && sl != -TG_INF)) continue;
+            }
 #pragma unroll
             for (int u = 0; u < KU; u++) {
                 const i64 ju = j0 + jj + u < Tk ? j0 + jj + u : Tk - 1;

@@ -183,15 +183,18 @@ typedef struct tg_embed_norm_args {
 } tg_embed_norm_args;
 TG_KARGS_SIZE(tg_embed_norm_args, 424);
 
-/* Contiguous F32 rows of 4*n4 floats; rows: layer_norm_w4 only. */
+/* Contiguous F32 rows of 4*n4 floats; rows: layer_norm_w4 only.
+ * prefetch (layer_norm_w4): w and b are weights (no kernel writes them),
+ * so each block asks their lines into L2 before its wait. */
 typedef struct tg_norm4_args {
     tg_dp_void d;
     tg_dp_cfloat4 a, w, b;
     tg_i64 rows;
     tg_i32 n4;
     float eps;
+    tg_i32 prefetch, pad_;
 } tg_norm4_args;
-TG_KARGS_SIZE(tg_norm4_args, 48);
+TG_KARGS_SIZE(tg_norm4_args, 56);
 
 /* --------------------------------------------------------- softmax.cu */
 
@@ -281,9 +284,11 @@ typedef struct tg_attn_decode_args {
     float scale;
     tg_i32 kpw, direct, prefetch;
     tg_i32 xr; /* D = 128: a round's dot products summed by a transposed reduction (atd_xreduce) */
+    tg_i32 skip; /* with xr: a round whose keys the mask hides, seen a round ahead, loads nothing */
+    tg_i32 pad_;
     tg_t o;
 } tg_attn_decode_args;
-TG_KARGS_SIZE(tg_attn_decode_args, 432);
+TG_KARGS_SIZE(tg_attn_decode_args, 440);
 
 /* ---------------------------------------------------------- matvec.cu */
 

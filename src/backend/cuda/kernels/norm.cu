@@ -105,9 +105,19 @@ extern "C" __global__ void layer_norm_c4(const tg_args_layer_norm_c4 args) {
 
 /* One warp per row, 8 rows per block: contiguous F32 rows of n = 4*n4
  * floats, n4 <= 32*TG_NORM_WV. No block barriers; the row lives in
- * registers, so it crosses device memory once each way. */
+ * registers, so it crosses device memory once each way. With
+ * args.prefetch the affine's w and b lines are asked into L2 before the
+ * wait for the kernel before (a thread a 128-byte line): their loads come
+ * after the row's sums, a second trip to memory that then ends in L2 (a
+ * decoder step's 25 norms at batch 17 and more, on cuBLASLt's side). */
 #define TG_NORM_WV 16
 extern "C" __global__ void layer_norm_w4(const tg_args_layer_norm_w4 args) {
+    if (args.prefetch) {
+        const int lines = (args.n4 * 16 + 127) / 128, t = (int)threadIdx.x;
+        const char *p = t < lines && args.w ? (const char *)args.w + 128 * t
+                        : t >= lines && t < 2 * lines && args.b ? (const char *)args.b + 128 * (t - lines) : NULL;
+        if (p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    }
     TG_PDL();
     void *d = args.d;
     const float4 *a = args.a, *w = args.w, *b = args.b;
