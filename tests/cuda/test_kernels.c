@@ -345,8 +345,8 @@ static tg_tensor *bias_mask_chain(tg_ctx *ctx, int kind) {
 /* The subsampling's front (encoder.c, spec 2.1): conv0 (one input channel,
  * 3x3, stride 2, padding 1), bias, frame mask, relu, the depthwise 3x3
  * (stride 2, padding 1), bias, frame mask; 40 channels (two blocks of
- * sub_conv_dw's 32, the second part full), odd sizes so that edge taps fall
- * outside. kind 1: no masks; kind 2: the operands the other way round. */
+ * sub_conv_dw's 32, the second holding 8), odd sizes so that edge taps
+ * fall outside. kind 1: no masks; kind 2: the operands the other way round. */
 static tg_tensor *sub_front_chain(tg_ctx *ctx, int kind) {
     const int64_t C = 40, B = 3;
     tg_tensor *img = tg_new_4d(ctx, TG_F32, 19, 13, 1, B), *k0 = tg_new_4d(ctx, TG_F32, 3, 3, 1, C);
@@ -1370,6 +1370,11 @@ static void test_attn_decode_skip_same_bits(void) {
     if (on && off && cpu) {
         tg_cuda_ctx *c = (tg_cuda_ctx *)on->impl, *d = (tg_cuda_ctx *)off->impl;
         CHECK(c->attn_skip && !d->attn_skip);
+        /* more than one round a warp, or nothing could skip (114 SMs: one) */
+        const int64_t kpw = tg_cuda_attn_decode_kpw(c->dev->props.sm_count, c->attn_decode_fill, 16, SKIP_TK, 8 * SKIP_B);
+        CHECK_MSG(kpw > 16 || c->dev->props.sm_count != 132, "%lld keys a warp on 132 SMs", (long long)kpw);
+        if (kpw <= 16) printf("  self-attention, batch 64: %lld keys a warp on %d SMs, one round: nothing to skip\n",
+                              (long long)kpw, c->dev->props.sm_count);
         const int ad = c->n_attn_decode, wide = c->n_attn_decode_wide;
         run ra, rb, rc;
         CHECK_OK(run_make(on, build_attn_self64, &ra));

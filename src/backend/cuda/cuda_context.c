@@ -429,8 +429,9 @@ static bool operand_read(const tg_graph *g, const plan *p, int i, int j, int k, 
         return true;
     }
     /* the conv module's fused kernel (conv_glu_dw_silu_c4) reads its
-     * GLU's input in BF16 too, and adds a bias left to it */
-    if (wk->unary && k == 0 && s == t && u->op == TG_OP_GLU && p->fuse[j] == 4) {
+     * GLU's input in BF16 too, and adds a bias left to it: the product's
+     * own result, never through a view (the kernel takes its layout) */
+    if (wk->unary && k == 0 && s == t && i == wk->root && u->op == TG_OP_GLU && p->fuse[j] == 4) {
         r->unary = true;
         return true;
     }

@@ -379,8 +379,11 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     /* then the set_rows of the group's k and v rows into the cache, in the
      * same launch where it takes it */
     if (nodes[p]->op == TG_OP_MUL_MAT) {
+        /* at most the 6 nodes of the decoder's group (norm, product, bias,
+         * two views, set_rows), as measured and tested; the hazard runs'
+         * limit (7) is the subsampling front's */
         int more = tg_cuda_kv_rows_len(c, nodes, n, p, i + len, p != i);
-        if (more > 0 && len + more <= TG_HAZARD_GROUP_MAX) len += more;
+        if (more > 0 && len + more <= 6) len += more;
     }
     return len;
 }

@@ -253,6 +253,16 @@ static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_
 static tg_status source_stored(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src,
                                tg_type *out_type, const tg_tensor **out_bias);
 
+/* True when the conv module's kernel must take its sigmoids exactly: the
+ * product before the GLU (its result, or the bias add after it) was
+ * asked for F32 precision, as the model does throughout when it is (a
+ * silu or GLU node itself carries no precision). */
+static bool conv_glu_exact(const tg_tensor *glu) {
+    const tg_tensor *p = glu->src[0];
+    if (p && p->op == TG_OP_ADD) p = p->src[0] && p->src[0]->op == TG_OP_MUL_MAT ? p->src[0] : p->src[1];
+    return p && p->op == TG_OP_MUL_MAT && tg_node_prec(p) == TG_PREC_F32;
+}
+
 static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int out16) {
     const tg_tensor *glu = nodes[i], *dw = nodes[i + 1], *add = nodes[i + 2], *act = nodes[i + 3];
     const tg_tensor *bias = add->src[0] == dw ? add->src[1] : add->src[0], *a = glu->src[0], *pre = NULL;
@@ -265,7 +275,7 @@ static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *n
                                      .bias = tg_cuda_dptr(bias->data), .pre = pre ? tg_cuda_dptr(pre->data) : 0,
                                      .c4 = (int)(dw->ne[0] / 4), .t = (int)a->ne[1], .ot = (int)dw->ne[1],
                                      .k = (int)dw->src[0]->ne[0], .p = tg_param_i32(dw, 1), .in16 = a_stored == TG_BF16,
-                                     .fast = c->conv_fast && tg_node_prec(act) != TG_PREC_F32};
+                                     .fast = c->conv_fast && !conv_glu_exact(glu)};
     if (tg_nelements(act) == 0) return NULL;
     if (g.in16) c->n_unary16++;
     char defs[32] = "";
