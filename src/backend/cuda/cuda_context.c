@@ -398,9 +398,10 @@ typedef struct operand_walk {
 } operand_walk;
 
 /* How far on a reader of node i may be: 64 nodes, and at most root + 250,
- * which cuda_ops.c's stored_type (256 nodes back) still finds. */
+ * which the encode's lookup (TG_CUDA_STORED_REACH nodes back) still finds. */
 static int operand_reach(const operand_walk *w, int i) {
-    return w->root + 250 - i < 64 ? w->root + 250 - i : 64;
+    const int last = w->root + TG_CUDA_STORED_REACH - 6;
+    return last - i < 64 ? last - i : 64;
 }
 
 /* A read that takes node i as a 16-bit operand: a product's activations
@@ -473,13 +474,6 @@ static bool product_tail_16(const tg_cuda_ctx *c, tg_tensor *const *nodes, int h
     return !tg_cuda_product_on_matvec(c, nodes[head], tail) && tg_cuda_mm_bf16_operands(c, nodes[head]);
 }
 
-/* The type node i's source src was stored in, as the plan has it so far
- * (the encode's lookup, on p->emit). */
-static tg_type plan_stored(const tg_graph *g, const plan *p, int i, const tg_tensor *src) {
-    const int j = tg_cuda_stored_node(p->emit, g->nodes, i, 256, src);
-    return j < 0 ? TG_F32 : p->emit[j];
-}
-
 static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
     int n = g->n_nodes;
     if (!c->use_fusion || c->dev->props.tc_level == 0) return;
@@ -520,7 +514,7 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
                                ((uintptr_t)f.bias->data & 15) == 0;
             if (t->ne[0] % 8 == 0 && operand_type_of(g, p, i, true, &r) == TG_BF16) {
                 const bool drop = defer && r.wt == TG_F32;
-                if (tg_cuda_mm_d16_ok(c, g->nodes, ph, plen, plan_stored(g, p, ph, g->nodes[ph]->src[1]), drop)) {
+                if (tg_cuda_mm_d16_ok(c, g->nodes, ph, plen, tg_cuda_stored_type(p->emit, g->nodes, ph, g->nodes[ph]->src[1]), drop)) {
                     p->emit[i] = TG_BF16;
                     p->bias16[i] = drop;
                 }

@@ -24,6 +24,11 @@
 
 static bool f32_contiguous(const tg_tensor *t) { return t->type == TG_F32 && tg_is_contiguous(t); }
 
+/* The longest group a product's K/V cache write joins: a layer norm, the
+ * product, its bias add, two view nodes and the set_rows. */
+enum { CUDA_KV_GROUP_MAX = 6 };
+_Static_assert(CUDA_KV_GROUP_MAX <= TG_HAZARD_GROUP_MAX, "the hazard runs must model the K/V group as one launch");
+
 static bool is_bias_for(const tg_tensor *bias, const tg_tensor *mm) {
     return bias && bias->type == TG_F32 && bias->data && tg_is_contiguous(bias) && bias->ne[0] == mm->ne[0] &&
            bias->ne[1] == 1 && bias->ne[2] == 1 && bias->ne[3] == 1;
@@ -379,11 +384,11 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     /* then the set_rows of the group's k and v rows into the cache, in the
      * same launch where it takes it */
     if (nodes[p]->op == TG_OP_MUL_MAT) {
-        /* at most the 6 nodes of the decoder's group (norm, product, bias,
-         * two views, set_rows), as measured and tested; the hazard runs'
-         * limit (7) is the subsampling front's */
+        /* at most the decoder's group (norm, product, bias, two views,
+         * set_rows), as measured and tested; the hazard runs' limit is the
+         * subsampling front's */
         int more = tg_cuda_kv_rows_len(c, nodes, n, p, i + len, p != i);
-        if (more > 0 && len + more <= 6) len += more;
+        if (more > 0 && len + more <= CUDA_KV_GROUP_MAX) len += more;
     }
     return len;
 }

@@ -441,6 +441,11 @@ bool tg_cuda_unary_takes16(const tg_tensor *n);
  * views that keep its elements where they are); -1 when none of those
  * stores 16 bits, or emit is NULL. emit: each node's stored type. */
 int tg_cuda_stored_node(const tg_type *emit, tg_tensor *const *nodes, int i, int reach, const tg_tensor *src);
+/* How far back the encode looks for a source's node (the plan keeps every
+ * 16-bit store's readers within it), and the type src was stored in by
+ * that rule: F32 where no node in reach stored 16 bits. */
+#define TG_CUDA_STORED_REACH 256
+tg_type tg_cuda_stored_type(const tg_type *emit, tg_tensor *const *nodes, int i, const tg_tensor *src);
 /* Enqueues nodes[i .. i+len) (as fused by tg_cuda_fuse_len) on stream;
  * c->emit, when set, says which nodes store 16-bit results. */
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream stream, tg_tensor *const *nodes, int i,

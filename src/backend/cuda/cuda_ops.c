@@ -691,16 +691,20 @@ int tg_cuda_stored_node(const tg_type *emit, tg_tensor *const *nodes, int i, int
     return -1;
 }
 
+tg_type tg_cuda_stored_type(const tg_type *emit, tg_tensor *const *nodes, int i, const tg_tensor *src) {
+    const int j = tg_cuda_stored_node(emit, nodes, i, TG_CUDA_STORED_REACH, src);
+    return j < 0 ? TG_F32 : emit[j];
+}
+
 /* The node that stored nodes[i]'s source src, -1 for F32 as is (the emit
- * fusion; its readers are at most 250 nodes on, plan_emit). */
+ * fusion; its readers are within TG_CUDA_STORED_REACH, plan_emit). */
 static int stored_node(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
-    return tg_cuda_stored_node(c->emit, nodes, i, 256, src);
+    return tg_cuda_stored_node(c->emit, nodes, i, TG_CUDA_STORED_REACH, src);
 }
 
 /* The type nodes[i]'s source src was stored in. */
 static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
-    const int j = stored_node(c, nodes, i, src);
-    return j < 0 ? TG_F32 : c->emit[j];
+    return tg_cuda_stored_type(c->emit, nodes, i, src);
 }
 
 /* The type src (read by nodes[i]: a unary op, or the conv module group's
