@@ -226,6 +226,71 @@ static inline tg_tensor *kv_step_graph_b(tg_ctx *ctx, int64_t B) {
 }
 static inline tg_tensor *kv_step_graph(tg_ctx *ctx) { return kv_step_graph_b(ctx, 3); }
 
+/* ------------------------------------------ the decoder step's attention */
+
+/* One query per head over an F32 cache (attn_decode), and the same over
+ * BF16 keys and values with D = 256 (two float4 groups a lane). */
+static inline tg_tensor *build_attn_step(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 150, H = 4, B = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+/* The decoder's cache as it is on a GPU: BF16 K/V at D = 128 (attn_decode_bf16,
+ * 16 keys a warp's round), a key count that ends inside a round, a mask. */
+static inline tg_tensor *build_attn_step_bf16_128(tg_ctx *ctx) {
+    int64_t D = 128, Tk = 150, H = 4, B = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+static inline tg_tensor *build_attn_step_bf16(tg_ctx *ctx) {
+    int64_t D = 256, Tk = 100, H = 2, B = 2; /* past one round: the wide kernel would take D = 128 */
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    return tg_set_prec(tg_attention(ctx, q, k, v, NULL, 0.0625f), TG_PREC_F32);
+}
+
+/* An attention read only by its out projection (reshaped, W o + b): a
+ * decoder step of B rows over a BF16 cache of 150 keys (attn_decode; at 2
+ * rows the projection on matvec.cu, at 20 on cuBLASLt), or the encoder's
+ * (packed tensor-core kernel, 150 frames, rel-pos mask). */
+static inline tg_tensor *attn_proj_step(tg_ctx *ctx, int64_t B) {
+    const int64_t D = 128, Tk = 150, H = 4;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    tg_tensor *a = tg_reshape_2d(ctx, tg_attention(ctx, q, k, v, m, 0.088f), D * H, B);
+    return tg_add(ctx, tg_mul_mat(ctx, in2(ctx, TG_BF16, D * H, 256), a), in2(ctx, TG_F32, 256, 1));
+}
+static inline tg_tensor *build_attn_proj2(tg_ctx *ctx) { return attn_proj_step(ctx, 2); }
+static inline tg_tensor *build_attn_proj20(tg_ctx *ctx) { return attn_proj_step(ctx, 20); }
+
+/* fn's graph on two CUDA backends a switch apart, from the same leaves:
+ * the same bits (for a switch that moves a load, not arithmetic). */
+static inline void compare_cuda_exact(tg_backend *a, tg_backend *b, build_fn fn, const char *what) {
+    run ra, rb;
+    CHECK_OK(run_make(a, fn, &ra));
+    CHECK_OK(run_make(b, fn, &rb));
+    for (int it = 0; it < 3 && ra.g && rb.g && ra.buf && rb.buf; it++) {
+        CHECK_OK(fill_leaves(&ra, 300 + (uint64_t)it));
+        CHECK_OK(fill_leaves(&rb, 300 + (uint64_t)it));
+        CHECK_OK(tg_backend_graph_compute(a, ra.g));
+        CHECK_OK(tg_backend_graph_compute(b, rb.g));
+        double *x = get_out(ra.out), *y = get_out(rb.out);
+        CHECK(x && y);
+        int64_t n = tg_nelements(ra.out), differ = 0;
+        for (int64_t i = 0; x && y && i < n; i++) differ += memcmp(&x[i], &y[i], sizeof x[i]) != 0;
+        CHECK_MSG(differ == 0, "%s: iteration %d: %lld of %lld outputs differ", what, it, (long long)differ,
+                  (long long)n);
+        tg_free(x);
+        tg_free(y);
+    }
+    run_free(&ra);
+    run_free(&rb);
+}
+
 /* argmax over 7 rows of 1000 */
 static inline tg_tensor *build_argmax(tg_ctx *ctx) { return tg_argmax(ctx, tg_new_2d(ctx, TG_F32, 1000, 7)); }
 
