@@ -28,6 +28,17 @@
  * first key, each row read from its own offset in the tile: 17 copies a
  * row where 4-byte copies took 64 (TG_AM_MASK16).
  *
+ * A tile's scores are its eight 8-key chunks taking turns over D (eight
+ * independent accumulators, not one chain of ten mma a chunk), and its
+ * copies and fragment loads add constants to 32-bit shared addresses. At
+ * the released size (an H100, batch 64, 2026-12-06) these took the kernel
+ * from 792 to ~725 us a layer (ncu) and its executed instructions from 163
+ * to 98 million, the warps then waiting ~11 cycles an issue, ~40% of it
+ * on L1TEX; two stages of tiles in flight (the next tile's copies issued
+ * as a tile began, 107 KB a block) changed nothing (729 us) and were not
+ * kept. What remains is the 2 blocks (8 warps) an SM that 255 registers
+ * allow; held to 168 (three blocks) the kernel spilled and was slower.
+ *
  * attention_mma_packed2 runs two groups of 4 warps a block over the same
  * 64 queries, each over half of the key tiles with its own tiles in shared
  * memory and its own barrier, merged at the end: where the blocks are
@@ -57,6 +68,7 @@
 #define AM_MS16 (AM_BK + 8)      /* ... for a BF16 mask in pieces: 9 pieces of 8 keys, bf16 */
 
 #define AM_LOG2E 1.4426950408889634f
+#define AM_GT 128 /* threads of a key group, which stage its tiles */
 
 /* K (any strides, F32 or F16) to bf16 [B][H][Tkp][D], zero rows past Tk.
  * Grid: (x, H*B); two elements a thread, 32-bit index math within a head. */
@@ -120,9 +132,11 @@ __device__ __forceinline__ unsigned smem_addr(const void *p) {
     asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
     return a;
 }
-/* 16 bytes global -> shared without passing through registers (sm_80). */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
+/* 16 bytes global -> shared without passing through registers (sm_80),
+ * to a 32-bit shared address (smem_addr), so that a run of copies adds
+ * constants to one register. */
+__device__ __forceinline__ void cp_async16_s(unsigned saddr, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(gmem) : "memory");
 }
 /* 4 bytes global -> shared (the mask: F32, any alignment of its rows). */
 __device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
@@ -131,16 +145,17 @@ __device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
 /* Four 8x8 BF16 matrices from shared memory: lane l gives the address of
  * row l % 8 of matrix l / 8 (16 bytes), and gets in r[i] row l / 4, columns
  * 2 (l % 4) and + 1 of matrix i: the B fragment of mma m16n8k16 when the
- * matrices' rows are its n and their columns its k. */
-__device__ __forceinline__ void ldmatrix_x4(unsigned *r, const void *smem) {
+ * matrices' rows are its n and their columns its k. The address is a
+ * 32-bit shared one (smem_addr): the tile loops add constants to one base,
+ * which ptxas folds into the instruction, where a generic pointer cost a
+ * 64-bit add and a conversion a load. x2: the first two matrices. */
+__device__ __forceinline__ void ldmatrix_x4_s(unsigned *r, unsigned saddr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(smem)));
+                 : "r"(saddr));
 }
-__device__ __forceinline__ void ldmatrix_x2(unsigned *r, const void *smem) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
-                 : "=r"(r[0]), "=r"(r[1])
-                 : "r"(smem_addr(smem)));
+__device__ __forceinline__ void ldmatrix_x2_s(unsigned *r, unsigned saddr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(saddr));
 }
 __device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait(void) {
@@ -206,6 +221,22 @@ __device__ __forceinline__ float am_mask_at(const char *b, int i, bool bf16) {
     return bf16 ? __uint_as_float((unsigned)*(const unsigned short *)(b + 2 * i) << 16) : *(const float *)(b + 4 * i);
 }
 
+/* The scores' initial values from a mask tile staged in pieces: this
+ * thread's two rows from b0 and b1 (keys t * 2 and + 1 of each chunk of
+ * 8), times inv_scale; BF16 (the element type fixed, so that no load
+ * waits on a select between the two). */
+template <bool BF16>
+__device__ __forceinline__ void am_mask_tile_init(float (&s)[AM_BK / 8][4], const char *b0, const char *b1,
+                                                  float inv_scale) {
+#pragma unroll
+    for (int nc = 0; nc < AM_BK / 8; nc++) {
+        s[nc][0] = inv_scale * am_mask_at(b0, nc * 8, BF16);
+        s[nc][1] = inv_scale * am_mask_at(b0, nc * 8 + 1, BF16);
+        s[nc][2] = inv_scale * am_mask_at(b1, nc * 8, BF16);
+        s[nc][3] = inv_scale * am_mask_at(b1, nc * 8 + 1, BF16);
+    }
+}
+
 /* A tile's mask rows in 16-byte pieces, ES-byte elements: 64 keys from an
  * ES-aligned address take one more piece than 64 keys fill (17 for F32,
  * 9 for BF16), a row of the tile AM_MS floats (F32) or AM_MS16 BF16. A
@@ -215,21 +246,39 @@ __device__ __forceinline__ float am_mask_at(const char *b, int i, bool bf16) {
  * a word may take 2 bytes past the end: inside the producer's F32-sized
  * storage, whose first half the BF16 mask is). */
 template <int ES>
-__device__ __forceinline__ void stage_mask_pieces(float *Ms, const am_mask_src &m, int k0, int tid, int nthr) {
+__device__ __forceinline__ void stage_mask_pieces(float *Ms, const am_mask_src &m, int k0, int tid) {
 #if TG_CC >= 80
     constexpr int NP = AM_BK * ES / 16 + 1, ROWB = ES == 4 ? AM_MS * 4 : AM_MS16 * 2;
     const int kend = k0 + AM_BK < m.tk ? k0 + AM_BK : m.tk;
     const unsigned long long end = (unsigned long long)m.end;
-    for (int e = tid; e < 64 * NP; e += nthr) {
-        const int r = e / NP, c = e - r * NP;
-        const unsigned long long rp = m.row[r], a = rp + (unsigned long long)ES * (unsigned)k0,
-                                 lim = rp + (unsigned long long)ES * (unsigned)kend;
-        const unsigned long long p = (a & ~15ull) + 16ull * (unsigned)c;
-        if (p >= lim) continue;
-        char *dst = (char *)Ms + r * ROWB + 16 * c;
+    /* a row to two threads (of AM_GT), pieces c0, c0 + 2, ..; the row's
+     * addresses once, then a piece is a compare and a copy */
+    const int r = tid >> 1, c0 = tid & 1;
+    const unsigned long long rp = m.row[r], a = rp + (unsigned long long)ES * (unsigned)k0,
+                             lim = rp + (unsigned long long)ES * (unsigned)kend;
+    const unsigned long long p0 = (a & ~15ull) + 16ull * (unsigned)c0;
+    char *dst0 = (char *)Ms + r * ROWB + 16 * c0;
+    const unsigned sdst0 = smem_addr(dst0);
+    if (p0 + 16ull * NP <= end) {
+        /* every piece inside the mask (all rows but the last few) */
+#pragma unroll
+        for (int i = 0; i < (NP + 1) / 2; i++) {
+            if (c0 + 2 * i >= NP) break;
+            const unsigned long long p = p0 + 32ull * (unsigned)i;
+            if (p >= lim) break; /* and every later piece */
+            cp_async16_s(sdst0 + 32 * i, (const void *)p);
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < (NP + 1) / 2; i++) {
+        if (c0 + 2 * i >= NP) break;
+        const unsigned long long p = p0 + 32ull * (unsigned)i;
+        if (p >= lim) break; /* and every later piece */
         if (p + 16 <= end) {
-            cp_async16(dst, (const void *)p);
+            cp_async16_s(sdst0 + 32 * i, (const void *)p);
         } else {
+            char *dst = dst0 + 32 * i;
             for (int j = 0; j < 4; j++)
                 if (p + 4 * j + 4 > a && p + 4 * j < lim) cp_async4(dst + 4 * j, (const void *)(p + 4 * j));
         }
@@ -238,8 +287,9 @@ __device__ __forceinline__ void stage_mask_pieces(float *Ms, const am_mask_src &
 }
 
 /* The packed tiles of K rows k0.. and V^T columns k0.., issued as cp.async
- * groups (one each) by the tid-th of nthr threads; the K group also carries
- * the mask's 64 x 64 tile at keys k0.. . With m.row, a row's keys come in
+ * groups (one each) by the tid-th of a group's AM_GT threads (a block of
+ * AM_GT or TG_AM_GROUPS groups of them); the K group also carries the
+ * mask's 64 x 64 tile at keys k0.. . With m.row, a row's keys come in
  * 16-byte pieces from the aligned address at or below key k0 (so key k0
  * lands at the row's offset (address & 15) / 4 in the tile, the same for
  * every tile: k0 is a multiple of 64); a piece wholly past the tile's
@@ -247,21 +297,26 @@ __device__ __forceinline__ void stage_mask_pieces(float *Ms, const am_mask_src &
  * holds there), and one that would reach past the mask's end comes a key
  * at a time. Else a row's 64 keys by two warps, 4 bytes a copy. */
 __device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *kg, int k0, float *Ms,
-                                              const am_mask_src &m, int tid, int nthr) {
+                                              const am_mask_src &m, int tid) {
 #if TG_CC >= 80
-#pragma unroll 4
-    for (int e = tid; e < AM_BK * (TG_AD / 8); e += nthr) {
-        int j = e / (TG_AD / 8), c8 = e % (TG_AD / 8);
-        cp_async16(Ks + j * AM_KS + c8 * 8, kg + (i64)k0 * (TG_AD / 8) + e);
+    {
+        /* row tid / 2 of the tile, its pieces tid % 2 + 2i: both addresses
+         * a constant step apart (a piece's row and column by division took
+         * ~20 instructions a copy) */
+        const int r = tid >> 1, c0 = tid & 1;
+        const unsigned d = smem_addr(Ks + r * AM_KS + c0 * 8);
+        const uint4 *g = kg + (i64)(k0 + r) * (TG_AD / 8) + c0;
+#pragma unroll
+        for (int i = 0; i < TG_AD / 16; i++) cp_async16_s(d + 32 * i, g + 2 * i);
     }
     if (m.row) {
-        if (m.bf16) stage_mask_pieces<2>(Ms, m, k0, tid, nthr);
-        else stage_mask_pieces<4>(Ms, m, k0, tid, nthr);
+        if (m.bf16) stage_mask_pieces<2>(Ms, m, k0, tid);
+        else stage_mask_pieces<4>(Ms, m, k0, tid);
     } else if (m.base) {
         const int kk = tid & (AM_BK - 1), k = k0 + kk < m.tk ? k0 + kk : m.tk - 1;
         const char *col = m.base + (i64)k * m.ks;
 #pragma unroll 8
-        for (int r = tid / AM_BK; r < 64; r += nthr / AM_BK) {
+        for (int r = tid / AM_BK; r < 64; r += AM_GT / AM_BK) {
             const int q = m.q0 + r < m.tq ? m.q0 + r : m.tq - 1;
             cp_async4(Ms + r * AM_MS + kk, col + (i64)q * m.rs);
         }
@@ -270,14 +325,15 @@ __device__ __forceinline__ void stage_k_async(unsigned short *Ks, const uint4 *k
 #endif
 }
 
-__device__ __forceinline__ void stage_v_async(unsigned short *Vt, const unsigned short *vg, int Tkp, int k0, int tid,
-                                              int nthr) {
+__device__ __forceinline__ void stage_v_async(unsigned short *Vt, const unsigned short *vg, int Tkp, int k0, int tid) {
 #if TG_CC >= 80
-#pragma unroll 4
-    for (int e = tid; e < TG_ADV * (AM_BK / 8); e += nthr) {
-        int d = e / (AM_BK / 8), c8 = e % (AM_BK / 8);
-        cp_async16(Vt + d * AM_VS + c8 * 8, vg + (i64)d * Tkp + k0 + c8 * 8);
-    }
+    /* rows tid / 8 + 16i of V^T, piece tid % 8 of each */
+    const int d0 = tid >> 3, c8 = tid & 7;
+    const unsigned d = smem_addr(Vt + d0 * AM_VS + c8 * 8);
+    const unsigned short *g = vg + (i64)d0 * Tkp + k0 + c8 * 8;
+    const i64 step = (i64)16 * Tkp;
+#pragma unroll
+    for (int i = 0; i < TG_ADV / 16; i++) cp_async16_s(d + 32 * i * AM_VS, g + i * step);
     cp_async_commit();
 #endif
 }
@@ -333,7 +389,7 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
     const int h = blockIdx.y, b = blockIdx.z, bh = b * (int)q.ne[2] + h;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int gi = KG == 1 ? 0 : warp >> 2, wq = KG == 1 ? warp : warp & 3; /* key group, query warp */
-    const int tid = KG == 1 ? (int)threadIdx.x : (int)threadIdx.x & 127, nthr = KG == 1 ? (int)blockDim.x : 128;
+    const int tid = KG == 1 ? (int)threadIdx.x : (int)threadIdx.x & (AM_GT - 1); /* in its group */
     const bool mask_tile = PACKED && has_mask;
     unsigned short *Ks = (unsigned short *)((char *)smem16 + gi * am_group_bytes(mask_tile)); /* [AM_BK][AM_KS] */
     unsigned short *Vt = Ks + AM_BK * AM_KS;                                                   /* [TG_ADV][AM_VS] */
@@ -364,11 +420,15 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
     const int n_tiles = (Tk + AM_BK - 1) / AM_BK, per = (n_tiles + KG - 1) / KG;
     const int kb = gi * per * AM_BK, ke = (gi + 1) * per * AM_BK < Tk ? (gi + 1) * per * AM_BK : Tk;
     if (PACKED && kb < ke) {
-        stage_k_async(Ks, kg, kb, Ms, msrc, tid, nthr);
-        stage_v_async(Vt, vg, Tkp, kb, tid, nthr);
+        stage_k_async(Ks, kg, kb, Ms, msrc, tid);
+        stage_v_async(Vt, vg, Tkp, kb, tid);
     }
     /* this lane's ldmatrix row: row lane % 8 of matrix lane / 8 */
     const int lm = lane >> 3, lr = lane & 7;
+    /* its rows' shared addresses in the K tile (x4: two 16-wide chunks of
+     * D; x2: one) and the V^T tile (x4: two 8-wide chunks of Dv) */
+    const unsigned ks_lane = smem_addr(Ks + lr * AM_KS + lm * 8), ks_lane2 = smem_addr(Ks + lr * AM_KS + (lm & 1) * 8),
+                   vt_lane = smem_addr(Vt + ((lm >> 1) * 8 + lr) * AM_VS + (lm & 1) * 8);
     /* this thread's two rows of the mask tile from the tile's first key:
      * mw0/mw1 for 4-byte copies (float2 pairs), mb0/mb1 for a row staged
      * in 16-byte pieces, which starts at its offset in the first piece */
@@ -382,21 +442,31 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
         mb1 = (const char *)Ms + (ra + 8) * rowb + es * ((int)(msrc.row[ra + 8] & 15) / es + 2 * t);
     }
 
-    /* Q fragments (A operand), straight from global memory. */
+    /* Q fragments (A operand), straight from global memory: from the two
+     * rows' starts, a column pair as one float2 where the rows' columns
+     * are contiguous and 8-byte aligned (q is F32, the op's contract). */
     unsigned qa[TG_AD / 16][4];
+    {
+        const char *q0 = q.p + tg_off(q, 0, r0 < Tq ? r0 : 0, h, b), *q1 = q.p + tg_off(q, 0, r1 < Tq ? r1 : 0, h, b);
+        const i64 qn = q.nb[0];
+        const bool pairs = qn == 4 && (((unsigned long long)q0 | (unsigned long long)q1) & 7) == 0;
 #pragma unroll
-    for (int kc = 0; kc < TG_AD / 16; kc++) {
+        for (int kc = 0; kc < TG_AD / 16; kc++) {
 #pragma unroll
-        for (int part = 0; part < 4; part++) {
-            i64 row = (part & 1) ? r1 : r0;
-            int col = kc * 16 + t * 2 + ((part & 2) ? 8 : 0);
-            float x0 = 0.0f, x1 = 0.0f;
-            if (row < Tq) {
-                const char *p = q.p + tg_off(q, col, row, h, b);
-                x0 = *(const float *)p; /* q and the mask are F32 (the op's contract) */
-                x1 = *(const float *)(p + q.nb[0]);
+            for (int part = 0; part < 4; part++) {
+                const bool in = ((part & 1) ? r1 : r0) < Tq;
+                const int col = kc * 16 + t * 2 + ((part & 2) ? 8 : 0);
+                const char *p = ((part & 1) ? q1 : q0) + col * qn;
+                float x0 = 0.0f, x1 = 0.0f;
+                if (in && pairs) {
+                    const float2 x = *(const float2 *)p;
+                    x0 = x.x, x1 = x.y;
+                } else if (in) {
+                    x0 = *(const float *)p;
+                    x1 = *(const float *)(p + qn);
+                }
+                qa[kc][part] = tg_pack_bf16(x0, x1);
             }
-            qa[kc][part] = tg_pack_bf16(x0, x1);
         }
     }
     /* This thread's two mask rows (a dim of extent 1 broadcasts). With a
@@ -435,45 +505,61 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
 
         /* S = Q·Kᵀ (+ mask / scale) for 64 keys: 8 chunks of 8. */
         float s[AM_BK / 8][4];
+        /* The chunks' initial values (the mask) first, the mode tested
+         * once a tile; then the products with the D loop outside the
+         * chunks, so that eight independent accumulators take turns. A
+         * chunk at a time, each the next's dependency chain of ten mma
+         * (and the mask's branch between chunks), the warps stalled on
+         * the mma's latency: 2 warps a scheduler at 217 registers could
+         * not hide it (the released size, an H100: 5.3 cycles an issue,
+         * most of them that stall). The same sums in the same order. */
+        if (PACKED && mask_in_acc && m16) {
+            /* the staged tile, a key at a time (a row's offset in its
+             * pieces is any of 0-3; keys past Tk hold anything, dropped
+             * below) */
+            if (mb16) am_mask_tile_init<true>(s, mb0, mb1, inv_scale);
+            else am_mask_tile_init<false>(s, mb0, mb1, inv_scale);
+        } else if (PACKED && mask_in_acc) {
+            /* the staged tile (keys past Tk hold a repeat, dropped below) */
 #pragma unroll
-        for (int nc = 0; nc < AM_BK / 8; nc++) {
-            int kj = k0 + nc * 8 + t * 2;
-            if (PACKED && mask_in_acc && m16) {
-                /* the staged tile, a key at a time (a row's offset in its
-                 * pieces is any of 0-3; keys past Tk hold anything, dropped
-                 * below) */
-                s[nc][0] = inv_scale * am_mask_at(mb0, nc * 8, mb16);
-                s[nc][1] = inv_scale * am_mask_at(mb0, nc * 8 + 1, mb16);
-                s[nc][2] = inv_scale * am_mask_at(mb1, nc * 8, mb16);
-                s[nc][3] = inv_scale * am_mask_at(mb1, nc * 8 + 1, mb16);
-            } else if (PACKED && mask_in_acc) {
-                /* the staged tile (keys past Tk hold a repeat, dropped below) */
+            for (int nc = 0; nc < AM_BK / 8; nc++) {
                 float2 a = *(const float2 *)(mw0 + nc * 8), c = *(const float2 *)(mw1 + nc * 8);
                 s[nc][0] = inv_scale * a.x, s[nc][1] = inv_scale * a.y;
                 s[nc][2] = inv_scale * c.x, s[nc][3] = inv_scale * c.y;
-            } else if (mask_pairs && kj + 1 < Tk) {
-                float2 a = *(const float2 *)(mr0 + kj * 4), c = *(const float2 *)(mr1 + kj * 4);
-                s[nc][0] = inv_scale * a.x, s[nc][1] = inv_scale * a.y;
-                s[nc][2] = inv_scale * c.x, s[nc][3] = inv_scale * c.y;
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    s[nc][e] = mask_in_acc && kj + (e & 1) < Tk
-                                   ? inv_scale * *(const float *)(((e & 2) ? mr1 : mr0) + (kj + (e & 1)) * mstep)
-                                   : 0.0f;
             }
-            /* the K fragments of two 16-wide chunks of D per ldmatrix */
-            const unsigned short *kr = Ks + (nc * 8 + lr) * AM_KS + lm * 8;
+        } else {
 #pragma unroll
-            for (int kc = 0; kc + 1 < TG_AD / 16; kc += 2) {
+            for (int nc = 0; nc < AM_BK / 8; nc++) {
+                int kj = k0 + nc * 8 + t * 2;
+                if (mask_pairs && kj + 1 < Tk) {
+                    float2 a = *(const float2 *)(mr0 + kj * 4), c = *(const float2 *)(mr1 + kj * 4);
+                    s[nc][0] = inv_scale * a.x, s[nc][1] = inv_scale * a.y;
+                    s[nc][2] = inv_scale * c.x, s[nc][3] = inv_scale * c.y;
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        s[nc][e] = mask_in_acc && kj + (e & 1) < Tk
+                                       ? inv_scale * *(const float *)(((e & 2) ? mr1 : mr0) + (kj + (e & 1)) * mstep)
+                                       : 0.0f;
+                }
+            }
+        }
+        /* the K fragments of two 16-wide chunks of D per ldmatrix */
+#pragma unroll
+        for (int kc = 0; kc + 1 < TG_AD / 16; kc += 2) {
+#pragma unroll
+            for (int nc = 0; nc < AM_BK / 8; nc++) {
                 unsigned f[4];
-                ldmatrix_x4(f, kr + kc * 16);
+                ldmatrix_x4_s(f, ks_lane + 2 * (nc * 8 * AM_KS + kc * 16));
                 tg_mma_bf16(s[nc], qa[kc], f[0], f[1]);
                 tg_mma_bf16(s[nc], qa[kc + 1], f[2], f[3]);
             }
-            if ((TG_AD / 16) & 1) {
+        }
+        if ((TG_AD / 16) & 1) {
+#pragma unroll
+            for (int nc = 0; nc < AM_BK / 8; nc++) {
                 unsigned f[2];
-                ldmatrix_x2(f, Ks + (nc * 8 + lr) * AM_KS + (lm & 1) * 8 + (TG_AD / 16 - 1) * 16);
+                ldmatrix_x2_s(f, ks_lane2 + 2 * (nc * 8 * AM_KS + (TG_AD / 16 - 1) * 16));
                 tg_mma_bf16(s[nc], qa[TG_AD / 16 - 1], f[0], f[1]);
             }
         }
@@ -517,7 +603,7 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
         }
         if (PACKED) {
             am_group_sync<KG>(gi); /* every warp of the group is done with K(k0) and the mask tile */
-            if (more) stage_k_async(Ks, kg, k0 + AM_BK, Ms, msrc, tid, nthr);
+            if (more) stage_k_async(Ks, kg, k0 + AM_BK, Ms, msrc, tid);
         }
         mt0 = am_max(mt0, __shfl_xor_sync(0xffffffffu, mt0, 1));
         mt0 = am_max(mt0, __shfl_xor_sync(0xffffffffu, mt0, 2));
@@ -568,14 +654,14 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
 #pragma unroll
             for (int nc = 0; nc < TG_ADV / 8; nc += 2) {
                 unsigned f[4];
-                ldmatrix_x4(f, Vt + ((nc + (lm >> 1)) * 8 + lr) * AM_VS + kc * 16 + (lm & 1) * 8);
+                ldmatrix_x4_s(f, vt_lane + 2 * (nc * 8 * AM_VS + kc * 16));
                 tg_mma_bf16(acc[nc], pa, f[0], f[1]);
                 tg_mma_bf16(acc[nc + 1], pa, f[2], f[3]);
             }
         }
         if (PACKED && more) {
             am_group_sync<KG>(gi); /* every warp of the group is done with V(k0) */
-            stage_v_async(Vt, vg, Tkp, k0 + AM_BK, tid, nthr);
+            stage_v_async(Vt, vg, Tkp, k0 + AM_BK, tid);
         }
     }
 
@@ -623,37 +709,59 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
         if (gi != 0) return;
     }
     float i0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, i1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+    /* a row's column pair as one 4-byte BF16 pair or 8-byte float2 where
+     * the columns are contiguous and the rows aligned (the encoder's
+     * output, BF16 for its projection), else element by element */
+    char *o0 = o.p + tg_off(o, 0, h, r0 < Tq ? r0 : 0, b), *o1 = o.p + tg_off(o, 0, h, r1 < Tq ? r1 : 0, b);
+    const i64 on = o.nb[0];
+    const unsigned long long oa = (unsigned long long)o0 | (unsigned long long)o1;
+    if (o.type == TG_KT_BF16 && on == 2 && (oa & 3) == 0) {
 #pragma unroll
-    for (int nc = 0; nc < TG_ADV / 8; nc++) {
-        int d = nc * 8 + t * 2;
-        if (r0 < Tq) {
-            tg_st(o.p + tg_off(o, d, h, r0, b), o.type, acc[nc][0] * i0);
-            tg_st(o.p + tg_off(o, d + 1, h, r0, b), o.type, acc[nc][1] * i0);
+        for (int nc = 0; nc < TG_ADV / 8; nc++) {
+            const int d = nc * 8 + t * 2;
+            if (r0 < Tq) *(unsigned *)(o0 + 2 * d) = tg_pack_bf16(acc[nc][0] * i0, acc[nc][1] * i0);
+            if (r1 < Tq) *(unsigned *)(o1 + 2 * d) = tg_pack_bf16(acc[nc][2] * i1, acc[nc][3] * i1);
         }
-        if (r1 < Tq) {
-            tg_st(o.p + tg_off(o, d, h, r1, b), o.type, acc[nc][2] * i1);
-            tg_st(o.p + tg_off(o, d + 1, h, r1, b), o.type, acc[nc][3] * i1);
+    } else if (o.type == TG_KT_F32 && on == 4 && (oa & 7) == 0) {
+#pragma unroll
+        for (int nc = 0; nc < TG_ADV / 8; nc++) {
+            const int d = nc * 8 + t * 2;
+            if (r0 < Tq) *(float2 *)(o0 + 4 * d) = make_float2(acc[nc][0] * i0, acc[nc][1] * i0);
+            if (r1 < Tq) *(float2 *)(o1 + 4 * d) = make_float2(acc[nc][2] * i1, acc[nc][3] * i1);
+        }
+    } else {
+#pragma unroll
+        for (int nc = 0; nc < TG_ADV / 8; nc++) {
+            const int d = nc * 8 + t * 2;
+            if (r0 < Tq) {
+                tg_st(o0 + d * on, o.type, acc[nc][0] * i0);
+                tg_st(o0 + (d + 1) * on, o.type, acc[nc][1] * i0);
+            }
+            if (r1 < Tq) {
+                tg_st(o1 + d * on, o.type, acc[nc][2] * i1);
+                tg_st(o1 + (d + 1) * on, o.type, acc[nc][3] * i1);
+            }
         }
     }
 #endif
 }
 
 /* K and V converted while staged: for one block of queries per head. */
-extern "C" __global__ void __launch_bounds__(128) attention_mma(const tg_args_attention_mma args) {
+extern "C" __global__ void __launch_bounds__(AM_GT) attention_mma(const tg_args_attention_mma args) {
     TG_PDL();
     attention_body<false, 1>(args.o, args.q, args.k, args.v, NULL, NULL, 0, args.mask, args.has_mask, args.scale, 0,
                              NULL);
 }
 
 /* K and V packed by attn_pack_k / attn_pack_vt (k and v give the shapes). */
-extern "C" __global__ void __launch_bounds__(128) attention_mma_packed(const tg_args_attention_mma_packed args) {
+extern "C" __global__ void __launch_bounds__(AM_GT) attention_mma_packed(const tg_args_attention_mma_packed args) {
     TG_PDL();
     attention_body<true, 1>(args.o, args.q, args.k, args.v, args.kp, args.vtp, args.tkp, args.mask, args.has_mask,
                             args.scale, args.opt, args.mask_end);
 }
 
 /* The same with the key tiles shared by TG_AM_GROUPS groups of 4 warps. */
-extern "C" __global__ void __launch_bounds__(128 * TG_AM_GROUPS)
+extern "C" __global__ void __launch_bounds__(AM_GT * TG_AM_GROUPS)
     attention_mma_packed2(const tg_args_attention_mma_packed2 args) {
     TG_PDL();
     attention_body<true, TG_AM_GROUPS>(args.o, args.q, args.k, args.v, args.kp, args.vtp, args.tkp, args.mask,
