@@ -3,7 +3,8 @@
  * where there is no GPU, graphs built from a builder function and filled
  * with seeded values, and the comparison of a graph's result on CUDA with
  * the CPU backend's (NMSE over several computes, so capture and replay are
- * both checked); the graph builders more than one test file uses.
+ * both checked); the graph builders more than one test file uses (the
+ * decoder step's attention, the encoder's rel-pos attention and masks).
  * Header-only (static inline) for the CUDA test programs. Not here: the
  * tests themselves.
  */
@@ -266,6 +267,117 @@ static inline tg_tensor *attn_proj_step(tg_ctx *ctx, int64_t B) {
 }
 static inline tg_tensor *build_attn_proj2(tg_ctx *ctx) { return attn_proj_step(ctx, 2); }
 static inline tg_tensor *build_attn_proj20(tg_ctx *ctx) { return attn_proj_step(ctx, 20); }
+
+/* ------------------------------------------------- the encoder's attention */
+
+/* Attention over heads [D, T, H, 1] (q, k, v) with the mask a shifted
+ * view of r·q for a table r of `rows` rows, the view's first row at
+ * `first` (bd_view in encoder.c), read in place. */
+static inline tg_tensor *rel_attention_of(tg_ctx *ctx, tg_tensor *const heads[3], int64_t D, int64_t H, int64_t T,
+                                   int64_t rows, int64_t first, float scale) {
+    tg_tensor *r = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, rows), D, H, rows, 1);
+    tg_tensor *bd = tg_mul_mat(ctx, tg_permute(ctx, r, 0, 2, 1, 3), heads[0]);
+    if (!bd) return NULL;
+    const int64_t ne[4] = {T, T, H, 1};
+    const size_t nb[4] = {4, bd->nb[1] - 4, bd->nb[2], bd->nb[3]};
+    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_view(ctx, bd, 4, ne, nb, (size_t)first * 4), scale);
+}
+/* The encoder's rel-pos attention as its graph has it: q, k, v strided
+ * views of [D*H, T] projections (no head copies), and the mask a shifted
+ * view of r·q, read in place: with 2T-1 rows of r (the spec's table; T - 1
+ * odd, as at the released size's 438 frames, starts the view 4-byte, not
+ * 8-byte, aligned) and with 2T+1 rows, the first at T (encoder.c's table
+ * for even T: every mask row 8-byte aligned). */
+static inline tg_tensor *attn_rel_scaled(tg_ctx *ctx, int64_t rows, int64_t first, float scale) {
+    int64_t D = 160, T = 70, H = 2;
+    tg_tensor *heads[3];
+    for (int i = 0; i < 3; i++) {
+        tg_tensor *x = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, T), D, H, T, 1);
+        heads[i] = tg_permute(ctx, x, 0, 2, 1, 3);
+    }
+    return rel_attention_of(ctx, heads, D, H, T, rows, first, scale);
+}
+static inline tg_tensor *attn_rel(tg_ctx *ctx, int64_t rows, int64_t first) {
+    return attn_rel_scaled(ctx, rows, first, 0.079f);
+}
+static inline tg_tensor *build_attn_rel(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 - 1, 70 - 1); }
+static inline tg_tensor *build_attn_rel_even(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 + 1, 70); }
+/* ... and the table's rows a multiple of 8 (144), as encoder.c's are at
+ * 35 s (880): what a BF16 rel-pos product needs (CT_CUDA_ATTN_BD16) */
+static inline tg_tensor *build_attn_rel144(tg_ctx *ctx) { return attn_rel(ctx, 144, 70); }
+/* ... with a negative scale: the mask added after the products */
+static inline tg_tensor *build_attn_rel144_neg(tg_ctx *ctx) {
+    return attn_rel_scaled(ctx, 144, 70, -0.079f);
+}
+
+/* The encoder's attention as its graph has it at 150 frames: q, k, v parts
+ * of one packed projection [D * H * 3, T] (strided heads), the mask a
+ * shifted view of r·q with the table's rows a multiple of 8 (encoder.c),
+ * so its rows start at every 4-byte offset of a 16-byte piece; three key
+ * tiles, two for one key group and one for the other. */
+static inline tg_tensor *build_attn_rel150(tg_ctx *ctx) {
+    const int64_t D = 160, T = 150, H = 2, first = T, rows = (2 * T + 1 + 3) / 4 * 4;
+    tg_tensor *qkv = in2(ctx, TG_F32, D * H * 3, T), *heads[3];
+    for (int i = 0; i < 3; i++) {
+        const int64_t ne[4] = {D, H, T, 1};
+        const size_t nb[4] = {4, (size_t)D * 4, qkv->nb[1], qkv->nb[1] * (size_t)T};
+        heads[i] = tg_permute(ctx, tg_view(ctx, qkv, 4, ne, nb, (size_t)i * D * H * 4), 0, 2, 1, 3);
+    }
+    return rel_attention_of(ctx, heads, D, H, T, rows, first, 0.079f);
+}
+
+/* A mask [71, 130] of rows 71 floats long, so its rows start at every
+ * offset of a 16-byte piece and its last row ends inside one: the piece
+ * that would reach past the mask's end comes a key at a time. */
+static inline tg_tensor *build_attn_mask_odd(tg_ctx *ctx) {
+    const int64_t D = 128, Tq = 130, Tk = 71, H = 3;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, 1), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, 1);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, 1), *m = tg_new_4d(ctx, TG_F32, Tk, Tq, 1, 1);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+
+/* Rows whose unmasked keys all lie in one key group's tiles (150 keys,
+ * three tiles: two for the first group, one for the second): queries
+ * 0-49 see only keys 128-149, queries 50-99 only keys 0-85. The -inf
+ * come from sigmoid (> 0) scaled by -inf. With a negative scale too, so
+ * the mask is added after the products instead of starting them. */
+static inline tg_tensor *attn_mask_halves(tg_ctx *ctx, float scale) {
+    const int64_t D = 160, Tq = 100, Tk = 150, H = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, 1), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, 1);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, 1);
+    tg_tensor *dead0 = tg_scale(ctx, tg_sigmoid(ctx, tg_new_2d(ctx, TG_F32, 128, 50)), -INFINITY);
+    tg_tensor *dead1 = tg_scale(ctx, tg_sigmoid(ctx, tg_new_2d(ctx, TG_F32, 64, 50)), -INFINITY);
+    tg_tensor *late = tg_concat(ctx, dead0, tg_new_2d(ctx, TG_F32, 22, 50), 0);
+    tg_tensor *early = tg_concat(ctx, tg_new_2d(ctx, TG_F32, 86, 50), dead1, 0);
+    tg_tensor *m = tg_reshape_4d(ctx, tg_concat(ctx, late, early, 1), Tk, Tq, 1, 1);
+    return tg_attention(ctx, q, k, v, m, scale);
+}
+static inline tg_tensor *build_attn_mask_halves(tg_ctx *ctx) { return attn_mask_halves(ctx, 0.079f); }
+static inline tg_tensor *build_attn_mask_halves_neg(tg_ctx *ctx) {
+    return attn_mask_halves(ctx, -0.079f);
+}
+
+/* A mask over keys only: [Tk, 1, H, B] seen as [Tk, Tq, H, B] with a row
+ * stride of 0, so every query row reads the same row. */
+static inline tg_tensor *build_attn_mask_keys(tg_ctx *ctx) {
+    const int64_t D = 160, Tq = 100, Tk = 200, H = 2, B = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, H, B);
+    const int64_t ne[4] = {Tk, Tq, H, B};
+    const size_t nb[4] = {4, 0, m->nb[2], m->nb[3]};
+    return tg_attention(ctx, q, k, v, tg_view(ctx, m, 4, ne, nb, 0), 0.079f);
+}
+
+/* A mask of -inf over whole rows (a finished batch row): zeros, not NaN.
+ * sigmoid > 0, so scaling it by -inf gives clean -inf rows. */
+static inline tg_tensor *build_attn_masked_rows(tg_ctx *ctx) {
+    int64_t D = 64, T = 70, H = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, T, H, 1), *k = tg_new_4d(ctx, TG_F32, D, T, H, 1);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, T, H, 1), *m = tg_new_2d(ctx, TG_F32, T, T - 2);
+    tg_tensor *dead = tg_scale(ctx, tg_sigmoid(ctx, tg_new_2d(ctx, TG_F32, T, 2)), -INFINITY);
+    tg_tensor *full = tg_concat(ctx, dead, m, 1);
+    return tg_attention(ctx, q, k, v, tg_reshape_4d(ctx, full, T, T, 1, 1), 0.125f);
+}
 
 /* fn's graph on two CUDA backends a switch apart, from the same leaves:
  * the same bits (for a switch that moves a load, not arithmetic). */

@@ -16,7 +16,8 @@
  * driver or GPU.
  *
  * Not here: the decoder step's attention kernels on their own
- * (test_attn_step.c), the backend's own behaviour (test_backend.c), per-op
+ * (test_attn_step.c), the encoder's attention kernel on each of its paths
+ * (test_attn_mma.c), the backend's own behaviour (test_backend.c), per-op
  * conformance over every backend (tests/ops).
  */
 #include "check.h"
@@ -102,98 +103,6 @@ static tg_tensor *build_pos_projection(tg_ctx *ctx) {
     return tg_mul_mat(ctx, r, in2(ctx, TG_F32, 320, 70));
 }
 
-/* Attention over heads [D, T, H, 1] (q, k, v) with the mask a shifted
- * view of r·q for a table r of `rows` rows, the view's first row at
- * `first` (bd_view in encoder.c), read in place. */
-static tg_tensor *rel_attention_of(tg_ctx *ctx, tg_tensor *const heads[3], int64_t D, int64_t H, int64_t T,
-                                   int64_t rows, int64_t first, float scale) {
-    tg_tensor *r = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, rows), D, H, rows, 1);
-    tg_tensor *bd = tg_mul_mat(ctx, tg_permute(ctx, r, 0, 2, 1, 3), heads[0]);
-    if (!bd) return NULL;
-    const int64_t ne[4] = {T, T, H, 1};
-    const size_t nb[4] = {4, bd->nb[1] - 4, bd->nb[2], bd->nb[3]};
-    return tg_attention(ctx, heads[0], heads[1], heads[2], tg_view(ctx, bd, 4, ne, nb, (size_t)first * 4), scale);
-}
-/* The encoder's rel-pos attention as its graph has it: q, k, v strided
- * views of [D*H, T] projections (no head copies), and the mask a shifted
- * view of r·q, read in place: with 2T-1 rows of r (the spec's table; T - 1
- * odd, as at the released size's 438 frames, starts the view 4-byte, not
- * 8-byte, aligned) and with 2T+1 rows, the first at T (encoder.c's table
- * for even T: every mask row 8-byte aligned). */
-static tg_tensor *attn_rel_scaled(tg_ctx *ctx, int64_t rows, int64_t first, float scale) {
-    int64_t D = 160, T = 70, H = 2;
-    tg_tensor *heads[3];
-    for (int i = 0; i < 3; i++) {
-        tg_tensor *x = tg_reshape_4d(ctx, in2(ctx, TG_F32, D * H, T), D, H, T, 1);
-        heads[i] = tg_permute(ctx, x, 0, 2, 1, 3);
-    }
-    return rel_attention_of(ctx, heads, D, H, T, rows, first, scale);
-}
-static tg_tensor *attn_rel(tg_ctx *ctx, int64_t rows, int64_t first) { return attn_rel_scaled(ctx, rows, first, 0.079f); }
-static tg_tensor *build_attn_rel(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 - 1, 70 - 1); }
-static tg_tensor *build_attn_rel_even(tg_ctx *ctx) { return attn_rel(ctx, 2 * 70 + 1, 70); }
-/* ... and the table's rows a multiple of 8 (144), as encoder.c's are at
- * 35 s (880): what a BF16 rel-pos product needs (CT_CUDA_ATTN_BD16) */
-static tg_tensor *build_attn_rel144(tg_ctx *ctx) { return attn_rel(ctx, 144, 70); }
-/* ... with a negative scale: the mask added after the products */
-static tg_tensor *build_attn_rel144_neg(tg_ctx *ctx) { return attn_rel_scaled(ctx, 144, 70, -0.079f); }
-
-/* The encoder's attention as its graph has it at 150 frames: q, k, v parts
- * of one packed projection [D * H * 3, T] (strided heads), the mask a
- * shifted view of r·q with the table's rows a multiple of 8 (encoder.c),
- * so its rows start at every 4-byte offset of a 16-byte piece; three key
- * tiles, two for one key group and one for the other. */
-static tg_tensor *build_attn_rel150(tg_ctx *ctx) {
-    const int64_t D = 160, T = 150, H = 2, first = T, rows = (2 * T + 1 + 3) / 4 * 4;
-    tg_tensor *qkv = in2(ctx, TG_F32, D * H * 3, T), *heads[3];
-    for (int i = 0; i < 3; i++) {
-        const int64_t ne[4] = {D, H, T, 1};
-        const size_t nb[4] = {4, (size_t)D * 4, qkv->nb[1], qkv->nb[1] * (size_t)T};
-        heads[i] = tg_permute(ctx, tg_view(ctx, qkv, 4, ne, nb, (size_t)i * D * H * 4), 0, 2, 1, 3);
-    }
-    return rel_attention_of(ctx, heads, D, H, T, rows, first, 0.079f);
-}
-
-/* A mask [71, 130] of rows 71 floats long, so its rows start at every
- * offset of a 16-byte piece and its last row ends inside one: the piece
- * that would reach past the mask's end comes a key at a time. */
-static tg_tensor *build_attn_mask_odd(tg_ctx *ctx) {
-    const int64_t D = 128, Tq = 130, Tk = 71, H = 3;
-    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, 1), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, 1);
-    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, 1), *m = tg_new_4d(ctx, TG_F32, Tk, Tq, 1, 1);
-    return tg_attention(ctx, q, k, v, m, 0.088f);
-}
-
-/* Rows whose unmasked keys all lie in one key group's tiles (150 keys,
- * three tiles: two for the first group, one for the second): queries
- * 0-49 see only keys 128-149, queries 50-99 only keys 0-85. The -inf
- * come from sigmoid (> 0) scaled by -inf. With a negative scale too, so
- * the mask is added after the products instead of starting them. */
-static tg_tensor *attn_mask_halves(tg_ctx *ctx, float scale) {
-    const int64_t D = 160, Tq = 100, Tk = 150, H = 2;
-    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, 1), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, 1);
-    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, 1);
-    tg_tensor *dead0 = tg_scale(ctx, tg_sigmoid(ctx, tg_new_2d(ctx, TG_F32, 128, 50)), -INFINITY);
-    tg_tensor *dead1 = tg_scale(ctx, tg_sigmoid(ctx, tg_new_2d(ctx, TG_F32, 64, 50)), -INFINITY);
-    tg_tensor *late = tg_concat(ctx, dead0, tg_new_2d(ctx, TG_F32, 22, 50), 0);
-    tg_tensor *early = tg_concat(ctx, tg_new_2d(ctx, TG_F32, 86, 50), dead1, 0);
-    tg_tensor *m = tg_reshape_4d(ctx, tg_concat(ctx, late, early, 1), Tk, Tq, 1, 1);
-    return tg_attention(ctx, q, k, v, m, scale);
-}
-static tg_tensor *build_attn_mask_halves(tg_ctx *ctx) { return attn_mask_halves(ctx, 0.079f); }
-static tg_tensor *build_attn_mask_halves_neg(tg_ctx *ctx) { return attn_mask_halves(ctx, -0.079f); }
-
-/* A mask over keys only: [Tk, 1, H, B] seen as [Tk, Tq, H, B] with a row
- * stride of 0, so every query row reads the same row. */
-static tg_tensor *build_attn_mask_keys(tg_ctx *ctx) {
-    const int64_t D = 160, Tq = 100, Tk = 200, H = 2, B = 2;
-    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, B), *k = tg_new_4d(ctx, TG_F32, D, Tk, H, B);
-    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, H, B);
-    const int64_t ne[4] = {Tk, Tq, H, B};
-    const size_t nb[4] = {4, 0, m->nb[2], m->nb[3]};
-    return tg_attention(ctx, q, k, v, tg_view(ctx, m, 4, ne, nb, 0), 0.079f);
-}
-
 /* The conformer's conv module middle: glu, depthwise conv (9 taps), bias,
  * silu as one kernel (conv_glu_dw_silu_c4), storing BF16 for the product
  * after it, and F32 when the silu is the graph's result. */
@@ -256,17 +165,6 @@ static tg_tensor *build_attn_dec_mma(tg_ctx *ctx) {
     tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 3, H, 2), *k = tg_new_4d(ctx, TG_F16, D, Tk, H, 2);
     tg_tensor *v = tg_new_4d(ctx, TG_F16, D, Tk, H, 2), *m = tg_new_4d(ctx, TG_F32, Tk, 3, 1, 2);
     return tg_attention(ctx, q, k, v, m, 0.088f);
-}
-
-/* A mask of -inf over whole rows (a finished batch row): zeros, not NaN.
- * sigmoid > 0, so scaling it by -inf gives clean -inf rows. */
-static tg_tensor *build_attn_masked_rows(tg_ctx *ctx) {
-    int64_t D = 64, T = 70, H = 2;
-    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, T, H, 1), *k = tg_new_4d(ctx, TG_F32, D, T, H, 1);
-    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, T, H, 1), *m = tg_new_2d(ctx, TG_F32, T, T - 2);
-    tg_tensor *dead = tg_scale(ctx, tg_sigmoid(ctx, tg_new_2d(ctx, TG_F32, T, 2)), -INFINITY);
-    tg_tensor *full = tg_concat(ctx, dead, m, 1);
-    return tg_attention(ctx, q, k, v, tg_reshape_4d(ctx, full, T, T, 1, 1), 0.125f);
 }
 
 /* Strided views, broadcasting both ways, a transposed product operand,
@@ -948,75 +846,6 @@ static void test_step_tail_in_one_launch(void) {
     tg_backend_free(b);
 }
 
-/* The encoder's tensor-core attention on each of its paths against the
- * CPU: the mask tile in 16-byte pieces or 4-byte copies
- * (CT_CUDA_ATTN_MASK16=0), the key tiles over two groups of warps or one
- * (CT_CUDA_ATTN_GROUPS=0; these shapes have fewer blocks than an H100's
- * SMs, so two groups by default), the counters saying which ran. Not
- * here: a NaN score (the NMSE cannot compare NaN positions). */
-static void test_attention_mma_paths_match_cpu(void) {
-    static const build_fn fns[] = {build_attn_rel,         build_attn_rel150,      build_attn_mask_odd,
-                                   build_attn_mask_keys,   build_attn_masked_rows, build_attn_mask_halves,
-                                   build_attn_mask_halves_neg};
-    static const char *names[] = {"rel-pos view, 70 frames",      "packed q/k/v, rel-pos view, 150 frames",
-                                  "mask rows of 71 keys",         "mask over keys only",
-                                  "fully masked rows",            "rows unmasked in one group's keys",
-                                  "the same, negative scale"};
-    for (int v = 0; v < 4; v++) {
-        const bool m16 = !(v & 1), groups = !(v & 2);
-        setenv("CT_CUDA_ATTN_MASK16", m16 ? "1" : "0", 1);
-        tg_backend *b = cuda_with("CT_CUDA_ATTN_GROUPS", groups ? "1" : "0");
-        unsetenv("CT_CUDA_ATTN_MASK16");
-        if (!b) return;
-        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-        CHECK(c->attn_mask16 == m16 && c->attn_groups == groups);
-        if (c->dev->props.tc_level < 2 || c->dev->props.sm_count < 12) {
-            printf("  (no BF16 tensor cores or fewer than 12 SMs: skipped)\n");
-            tg_backend_free(b);
-            return;
-        }
-        for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
-            const int n16 = c->n_attn_mask16, ng = c->n_attn_groups;
-            char what[112];
-            snprintf(what, sizeof what, "%s, %s, %s", names[i], m16 ? "16-byte mask" : "4-byte mask",
-                     groups ? "2 key groups" : "1 key group");
-            compare_with_cpu(b, fns[i], 2, 5e-4, what);
-            CHECK_MSG((c->n_attn_mask16 > n16) == m16, "%s: %d encodes staged the mask in pieces", what,
-                      c->n_attn_mask16 - n16);
-            CHECK_MSG((c->n_attn_groups > ng) == groups, "%s: %d encodes on two key groups", what,
-                      c->n_attn_groups - ng);
-        }
-        tg_backend_free(b);
-    }
-    /* CT_CUDA_ATTN_BD16=1: the rel-pos product, read only as the mask
-     * through its shifted view, stores BF16 and the kernel stages BF16
-     * pieces (9 a row, a key's offset 0-7 in the first); on two key groups
-     * (these shapes) and on one (CT_CUDA_ATTN_GROUPS=0, as batch 64 runs) */
-    static const build_fn bd[] = {build_attn_rel144, build_attn_rel150, build_attn_rel144_neg, build_attn_rel};
-    static const char *bd_names[] = {"rel-pos view, 70 frames, 144 rows, BF16 mask",
-                                     "packed q/k/v, rel-pos view, 150 frames, BF16 mask",
-                                     "rel-pos view, 144 rows, negative scale, BF16 mask",
-                                     "rel-pos view, 70 frames, 139 rows (F32 mask)"};
-    for (int one = 0; one < 2; one++) {
-        setenv("CT_CUDA_ATTN_BD16", "1", 1);
-        tg_backend *b = cuda_with("CT_CUDA_ATTN_GROUPS", one ? "0" : "1");
-        unsetenv("CT_CUDA_ATTN_BD16");
-        if (!b) return;
-        tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-        for (int i = 0; i < 4 && c->dev->props.tc_level >= 2 && c->dev->props.sm_count >= 12; i++) {
-            const int nb = c->n_attn_mask_bf16, ng = c->n_attn_groups;
-            char what[112];
-            snprintf(what, sizeof what, "%s, %s", bd_names[i], one ? "1 key group" : "2 key groups");
-            compare_with_cpu(b, bd[i], 2, 5e-4, what);
-            /* 139 rows are not a multiple of 8: that product stays F32 */
-            CHECK_MSG((c->n_attn_mask_bf16 > nb) == (i < 3) && (c->n_attn_groups > ng) == !one,
-                      "%s: %d encodes read a BF16 mask, %d on two groups", what, c->n_attn_mask_bf16 - nb,
-                      c->n_attn_groups - ng);
-        }
-        tg_backend_free(b);
-    }
-}
-
 /* A product's bias and residual loaded before its wait (TG_MV_EPI_EARLY):
  * the same bits as loaded after it (the bias and residual are small
  * beside W h, so an NMSE against the CPU would not see one missing), the
@@ -1167,7 +996,7 @@ static void test_step_switches_match_cpu(void) {
 }
 
 TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_operands_stored_16_bits),
-          T(test_attention_mma_paths_match_cpu), T(test_epilogue_early), T(test_matvec_r8_same_bits),
+          T(test_epilogue_early), T(test_matvec_r8_same_bits),
           T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu),
           T(test_matvec_f32_kernel_matches_cpu), T(test_matvec_mma_wide_match_cpu),
           T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
