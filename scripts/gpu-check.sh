@@ -121,13 +121,13 @@ elif command -v compute-sanitizer >/dev/null; then
   errs=$(grep -oE "ERROR SUMMARY: [0-9]+ error" "$LOG/memcheck.log" | tail -1)
   row "memcheck on the suite" "rc=$rc ${errs:-no summary} ($(( $(date +%s) - T0 )) s)"
   grep -E "Invalid|ERROR" "$LOG/memcheck.log" | head -10
-  # Fused groups (the suite runs single ops), graph replay, the staging
-  # ring's copies; not the backend tests that fault on purpose (a bad
-  # launch, a wild write). test-model-fixtures under the sanitizer died on
-  # the host with no output (2026-12-04; src/backend/cuda/NOTES.md), so it
-  # is not here.
+  # Fused groups (the suite runs single ops), the encoder attention with Q
+  # staged by cp.async, graph replay, the staging ring's copies; not the
+  # backend tests that fault on purpose (a bad launch, a wild write).
+  # test-model-fixtures under the sanitizer died on the host with no output
+  # (2026-12-04; src/backend/cuda/NOTES.md), so it is not here.
   for mc in "test-cuda-kernels fused_and_mixed" "test-cuda-kernels matvec_mma_tiles" \
-            "test-cuda-backend graphs_capture" "test-cuda-backend buffers_set_get"; do
+            "test-cuda-attn_mma q_staged" "test-cuda-backend graphs_capture" "test-cuda-backend buffers_set_get"; do
     set -- $mc
     [ -x "./$BUILD/$1" ] || continue
     T0=$(date +%s)

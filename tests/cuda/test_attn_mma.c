@@ -2,9 +2,9 @@
  * test_attn_mma.c: the encoder's attention on the tensor cores
  * (attention_mma.cu) against the CPU backend, on each of its paths: the
  * mask tile in 16-byte pieces or 4-byte copies, F32 or BF16 (the rel-pos
- * product stored for it), the key tiles over one group of warps or two;
- * rel-pos views as the encoder reads them, masked rows and rows unmasked
- * in one group's keys.
+ * product stored for it), the key tiles over one group of warps or two,
+ * Q loaded into registers or staged by cp.async; rel-pos views as the
+ * encoder reads them, masked rows and rows unmasked in one group's keys.
  *
  * Every test prints "skipped: no CUDA device" and passes where there is no
  * driver or GPU.
@@ -89,7 +89,52 @@ static void test_attention_mma_paths_match_cpu(void) {
     }
 }
 
-TEST_MAIN(T(test_attention_mma_paths_match_cpu))
+/* Attention without a mask over 100 keys (D = 128): the packed kernel
+ * with no mask tile nor rows' table in its shared memory. */
+static tg_tensor *build_attn_nomask(tg_ctx *ctx) {
+    const int64_t D = 128, T = 100, H = 2;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, T, H, 1), *k = tg_new_4d(ctx, TG_F32, D, T, H, 1);
+    tg_tensor *v = tg_new_4d(ctx, TG_F32, D, T, H, 1);
+    return tg_attention(ctx, q, k, v, NULL, 0.088f);
+}
+
+/* Q's rows staged by cp.async ahead of the first key tile
+ * (CT_CUDA_ATTN_QSTAGE=1, on one key group as batch 8 and more run:
+ * CT_CUDA_ATTN_GROUPS=0) against the CPU, and the same bits as Q loaded
+ * into registers (the switch off): the same floats, rounded the same way,
+ * rows past Tq zeros either way. Q is contiguous with 16-byte rows in
+ * every shape here, so each encode stages it; the counters say so. */
+static void test_attention_q_staged(void) {
+    static const build_fn fns[] = {build_attn_rel,        build_attn_rel150,      build_attn_rel144,
+                                   build_attn_mask_odd,   build_attn_mask_keys,   build_attn_masked_rows,
+                                   build_attn_mask_halves_neg, build_attn_nomask};
+    static const char *names[] = {"rel-pos view, 70 frames",    "packed q/k/v, rel-pos view, 150 frames",
+                                  "rel-pos view, 144 rows, BF16 mask", "mask rows of 71 keys",
+                                  "mask over keys only",        "fully masked rows",
+                                  "rows unmasked in one group's keys, negative scale", "no mask"};
+    setenv("CT_CUDA_ATTN_GROUPS", "0", 1);
+    tg_backend *on = cuda_with("CT_CUDA_ATTN_QSTAGE", "1"), *off = on ? cuda_or_skip() : NULL;
+    unsetenv("CT_CUDA_ATTN_GROUPS");
+    tg_cuda_ctx *c = on ? (tg_cuda_ctx *)on->impl : NULL, *d = off ? (tg_cuda_ctx *)off->impl : NULL;
+    if (c && d && (c->dev->props.tc_level < 2 || c->dev->props.sm_count < 12)) {
+        printf("  (no BF16 tensor cores or fewer than 12 SMs: skipped)\n");
+    } else if (c && d) {
+        CHECK(c->attn_qstage && !d->attn_qstage && !c->attn_groups && !d->attn_groups);
+        for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+            const int nq = c->n_attn_qstage, nq_off = d->n_attn_qstage;
+            char what[112];
+            snprintf(what, sizeof what, "%s, Q staged", names[i]);
+            compare_with_cpu(on, fns[i], 2, 5e-4, what);
+            compare_cuda_exact(on, off, fns[i], what);
+            CHECK_MSG(c->n_attn_qstage > nq && d->n_attn_qstage == nq_off, "%s: %d encodes staged Q, %d with it off",
+                      what, c->n_attn_qstage - nq, d->n_attn_qstage - nq_off);
+        }
+    }
+    tg_backend_free(off);
+    tg_backend_free(on);
+}
+
+TEST_MAIN(T(test_attention_mma_paths_match_cpu), T(test_attention_q_staged))
 #else
 TEST_MAIN_WITHOUT_CUDA()
 #endif

@@ -65,6 +65,18 @@ static bool mask_in_pieces(const tg_cuda_ctx *c, const tg_tensor *m) {
     return m && c->attn_mask16 && m->type == TG_F32 && m->ne[0] > 1 && m->nb[0] == 4;
 }
 
+/* The packed kernel stages Q's rows in 16-byte pieces
+ * (attention_mma_packed_qs, CT_CUDA_ATTN_QSTAGE) where they are contiguous F32 with every row's
+ * start 16-byte aligned, a row a whole number of a thread pair's pieces
+ * (D a multiple of 8; the kernel's head sizes are of 16). */
+static bool q_stageable(const tg_cuda_ctx *c, const tg_tensor *q, int64_t D) {
+    if (!c->attn_qstage || q->type != TG_F32 || q->nb[0] != 4 || D % 8 != 0 || (tg_cuda_dptr(q->data) & 15) != 0)
+        return false;
+    for (int d = 1; d < 4; d++)
+        if (q->ne[d] > 1 && q->nb[d] % 16 != 0) return false;
+    return true;
+}
+
 /* Packing K and V first pays when several blocks of 64 queries would
  * convert the same keys. */
 static bool attn_packs(const tg_cuda_ctx *c, const tg_tensor *n) {
@@ -361,11 +373,20 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
          * 64 + 8 floats), then the mask rows' addresses */
         const unsigned group = msmem + (m ? 64u * (64 + 8) * 4 : 0u), table = m16 ? 64u * 8u : 0u;
         const unsigned qb = (unsigned)((Tq + 63) / 64);
+        const int64_t smem_max = c->dev->props.smem_per_block_optin > 0 ? c->dev->props.smem_per_block_optin
+                                                                         : c->dev->props.smem_per_block;
         const int groups = tg_cuda_attn_mma_groups(c->dev->props.sm_count, (int64_t)qb * H * B, k->ne[1], c->attn_groups,
-                                                   (int64_t)TG_AM_GROUPS * group + table,
-                                                   c->dev->props.smem_per_block_optin > 0 ? c->dev->props.smem_per_block_optin
-                                                                                          : c->dev->props.smem_per_block);
-        const unsigned psmem = (unsigned)groups * group + table;
+                                                   (int64_t)TG_AM_GROUPS * group + table, smem_max);
+        unsigned psmem = (unsigned)groups * group + table;
+        /* Q's 64 rows staged ahead of the first key tile, after the rows'
+         * table (its room kept whether or not it is used), where the block
+         * may have that much (not at D = 160 on sm_86/89's 99 KB) */
+        const unsigned qsmem = group + TG_AM_QSTAGE_OFF + 64u * (unsigned)(D + 8) * 4u;
+        const bool qs = groups == 1 && q_stageable(c, q, D) && (int64_t)qsmem <= smem_max;
+        if (qs) {
+            psmem = qsmem;
+            c->n_attn_qstage++;
+        }
         if (m16) c->n_attn_mask16++;
         if (mask_stored == TG_BF16) c->n_attn_mask_bf16++;
         if (groups > 1) {
@@ -373,6 +394,9 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
             return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed2, qb, (unsigned)H, (unsigned)B,
                           128u * (unsigned)groups, psmem, pa);
         }
+        if (qs)
+            return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed_qs, qb, (unsigned)H, (unsigned)B, 128,
+                          psmem, pa);
         return LAUNCH(c, s, "attention_mma.cu", mdefs, attention_mma_packed, qb, (unsigned)H, (unsigned)B, 128, psmem,
                       pa);
     }

@@ -291,6 +291,8 @@ typedef struct tg_cuda_ctx {
                                 * no combine launch (sm_90) */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
                                 * where its blocks are no more than the SMs (tg_cuda_attn_mma_groups) */
+    bool attn_qstage;          /* CT_CUDA_ATTN_QSTAGE (default off until measured): attention_mma_packed
+                                * stages Q's rows by cp.async ahead of the first key tile */
     bool capturing;            /* encoding into a stream capture              */
 
     int sync_timeout_ms;
@@ -314,6 +316,7 @@ typedef struct tg_cuda_ctx {
     int n_attn_groups;         /* encodes of attention_mma_packed2 (key tiles over two groups) */
     int n_attn_mask16;         /* encodes of the packed kernels staging their mask in 16-byte pieces */
     int n_attn_mask_bf16;      /* ... of them reading a BF16 mask (CT_CUDA_ATTN_BD16) */
+    int n_attn_qstage;         /* ... of them with Q staged (CT_CUDA_ATTN_QSTAGE) */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores

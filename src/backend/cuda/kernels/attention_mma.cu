@@ -36,8 +36,12 @@
  * to 98 million, the warps then waiting ~11 cycles an issue, ~40% of it
  * on L1TEX; two stages of tiles in flight (the next tile's copies issued
  * as a tile began, 107 KB a block) changed nothing (729 us) and were not
- * kept. What remains is the 2 blocks (8 warps) an SM that 255 registers
- * allow; held to 168 (three blocks) the kernel spilled and was slower.
+ * kept. The 2 blocks (8 warps) an SM that 255 registers allow stay; held
+ * to 168 (three blocks) the kernel spilled and was slower. Its stall
+ * samples then put 43% on instructions run once a block, most on the
+ * loads of Q into registers (~40 a thread, in dependent batches): with
+ * attention_mma_packed_qs (CT_CUDA_ATTN_QSTAGE, off until measured on a
+ * GPU) the block's Q rows come by cp.async ahead of the first key tile.
  *
  * attention_mma_packed2 runs two groups of 4 warps a block over the same
  * 64 queries, each over half of the key tiles with its own tiles in shared
@@ -66,6 +70,7 @@
 #define AM_VS (AM_BK + 8)        /* V^T row stride, bf16   */
 #define AM_MS (AM_BK + 8)        /* mask tile row stride, floats (float2 reads spread over the banks) */
 #define AM_MS16 (AM_BK + 8)      /* ... for a BF16 mask in pieces: 9 pieces of 8 keys, bf16 */
+#define AM_QS (TG_AD + 8)        /* staged Q row stride, floats (a warp's float2 loads on 32 banks) */
 
 #define AM_LOG2E 1.4426950408889634f
 #define AM_GT 128 /* threads of a key group, which stage its tiles */
@@ -338,6 +343,26 @@ __device__ __forceinline__ void stage_v_async(unsigned short *Vt, const unsigned
 #endif
 }
 
+/* The block's 64 rows of Q from query q0 (F32, contiguous, 16-byte
+ * aligned rows: the host's condition for attention_mma_packed_qs) into
+ * Qs, rows of AM_QS floats, as one cp.async group: a row to two of the AM_GT threads,
+ * pieces tid % 2 + 2i. Rows past Tq repeat row Tq - 1 (never past Q's
+ * end; their fragments are zeros). Where each warp loaded its own rows into
+ * registers, the block's first tile waited on ~40 dependent global loads a
+ * thread: at the released size (an H100, batch 64) 43% of the kernel's
+ * stall samples sat on instructions run once a block, most of them on
+ * those loads. */
+__device__ __forceinline__ void stage_q_async(const float *Qs, const tg_t &q, int h, int b, int q0, int Tq, int tid) {
+#if TG_CC >= 80
+    const int r = tid >> 1, c0 = tid & 1, row = q0 + r < Tq ? q0 + r : Tq - 1;
+    const char *src = q.p + tg_off(q, 0, row, h, b) + 16 * c0;
+    const unsigned dst = smem_addr(Qs + r * AM_QS) + 16 * c0;
+#pragma unroll
+    for (int i = 0; i < TG_AD / 8; i++) cp_async16_s(dst + 32 * i, src + 32 * i);
+    cp_async_commit();
+#endif
+}
+
 /* The tiles from the strided F32/F16 sources, converted on the way (one
  * block of queries per head: nothing is converted twice). */
 __device__ __forceinline__ void stage_kv_convert(unsigned short *Ks, unsigned short *Vt, const tg_t &k,
@@ -376,8 +401,10 @@ __device__ __forceinline__ int am_group_bytes(bool mask_tile) {
  * shared memory; at the end the other groups' running maxima, sums and
  * outputs are merged into group 0's, which writes the result (where one
  * block a head and 64 queries leaves SMs idle, 2 groups put 8 warps on
- * each block's SM). opt: TG_AM_MASK16 (packed only). */
-template <bool PACKED, int KG>
+ * each block's SM). opt: TG_AM_MASK16 (packed only). QS (packed, one key
+ * group): the block's Q rows staged in shared memory by cp.async first
+ * (stage_q_async), at TG_AM_QSTAGE_OFF bytes past the group's tiles. */
+template <bool PACKED, int KG, bool QS = false>
 __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, const tg_t &k, const tg_t &v,
                                                const unsigned short *kp, const unsigned short *vtp, int Tkp,
                                                const tg_t &mask, int has_mask, float scale, int opt,
@@ -419,6 +446,10 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
     /* this group's share of the key tiles, [kb, ke) */
     const int n_tiles = (Tk + AM_BK - 1) / AM_BK, per = (n_tiles + KG - 1) / KG;
     const int kb = gi * per * AM_BK, ke = (gi + 1) * per * AM_BK < Tk ? (gi + 1) * per * AM_BK : Tk;
+    /* Q staged (QS): its own copy group, first in line */
+    const bool qstage = PACKED && KG == 1 && QS;
+    const float *Qs = (const float *)((char *)smem16 + KG * am_group_bytes(mask_tile) + TG_AM_QSTAGE_OFF);
+    if (qstage) stage_q_async(Qs, q, h, b, (int)blockIdx.x * 64, (int)Tq, tid);
     if (PACKED && kb < ke) {
         stage_k_async(Ks, kg, kb, Ms, msrc, tid);
         stage_v_async(Vt, vg, Tkp, kb, tid);
@@ -446,7 +477,26 @@ __device__ __forceinline__ void attention_body(const tg_t &o, const tg_t &q, con
      * rows' starts, a column pair as one float2 where the rows' columns
      * are contiguous and 8-byte aligned (q is F32, the op's contract). */
     unsigned qa[TG_AD / 16][4];
-    {
+    if (qstage) {
+        /* from the staged rows once they are in (the first tile's K and V
+         * groups may still be on their way), a column pair a load; rows
+         * past Tq zero, as below (the two loops apart, not one helper, so
+         * that the register path compiles as it did before QS) */
+        if (kb < ke) cp_async_wait<2>();
+        else cp_async_wait<0>();
+        __syncthreads();
+        const float *q0 = Qs + (wq * 16 + g) * AM_QS, *q1 = q0 + 8 * AM_QS;
+#pragma unroll
+        for (int kc = 0; kc < TG_AD / 16; kc++) {
+#pragma unroll
+            for (int part = 0; part < 4; part++) {
+                const bool in = ((part & 1) ? r1 : r0) < Tq;
+                const int col = kc * 16 + t * 2 + ((part & 2) ? 8 : 0);
+                const float2 x = *(const float2 *)(((part & 1) ? q1 : q0) + col);
+                qa[kc][part] = in ? tg_pack_bf16(x.x, x.y) : 0u;
+            }
+        }
+    } else {
         const char *q0 = q.p + tg_off(q, 0, r0 < Tq ? r0 : 0, h, b), *q1 = q.p + tg_off(q, 0, r1 < Tq ? r1 : 0, h, b);
         const i64 qn = q.nb[0];
         const bool pairs = qn == 4 && (((unsigned long long)q0 | (unsigned long long)q1) & 7) == 0;
@@ -758,6 +808,15 @@ extern "C" __global__ void __launch_bounds__(AM_GT) attention_mma_packed(const t
     TG_PDL();
     attention_body<true, 1>(args.o, args.q, args.k, args.v, args.kp, args.vtp, args.tkp, args.mask, args.has_mask,
                             args.scale, args.opt, args.mask_end);
+}
+
+/* The same with the block's Q rows staged by cp.async ahead of the first
+ * key tile (CT_CUDA_ATTN_QSTAGE; cuda_attention.c: q_stageable). */
+extern "C" __global__ void __launch_bounds__(AM_GT)
+    attention_mma_packed_qs(const tg_args_attention_mma_packed_qs args) {
+    TG_PDL();
+    attention_body<true, 1, true>(args.o, args.q, args.k, args.v, args.kp, args.vtp, args.tkp, args.mask,
+                                  args.has_mask, args.scale, args.opt, args.mask_end);
 }
 
 /* The same with the key tiles shared by TG_AM_GROUPS groups of 4 warps. */

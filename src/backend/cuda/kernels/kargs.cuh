@@ -224,6 +224,11 @@ TG_KARGS_SIZE(tg_attention_args, 408);
  * the end (TG_AM_GROUPS). */
 #define TG_AM_MASK16 1
 #define TG_AM_GROUPS 2
+/* attention_mma_packed_qs: the same kernel with the block's 64 rows of Q
+ * (F32, contiguous, rows 16-byte aligned) staged into shared memory by
+ * cp.async ahead of the first key tile (one key group), the rows at
+ * TG_AM_QSTAGE_OFF bytes past the group's tiles, TG_AD + 8 floats each. */
+#define TG_AM_QSTAGE_OFF (64 * 8)
 typedef struct tg_attention_packed_args {
     tg_t o, q, k, v;
     tg_dp_cu16 kp, vtp;
@@ -513,6 +518,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention_mma, attention_mma, tg_attention_args)       \
     X(attention_mma, attention_mma_packed, tg_attention_packed_args) \
     X(attention_mma, attention_mma_packed2, tg_attention_packed_args) \
+    X(attention_mma, attention_mma_packed_qs, tg_attention_packed_args) \
     X(attention_mma, attn_pack_k, tg_attn_pack_args)         \
     X(attention_mma, attn_pack_vt, tg_attn_pack_args)        \
     X(conv, conv_2d, tg_conv2d_args)                         \
