@@ -66,9 +66,10 @@ static bool mask_in_pieces(const tg_cuda_ctx *c, const tg_tensor *m) {
 }
 
 /* The packed kernel stages Q's rows in 16-byte pieces
- * (attention_mma_packed_qs, CT_CUDA_ATTN_QSTAGE) where they are contiguous F32 with every row's
- * start 16-byte aligned, a row a whole number of a thread pair's pieces
- * (D a multiple of 8; the kernel's head sizes are of 16). */
+ * (attention_mma_packed_qs, CT_CUDA_ATTN_QSTAGE) where they are contiguous
+ * F32 with every row's start 16-byte aligned, a row a whole number of a
+ * thread pair's pieces (D a multiple of 8; the kernel's head sizes are of
+ * 16). */
 static bool q_stageable(const tg_cuda_ctx *c, const tg_tensor *q, int64_t D) {
     if (!c->attn_qstage || q->type != TG_F32 || q->nb[0] != 4 || D % 8 != 0 || (tg_cuda_dptr(q->data) & 15) != 0)
         return false;

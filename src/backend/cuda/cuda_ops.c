@@ -696,24 +696,13 @@ tg_type tg_cuda_stored_type(const tg_type *emit, tg_tensor *const *nodes, int i,
     return j < 0 ? TG_F32 : emit[j];
 }
 
-/* The node that stored nodes[i]'s source src, -1 for F32 as is (the emit
- * fusion; its readers are within TG_CUDA_STORED_REACH, plan_emit). */
-static int stored_node(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
-    return tg_cuda_stored_node(c->emit, nodes, i, TG_CUDA_STORED_REACH, src);
-}
-
-/* The type nodes[i]'s source src was stored in. */
-static tg_type stored_type(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src) {
-    return tg_cuda_stored_type(c->emit, nodes, i, src);
-}
-
 /* The type src (read by nodes[i]: a unary op, or the conv module group's
  * GLU) was stored in by its producer (plan_emit), and, where that product
  * group stored its sums without its bias (p->bias16), the bias it left to
  * its readers: the add's row operand, F32, a multiple of 4 values. */
 static tg_status source_stored(const tg_cuda_ctx *c, tg_tensor *const *nodes, int i, const tg_tensor *src,
                                tg_type *out_type, const tg_tensor **out_bias) {
-    const int j = stored_node(c, nodes, i, src);
+    const int j = tg_cuda_stored_node(c->emit, nodes, i, TG_CUDA_STORED_REACH, src);
     *out_type = j < 0 ? TG_F32 : c->emit[j];
     *out_bias = NULL;
     if (j < 1 || !c->bias16 || !c->bias16[j]) return NULL;
@@ -747,7 +736,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         f.rows = nodes[i + len - 1];
         if (p == i && o > p && f.bias) c->n_fused[f.relu ? TG_FUSED_MM_BIAS_RELU : TG_FUSED_MM_BIAS]++;
         if (p > i) return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o], TG_F32, n);
-        return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o], stored_type(c, nodes, i, nodes[p]->src[1]), NULL);
+        return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o],
+                                      tg_cuda_stored_type(c->emit, nodes, i, nodes[p]->src[1]), NULL);
     }
     if (len > 1 && n->op == TG_OP_LAYER_NORM) {
         /* the norm, then its product's group, in one matvec launch */
@@ -765,7 +755,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
             c->n_fused[TG_FUSED_EMIT]++;
             c->n_mm_out16++;
         }
-        return tg_cuda_encode_product(c, s, n, &f, nodes[i + len - 1], stored_type(c, nodes, i, n->src[1]), NULL);
+        return tg_cuda_encode_product(c, s, n, &f, nodes[i + len - 1], tg_cuda_stored_type(c->emit, nodes, i, n->src[1]),
+                                      NULL);
     }
     int out16 = TG_EMIT_F32;
     if (c->emit && c->emit[i] != TG_F32) {
@@ -800,7 +791,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
             plain.d_type = TG_BF16;
             c->n_mm_out16++;
         }
-        return tg_cuda_encode_product(c, s, n, &plain, n, stored_type(c, nodes, i, n->src[1]), NULL);
+        return tg_cuda_encode_product(c, s, n, &plain, n, tg_cuda_stored_type(c->emit, nodes, i, n->src[1]), NULL);
     }
     case TG_OP_LAYER_NORM:
         if (n->src[1] || n->src[2]) c->n_fused[TG_FUSED_NORM_AFFINE]++;
