@@ -98,12 +98,13 @@ static tg_tensor *build_attn_nomask(tg_ctx *ctx) {
     return tg_attention(ctx, q, k, v, NULL, 0.088f);
 }
 
-/* Q's rows staged by cp.async ahead of the first key tile
- * (CT_CUDA_ATTN_QSTAGE=1, on one key group as batch 8 and more run:
+/* Q's rows staged by cp.async ahead of the first key tile (the default,
+ * CT_CUDA_ATTN_QSTAGE; here on one key group as batch 8 and more run:
  * CT_CUDA_ATTN_GROUPS=0) against the CPU, and the same bits as Q loaded
- * into registers (the switch off): the same floats, rounded the same way,
- * rows past Tq zeros either way. Q is contiguous with 16-byte rows in
- * every shape here, so each encode stages it; the counters say so. */
+ * into registers (CT_CUDA_ATTN_QSTAGE=0): the same floats, rounded the
+ * same way, rows past Tq zeros either way. Q is contiguous with 16-byte
+ * rows in every shape here, so each encode stages it; the counters say
+ * so. */
 static void test_attention_q_staged(void) {
     static const build_fn fns[] = {build_attn_rel,        build_attn_rel150,      build_attn_rel144,
                                    build_attn_mask_odd,   build_attn_mask_keys,   build_attn_masked_rows,
@@ -113,7 +114,7 @@ static void test_attention_q_staged(void) {
                                   "mask over keys only",        "fully masked rows",
                                   "rows unmasked in one group's keys, negative scale", "no mask"};
     setenv("CT_CUDA_ATTN_GROUPS", "0", 1);
-    tg_backend *on = cuda_with("CT_CUDA_ATTN_QSTAGE", "1"), *off = on ? cuda_or_skip() : NULL;
+    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_ATTN_QSTAGE", "0") : NULL;
     unsetenv("CT_CUDA_ATTN_GROUPS");
     tg_cuda_ctx *c = on ? (tg_cuda_ctx *)on->impl : NULL, *d = off ? (tg_cuda_ctx *)off->impl : NULL;
     if (c && d && (c->dev->props.tc_level < 2 || c->dev->props.sm_count < 12)) {

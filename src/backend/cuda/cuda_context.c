@@ -90,7 +90,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_attn_mma = tg_cuda_env_int("CT_CUDA_ATTN_MMA", 1) != 0;
     c->attn_mask16 = tg_cuda_env_int("CT_CUDA_ATTN_MASK16", 1) != 0;
     c->attn_groups = tg_cuda_env_int("CT_CUDA_ATTN_GROUPS", 1) != 0;
-    c->attn_qstage = tg_cuda_env_int("CT_CUDA_ATTN_QSTAGE", 0) != 0;
+    c->attn_qstage = tg_cuda_env_int("CT_CUDA_ATTN_QSTAGE", 1) != 0;
     c->attn_cluster = tg_cuda_env_int("CT_CUDA_ATTN_CLUSTER", 1) != 0;
     c->attn_xr = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_XR", 1) != 0;
     c->attn_skip = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_SKIP", 1) != 0;

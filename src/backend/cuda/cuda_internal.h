@@ -291,8 +291,8 @@ typedef struct tg_cuda_ctx {
                                 * no combine launch (sm_90) */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
                                 * where its blocks are no more than the SMs (tg_cuda_attn_mma_groups) */
-    bool attn_qstage;          /* CT_CUDA_ATTN_QSTAGE (default off until measured): attention_mma_packed
-                                * stages Q's rows by cp.async ahead of the first key tile */
+    bool attn_qstage;          /* CT_CUDA_ATTN_QSTAGE (default on since the fourteenth session's H100 call):
+                                * attention_mma_packed stages Q's rows by cp.async ahead of the first key tile */
     bool capturing;            /* encoding into a stream capture              */
 
     int sync_timeout_ms;
