@@ -186,17 +186,33 @@ static inline tg_tensor *in2(tg_ctx *ctx, tg_type t, int64_t a, int64_t b) {
     return x;
 }
 
-/* A feed-forward block on `cols` columns: norm, matmul+bias+relu (fused),
- * matmul+bias+residual (fused), with BF16 weights. */
-static inline tg_tensor *ffn_block(tg_ctx *ctx, int64_t cols, int64_t hidden) {
-    tg_tensor *x = in2(ctx, TG_F32, 256, cols);
-    tg_tensor *w = in2(ctx, TG_F32, 256, 1), *b = in2(ctx, TG_F32, 256, 1);
-    tg_tensor *w1 = in2(ctx, TG_BF16, 256, hidden), *b1 = in2(ctx, TG_F32, hidden, 1);
-    tg_tensor *w2 = in2(ctx, TG_BF16, hidden, 256), *b2 = in2(ctx, TG_F32, 256, 1);
-    tg_tensor *h = tg_layer_norm(ctx, x, tg_view_1d(ctx, w, 256, 0), tg_view_1d(ctx, b, 256, 0), 1e-5f);
+/* A feed-forward block on `cols` columns of d: norm, matmul+bias+relu
+ * (fused), matmul+bias+residual (fused), with BF16 weights; ffn_block at
+ * d = 256. */
+static inline tg_tensor *ffn_block_d(tg_ctx *ctx, int64_t cols, int64_t d, int64_t hidden) {
+    tg_tensor *x = in2(ctx, TG_F32, d, cols);
+    tg_tensor *w = in2(ctx, TG_F32, d, 1), *b = in2(ctx, TG_F32, d, 1);
+    tg_tensor *w1 = in2(ctx, TG_BF16, d, hidden), *b1 = in2(ctx, TG_F32, hidden, 1);
+    tg_tensor *w2 = in2(ctx, TG_BF16, hidden, d), *b2 = in2(ctx, TG_F32, d, 1);
+    tg_tensor *h = tg_layer_norm(ctx, x, tg_view_1d(ctx, w, d, 0), tg_view_1d(ctx, b, d, 0), 1e-5f);
     h = tg_relu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, h), b1));
     h = tg_add(ctx, tg_mul_mat(ctx, w2, h), b2);
     return tg_add(ctx, h, x);
+}
+static inline tg_tensor *ffn_block(tg_ctx *ctx, int64_t cols, int64_t hidden) {
+    return ffn_block_d(ctx, cols, 256, hidden);
+}
+
+/* The same with its weights and biases marked as weights, as the model's
+ * are (what lets a matvec.cu product load its bias and residual before
+ * its wait, TG_MV_EPI_EARLY). */
+static inline tg_tensor *ffn_block_marked(tg_ctx *ctx, int64_t cols, int64_t d, int64_t hidden) {
+    tg_tensor *y = ffn_block_d(ctx, cols, d, hidden); /* (w2 h + b2) + x, h = relu(w1 ln(x) + b1) */
+    if (!y) return NULL;
+    tg_tensor *mm2 = y->src[0]->src[0], *h = mm2->src[1], *mm1 = h->src[0]->src[0];
+    tg_tensor *marked[4] = {mm2->src[0], y->src[0]->src[1], mm1->src[0], h->src[0]->src[1]};
+    for (int i = 0; i < 4; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
+    return y;
 }
 
 /* The conformer-like block on 37 frames (cuBLASLt). */
@@ -206,9 +222,10 @@ static inline tg_tensor *build_ffn(tg_ctx *ctx) { return ffn_block(ctx, 37, 512)
  * one packed q/k/v product with its bias ([3 dd, 1, B]), q and the k, v
  * heads as views of it, the k and v heads written into a BF16 cache
  * [hd, T, 2H, B] at rows from ids [1, 2H, B] (one set_rows), and the
- * attention of q over the cache's two halves. */
-static inline tg_tensor *kv_step_graph_b(tg_ctx *ctx, int64_t B) {
-    const int64_t hd = 32, H = 2, dd = hd * H, T = 8;
+ * attention of q over the cache's two halves; kv_step_graph_b at hd = 32,
+ * H = 2. */
+static inline tg_tensor *kv_step_graph_dims(tg_ctx *ctx, int64_t B, int64_t hd, int64_t H) {
+    const int64_t dd = hd * H, T = 8;
     tg_tensor *x = tg_new_3d(ctx, TG_F32, dd, 1, B);
     tg_tensor *h = tg_layer_norm(ctx, x, tg_new_1d(ctx, TG_F32, dd), tg_new_1d(ctx, TG_F32, dd), 1e-5f);
     tg_tensor *qkv = tg_add(ctx, tg_mul_mat(ctx, tg_new_2d(ctx, TG_BF16, dd, 3 * dd), h), tg_new_1d(ctx, TG_F32, 3 * dd));
@@ -225,6 +242,7 @@ static inline tg_tensor *kv_step_graph_b(tg_ctx *ctx, int64_t B) {
     tg_tensor *kc = tg_view(ctx, kv, 4, hne, kv->nb, 0), *vc = tg_view(ctx, kv, 4, hne, kv->nb, (size_t)H * kv->nb[2]);
     return tg_attention(ctx, q, kc, vc, tg_new_4d(ctx, TG_F32, T, 1, 1, B), 0.17f);
 }
+static inline tg_tensor *kv_step_graph_b(tg_ctx *ctx, int64_t B) { return kv_step_graph_dims(ctx, B, 32, 2); }
 static inline tg_tensor *kv_step_graph(tg_ctx *ctx) { return kv_step_graph_b(ctx, 3); }
 
 /* ------------------------------------------ the decoder step's attention */

@@ -55,13 +55,7 @@ static tg_tensor *build_ffn_rows3(tg_ctx *ctx) { return ffn_block(ctx, 3, 4800);
  * bias and its residual (an input, not the first product's) before its
  * wait (TG_MV_EPI_EARLY); the first (K = 256, 128 threads) too where it
  * runs on 8-row blocks (1024 rows on 132 SMs), not on blocks of 16. */
-static tg_tensor *build_ffn_epi(tg_ctx *ctx) {
-    tg_tensor *y = ffn_block(ctx, 8, 1024); /* (w2 h + b2) + x, h = relu(w1 ln(x) + b1) */
-    tg_tensor *mm2 = y->src[0]->src[0], *h = mm2->src[1], *mm1 = h->src[0]->src[0];
-    tg_tensor *marked[4] = {mm2->src[0], y->src[0]->src[1], mm1->src[0], h->src[0]->src[1]};
-    for (int i = 0; i < 4; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
-    return y;
-}
+static tg_tensor *build_ffn_epi(tg_ctx *ctx) { return ffn_block_marked(ctx, 8, 256, 1024); }
 
 /* The same shape with the residual the hidden layer h itself (K = N =
  * 1024): the second product's residual is what the launch just before it

@@ -108,6 +108,9 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
     c->matvec_epi_early = tg_cuda_env_int("CT_CUDA_MATVEC_EPI_EARLY", 1) != 0;
     c->matvec_r8 = tg_cuda_env_int("CT_CUDA_MATVEC_R8", 0) != 0;
+    c->matvec_cl = tg_cuda_env_int("CT_CUDA_MATVEC_CL", 0) != 0;
+    c->matvec_cl_min = tg_cuda_env_int("CT_CUDA_MATVEC_CL_MIN", TG_MVM_MAXM + 1);
+    if (c->matvec_cl_min < 1) c->matvec_cl_min = 1;
     c->attn_split_tq = tg_cuda_env_int("CT_CUDA_ATTN_SPLIT_TQ", TG_ATS_TQ);
     if (c->attn_split_tq < 1 || c->attn_split_tq > TG_ATS_TQ) c->attn_split_tq = TG_ATS_TQ;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;

@@ -260,6 +260,10 @@ typedef struct tg_cuda_ctx {
     int attn_split_tq;         /* CT_CUDA_ATTN_SPLIT_TQ: the most queries attn_split takes (1-16) */
     bool matvec_r8;            /* CT_CUDA_MATVEC_R8=1: blocks of 8 rows where those of 16 leave SMs idle (off:
                                 * measured slower on an H100, tenth session) */
+    bool matvec_cl;            /* CT_CUDA_MATVEC_CL=1: 17-64 columns on mul_mat_vec_mma_cl (clusters splitting K)
+                                * where cuBLASLt took them (off: slower on an H100, fourteenth session) */
+    int matvec_cl_min;         /* CT_CUDA_MATVEC_CL_MIN: the fewest columns it takes (default 17; below, in place
+                                * of mul_mat_vec_mma) */
     bool matvec_epi_early;     /* CT_CUDA_MATVEC_EPI_EARLY: mul_mat_vec_mma loads its bias and residual before
                                 * its wait where tg_cuda_written_before says the residual is not the previous
                                 * launch's */
@@ -306,6 +310,7 @@ typedef struct tg_cuda_ctx {
     int n_matvec, n_matvec_mma, n_attn_decode; /* encodes of matvec.cu (its mma kernels) and attn_decode */
     int n_matvec_wide;                         /* ... of them on mul_mat_vec_mma_wide */
     int n_matvec_r8;                           /* ... of them on mul_mat_vec_mma_r8 */
+    int n_matvec_cl;                           /* ... of them on mul_mat_vec_mma_cl */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
     int n_attn_split;          /* encodes of attn_split (a few queries over many keys) */
     int n_matvec_epi_early;    /* mul_mat_vec_mma launches loading bias and residual before their wait */

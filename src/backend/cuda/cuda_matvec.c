@@ -4,7 +4,8 @@
  *
  * A product of 1 to 16 columns at default precision runs on
  * mul_mat_vec_mma (and 17-64 on mul_mat_vec_mma_wide where
- * CT_CUDA_MATVEC_MMA_MAX allows), the tensor-core kernels; F32-precision requests of 1-2 columns on
+ * CT_CUDA_MATVEC_MMA_MAX allows, or on mul_mat_vec_mma_cl's clusters where
+ * CT_CUDA_MATVEC_CL does), the tensor-core kernels; F32-precision requests of 1-2 columns on
  * mul_mat_vec; everything else, and any layout the kernels do not take, on
  * cuBLASLt (cuda_matmul.c). The bias, relu, alpha and residual of the
  * product's fused group (tg_cuda_fuse_len) go into the same launch, and so
@@ -53,11 +54,45 @@ static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
  * CT_CUDA_MATVEC_MMA_MIN=3 leaves 1-2 columns on mul_mat_vec,
  * CT_CUDA_MATVEC_MMA_MAX (default TG_MVM_MAXM) the most columns it takes,
  * 17 and more on the wide kernel (for measuring). */
+static bool matvec_cl(const tg_cuda_ctx *c, const tg_tensor *n);
 static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *x = n->src[1];
     int64_t M = x->ne[1] * x->ne[2] * x->ne[3];
-    return c->use_matvec_mma && c->dev->props.tc_level >= 2 && M >= c->matvec_mma_min && M <= c->matvec_mma_max &&
-           tg_node_prec(n) != TG_PREC_F32 && n->src[0]->ne[0] % 32 == 0;
+    return c->use_matvec_mma && c->dev->props.tc_level >= 2 && M >= c->matvec_mma_min &&
+           (M <= c->matvec_mma_max || matvec_cl(c, n)) && tg_node_prec(n) != TG_PREC_F32 && n->src[0]->ne[0] % 32 == 0;
+}
+
+/* mul_mat_vec_mma_cl's dynamic shared memory for K x M
+ * (kernels/matvec.cu): x's slice of K / TG_MVC_S as BF16 rows of that +
+ * 8, then the block's partial sums (a float4 a lane for each 8 rows of
+ * each 16 columns). */
+static int64_t mvc_smem(int64_t K, int64_t M) {
+    return ((M * (K / TG_MVC_S + 8) + 7) & ~(int64_t)7) * 2 + (TG_MVC_ROWS / 16) * 4 * 2 * 32 * 16;
+}
+/* ... and its static: the norm's two sums a column */
+#define MVC_STATIC_SMEM (2 * TG_MVM_WIDE * 4)
+
+/* With CT_CUDA_MATVEC_CL=1, CT_CUDA_MATVEC_CL_MIN (default TG_MVM_MAXM +
+ * 1) to TG_MVM_WIDE columns (a decoder step at batch 17-64; from 1 where
+ * the minimum is lowered, in place of mul_mat_vec_mma) on
+ * mul_mat_vec_mma_cl, clusters of TG_MVC_S blocks that split K (K a
+ * multiple of 64 times that, at most 512 times: a warp's half of a
+ * block's slice is 1 to 8 steps of 32), where the wide kernel is not asked for
+ * (CT_CUDA_MATVEC_MMA_MAX below the columns) and the GPU launches clusters
+ * (sm_90). Off by default: on an H100 (fourteenth session, against its
+ * switch, interleaved) the step at batch 32 / 64 took 1.135 / 1.620 ms
+ * against 0.886 / 1.145 with cuBLASLt and the norms' own launches, and at
+ * 1 / 8 (the minimum at 1) 0.671 / 0.751 against 0.404 / 0.501 with
+ * mul_mat_vec_mma. Stamped at 64, the products without the norm were
+ * near cuBLASLt's (7.3 us for 2 MB); those with it 13-39 us, rising with
+ * their clusters: a block's two cluster barriers and remote reads for the
+ * norm's statistics hold it ~6 us, and the SMs hold two blocks at once. */
+static bool matvec_cl(const tg_cuda_ctx *c, const tg_tensor *n) {
+    const tg_tensor *x = n->src[1];
+    const int64_t M = x->ne[1] * x->ne[2] * x->ne[3], K = n->src[0]->ne[0];
+    return c->matvec_cl && c->dev->props.clusters && M >= c->matvec_cl_min && M <= TG_MVM_WIDE &&
+           (M <= TG_MVM_MAXM || M > c->matvec_mma_max) && K % (64 * TG_MVC_S) == 0 && K <= 512 * TG_MVC_S &&
+           mvc_smem(K, M) + MVC_STATIC_SMEM <= c->dev->props.smem_per_block_optin;
 }
 
 /* A product with few columns against BF16 weights (matvec.cu): the
@@ -127,8 +162,13 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
      * most for the mma kernels (launch() raises the limit past 48 KB; 64
      * columns of K = 1024 take 129 KB) */
     int64_t K = x->ne[0], M = tg_nrows(x);
-    const bool mma = matvec_mma(c, mm);
-    int64_t smem = mma ? mvm_smem(K, M, true, TG_MVM_ROWS) : K * M * 4 + 32 * 4;
+    const bool mma = matvec_mma(c, mm), cl = mma && matvec_cl(c, mm);
+    /* the cluster kernel norms slices of at most 128 (four threads a
+     * column, a quarter each in registers); a larger K keeps its norm
+     * apart (with CT_CUDA_MATVEC_CL_MIN lowered, also where
+     * mul_mat_vec_mma would have taken it) */
+    if (cl && K / TG_MVC_S > 128) return false;
+    int64_t smem = !mma ? K * M * 4 + 32 * 4 : cl ? mvc_smem(K, M) : mvm_smem(K, M, true, TG_MVM_ROWS);
     int64_t smem_max = mma && c->dev->props.smem_per_block_optin > 48 * 1024 ? c->dev->props.smem_per_block_optin
                                                                            : 48 * 1024;
     if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
@@ -258,7 +298,7 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
                              .n = w->ne[1], .k = w->ne[0], .lda = (int64_t)w->nb[1], .ldx = ldx, .ldo = ldo,
                              .ldr = ldr, .alpha = f->alpha, .m = (int32_t)M, .x_bf16 = !ln && stored == TG_BF16,
                              .relu = f->relu, .w_early = tg_cuda_is_weight(w)};
-    const bool mma = matvec_mma(c, n);
+    const bool mma = matvec_mma(c, n), cl = mma && matvec_cl(c, n);
     if (f->rows) {
         if (!mma || !kv_rows_args(f->rows, out, ldo, &a))
             return tg_status_new(TG_ERR_INTERNAL, "cuda: set_rows '%s' fused into a product mul_mat_vec_mma "
@@ -320,13 +360,33 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     /* the epilogue's bias and residual before the wait: a thread for every
      * output (one tile, 128 threads for each 8 rows a block), no rows loop, the bias a
      * weight, the residual not the previous launch's */
-    if (mma && c->matvec_epi_early && cols <= TG_MVM_MAXM && 32 * warps >= 128 * (rows_a_block / 8) && rows == row_blocks &&
+    if (mma && !cl && c->matvec_epi_early && cols <= TG_MVM_MAXM && 32 * warps >= 128 * (rows_a_block / 8) && rows == row_blocks &&
         (bias || res) && (!bias || tg_cuda_is_weight(bias)) && (!res || tg_cuda_written_before(c, res))) {
         a.opt |= TG_MV_EPI_EARLY;
         c->n_matvec_epi_early++;
     }
     c->n_matvec++;
     c->n_matvec_mma += mma;
+    if (cl) {
+        /* a cluster of TG_MVC_S blocks for every TG_MVC_ROWS rows */
+        const int64_t blocks = (w->ne[1] + TG_MVC_ROWS - 1) / TG_MVC_ROWS * TG_MVC_S;
+        if (blocks > INT32_MAX)
+            return tg_status_new(TG_ERR_UNSUPPORTED, "cuda: product '%s': %lld blocks of mul_mat_vec_mma_cl",
+                                 n->name, (long long)blocks);
+        c->n_matvec_cl++;
+        const unsigned cl_smem = (unsigned)mvc_smem(w->ne[0], M), threads = 32 * 2 * (TG_MVC_ROWS / 16);
+        /* a warp's half slice of more than 4 steps of 32 k (the feed-forward's
+         * down): mul_mat_vec_mma_cl2, its weights in twice the registers, no norm */
+        if (w->ne[0] / TG_MVC_S > 4 * 64) {
+            if (ln)
+                return tg_status_new(TG_ERR_INTERNAL, "cuda: layer norm '%s' fused into mul_mat_vec_mma_cl2",
+                                     ln->name);
+            return LAUNCH_CLUSTER(c, s, "matvec.cu", "", mul_mat_vec_mma_cl2, (unsigned)blocks, 1, 1, threads,
+                                  cl_smem, a, TG_MVC_S);
+        }
+        return LAUNCH_CLUSTER(c, s, "matvec.cu", "", mul_mat_vec_mma_cl, (unsigned)blocks, 1, 1, threads, cl_smem, a,
+                              TG_MVC_S);
+    }
     if (mma) {
         const int64_t tiles = (M + cols - 1) / cols, blocks = rows * tiles;
         if (blocks > INT32_MAX)

@@ -178,18 +178,6 @@ __device__ __forceinline__ float atd_max(float a, float b) { return a != a ? a :
  * has read it. Instead of a combine launch after the chunks (at batch 1 a
  * cross-attention's 7 chunks a head, then 8 blocks of attn_split_combine:
  * 4.2 us of the 431 us step, 8 times). */
-#if TG_CC >= 90
-__device__ __forceinline__ void atd_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ float atd_dsmem(const float *p, unsigned rank) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
-    return v;
-}
-#endif
 
 template <int D, int W>
 __device__ __forceinline__ void atd_cluster_combine(const tg_args_attn_decode &args, float (*os)[D], const float *sw,
@@ -203,7 +191,7 @@ __device__ __forceinline__ void atd_cluster_combine(const tg_args_attn_decode &a
         ob[d] = o;
     }
     if (threadIdx.x == 0) mlb[0] = M, mlb[1] = M == -TG_INF ? 0.0f : L;
-    atd_cluster_sync();
+    tg_cluster_sync();
     if (blockIdx.x == 0) {
         /* the first warp as attn_split_combine's: a lane a chunk, the max
          * and the sum over lanes in the same shuffle order */
@@ -211,8 +199,8 @@ __device__ __forceinline__ void atd_cluster_combine(const tg_args_attn_decode &a
         const int n = (int)gridDim.x;
         if (threadIdx.x < 32) {
             const int lane = threadIdx.x;
-            const float m = lane < n ? atd_dsmem(&mlb[0], (unsigned)lane) : -TG_INF;
-            const float l = lane < n ? atd_dsmem(&mlb[1], (unsigned)lane) : 0.0f;
+            const float m = lane < n ? tg_dsmem(&mlb[0], (unsigned)lane) : -TG_INF;
+            const float l = lane < n ? tg_dsmem(&mlb[1], (unsigned)lane) : 0.0f;
             float Mg = m;
             for (int o = 16; o > 0; o >>= 1) Mg = atd_max(Mg, __shfl_xor_sync(0xffffffffu, Mg, o));
             const float w = m == -TG_INF ? 0.0f : expf(m - Mg);
@@ -227,7 +215,7 @@ __device__ __forceinline__ void atd_cluster_combine(const tg_args_attn_decode &a
              * loads are volatile, so in the order written) */
             float ov[8];
 #pragma unroll
-            for (int r = 0; r < 8; r++) ov[r] = r < n ? atd_dsmem(&ob[d], (unsigned)r) : 0.0f;
+            for (int r = 0; r < 8; r++) ov[r] = r < n ? tg_dsmem(&ob[d], (unsigned)r) : 0.0f;
             float acc = 0.0f;
             if (inv != 0.0f) /* true for NaN too */
 #pragma unroll
@@ -236,7 +224,7 @@ __device__ __forceinline__ void atd_cluster_combine(const tg_args_attn_decode &a
             tg_st(args.o.p + tg_off(args.o, d, h, 0, b), args.o.type, acc * inv);
         }
     }
-    atd_cluster_sync();
+    tg_cluster_sync();
 #else
     __trap(); /* the host launches it only where clusters exist */
 #endif

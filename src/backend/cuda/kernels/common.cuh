@@ -201,6 +201,44 @@ __device__ __forceinline__ float tg_block_max(float v, float *sh) {
     return tg_warp_max(v);
 }
 
+#if TG_CC >= 90
+/* Thread block clusters (sm_90): the barrier every thread of every block
+ * of the cluster reaches (release, then acquire: shared memory written
+ * before it is seen by the cluster's other blocks after it), its two
+ * halves apart (arrive early, wait late), this block's rank, and a float
+ * (or four) of the shared memory of block `rank` at this block's address
+ * p of the same variable. */
+__device__ __forceinline__ void tg_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void tg_cluster_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void tg_cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+__device__ __forceinline__ unsigned tg_cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ float tg_dsmem(const float *p, unsigned rank) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r) : "memory");
+    return v;
+}
+__device__ __forceinline__ float4 tg_dsmem4(const float4 *p, unsigned rank) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
+    float4 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(r)
+                 : "memory");
+    return v;
+}
+#endif
+
 /* Two floats as the low and high BF16 halves of a word (an mma operand). */
 __device__ __forceinline__ unsigned tg_pack_bf16(float lo, float hi) {
     return (unsigned)tg_f2bf(lo) | ((unsigned)tg_f2bf(hi) << 16);

@@ -308,6 +308,11 @@ TG_KARGS_SIZE(tg_attn_decode_args, 440);
 #define TG_MVM_WIDE 64
 #define TG_MVM_ROWS 16
 #define TG_MVM_ROWS8 8 /* mul_mat_vec_mma_r8's rows a block */
+/* mul_mat_vec_mma_cl: the blocks of a cluster (K split over them, K a
+ * multiple of 64 times it) and the weight rows a cluster (16 a group of
+ * two warps, each over half the block's slice) */
+#define TG_MVC_S 8
+#define TG_MVC_ROWS 64
 
 /* out[n, m] = relu?(alpha sum_k w[k, n] x[k, m] + bias[n]) + res[n, m]:
  * byte strides lda (rows of w), ldx, ldo and ldr (columns of x, out and
@@ -538,6 +543,8 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(matvec, mul_mat_vec_mma, tg_mul_mat_vec_args)         \
     X(matvec, mul_mat_vec_mma_wide, tg_mul_mat_vec_args)    \
     X(matvec, mul_mat_vec_mma_r8, tg_mul_mat_vec_args)      \
+    X(matvec, mul_mat_vec_mma_cl, tg_mul_mat_vec_args)      \
+    X(matvec, mul_mat_vec_mma_cl2, tg_mul_mat_vec_args)     \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
     X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
     X(conv, conv_glu_dw_silu_c4, tg_conv_glu_dw_args)        \
