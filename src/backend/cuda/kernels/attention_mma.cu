@@ -132,22 +132,6 @@ extern "C" __global__ void attn_pack_vt(const tg_args_attn_pack_vt args) {
 }
 
 #if TG_CC >= 80
-/* A generic pointer into shared memory as the 32-bit shared address. */
-__device__ __forceinline__ unsigned smem_addr(const void *p) {
-    unsigned a;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-    return a;
-}
-/* 16 bytes global -> shared without passing through registers (sm_80),
- * to a 32-bit shared address (smem_addr), so that a run of copies adds
- * constants to one register. */
-__device__ __forceinline__ void cp_async16_s(unsigned saddr, const void *gmem) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(gmem) : "memory");
-}
-/* 4 bytes global -> shared (the mask: F32, any alignment of its rows). */
-__device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
-}
 /* Four 8x8 BF16 matrices from shared memory: lane l gives the address of
  * row l % 8 of matrix l / 8 (16 bytes), and gets in r[i] row l / 4, columns
  * 2 (l % 4) and + 1 of matrix i: the B fragment of mma m16n8k16 when the
@@ -162,10 +146,6 @@ __device__ __forceinline__ void ldmatrix_x4_s(unsigned *r, unsigned saddr) {
 }
 __device__ __forceinline__ void ldmatrix_x2_s(unsigned *r, unsigned saddr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(saddr));
-}
-__device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait(void) {
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 #endif
 

@@ -239,6 +239,30 @@ __device__ __forceinline__ float4 tg_dsmem4(const float4 *p, unsigned rank) {
 }
 #endif
 
+#if TG_CC >= 80
+/* Copies global -> shared without passing through registers (cp.async,
+ * sm_80): a generic pointer into shared memory as the 32-bit shared
+ * address; 16 bytes to such an address (so that a run of copies adds
+ * constants to one register); 4 bytes (any alignment: the attention's
+ * F32 mask rows); closing a group of copies, and waiting until at most N
+ * groups are still in flight. */
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+    unsigned a;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+__device__ __forceinline__ void cp_async16_s(unsigned saddr, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+#endif
+
 /* Two floats as the low and high BF16 halves of a word (an mma operand). */
 __device__ __forceinline__ unsigned tg_pack_bf16(float lo, float hi) {
     return (unsigned)tg_f2bf(lo) | ((unsigned)tg_f2bf(hi) << 16);

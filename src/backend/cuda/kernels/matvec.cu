@@ -525,12 +525,6 @@ __device__ __forceinline__ void mvc_out(i64 n0, int w, int mt, int j, int ln, in
     *m = 16 * mt + (ln >> 2) + ((e & 2) ? 8 : 0);
     *n = n0 + 16 * w + 8 * j + 2 * (ln & 3) + (e & 1);
 }
-
-__device__ __forceinline__ void mvc_cp16(void *smem, const void *gmem) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(smem)),
-                 "l"(gmem)
-                 : "memory");
-}
 #endif
 
 /* U: the most 32-k steps of a warp's half slice (K <= 64 S U), all its
@@ -579,9 +573,9 @@ template <int U> __device__ __forceinline__ void mvc_body(const tg_args_mul_mat_
         const int per_row = Kc / 8;
         for (int i = tid; i < M * per_row; i += blockDim.x) {
             const int m = i / per_row, c = i - m * per_row;
-            mvc_cp16(mvm_xs + m * XR + 8 * c, args.x + m * args.ldx + 2 * (i64)kc0 + 16 * (i64)c);
+            cp_async16_s(smem_addr(mvm_xs + m * XR + 8 * c), args.x + m * args.ldx + 2 * (i64)kc0 + 16 * (i64)c);
         }
-        asm volatile("cp.async.commit_group;" ::: "memory");
+        cp_async_commit();
     } else {
         const int per_row = Kc / 4, n4 = M * per_row;
         for (int i0 = tid; i0 < n4; i0 += 4 * blockDim.x) {
@@ -670,7 +664,7 @@ template <int U> __device__ __forceinline__ void mvc_body(const tg_args_mul_mat_
             }
         }
     } else if (args.x_bf16) {
-        asm volatile("cp.async.wait_all;" ::: "memory");
+        cp_async_wait<0>();
     }
     __syncthreads();
 
