@@ -175,11 +175,13 @@ size_t tg_plan_offset(const tg_plan *plan, const tg_tensor *t) {
 }
 
 int tg_plan_fused_product(tg_tensor *const *nodes, int i) {
-    for (int q = i - 1; q >= 0 && q >= i - TG_PLAN_FUSE_DEPTH; q--) {
+    for (int q = i - 1; q >= 0 && q >= i - TG_PLAN_FRONT_DEPTH; q--) {
         bool reads = false;
         for (int k = 0; k < TG_MAX_SRC; k++) reads = reads || nodes[q + 1]->src[k] == nodes[q];
         if (!reads) return -1;
-        if (nodes[q]->op == TG_OP_MUL_MAT || nodes[q]->op == TG_OP_CONV_1D_DW) return q;
+        const tg_tensor *h = nodes[q];
+        if (h->op == TG_OP_MUL_MAT || h->op == TG_OP_CONV_1D_DW) return q >= i - TG_PLAN_FUSE_DEPTH ? q : -1;
+        if (h->op == TG_OP_CONV_2D && h->src[1] && h->src[1]->ne[2] == 1) return q;
     }
     return -1;
 }

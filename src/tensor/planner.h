@@ -68,6 +68,16 @@ size_t tg_plan_offset(const tg_plan *plan, const tg_tensor *t);
  * for q from the product to i - 1), or -1. The cost: those inputs (a layer
  * norm's output, say) live up to three steps longer. */
 #define TG_PLAN_FUSE_DEPTH 3
+/* The same for a 2-D conv of one input channel (the subsampling's first,
+ * spec 2.1) and up to TG_PLAN_FRONT_DEPTH nodes after it: its bias, mask
+ * and relu, a depthwise conv, its bias and mask, which the CUDA backend
+ * runs as one launch (sub_conv_dw) that reads the conv's input, the
+ * features, while it writes the last result. Without this the features,
+ * when a node made them (the frontend in the encoder's graph), are freed
+ * after the conv and the chain's results land on them, and the backend
+ * must launch the seven apart. The features are C times smaller than the
+ * conv's result, so keeping them six steps longer costs little. */
+#define TG_PLAN_FRONT_DEPTH 6
 int tg_plan_fused_product(tg_tensor *const *nodes, int i);
 /* A backend may also compute the node that such a chain's head reads
  * inside the head's launch: a layer norm before a product (the CUDA

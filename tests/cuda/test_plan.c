@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audio.h"
 #include "backend_impl.h"
 #include "base.h"
 #include "cuda_internal.h"
@@ -424,7 +425,56 @@ static void test_bd16_only_where_every_read_is_a_mask(void) {
     tg_backend_free(cpu);
 }
 
-TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions), T(test_an_output_view_keeps_its_node),
+/* The subsampling's front when the features come from the frontend's
+ * nodes in the same graph (ct_encoder_run_grid, the GPU's path): the
+ * features are then a node's result that conv0 reads last, not an input
+ * alive to the end, and a plan that frees them after conv0 puts the front's
+ * later results over them, which sub_conv_dw cannot take (it reads them
+ * while it writes). One group at batch 1 (5 nodes without masks, 7 with)
+ * and 3 (7). */
+static void test_front_fuses_after_the_frontend(void) {
+    tg_backend *be = observed_cpu();
+    if (!be) return;
+    ct_model *m = NULL;
+    tg_sched *sched = NULL;
+    ct_mel mel;
+    ct_frontend *fe = NULL;
+    open_tiny(be, &m, &sched);
+    CHECK_OK(ct_mel_init(&mel));
+    float *dft = tg_malloc((size_t)CT_MEL_SPEC * CT_MEL_GRID_WIN * sizeof *dft);
+    float *pairs = tg_malloc((size_t)128 * CT_MEL_SPEC * sizeof *pairs);
+    if (dft && pairs) {
+        ct_mel_dft_table(&mel, dft);
+        ct_mel_filter_pairs(&mel, pairs);
+        CHECK_OK(ct_frontend_new(be, 128, CT_MEL_GRID_WIN, CT_MEL_GRID_HOP, CT_MEL_SPEC, dft, pairs, &fe));
+    }
+    /* batch 1 whole (no masks: 5 nodes), batch 1 padded and batch 3 (7) */
+    static const int batch[3] = {1, 1, 3}, first_valid[3] = {120, 100, 120};
+    for (int c = 0; c < 3 && m && sched && fe; c++) {
+        memset(&g_seen, 0, sizeof g_seen);
+        const int B = batch[c], T = 120, valid[3] = {first_valid[c], 100, 90};
+        const size_t len = ct_mel_grid_len(T);
+        float *grid = tg_malloc((size_t)B * len * sizeof *grid);
+        for (size_t i = 0; grid && i < (size_t)B * len; i++) grid[i] = (float)((i * 37) % 101 - 50) / 500.0f;
+        ct_enc_opts eo = {.f32 = false};
+        ct_enc_result enc = {0};
+        if (grid) CHECK_OK(ct_encoder_run_grid(m, sched, fe, grid, B, T, valid, &eo, &enc));
+        CHECK_MSG(g_seen.errors == 0 && g_seen.sub_fronts == 1 && g_seen.sub_front_len == (c == 0 ? 5 : 7),
+                  "batch %d from window grids (first row %d of %d frames): %d subsampling fronts fused, the last "
+                  "of %d nodes", B, valid[0], T, g_seen.sub_fronts, g_seen.sub_front_len);
+        ct_enc_result_free(&enc);
+        tg_free(grid);
+    }
+    tg_free(dft);
+    tg_free(pairs);
+    ct_frontend_free(fe);
+    ct_mel_free(&mel);
+    tg_sched_free(sched);
+    ct_model_free(m);
+    unobserved(be);
+}
+
+TEST_MAIN(T(test_decoder_graphs_get_the_step_fusions), T(test_front_fuses_after_the_frontend), T(test_an_output_view_keeps_its_node),
           T(test_encoder_bd_stores_bf16), T(test_bd16_only_where_every_read_is_a_mask),
           T(test_products_and_attentions_store_16_bits))
 #else
