@@ -102,10 +102,15 @@ enum {
     TG_FLAG_WEIGHT = 1u << 2, /* lives in a weight buffer, never planned      */
 };
 
-/* Precision request on mul_mat and attention (op_params[TG_PARAM_PREC]). */
+/* Precision request (op_params[TG_PARAM_PREC]). mul_mat and attention
+ * take DEFAULT or F32; conv_2d takes all three, and without TF32 it
+ * computes in f32 as every other op does. */
 typedef enum tg_prec {
     TG_PREC_DEFAULT = 0, /* the backend may use reduced-precision inputs (bf16) */
     TG_PREC_F32 = 1,     /* compute in f32 with f32 accumulation                */
+    TG_PREC_TF32 = 2,    /* conv_2d: the backend may round its f32 inputs to
+                            tf32 (10-bit mantissa) for its tensor cores, with
+                            f32 accumulation                                    */
 } tg_prec;
 
 struct tg_buffer;
@@ -221,7 +226,8 @@ tg_tensor *tg_scale(tg_ctx *ctx, tg_tensor *a, float s);
  * out[n,m] = sum_k a[k,n]b[k,m].
  * a and b may be non-contiguous in dims >= 1. */
 tg_tensor *tg_mul_mat(tg_ctx *ctx, tg_tensor *a, tg_tensor *b);
-/* Marks a mul_mat or attention node as wanting f32 precision; returns t. */
+/* Sets the precision request of a mul_mat, attention or conv_2d node (see
+ * tg_prec for which takes which); returns t. */
 tg_tensor *tg_set_prec(tg_tensor *t, tg_prec prec);
 
 /* 2-D convolution (groups = 1), PyTorch semantics with H = dim 1, W = dim 0:

@@ -52,6 +52,7 @@ typedef struct builder {
     const ct_model *m;
     bool copy_heads; /* CT_ENCODER_HEADS=copy: heads and BD copied (for measuring) */
     bool bd_pairs;   /* CT_ENCODER_BD=pairs: the table of 2T+1 rows (for measuring) */
+    bool sub_f32;    /* CT_ENCODER_SUB_TF32=0: the pointwise convs asked for f32 (for measuring) */
 } builder;
 
 /* A conv bias [C] broadcast over [W, H, C, N]. */
@@ -328,6 +329,15 @@ static tg_status alloc_result(const ct_model *m, int B, int T, bool keep_hidden,
     return tg_status_wrap(st, "encoder: the output's buffer");
 }
 
+/* The subsampling's pointwise (1x1) conv. Its sums may take tf32 inputs
+ * (a GPU's tensor cores; the CPU keeps f32) where the graph's products may
+ * take bf16 ones: they are 256 long, and transformers runs them in the
+ * model's bf16. On an H100 cuBLASLt's f32 product for them is a SIMT sgemm. */
+static tg_tensor *pointwise(builder *b, tg_tensor *w, tg_tensor *x) {
+    tg_tensor *y = tg_conv_2d(b->nn.ctx, w, x, 1, 1, 0, 0);
+    return b->nn.f32 || b->sub_f32 ? y : tg_set_prec(y, TG_PREC_TF32);
+}
+
 /* x * mask, or x when there is no mask (a batch without padding). */
 static tg_tensor *masked(builder *b, tg_tensor *x, tg_tensor *mask) {
     return mask ? tg_mul(b->nn.ctx, x, mask) : x;
@@ -343,11 +353,11 @@ static tg_tensor *subsampling(builder *b, tg_tensor *feat, tg_tensor *m1, tg_ten
     x = tg_relu(ctx, masked(b, conv_bias(b, x, m->sub_b[0]), m1));
     x = tg_conv_2d_dw(ctx, m->sub_w[1], x, 2, 2, 1, 1);
     x = masked(b, conv_bias(b, x, m->sub_b[1]), m2);
-    x = tg_conv_2d(ctx, m->sub_w[2], x, 1, 1, 0, 0);
+    x = pointwise(b, m->sub_w[2], x);
     x = tg_relu(ctx, masked(b, conv_bias(b, x, m->sub_b[2]), m2));
     x = tg_conv_2d_dw(ctx, m->sub_w[3], x, 2, 2, 1, 1);
     x = masked(b, conv_bias(b, x, m->sub_b[3]), m3);
-    x = tg_conv_2d(ctx, m->sub_w[4], x, 1, 1, 0, 0);
+    x = pointwise(b, m->sub_w[4], x);
     x = tg_relu(ctx, masked(b, conv_bias(b, x, m->sub_b[4]), m3));
     if (!x) return NULL;
     /* [F, T3, C, B] -> [F, C, T3, B] -> [C*F, T3, B] (index c*F + f) */
@@ -440,7 +450,9 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
 
     const char *heads_env = getenv("CT_ENCODER_HEADS");
     const char *bd_env = getenv("CT_ENCODER_BD");
-    builder bl = {{ctx, o.f32}, m, heads_env && !strcmp(heads_env, "copy"), bd_env && !strcmp(bd_env, "pairs")};
+    const char *tf32_env = getenv("CT_ENCODER_SUB_TF32");
+    builder bl = {{ctx, o.f32}, m, heads_env && !strcmp(heads_env, "copy"), bd_env && !strcmp(bd_env, "pairs"),
+                  tf32_env && !strcmp(tf32_env, "0")};
     const ct_nn *nn = &bl.nn;
     ct_frontend_graph fg;
     tg_tensor *feat = in->fe ? ct_frontend_build(in->fe, ctx, T0, B, &fg)

@@ -258,13 +258,13 @@ tg_tensor *tg_mul_mat(tg_ctx *ctx, tg_tensor *a, tg_tensor *b) {
 
 tg_tensor *tg_set_prec(tg_tensor *t, tg_prec prec) {
     if (!t) return NULL;
-    if (t->op != TG_OP_MUL_MAT && t->op != TG_OP_ATTENTION) {
-        one_error(t->ctx, "set_prec", "node", t, "op is %s; only mul_mat and attention take a "
+    if (t->op != TG_OP_MUL_MAT && t->op != TG_OP_ATTENTION && t->op != TG_OP_CONV_2D) {
+        one_error(t->ctx, "set_prec", "node", t, "op is %s; only mul_mat, attention and conv_2d take a "
                                                  "precision", tg_op_name(t->op));
         return t;
     }
-    if (prec != TG_PREC_DEFAULT && prec != TG_PREC_F32) {
-        one_error(t->ctx, "set_prec", "node", t, "bad precision %d", (int)prec);
+    if (prec != TG_PREC_DEFAULT && prec != TG_PREC_F32 && (prec != TG_PREC_TF32 || t->op != TG_OP_CONV_2D)) {
+        one_error(t->ctx, "set_prec", "node", t, "bad precision %d for %s", (int)prec, tg_op_name(t->op));
         return t;
     }
     t->op_params[TG_P_PREC] = (int32_t)prec;

@@ -15,14 +15,16 @@
  * elementwise op: the sums are at most 9*16 products long, whose f32 rounding
  * gives an NMSE near 1e-13, far inside the limit; tf32 or bf16 shortcuts
  * (~1e-7 .. 1e-5) are meant to fail here; the 256-channel 1x1 case sums 256
- * products, still ~1e-13 in f32.
+ * products, still ~1e-13 in f32. The 1x1 cases marked TG_PREC_TF32 (the
+ * encoder's pointwise subsampling convs ask it) are held to LIM_MATMUL, as a
+ * product at default precision: tf32 inputs on the GPU, f32 on the CPU.
  */
 #include <stdio.h>
 
 #include "ops_test.h"
 
 /* i[0..3]: s0, s1, p0, p1 (conv_1d_dw: s, p); ne[0] kernel; ne[1] input (layout[1]);
- * i[4]: the op. */
+ * i[4]: the op; i[5]: conv_2d's precision request. */
 tg_tensor *build_conv(case_env *e, const case_params *p) {
     tg_tensor *k = env_input(e, TG_F32, p->ne[0], L_CONT, fill_u(-1, 1));
     tg_tensor *x = env_input(e, TG_F32, p->ne[1], (layout)p->layout[1], fill_u(-1, 1));
@@ -30,7 +32,10 @@ tg_tensor *build_conv(case_env *e, const case_params *p) {
     tg_tensor *out;
     int n = 4;
     switch ((tg_op)p->i[4]) {
-    case TG_OP_CONV_2D: out = tg_conv_2d(ctx, k, x, p->i[0], p->i[1], p->i[2], p->i[3]); break;
+    case TG_OP_CONV_2D:
+        out = tg_conv_2d(ctx, k, x, p->i[0], p->i[1], p->i[2], p->i[3]);
+        if (p->i[5]) tg_set_prec(out, (tg_prec)p->i[5]);
+        break;
     case TG_OP_CONV_2D_DW: out = tg_conv_2d_dw(ctx, k, x, p->i[0], p->i[1], p->i[2], p->i[3]); break;
     default: out = tg_conv_1d_dw(ctx, k, x, p->i[0], p->i[1]); n = 2; break;
     }
@@ -99,23 +104,33 @@ void cases_conv(case_list *l) {
         {TG_OP_CONV_2D_DW, {3, 3, 1, 8}, {33, 17, 8, 3}, L_CONT, 2, 2, 1, 1},
         {TG_OP_CONV_2D_DW, {3, 3, 1, 6}, {20, 11, 6, 2}, L_CONT, 1, 2, 0, 1},
     };
+    /* 1x1 convs with tf32 allowed: the subsampling's, odd sizes, and one the
+     * product path leaves to the direct kernel (padded rows) */
+    static const cv tf32[] = {
+        {TG_OP_CONV_2D, {1, 1, 256, 256}, {16, 11, 256, 2}, L_CONT, 1, 1, 0, 0},
+        {TG_OP_CONV_2D, {1, 1, 33, 17}, {13, 11, 33, 2}, L_CONT, 1, 1, 0, 0},
+        {TG_OP_CONV_2D, {1, 1, 6, 4}, {10, 5, 6, 2}, L_ROWPAD, 1, 1, 0, 0},
+    };
+    const size_t n_cs = sizeof cs / sizeof cs[0], n_all = n_cs + sizeof tf32 / sizeof tf32[0];
     char s0[96], s1[96];
-    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
-        const cv *c = &cs[k];
+    for (size_t k = 0; k < n_all; k++) {
+        const cv *c = k < n_cs ? &cs[k] : &tf32[k - n_cs];
+        const int prec = k < n_cs ? TG_PREC_DEFAULT : TG_PREC_TF32;
         case_params p = cp_new();
         memcpy(p.ne[0], c->k, sizeof c->k);
         memcpy(p.ne[1], c->x, sizeof c->x);
         p.layout[1] = c->lx;
         bool one = c->op == TG_OP_CONV_1D_DW;
         /* conv_1d_dw's (s, p) sit in i[0], i[1] */
-        int v[5] = {c->s0, one ? c->p0 : c->s1, one ? 0 : c->p0, c->p1, c->op};
+        int v[6] = {c->s0, one ? c->p0 : c->s1, one ? 0 : c->p0, c->p1, c->op, prec};
         memcpy(p.i, v, sizeof v);
         if (one)
             cases_add(l, c->op, LIM_ELEM, build_conv, &p, "conv_1d_dw kernel=%s input=%s s=%d p=%d",
                       cp_shape(&p, 0, s0, sizeof s0), cp_shape(&p, 1, s1, sizeof s1), c->s0, c->p0);
         else
-            cases_add(l, c->op, LIM_ELEM, build_conv, &p, "%s kernel=%s input=%s s=%d,%d p=%d,%d",
-                      tg_op_name(c->op), cp_shape(&p, 0, s0, sizeof s0),
-                      cp_shape(&p, 1, s1, sizeof s1), c->s0, c->s1, c->p0, c->p1);
+            cases_add(l, c->op, prec == TG_PREC_TF32 ? LIM_MATMUL : LIM_ELEM, build_conv, &p,
+                      "%s kernel=%s input=%s s=%d,%d p=%d,%d%s", tg_op_name(c->op), cp_shape(&p, 0, s0, sizeof s0),
+                      cp_shape(&p, 1, s1, sizeof s1), c->s0, c->s1, c->p0, c->p1,
+                      prec == TG_PREC_TF32 ? " tf32" : "");
     }
 }

@@ -185,6 +185,18 @@ static void test_mul_mat_errors(void) {
     CHECK(tg_set_prec(r, (tg_prec)7) == r);
     CHECK_ERR(tg_ctx_check(ctx), TG_ERR_INVALID_ARG, "bad precision 7");
     tg_ctx_free(ctx);
+    /* tf32 is a conv_2d's request only */
+    ctx = tg_ctx_new();
+    EXPECT_OK(r, tg_mul_mat(ctx, w, x));
+    CHECK(tg_set_prec(r, TG_PREC_TF32) == r && tg_node_prec(r) == TG_PREC_DEFAULT);
+    CHECK_ERR(tg_ctx_check(ctx), TG_ERR_INVALID_ARG, "bad precision 2 for mul_mat");
+    tg_ctx_free(ctx);
+    ctx = tg_ctx_new();
+    tg_tensor *c = tg_conv_2d(ctx, mk(TG_F32, 1, 1, 6, 4, "k"), mk(TG_F32, 16, 5, 6, 1, "img"), 1, 1, 0, 0);
+    CHECK(c && tg_node_prec(c) == TG_PREC_DEFAULT);
+    CHECK(tg_set_prec(c, TG_PREC_TF32) == c && tg_node_prec(c) == TG_PREC_TF32);
+    CHECK_OK(tg_ctx_check(ctx));
+    tg_ctx_free(ctx);
     CHECK(tg_set_prec(NULL, TG_PREC_F32) == NULL);
 }
 
