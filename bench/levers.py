@@ -17,6 +17,9 @@ Usage (repository root):
       [--backend cuda] [--batches 1,8] [--tokens 128] [--runs 3]
       [--rounds 2] [--timeout 120] [--json FILE] NAME=VAR=VALUE[,VAR=VALUE] ...
 e.g. `wide_off=CT_CUDA_ATTN_DECODE_WIDE=0 mvm64=CT_CUDA_MATVEC_MMA_MAX=64 loop=CT_CUDA_MATVEC_LOOP=1`.
+The variable BENCH is not put in the environment: it names another build's
+bench-transcribe_batch to run for that lever (`base=BENCH=build-base/bench-
+transcribe_batch`: the tree before a change that has no switch, beside it).
 Exit status 0 when every run gave its rows, 1 when any failed (the table
 says which), 2 for bad arguments.
 
@@ -52,15 +55,17 @@ def run_once(a, env_extra):
     """One bench-transcribe_batch process; its JSON rows by batch, or an error string."""
     env = dict(os.environ)
     env.setdefault("CT_LOG", "warn")
+    env_extra = dict(env_extra)
+    bench = env_extra.pop("BENCH", a.bench)
     env.update(env_extra)
-    cmd = [a.bench, "--model", a.model, "--backend", a.backend, "--batches", a.batches, "--tokens", str(a.tokens),
+    cmd = [bench, "--model", a.model, "--backend", a.backend, "--batches", a.batches, "--tokens", str(a.tokens),
            "--runs", str(a.runs)]
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=a.timeout)
     except subprocess.TimeoutExpired:
         return None, "timed out after %d s" % a.timeout
     except OSError as e:
-        return None, "cannot run %s: %s" % (a.bench, e)
+        return None, "cannot run %s: %s" % (bench, e)
     rows = {}
     for line in p.stdout.splitlines():
         if line.startswith("{"):

@@ -86,6 +86,19 @@ with tempfile.TemporaryDirectory() as d:
     check("failed: no row for batch 8" in row(out, "short", 8) and row(out, "short", 1).count("%") == 2,
           "a missing batch named, the other kept:\n" + out)
 
+    # BENCH names another program for its lever and stays out of its
+    # environment: a copy of the stand-in that is 50% slower (as another
+    # build might be), 9 times slower where it sees BENCH
+    other = os.path.join(d, "other-bench")
+    with open(other, "w") as f:
+        f.write(FAKE.replace("k = 1.2 if os.environ.get(\"FAKE_SLOW\") == \"1\" else 1.0",
+                             "k = 9.0 if 'BENCH' in os.environ else 1.5"))
+    os.chmod(other, 0o755)
+    os.remove(log)
+    rc, out = run(base + ["--rounds", "1", "base=BENCH=%s" % other], env)
+    check(rc == 0 and row(out, "base", 1).count("+50.0%") == 2,
+          "a lever's own program (BENCH), 50%% slower, BENCH not in its environment:\n" + out)
+
     for bad in (["nameonly"], ["x=NOVALUE"], ["default=A=1"], ["a=A=1", "a=B=2"], ["y=A=1,bad"]):
         rc, out = run(base + bad, env)
         check(rc == 2, "lever text %r refused with status 2, got %d: %s" % (bad, rc, out.strip()[-120:]))
