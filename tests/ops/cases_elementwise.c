@@ -96,6 +96,12 @@ void cases_elementwise(case_list *l) {
         {{64, 9, 5, 3}, L_CONT, {1, 1, 5, 1}, L_CONT},
         {{40, 40, 2, 3}, L_CONT, {40, 1, 1, 3}, L_CONT},
         {{1, 6, 2, 1}, L_CONT, {37, 6, 2, 1}, L_ROWPAD},
+        /* rows shorter than a warp, a multiple of 4 (the subsampling's
+         * third conv, 16 wide: the GPU adds its bias with
+         * ew_bias_mask_c4), either operand order, and a scalar */
+        {{16, 9, 5, 3}, L_CONT, {1, 1, 5, 1}, L_CONT},
+        {{1, 1, 5, 1}, L_CONT, {16, 9, 5, 3}, L_CONT},
+        {{8, 7, 3, 2}, L_CONT, {1, 1, 1, 1}, L_CONT},
     };
     static const tg_op bops[] = {TG_OP_ADD, TG_OP_SUB, TG_OP_MUL, TG_OP_DIV};
     char s0[96], s1[96];

@@ -171,12 +171,34 @@ const tg_tensor *tg_cuda_row_operand(const tg_tensor *n, const tg_tensor *from) 
  * rows of a multiple of 4 floats, 16-byte aligned; the result exactly on x
  * (elementwise: each thread reads before it writes) or apart from it, and
  * apart from the bias and mask. 2 or 3 when they fuse, else 1. */
+/* What ew_bias_mask_c4 needs of the chain from add (x + a row bias) to
+ * last, with the mask when it has one. */
+static bool bias_mask_c4_ok(const tg_tensor *add, const tg_tensor *x, const tg_tensor *bias, const tg_tensor *mask,
+                            const tg_tensor *last) {
+    if (!f32_contiguous(last) || add->ne[0] % 4 != 0 || add->ne[0] / 4 > INT32_MAX ||
+        (((uintptr_t)x->data | (uintptr_t)last->data) & 15) != 0 || add->ne[1] > INT32_MAX || add->ne[2] > INT32_MAX)
+        return false;
+    return !(tg_hazard_overlap(last, x) && last->data != x->data) && !tg_hazard_overlap(last, bias) &&
+           !(mask && tg_hazard_overlap(last, mask));
+}
+
+/* x and its row bias of an add node, when the add is x + a row value with
+ * x F32 and contiguous, in the add's shape. */
+static bool row_bias_add(const tg_tensor *add, const tg_tensor **x, const tg_tensor **bias) {
+    if (add->op != TG_OP_ADD || add->type != TG_F32) return false;
+    *x = tg_cuda_row_value(add->src[1], add) ? add->src[0] : add->src[1];
+    *bias = *x == add->src[0] ? add->src[1] : add->src[0];
+    return tg_cuda_row_value(*bias, add) && f32_contiguous(*x) && tg_same_shape(*x, add);
+}
+
+bool tg_cuda_bias_add_c4(const tg_cuda_ctx *c, const tg_tensor *add) {
+    const tg_tensor *x, *bias;
+    return c->use_bias_mask && row_bias_add(add, &x, &bias) && bias_mask_c4_ok(add, x, bias, NULL, add);
+}
+
 static int bias_mask_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
-    const tg_tensor *add = nodes[i];
-    if (!c->use_bias_mask || i + 1 >= n || add->op != TG_OP_ADD || add->type != TG_F32) return 1;
-    const tg_tensor *x = tg_cuda_row_value(add->src[1], add) ? add->src[0] : add->src[1];
-    const tg_tensor *bias = x == add->src[0] ? add->src[1] : add->src[0];
-    if (!tg_cuda_row_value(bias, add) || !f32_contiguous(x) || !tg_same_shape(x, add)) return 1;
+    const tg_tensor *add = nodes[i], *x, *bias;
+    if (!c->use_bias_mask || i + 1 >= n || !row_bias_add(add, &x, &bias)) return 1;
     const tg_tensor *last = add, *mask = NULL;
     int len = 1;
     if (n_uses[i] == 1 && !(add->flags & TG_FLAG_OUTPUT) && nodes[i + 1]->op == TG_OP_MUL &&
@@ -185,13 +207,7 @@ static int bias_mask_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int
     if (i + len < n && n_uses[i + len - 1] == 1 && !(last->flags & TG_FLAG_OUTPUT) &&
         nodes[i + len]->op == TG_OP_RELU && nodes[i + len]->src[0] == last && tg_same_shape(nodes[i + len], add))
         last = nodes[i + len++];
-    if (len == 1 || !f32_contiguous(last) || add->ne[0] % 4 != 0 || add->ne[0] / 4 > INT32_MAX ||
-        (((uintptr_t)x->data | (uintptr_t)last->data) & 15) != 0 || add->ne[1] > INT32_MAX || add->ne[2] > INT32_MAX)
-        return 1;
-    if ((tg_hazard_overlap(last, x) && last->data != x->data) || tg_hazard_overlap(last, bias) ||
-        (mask && tg_hazard_overlap(last, mask)))
-        return 1;
-    return len;
+    return len > 1 && bias_mask_c4_ok(add, x, bias, mask, last) ? len : 1;
 }
 
 /* A conv's bias as conv_bias adds it: contiguous F32 [1, 1, C, 1]. */

@@ -324,7 +324,7 @@ static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *
     const tg_tensor *add = nodes[i], *last = nodes[i + len - 1];
     const tg_tensor *x = tg_cuda_row_value(add->src[1], add) ? add->src[0] : add->src[1];
     const tg_tensor *bias = x == add->src[0] ? add->src[1] : add->src[0];
-    const tg_tensor *mask = nodes[i + 1]->op == TG_OP_MUL ? tg_cuda_row_operand(nodes[i + 1], add) : NULL;
+    const tg_tensor *mask = len > 1 && nodes[i + 1]->op == TG_OP_MUL ? tg_cuda_row_operand(nodes[i + 1], add) : NULL;
     int64_t ne = tg_nelements(add);
     if (ne == 0) return NULL;
     tg_args_ew_bias_mask_c4 a = {.bias = tg_cuda_desc(bias),
@@ -339,7 +339,7 @@ static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *
                                  .relu = last->op == TG_OP_RELU};
     char defs[48];
     snprintf(defs, sizeof defs, TG_DEFS_EW, TG_EW_ADD, TG_EMIT_F32);
-    c->n_fused[TG_FUSED_BIAS_MASK]++;
+    c->n_fused[TG_FUSED_BIAS_MASK] += len > 1;
     return LAUNCH(c, s, "elementwise.cu", defs, ew_bias_mask_c4, tg_cuda_grid(c, a.n4, 256), 1, 1, 256, 0, a);
 }
 
@@ -774,7 +774,14 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_NONE:
     case TG_OP_VIEW:
         return NULL;
-    case TG_OP_ADD: return encode_binary(c, s, n, TG_EW_ADD, out16);
+    case TG_OP_ADD: {
+        /* a row bias over rows too short for ew_binary_rows: one pass of
+         * float4s, not ew_binary's element at a time */
+        int64_t per[2];
+        if (out16 == TG_EMIT_F32 && !binary_vec_ok(n, per) && !binary_rows_ok(n) && tg_cuda_bias_add_c4(c, n))
+            return encode_bias_mask(c, s, nodes, i, 1);
+        return encode_binary(c, s, n, TG_EW_ADD, out16);
+    }
     case TG_OP_SUB: return encode_binary(c, s, n, TG_EW_SUB, out16);
     case TG_OP_MUL: return encode_binary(c, s, n, TG_EW_MUL, out16);
     case TG_OP_DIV: return encode_binary(c, s, n, TG_EW_DIV, out16);
