@@ -196,9 +196,11 @@ static void test_attn_decode_chunks_match_cpu(void) {
 
 /* The decoder's prefill: its prompt's 10 queries over the encoder's frames
  * (BF16 K and V, a mask [Tk, Tq, 1, B] as decoder.c makes it) split over
- * the keys on
- * attn_split, and with CT_CUDA_ATTN_SPLIT_TQ=8 (the limit of before) on the
- * tensor-core kernel, both against the CPU. */
+ * the keys on attn_split_kt (keys on lanes, the default: 150 keys make a
+ * last chunk of 22, two halves of 16 and 6), on attn_split
+ * (CT_CUDA_ATTN_SPLIT_KT=0, a warp sum a key) and with
+ * CT_CUDA_ATTN_SPLIT_TQ=8 (the limit of before) on the tensor-core kernel,
+ * each against the CPU. */
 static tg_tensor *build_attn_prefill(tg_ctx *ctx) {
     int64_t D = 128, Tq = 10, Tk = 150, H = 4, B = 2;
     tg_tensor *q = tg_new_4d(ctx, TG_F32, D, Tq, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
@@ -207,19 +209,24 @@ static tg_tensor *build_attn_prefill(tg_ctx *ctx) {
 }
 
 static void test_attn_prefill_splits_over_keys(void) {
-    for (int old = 0; old < 2; old++) {
-        tg_backend *b = old ? cuda_with("CT_CUDA_ATTN_SPLIT_TQ", "8") : cuda_or_skip();
+    static const char *what[3] = {"prefill attention, 10 queries (attn_split_kt)",
+                                  "prefill attention, 10 queries (attn_split)",
+                                  "prefill attention, 10 queries (tensor cores)"};
+    for (int v = 0; v < 3; v++) {
+        tg_backend *b = v == 2 ? cuda_with("CT_CUDA_ATTN_SPLIT_TQ", "8")
+                        : v == 1 ? cuda_with("CT_CUDA_ATTN_SPLIT_KT", "0")
+                                 : cuda_or_skip();
         if (!b) return;
         tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+        CHECK(c->use_attn_split_kt == (v != 1));
         int split = c->n_attn_split;
         /* attn_split computes in F32 from the same BF16 K and V the CPU
-         * reads (5.3e-14 on an H100, eighth session); the tensor-core
-         * kernel rounds q and the probabilities to BF16 (1.4e-07), under
-         * the 5e-4 every BF16-operand attention here is held to */
-        compare_with_cpu(b, build_attn_prefill, 3, old ? 5e-4 : 1e-9,
-                         old ? "prefill attention, 10 queries (tensor cores)"
-                             : "prefill attention, 10 queries (attn_split)");
-        CHECK_MSG((c->n_attn_split > split) == !old, "split limit %d: %d attn_split encodes", c->attn_split_tq,
+         * reads (5.3e-14 on an H100, eighth session), either way of
+         * summing its dot products; the tensor-core kernel rounds q and
+         * the probabilities to BF16 (1.4e-07), under the 5e-4 every
+         * BF16-operand attention here is held to */
+        compare_with_cpu(b, build_attn_prefill, 3, v == 2 ? 5e-4 : 1e-9, what[v]);
+        CHECK_MSG((c->n_attn_split > split) == (v != 2), "split limit %d: %d attn_split encodes", c->attn_split_tq,
                   c->n_attn_split - split);
         tg_backend_free(b);
     }

@@ -323,8 +323,10 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         tg_args_attn_split sa = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
                                  .has_mask = m != NULL, .scale = scale};
         int n_split = (int)((k->ne[1] + ATS_CHUNK - 1) / ATS_CHUNK);
-        tg_status st = LAUNCH(c, s, "attention_split.cu", "", attn_split, (unsigned)n_split, (unsigned)H,
-                              (unsigned)B, 128, 0, sa);
+        tg_status st = c->use_attn_split_kt ? LAUNCH(c, s, "attention_split.cu", "", attn_split_kt, (unsigned)n_split,
+                                                     (unsigned)H, (unsigned)B, 128, 0, sa)
+                                            : LAUNCH(c, s, "attention_split.cu", "", attn_split, (unsigned)n_split,
+                                                     (unsigned)H, (unsigned)B, 128, 0, sa);
         if (st) return st;
         tg_args_attn_split_combine ca = {.o = od, .part = c->scratch, .n_split = n_split, .tq = (int)Tq, .h = (int)H};
         return LAUNCH(c, s, "attention_split.cu", "", attn_split_combine, (unsigned)Tq, (unsigned)H, (unsigned)B,

@@ -9,9 +9,13 @@
  * a few microseconds. Here a block takes one chunk of ATS_CHUNK keys of one
  * (head, batch row) for every query (Tq <= ATS_TQ), so a call has
  * ceil(Tk / ATS_CHUNK) x H x B blocks:
- *   1. each warp scores keys of the chunk, several at a time (their K rows
- *      loaded before any reduction, so the loads overlap), lanes over the
- *      head dimension (coalesced), one warp sum per key and query;
+ *   1. the scores: in attn_split_kt (the host's default) the chunk's keys
+ *      staged in shared memory 16 at a time, a warp a query and two lanes
+ *      a key, each lane summing half the dot product itself; in
+ *      attn_split each warp scores keys of the chunk, several at a time
+ *      (their K rows loaded before any reduction, so the loads overlap),
+ *      lanes over the head dimension (coalesced), one warp sum per key and
+ *      query;
  *   2. per query, the chunk's max and the exponentials (online softmax's
  *      first half);
  *   3. threads over the value dimension accumulate p . V for every query.
@@ -35,9 +39,12 @@
 #define ATS_DL 8      /* head dimension / 32, at most          */
 #define ATS_THREADS 128
 
+#define ATS_KH 16      /* keys a half chunk stages for attn_split_kt */
+
 /* Partial results of chunk s for query row r = (qi, h, b): part[(s * rows + r) * (Dv + 2) + ...]:
- * Dv outputs, then the chunk's max and sum. */
-extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split(const tg_args_attn_split args) {
+ * Dv outputs, then the chunk's max and sum. KT: the scores with keys on
+ * the lanes (attn_split_kt, below), else with the head dimension on them. */
+template <bool KT> __device__ __forceinline__ void ats_body(const tg_args_attn_split &args) {
     TG_PDL();
     float *part = (float *)args.part;
     const tg_t &q = args.q, &k = args.k, &v = args.v, &mask = args.mask;
@@ -59,33 +66,73 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split(const tg_ar
     }
     __syncthreads();
 
-    /* 1: scores, ATS_KPW keys per warp at a time */
-    for (int jb = warp * ATS_KPW; jb < nj; jb += (ATS_THREADS / 32) * ATS_KPW) {
-        float kr[ATS_KPW][ATS_DL];
-#pragma unroll
-        for (int u = 0; u < ATS_KPW; u++) {
-            const int j = jb + u;
-            const char *row = k.p + tg_off(k, 0, j0 + (j < nj ? j : 0), h, b);
-#pragma unroll
-            for (int c = 0; c < ATS_DL; c++) {
-                const int d = lane + 32 * c;
-                kr[u][c] = d < D && j < nj ? tg_ld(row + (i64)d * k.nb[0], k.type) : 0.0f;
+    if (KT) {
+        /* 1: scores, a half chunk of ATS_KH keys at a time staged in
+         * shared memory (rows padded by one word); a warp a query, lane
+         * (kk, dh) the half dh of key kk's dot product, the second half
+         * begun 16 dims in so that the two halves' reads fall in other
+         * banks, then one shuffle adds the halves. */
+        __shared__ float ks[ATS_KH][ATS_DL * 32 + 1];
+        const int kk = lane & (ATS_KH - 1), dh = lane >> 4;
+        const int h0 = (D + 1) / 2, h1 = D - h0, rot = h1 > 16 ? 16 : 0;
+        for (int jh = 0; jh < nj; jh += ATS_KH) {
+            const int nh = nj - jh < ATS_KH ? nj - jh : ATS_KH;
+            if (jh) __syncthreads(); /* the half before read */
+            for (int e = threadIdx.x; e < nh * D; e += blockDim.x) {
+                int kj = e / D, d = e % D;
+                ks[kj][d] = tg_ld(k.p + tg_off(k, d, j0 + jh + kj, h, b), k.type);
+            }
+            __syncthreads();
+            for (int qi = warp; qi < Tq; qi += ATS_THREADS / 32) {
+                float acc = 0.0f;
+                if (kk < nh) {
+                    const float *qr = qs[qi], *kr = ks[kk];
+                    if (dh == 0) {
+#pragma unroll 8
+                        for (int d = 0; d < h0; d++) acc += qr[d] * kr[d];
+                    } else {
+#pragma unroll 8
+                        for (int d = h0 + rot; d < D; d++) acc += qr[d] * kr[d];
+                        for (int d = h0; d < h0 + rot; d++) acc += qr[d] * kr[d];
+                    }
+                }
+                acc += __shfl_xor_sync(0xffffffffu, acc, ATS_KH);
+                const int j = jh + kk;
+                if (dh == 0 && kk < nh) {
+                    if (has_mask) acc += tg_ld(mask.p + tg_off_bc(mask, j0 + j, qi, h, b), mask.type);
+                    ps[qi][j] = acc;
+                }
             }
         }
-        for (int qi = 0; qi < Tq; qi++) {
+    } else {
+        /* 1: scores, ATS_KPW keys per warp at a time */
+        for (int jb = warp * ATS_KPW; jb < nj; jb += (ATS_THREADS / 32) * ATS_KPW) {
+            float kr[ATS_KPW][ATS_DL];
 #pragma unroll
             for (int u = 0; u < ATS_KPW; u++) {
-                float acc = 0.0f;
+                const int j = jb + u;
+                const char *row = k.p + tg_off(k, 0, j0 + (j < nj ? j : 0), h, b);
 #pragma unroll
                 for (int c = 0; c < ATS_DL; c++) {
                     const int d = lane + 32 * c;
-                    if (d < D) acc += qs[qi][d] * kr[u][c];
+                    kr[u][c] = d < D && j < nj ? tg_ld(row + (i64)d * k.nb[0], k.type) : 0.0f;
                 }
-                acc = tg_warp_sum(acc);
-                const int j = jb + u;
-                if (lane == 0 && j < nj) {
-                    if (has_mask) acc += tg_ld(mask.p + tg_off_bc(mask, j0 + j, qi, h, b), mask.type);
-                    ps[qi][j] = acc;
+            }
+            for (int qi = 0; qi < Tq; qi++) {
+#pragma unroll
+                for (int u = 0; u < ATS_KPW; u++) {
+                    float acc = 0.0f;
+#pragma unroll
+                    for (int c = 0; c < ATS_DL; c++) {
+                        const int d = lane + 32 * c;
+                        if (d < D) acc += qs[qi][d] * kr[u][c];
+                    }
+                    acc = tg_warp_sum(acc);
+                    const int j = jb + u;
+                    if (lane == 0 && j < nj) {
+                        if (has_mask) acc += tg_ld(mask.p + tg_off_bc(mask, j0 + j, qi, h, b), mask.type);
+                        ps[qi][j] = acc;
+                    }
                 }
             }
         }
@@ -121,9 +168,24 @@ extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split(const tg_ar
             for (int qi = 0; qi < ATS_TQ; qi++)
                 if (qi < Tq) acc[qi] += ps[qi][j] * x;
         }
-        for (int qi = 0; qi < Tq; qi++)
-            part[((i64)s * rows + ((i64)b * H + h) * Tq + qi) * (Dv + 2) + d] = acc[qi];
+#pragma unroll
+        for (int qi = 0; qi < ATS_TQ; qi++) /* a constant index: acc stays in registers */
+            if (qi < Tq) part[((i64)s * rows + ((i64)b * H + h) * Tq + qi) * (Dv + 2) + d] = acc[qi];
     }
+}
+
+extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split(const tg_args_attn_split args) {
+    ats_body<false>(args);
+}
+
+/* attn_split with each score a lane's own dot product (two lanes a key)
+ * over the chunk's keys staged in shared memory, not a warp sum a key and
+ * query: a decoder prefill's 10 queries made 40 dependent 5-shuffle sums a
+ * round of 4 keys, 60 us a block on an H100 (the prefill's cross-attention
+ * 0.53 ms a layer at batch 64). The same softmax and p . V; the dot
+ * products summed in another order. */
+extern "C" __global__ void __launch_bounds__(ATS_THREADS) attn_split_kt(const tg_args_attn_split args) {
+    ats_body<true>(args);
 }
 
 /* attn_decode: the step's common case, one query per (head, batch row)

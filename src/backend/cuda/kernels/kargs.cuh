@@ -530,6 +530,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(conv, conv_2d_dw, tg_conv2d_args)                      \
     X(conv, conv_2d_c1_3x3, tg_conv_c1_args)                 \
     X(attention_split, attn_split, tg_attn_split_args)       \
+    X(attention_split, attn_split_kt, tg_attn_split_args)    \
     X(attention_split, attn_split_combine, tg_attn_split_combine_args) \
     X(attention_split, attn_decode, tg_attn_decode_args)     \
     X(attention_split, attn_decode_d256, tg_attn_decode_args) \
