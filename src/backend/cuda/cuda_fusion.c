@@ -193,7 +193,8 @@ static bool row_bias_add(const tg_tensor *add, const tg_tensor **x, const tg_ten
 
 bool tg_cuda_bias_add_c4(const tg_cuda_ctx *c, const tg_tensor *add) {
     const tg_tensor *x, *bias;
-    return c->use_bias_mask && row_bias_add(add, &x, &bias) && bias_mask_c4_ok(add, x, bias, NULL, add);
+    return c->use_bias_mask && c->use_bias_add_c4 && row_bias_add(add, &x, &bias) &&
+           bias_mask_c4_ok(add, x, bias, NULL, add);
 }
 
 static int bias_mask_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {

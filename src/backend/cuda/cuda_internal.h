@@ -259,6 +259,7 @@ typedef struct tg_cuda_ctx {
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
     int attn_split_tq;         /* CT_CUDA_ATTN_SPLIT_TQ: the most queries attn_split takes (1-16) */
     bool use_attn_split_kt;    /* CT_CUDA_ATTN_SPLIT_KT: attn_split's scores with keys on lanes */
+    bool use_bias_add_c4;      /* CT_CUDA_BIAS_ADD_C4: a lone row-bias add on ew_bias_mask_c4 */
     bool matvec_r8;            /* CT_CUDA_MATVEC_R8=1: blocks of 8 rows where those of 16 leave SMs idle (off:
                                 * measured slower on an H100, tenth session) */
     bool matvec_cl;            /* CT_CUDA_MATVEC_CL=1: 17-64 columns on mul_mat_vec_mma_cl (clusters splitting K)
@@ -433,7 +434,8 @@ int tg_cuda_kv_rows_source(tg_tensor *const *nodes, int i, int len);
 bool tg_cuda_row_value(const tg_tensor *t, const tg_tensor *n);
 /* An add of a row bias that ew_bias_mask_c4 takes alone (no mask, no relu
  * after it: the subsampling's third conv, whose rows are too short for
- * ew_binary_rows), the arithmetic of ew_binary's. */
+ * ew_binary_rows), the arithmetic of ew_binary's; only with
+ * CT_CUDA_BIAS_ADD_C4=1 until a GPU has run it. */
 bool tg_cuda_bias_add_c4(const tg_cuda_ctx *c, const tg_tensor *add);
 /* The operand of binary node n that is not `from`, when n reads `from` as
  * one operand and a row value as the other; else NULL. */

@@ -9,7 +9,7 @@
  * a few microseconds. Here a block takes one chunk of ATS_CHUNK keys of one
  * (head, batch row) for every query (Tq <= ATS_TQ), so a call has
  * ceil(Tk / ATS_CHUNK) x H x B blocks:
- *   1. the scores: in attn_split_kt (the host's default) the chunk's keys
+ *   1. the scores: in attn_split_kt (CT_CUDA_ATTN_SPLIT_KT=1) the chunk's keys
  *      staged in shared memory 16 at a time, a warp a query and two lanes
  *      a key, each lane summing half the dot product itself; in
  *      attn_split each warp scores keys of the chunk, several at a time
