@@ -168,9 +168,14 @@ template <bool KT> __device__ __forceinline__ void ats_body(const tg_args_attn_s
             for (int qi = 0; qi < ATS_TQ; qi++)
                 if (qi < Tq) acc[qi] += ps[qi][j] * x;
         }
+        if (KT) { /* a constant index, or attn_split_kt keeps acc in local memory */
 #pragma unroll
-        for (int qi = 0; qi < ATS_TQ; qi++) /* a constant index: acc stays in registers */
-            if (qi < Tq) part[((i64)s * rows + ((i64)b * H + h) * Tq + qi) * (Dv + 2) + d] = acc[qi];
+            for (int qi = 0; qi < ATS_TQ; qi++)
+                if (qi < Tq) part[((i64)s * rows + ((i64)b * H + h) * Tq + qi) * (Dv + 2) + d] = acc[qi];
+        } else {
+            for (int qi = 0; qi < Tq; qi++)
+                part[((i64)s * rows + ((i64)b * H + h) * Tq + qi) * (Dv + 2) + d] = acc[qi];
+        }
     }
 }
 
