@@ -19,7 +19,8 @@ Usage (repository root):
 e.g. `wide_off=CT_CUDA_ATTN_DECODE_WIDE=0 mvm64=CT_CUDA_MATVEC_MMA_MAX=64 loop=CT_CUDA_MATVEC_LOOP=1`.
 The variable BENCH is not put in the environment: it names another build's
 bench-transcribe_batch to run for that lever (`base=BENCH=build-base/bench-
-transcribe_batch`: the tree before a change that has no switch, beside it).
+transcribe_batch`: the tree before a change that has no switch, beside it;
+a path without commas, which separate a lever's variables).
 Exit status 0 when every run gave its rows, 1 when any failed (the table
 says which), 2 for bad arguments.
 

@@ -12,7 +12,7 @@
  *   ADD..DIV     a       b       -       -        broadcasting both ways
  *   SCALE        a       -       -       -        f32 [0] = s
  *   MUL_MAT      a (w)   b       -       -        [TG_P_PREC]
- *   CONV_2D      kernel  input   -       -        [0] s0 [1] s1 [2] p0 [3] p1
+ *   CONV_2D      kernel  input   -       -        [0] s0 [1] s1 [2] p0 [3] p1 [TG_P_PREC]
  *   CONV_2D_DW   kernel  input   -       -        [0] s0 [1] s1 [2] p0 [3] p1
  *   CONV_1D_DW   kernel  input   -       -        [0] s  [1] p
  *   LAYER_NORM   a       w|NULL  b|NULL  -        f32 [0] = eps

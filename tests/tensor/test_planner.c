@@ -4,7 +4,8 @@
  * arena's end; on graphs: a chain reuses memory (peak three tensors, not
  * eleven), a value read late stays alive, views and in-place writers keep
  * their source alive, outputs and inputs are never reused, placed weights are
- * not planned, a fused product's inputs outlive its epilogue chain.
+ * not planned, a fused product's inputs outlive its epilogue chain, and so
+ * do a one-channel 2-D conv's up to six nodes on (the subsampling's front).
  */
 #include "check.h"
 #include "planner.h"
@@ -258,6 +259,46 @@ static void test_fused_product_inputs_stay_apart(void) {
     tg_backend_free(be);
 }
 
+/* The subsampling's front (spec 2.1): conv0 of one input channel, bias,
+ * mask, relu, depthwise conv, bias, mask, then the pointwise conv. conv0
+ * heads the chain six nodes on, not seven; a conv of two input channels
+ * heads none; and a plan keeps the features apart from every result of the
+ * chain, though conv0 is their last reader. */
+static void test_front_conv_inputs_stay_apart(void) {
+    tg_backend *be = test_backend_new("fake", true, true, TEST_OPS_ALL);
+    tg_ctx *ctx = tg_ctx_new();
+    const int64_t C = 4;
+    tg_tensor *img = tg_new_4d(ctx, TG_F32, 16, 12, 1, 1);
+    tg_tensor *feat = tg_relu(ctx, img); /* a node's result, as the frontend's */
+    tg_tensor *k0 = tg_new_4d(ctx, TG_F32, 3, 3, 1, C), *k1 = tg_new_4d(ctx, TG_F32, 3, 3, 1, C);
+    tg_tensor *k2 = tg_new_4d(ctx, TG_F32, 1, 1, C, C), *b = tg_new_4d(ctx, TG_F32, 1, 1, C, 1);
+    tg_tensor *m1 = tg_new_4d(ctx, TG_F32, 1, 6, 1, 1), *m2 = tg_new_4d(ctx, TG_F32, 1, 3, 1, 1);
+    tg_tensor *x = tg_mul(ctx, tg_add(ctx, tg_conv_2d(ctx, k0, feat, 2, 2, 1, 1), b), m1);
+    x = tg_conv_2d_dw(ctx, k1, tg_relu(ctx, x), 2, 2, 1, 1);
+    x = tg_mul(ctx, tg_add(ctx, x, b), m2);
+    tg_tensor *out = tg_relu(ctx, tg_conv_2d(ctx, k2, x, 1, 1, 0, 0));
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, out));
+    tg_tensor *nodes[12];
+    int n = tg_graph_n_nodes(g);
+    CHECK(n == 10);
+    for (int i = 0; i < n && i < 12; i++) nodes[i] = tg_graph_node(g, i);
+    if (n == 10) {
+        CHECK(nodes[1]->op == TG_OP_CONV_2D && nodes[8]->op == TG_OP_CONV_2D);
+        for (int i = 2; i <= 7; i++) CHECK_MSG(tg_plan_fused_product(nodes, i) == 1, "node %d: head %d", i,
+                                               tg_plan_fused_product(nodes, i));
+        CHECK(tg_plan_fused_product(nodes, 8) == -1);      /* seven on, and not a chain of conv0's */
+        CHECK(tg_plan_fused_product(nodes, 9) == -1);      /* the pointwise conv has C input channels */
+        CHECK(tg_plan_fused_lead(nodes, 4) == -1);
+        tg_plan p;
+        CHECK_OK(tg_plan_graph(g, 64, &p));
+        for (int i = 2; i <= 7; i++) CHECK_MSG(!overlap(&p, feat, nodes[i]), "node %d over the features", i);
+        tg_plan_free(&p);
+    }
+    tg_ctx_free(ctx);
+    tg_backend_free(be);
+}
+
 static uint32_t rng_state = 2463534242u;
 static uint32_t rnd(uint32_t n) {
     rng_state ^= rng_state << 13;
@@ -308,4 +349,5 @@ TEST_MAIN(T(test_items_hand_computed), T(test_items_random_never_overlap), T(tes
           T(test_items_size_overflow_is_an_error),
           T(test_items_best_fit_and_growth), T(test_chain_reuses_memory),
           T(test_value_read_late_stays_alive), T(test_views_keep_sources_alive),
-          T(test_outputs_inputs_and_weights), T(test_fused_product_inputs_stay_apart))
+          T(test_outputs_inputs_and_weights), T(test_fused_product_inputs_stay_apart),
+          T(test_front_conv_inputs_stay_apart))

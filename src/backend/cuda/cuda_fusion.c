@@ -165,12 +165,6 @@ const tg_tensor *tg_cuda_row_operand(const tg_tensor *n, const tg_tensor *from) 
     return o && o != from && tg_cuda_row_value(o, n) ? o : NULL;
 }
 
-/* A conv's output x -> add a row bias [-> mul a row mask] [-> relu], each
- * read only by the next (the subsampling of spec 2.1: three passes over the
- * encoder's largest tensors), as ew_bias_mask_c4 takes them: contiguous F32
- * rows of a multiple of 4 floats, 16-byte aligned; the result exactly on x
- * (elementwise: each thread reads before it writes) or apart from it, and
- * apart from the bias and mask. 2 or 3 when they fuse, else 1. */
 /* What ew_bias_mask_c4 needs of the chain from add (x + a row bias) to
  * last, with the mask when it has one. */
 static bool bias_mask_c4_ok(const tg_tensor *add, const tg_tensor *x, const tg_tensor *bias, const tg_tensor *mask,
@@ -197,6 +191,12 @@ bool tg_cuda_bias_add_c4(const tg_cuda_ctx *c, const tg_tensor *add) {
            bias_mask_c4_ok(add, x, bias, NULL, add);
 }
 
+/* A conv's output x -> add a row bias [-> mul a row mask] [-> relu], each
+ * read only by the next (the subsampling of spec 2.1: three passes over the
+ * encoder's largest tensors), as ew_bias_mask_c4 takes them: contiguous F32
+ * rows of a multiple of 4 floats, 16-byte aligned; the result exactly on x
+ * (elementwise: each thread reads before it writes) or apart from it, and
+ * apart from the bias and mask. 2 or 3 when they fuse, else 1. */
 static int bias_mask_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     const tg_tensor *add = nodes[i], *x, *bias;
     if (!c->use_bias_mask || i + 1 >= n || !row_bias_add(add, &x, &bias)) return 1;

@@ -371,9 +371,10 @@ bool tg_cuda_mm_d16_ok(tg_cuda_ctx *c, tg_tensor *const *nodes, int head, int le
  * - 1x1, stride 1, no padding, pixels contiguous: a cuBLASLt product per
  *   batch entry, out[pix, co] = sum_ci x[pix, ci] K[ci, co] with x read in
  *   place (pix rows, ci columns, ld = x.nb[2]) and K as Cin x Cout (ld =
- *   K.nb[3]); F32 operands, f32 compute, no TF32: conv_2d carries no
- *   precision request and its conformance limit is the elementwise one
- *   (tests/ops/cases_conv.c), so it must stay an f32 sum.
+ *   K.nb[3]); F32 operands, f32 compute unless the node asks TG_PREC_TF32
+ *   (then tf32 inputs on the tensor cores): without the request a conv's
+ *   conformance limit is the elementwise one (tests/ops/cases_conv.c), so
+ *   it must stay an f32 sum.
  * - one input channel, 3x3, F32: conv_2d_c1_3x3 (kernels/conv.cu).
  * - anything else: the direct kernel conv_2d, one thread per output. */
 
