@@ -320,11 +320,13 @@ static tg_status encode_sub_front(tg_cuda_ctx *c, CUstream s, tg_tensor *const *
                   (unsigned)((dw->ne[2] + TG_SUB_TILE - 1) / TG_SUB_TILE), (unsigned)dw->ne[3], 256, 0, a);
 }
 
-static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
-    const tg_tensor *add = nodes[i], *last = nodes[i + len - 1];
+/* ew_bias_mask_c4 for add (x + a row bias), then next (its mask mul or
+ * relu; NULL for the add alone), ending at last. */
+static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, const tg_tensor *add, const tg_tensor *next,
+                                  const tg_tensor *last) {
     const tg_tensor *x = tg_cuda_row_value(add->src[1], add) ? add->src[0] : add->src[1];
     const tg_tensor *bias = x == add->src[0] ? add->src[1] : add->src[0];
-    const tg_tensor *mask = len > 1 && nodes[i + 1]->op == TG_OP_MUL ? tg_cuda_row_operand(nodes[i + 1], add) : NULL;
+    const tg_tensor *mask = next && next->op == TG_OP_MUL ? tg_cuda_row_operand(next, add) : NULL;
     int64_t ne = tg_nelements(add);
     if (ne == 0) return NULL;
     tg_args_ew_bias_mask_c4 a = {.bias = tg_cuda_desc(bias),
@@ -339,7 +341,7 @@ static tg_status encode_bias_mask(tg_cuda_ctx *c, CUstream s, tg_tensor *const *
                                  .relu = last->op == TG_OP_RELU};
     char defs[48];
     snprintf(defs, sizeof defs, TG_DEFS_EW, TG_EW_ADD, TG_EMIT_F32);
-    c->n_fused[TG_FUSED_BIAS_MASK] += len > 1;
+    c->n_fused[TG_FUSED_BIAS_MASK] += next != NULL;
     return LAUNCH(c, s, "elementwise.cu", defs, ew_bias_mask_c4, tg_cuda_grid(c, a.n4, 256), 1, 1, 256, 0, a);
 }
 
@@ -433,6 +435,9 @@ static tg_status encode_binary(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, i
         tg_args_ew_binary_rows r = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .b = tg_cuda_desc(b), .n = rows};
         return LAUNCH(c, s, "elementwise.cu", defs, ew_binary_rows, tg_cuda_grid(c, rows * 32, 256), 1, 1, 256, 0, r);
     }
+    /* a row bias over rows too short for ew_binary_rows: one pass of
+     * float4s, not an element at a time */
+    if (op == TG_EW_ADD && out16 == TG_EMIT_F32 && tg_cuda_bias_add_c4(c, n)) return encode_bias_mask(c, s, n, NULL, n);
     tg_args_ew_binary g = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .b = tg_cuda_desc(b), .n = ne};
     return LAUNCH(c, s, "elementwise.cu", defs, ew_binary, tg_cuda_grid(c, ne, 256), 1, 1, 256, 0, g);
 }
@@ -722,7 +727,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         int out16 = tail == TG_BF16 ? TG_EMIT_BF16 : tail == TG_F16 ? TG_EMIT_F16 : TG_EMIT_F32;
         return encode_conv_glu(c, s, nodes, i, out16);
     }
-    if (len > 1 && n->op == TG_OP_ADD) return encode_bias_mask(c, s, nodes, i, len);
+    if (len > 1 && n->op == TG_OP_ADD) return encode_bias_mask(c, s, n, nodes[i + 1], nodes[i + len - 1]);
     if (len > 1 && n->op == TG_OP_CONV_2D) return encode_sub_front(c, s, nodes, i, len);
     if (len > 1 && n->op == TG_OP_GET_ROWS) return encode_embed_norm(c, s, nodes, i, len);
     if (len > 1 && n->op == TG_OP_ARGMAX) return encode_pick(c, s, nodes, i);
@@ -774,14 +779,7 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
     case TG_OP_NONE:
     case TG_OP_VIEW:
         return NULL;
-    case TG_OP_ADD: {
-        /* a row bias over rows too short for ew_binary_rows: one pass of
-         * float4s, not ew_binary's element at a time */
-        int64_t per[2];
-        if (out16 == TG_EMIT_F32 && !binary_vec_ok(n, per) && !binary_rows_ok(n) && tg_cuda_bias_add_c4(c, n))
-            return encode_bias_mask(c, s, nodes, i, 1);
-        return encode_binary(c, s, n, TG_EW_ADD, out16);
-    }
+    case TG_OP_ADD: return encode_binary(c, s, n, TG_EW_ADD, out16);
     case TG_OP_SUB: return encode_binary(c, s, n, TG_EW_SUB, out16);
     case TG_OP_MUL: return encode_binary(c, s, n, TG_EW_MUL, out16);
     case TG_OP_DIV: return encode_binary(c, s, n, TG_EW_DIV, out16);
