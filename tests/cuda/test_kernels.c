@@ -39,6 +39,11 @@ static tg_tensor *build_ffn_vec(tg_ctx *ctx) { return ffn_block(ctx, 2, 1000); }
  * and 1024 or 512), the norm inside the first. */
 static tg_tensor *build_ffn_mma8(tg_ctx *ctx) { return ffn_block(ctx, 8, 1024); }
 static tg_tensor *build_ffn_mma13(tg_ctx *ctx) { return ffn_block(ctx, 13, 512); }
+/* A step at batch 1: one column, normed by the whole block of the first
+ * product (TG_MV_NORM_BLOCK), at K = 1024 (a float4 for each of its 256
+ * threads, as the model's) and 512 (128 threads, 4 warps: each thread one). */
+static tg_tensor *build_ffn_mma1(tg_ctx *ctx) { return ffn_block_d(ctx, 1, 1024, 512); }
+static tg_tensor *build_ffn_mma1_512(tg_ctx *ctx) { return ffn_block_d(ctx, 1, 512, 1024); }
 /* A step at batch 40 and 64 on mul_mat_vec_mma_wide (one block of 64
  * columns: 40 fills two tiles of 16 and half a third, the fourth skipped),
  * and 150 as blocks of 64 (CT_CUDA_MATVEC_MMA_MAX=256; the last of 22). */
@@ -324,6 +329,12 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
         compare_with_cpu(b, build_ffn_mma13, 3, 5e-4, "ffn on 13 columns (mul_mat_vec_mma)");
         CHECK(c->n_matvec_mma >= mma + 4); /* both products of both, encoded at least once */
         CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+        CHECK(c->n_matvec_norm_block == 0); /* none of them one column */
+        compare_with_cpu(b, build_ffn_mma1, 3, 5e-4, "ffn on 1 column, K = 1024 (the block's norm)");
+        int blocks = c->n_matvec_norm_block;
+        CHECK(blocks >= 1);
+        compare_with_cpu(b, build_ffn_mma1_512, 3, 5e-4, "ffn on 1 column, K = 512 (the block's norm)");
+        CHECK(c->n_matvec_norm_block > blocks);
         /* the k/v cache write inside the q/k/v product's launch (the cache
          * BF16, as the decoder's), the attention reading q from the
          * product and k, v from the cache */
@@ -932,6 +943,8 @@ static void test_matvec_r8_same_bits(void) {
                   "4800 rows: %d launches on matvec.cu, %d of 8 rows (only the 256-row products)",
                   c->n_matvec_mma - mv, c->n_matvec_r8 - before);
     }
+    tg_backend_free(on);
+    tg_backend_free(off);
     tg_backend_free(on);
     tg_backend_free(off);
 }

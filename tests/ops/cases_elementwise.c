@@ -97,8 +97,8 @@ void cases_elementwise(case_list *l) {
         {{40, 40, 2, 3}, L_CONT, {40, 1, 1, 3}, L_CONT},
         {{1, 6, 2, 1}, L_CONT, {37, 6, 2, 1}, L_ROWPAD},
         /* rows shorter than a warp, a multiple of 4 (the subsampling's
-         * third conv, 16 wide: ew_binary on the GPU, ew_bias_mask_c4 with
-         * CT_CUDA_BIAS_ADD_C4=1), either operand order, and a scalar */
+         * third conv, 16 wide: ew_bias_mask_c4 on the GPU, ew_binary with
+         * CT_CUDA_BIAS_ADD_C4=0), either operand order, and a scalar */
         {{16, 9, 5, 3}, L_CONT, {1, 1, 5, 1}, L_CONT},
         {{1, 1, 5, 1}, L_CONT, {16, 9, 5, 3}, L_CONT},
         {{8, 7, 3, 2}, L_CONT, {1, 1, 1, 1}, L_CONT},

@@ -105,6 +105,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 3);
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;
     c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);
+    c->matvec_norm_block = tg_cuda_env_int("CT_CUDA_MATVEC_NORM_BLOCK", 1) != 0;
     c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
     c->matvec_epi_early = tg_cuda_env_int("CT_CUDA_MATVEC_EPI_EARLY", 1) != 0;
     c->matvec_r8 = tg_cuda_env_int("CT_CUDA_MATVEC_R8", 0) != 0;
@@ -112,10 +113,12 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_cl_min = tg_cuda_env_int("CT_CUDA_MATVEC_CL_MIN", TG_MVM_MAXM + 1);
     if (c->matvec_cl_min < 1) c->matvec_cl_min = 1;
     c->attn_split_tq = tg_cuda_env_int("CT_CUDA_ATTN_SPLIT_TQ", TG_ATS_TQ);
-    /* both written in the fifteenth session and not yet run on a GPU: off
-     * until a call has tested and measured them (NOTES.md) */
+    /* both written in the fifteenth session, measured in the sixteenth (an
+     * H100, ncu, the prefill at batch 8): attn_split_kt 97-99 us a call
+     * against attn_split's 72-73, so off; the lone bias add 37.9 us against
+     * ew_binary's 122.7, so on (NOTES.md) */
     c->use_attn_split_kt = tg_cuda_env_int("CT_CUDA_ATTN_SPLIT_KT", 0) != 0;
-    c->use_bias_add_c4 = tg_cuda_env_int("CT_CUDA_BIAS_ADD_C4", 0) != 0;
+    c->use_bias_add_c4 = tg_cuda_env_int("CT_CUDA_BIAS_ADD_C4", 1) != 0;
     if (c->attn_split_tq < 1 || c->attn_split_tq > TG_ATS_TQ) c->attn_split_tq = TG_ATS_TQ;
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
     /* 1 to 256 columns (4 wide blocks): past that the products are the

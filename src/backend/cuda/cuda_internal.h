@@ -73,6 +73,7 @@ typedef struct tg_cuda_device {
     CUcontext ctx;                 /* the device's primary context */
     tg_cuda_props props;
     bool strict_fp;                /* CT_CUDA_STRICT_FP: no FMA contraction */
+    bool pdl_early;                /* CT_CUDA_PDL_EARLY: every file by NVRTC with TG_PDL_EARLY (common.cuh) */
     char *stamps_path;             /* CT_CUDA_STAMPS: where the kernels' timer records go */
     CUdeviceptr stamps;            /* their buffer (cuda_profile.c) */
 
@@ -256,12 +257,14 @@ typedef struct tg_cuda_ctx {
     bool matvec_prefetch;      /* CT_CUDA_MATVEC_PREFETCH: bias and norm parameters asked into L2 before the wait */
     int matvec_norm1;          /* CT_CUDA_MATVEC_NORM1: the fused norm reads its columns once, into registers: 0
                                 * never, 1 always, 2 (default) for two columns or more */
+    bool matvec_norm_block;    /* CT_CUDA_MATVEC_NORM_BLOCK: one column's norm by the whole block (TG_MV_NORM_BLOCK) */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
     int attn_split_tq;         /* CT_CUDA_ATTN_SPLIT_TQ: the most queries attn_split takes (1-16) */
     bool use_attn_split_kt;    /* CT_CUDA_ATTN_SPLIT_KT: attn_split's scores with keys on lanes */
     bool use_bias_add_c4;      /* CT_CUDA_BIAS_ADD_C4: a lone row-bias add on ew_bias_mask_c4 */
     bool matvec_r8;            /* CT_CUDA_MATVEC_R8=1: blocks of 8 rows where those of 16 leave SMs idle (off:
-                                * measured slower on an H100, tenth session) */
+                                * measured slower on an H100, tenth session; only for K >= 2048, the
+                                * feed-forward's down product, no faster in the sixteenth) */
     bool matvec_cl;            /* CT_CUDA_MATVEC_CL=1: 17-64 columns on mul_mat_vec_mma_cl (clusters splitting K)
                                 * where cuBLASLt took them (off: slower on an H100, fourteenth session) */
     int matvec_cl_min;         /* CT_CUDA_MATVEC_CL_MIN: the fewest columns it takes (default 17; below, in place
@@ -310,6 +313,7 @@ typedef struct tg_cuda_ctx {
     int n_fused[TG_FUSED_KINDS]; /* fusion counts by kind (cuda_ops.c)        */
     int n_graph_hits, n_graph_updates, n_graph_captures, n_direct;
     int n_matvec, n_matvec_mma, n_attn_decode; /* encodes of matvec.cu (its mma kernels) and attn_decode */
+    int n_matvec_norm_block;   /* encodes with TG_MV_NORM_BLOCK */
     int n_matvec_wide;                         /* ... of them on mul_mat_vec_mma_wide */
     int n_matvec_r8;                           /* ... of them on mul_mat_vec_mma_r8 */
     int n_matvec_cl;                           /* ... of them on mul_mat_vec_mma_cl */
@@ -434,8 +438,8 @@ int tg_cuda_kv_rows_source(tg_tensor *const *nodes, int i, int len);
 bool tg_cuda_row_value(const tg_tensor *t, const tg_tensor *n);
 /* An add of a row bias that ew_bias_mask_c4 takes alone (no mask, no relu
  * after it: the subsampling's third conv, whose rows are too short for
- * ew_binary_rows), the arithmetic of ew_binary's; only with
- * CT_CUDA_BIAS_ADD_C4=1 until a GPU has run it. */
+ * ew_binary_rows), the arithmetic of ew_binary's; CT_CUDA_BIAS_ADD_C4=0
+ * leaves it to ew_binary. */
 bool tg_cuda_bias_add_c4(const tg_cuda_ctx *c, const tg_tensor *add);
 /* The operand of binary node n that is not `from`, when n reads `from` as
  * one operand and a row value as the other; else NULL. */

@@ -315,7 +315,11 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * more (a step's 1024-row products on 132 SMs: 128 blocks, not 64),
      * one tile of columns, no rows loop. Off by default: on an H100
      * (tenth session, against blocks of 16, interleaved) the step took
-     * 2.2% longer at batch 1 and 2.6% at 8 */
+     * 2.2% longer at batch 1 and 2.6% at 8. Only for the feed-forward's
+     * down product (K = 4096, whose 16-row blocks each read 128 KB after
+     * their wait, the up product's blocks holding every SM's registers
+     * until they end) it was no faster either (sixteenth session: the step
+     * +1.5% at batch 1, +0.0% at 8, +0.4% at 64) */
     const int64_t r8_blocks = (w->ne[1] + TG_MVM_ROWS8 - 1) / TG_MVM_ROWS8;
     const bool r8 = mma && c->matvec_r8 && cols <= TG_MVM_MAXM && sms > 0 && r8_blocks <= sms &&
                     (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS < sms;
@@ -331,6 +335,12 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
          * interleaved) a step at batch 8 1.6-1.8% faster with it, at batch
          * 1 1.7-2.5% slower, so by default from two columns on */
         if (c->matvec_norm1 == 1 || (c->matvec_norm1 == 2 && M >= 2)) a.opt |= TG_MV_NORM1;
+        /* one column normed by the whole block, a float4 a thread (the mma
+         * kernels' blocks have K / 128 warps, 4 to 16) */
+        if (mma && c->matvec_norm_block && M == 1 && w->ne[0] % 128 == 0 && w->ne[0] / 4 <= 32 * warps) {
+            a.opt |= TG_MV_NORM_BLOCK;
+            c->n_matvec_norm_block++;
+        }
     }
     /* the bias and the norm's parameters asked into L2 before the wait
      * for the previous kernel, where every one is a weight */

@@ -333,10 +333,13 @@ TG_KARGS_SIZE(tg_attn_decode_args, 440);
  * the wide kernel always takes it); TG_MV_EPI_EARLY, the bias is a weight
  * and res was written by a launch before the previous one (or by none of
  * this graph's), so both are loaded before the wait, and the grid has a
- * block for every block of rows (no rows loop). */
+ * block for every block of rows (no rows loop); TG_MV_NORM_BLOCK, one
+ * column (k % 128 == 0, k / 4 no more than the block's threads) is normed
+ * by all the block's threads, a float4 each, instead of by one warp. */
 #define TG_MV_PREFETCH 1
 #define TG_MV_NORM1 2
 #define TG_MV_EPI_EARLY 4
+#define TG_MV_NORM_BLOCK 8
 typedef struct tg_mul_mat_vec_args {
     tg_dp_cchar w, x;
     tg_dp_char out;

@@ -223,6 +223,48 @@ __device__ __forceinline__ void mvm_norm_columns(const tg_args_mul_mat_vec &args
     __syncthreads();
 }
 
+/* One column (m = 1, K % 128 == 0, K / 4 no more than the block's threads)
+ * normed by the whole block (TG_MV_NORM_BLOCK): a thread one float4 of x
+ * and of the norm's parameters, all loaded at once, the sums over the block
+ * through shared memory (its warps' partials added in order by every
+ * thread), mean then the variance of the centred values as above. The
+ * warp-a-column norms leave all but one warp idle at one column and walk
+ * x three times, eight loads a lane each (a decoder step at batch 1: the
+ * products with the norm inside took ~2.3 us longer than those without). */
+__device__ __forceinline__ void mvm_norm_column_block(const tg_args_mul_mat_vec &args, unsigned short *xs) {
+    __shared__ float nb_sum[32], nb_sq[32];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5, K = (int)args.k;
+    const bool mine = tid < K / 4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    float w[4] = {1.0f, 1.0f, 1.0f, 1.0f}, b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (mine) {
+        v = ((const float4 *)args.x)[tid];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            if (args.ln_w) w[e] = args.ln_w[4 * tid + e];
+            if (args.ln_b) b[e] = args.ln_b[4 * tid + e];
+        }
+    }
+    float s = tg_warp_sum((v.x + v.y) + (v.z + v.w));
+    if (lane == 0) nb_sum[warp] = s;
+    __syncthreads();
+    s = 0.0f;
+    for (int i = 0; i < nw; i++) s += nb_sum[i];
+    const float mean = s / (float)K;
+    const float y[4] = {v.x - mean, v.y - mean, v.z - mean, v.w - mean};
+    float q = mine ? (y[0] * y[0] + y[1] * y[1]) + (y[2] * y[2] + y[3] * y[3]) : 0.0f;
+    q = tg_warp_sum(q);
+    if (lane == 0) nb_sq[warp] = q;
+    __syncthreads();
+    q = 0.0f;
+    for (int i = 0; i < nw; i++) q += nb_sq[i];
+    const float rstd = rsqrtf(q / (float)K + args.ln_eps);
+    if (mine)
+        *(uint2 *)(xs + 4 * tid) = make_uint2(tg_pack_bf16(y[0] * rstd * w[0] + b[0], y[1] * rstd * w[1] + b[1]),
+                                              tg_pack_bf16(y[2] * rstd * w[2] + b[2], y[3] * rstd * w[3] + b[3]));
+    __syncthreads();
+}
+
 /* The same norm from one read of each column (its K / 4 float4 in a lane's
  * registers, K % 128 == 0 and K <= 1024): always for the wide kernel,
  * whose blocks each read all their columns from L2 (64 columns of K = 1024
@@ -346,32 +388,38 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
     if (args.w_early) MVM_LOAD_W(wv, s0);
     if (args.opt & TG_MV_PREFETCH) mvm_prefetch(args, rb * (8 * NT));
     /* the epilogue's bias and residual for the one output this thread
-     * writes, loaded before the wait where the host allows it
-     * (TG_MV_EPI_EARLY, one tile, a thread for every output: NT x 128
-     * threads or more: K >= 1024 on 16 rows, any K on 8): the bias is a weight, and the residual was
-     * written by a launch before the previous one, which has ended once
-     * this kernel runs (the previous one let it start only after its own
-     * wait). One block of rows a block (no rows loop: the host checks) */
+     * writes, loaded into registers ahead of the sums where the host allows
+     * it (TG_MV_EPI_EARLY, one tile, a thread for every output: NT x 128
+     * threads or more: K >= 1024 on 16 rows, any K on 8; one block of rows
+     * a block, no rows loop: the host checks). The bias is a weight and
+     * goes before the wait. The residual was written by a launch before the
+     * previous one, which has ended once this kernel runs (the previous one
+     * let it start only after its own wait), so it goes before the wait
+     * too; with TG_PDL_EARLY that one may still run, and the residual goes
+     * right after the wait, in flight beside the products' loads. */
     const bool epi_early = !WIDE && MT == 1 && (args.opt & TG_MV_EPI_EARLY) &&
                            blockDim.x >= (unsigned)(MT * NT * 128) && stride >= row_blocks;
     float eb = 0.0f, er = 0.0f;
-    if (epi_early && threadIdx.x < MT * NT * 128) {
-        const int o = threadIdx.x, j = (o >> 7) % NT, ln = (o >> 2) & 31, e = o & 3;
-        const int m = (ln >> 2) + ((e & 2) ? 8 : 0);
-        const i64 n = rb * (8 * NT) + 8 * j + 2 * (ln & 3) + (e & 1);
-        if (m < args.m && n < args.n) {
-            if (args.bias) eb = args.bias[n];
-            /* from L2 (another kernel wrote it; this one has not waited) */
-            if (args.res) er = __ldcg((const float *)(args.res + m * args.ldr + n * 4));
-        }
-    }
+    const int epi_m = (threadIdx.x >> 4 & 7) + ((threadIdx.x & 2) ? 8 : 0);
+    const i64 epi_n = rb * (8 * NT) + 8 * ((threadIdx.x >> 7) % NT) + 2 * (threadIdx.x >> 2 & 3) + (threadIdx.x & 1);
+    const bool epi_mine = epi_early && threadIdx.x < MT * NT * 128 && epi_m < args.m && epi_n < args.n;
+    if (epi_mine && args.bias) eb = args.bias[epi_n];
+#if !TG_PDL_EARLY
+    /* from L2 (another kernel wrote it; this one has not waited) */
+    if (epi_mine && args.res) er = __ldcg((const float *)(args.res + epi_m * args.ldr + epi_n * 4));
+#endif
     TG_PDL();
+#if TG_PDL_EARLY
+    if (epi_mine && args.res) er = __ldcg((const float *)(args.res + epi_m * args.ldr + epi_n * 4));
+#endif
     if (!args.w_early) MVM_LOAD_W(wv, s0);
     /* the normed columns, then the warps' sums after them (a block keeps
      * the columns for further rows) */
     float *red = (float *)mvm_xs; /* [nw][MT][NT][32][4] */
     if (args.ln) {
-        if ((WIDE || (args.opt & TG_MV_NORM1)) && K % 128 == 0 && K <= 1024) mvm_norm_columns_1pass(args, mvm_xs);
+        if (!WIDE && (args.opt & TG_MV_NORM_BLOCK) && args.m == 1 && K % 128 == 0 && K / 4 <= (int)blockDim.x)
+            mvm_norm_column_block(args, mvm_xs);
+        else if ((WIDE || (args.opt & TG_MV_NORM1)) && K % 128 == 0 && K <= 1024) mvm_norm_columns_1pass(args, mvm_xs);
         else mvm_norm_columns(args, mvm_xs);
         red = (float *)(mvm_xs + (((i64)args.m * (K + 8) + 7) & ~(i64)7));
     }
