@@ -192,13 +192,9 @@ static tg_status compile_and_load(tg_cuda_device *dev, const char *name, const c
     size_t image_size = 0;
     bool hit = false;
 
-    /* CT_CUDA_STAMPS (the timer records) and CT_CUDA_PDL_EARLY (the launch
-     * trigger before the wait): switches that change every file, so every
-     * file goes by NVRTC (the precompiled images carry neither) */
     char stamped[512];
-    if (dev->stamps_path || dev->pdl_early) {
-        snprintf(stamped, sizeof stamped, "%s%s%s", defines ? defines : "", dev->stamps_path ? " -DTG_STAMPS=1" : "",
-                 dev->pdl_early ? " -DTG_PDL_EARLY=1" : "");
+    if (dev->stamps_path) { /* CT_CUDA_STAMPS: every file by NVRTC with the timer records */
+        snprintf(stamped, sizeof stamped, "%s -DTG_STAMPS=1", defines ? defines : "");
         defines = stamped;
     }
     if ((st = headers_load(dev->kernels_dir, &hd))) return st;
@@ -504,9 +500,6 @@ static tg_status device_create(int ordinal, tg_cuda_device **out) {
     }
     if ((st = tg_cuda_device_bind(d))) goto fail;
     tg_cuda_stamps_open(d);
-    d->pdl_early = tg_cuda_env_int("CT_CUDA_PDL_EARLY", 0) != 0;
-    if (d->pdl_early)
-        TG_INFO("cuda%d: launch triggers before the wait (CT_CUDA_PDL_EARLY; every kernel file by NVRTC)", d->ordinal);
 
     tg_cuda_props *p = &d->props;
     cu->cuDeviceGetName(p->name, sizeof p->name, d->dev);

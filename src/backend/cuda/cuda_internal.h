@@ -73,7 +73,6 @@ typedef struct tg_cuda_device {
     CUcontext ctx;                 /* the device's primary context */
     tg_cuda_props props;
     bool strict_fp;                /* CT_CUDA_STRICT_FP: no FMA contraction */
-    bool pdl_early;                /* CT_CUDA_PDL_EARLY: every file by NVRTC with TG_PDL_EARLY (common.cuh) */
     char *stamps_path;             /* CT_CUDA_STAMPS: where the kernels' timer records go */
     CUdeviceptr stamps;            /* their buffer (cuda_profile.c) */
 

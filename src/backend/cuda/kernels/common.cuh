@@ -78,23 +78,12 @@ __device__ __forceinline__ void tg_st(char *p, int type, float v) {
 
 /* Programmatic dependent launch (sm_90; launches carry the attribute when
  * the host enables it): the first statement of every graph kernel. It waits
- * until the kernel before it in the stream has finished and its writes
- * (and, through that kernel's own wait, every earlier one's) are visible,
- * then lets the next kernel begin launching, so the next launch's latency
- * hides behind this kernel's work. What a kernel reads before its wait may
- * then be what any launch before the previous one wrote (that one has
- * ended). TG_PDL_EARLY=1 (CT_CUDA_PDL_EARLY=1) lets the next kernel launch
- * before the wait instead: a chain of short kernels is then resident
- * several deep, each loading its weights while the ones before it run, but
- * before its wait a kernel may run beside any earlier one, so it may read
- * only weights there (a request into L2 is safe either way). Measured on an
- * H100 (sixteenth session): a decoder step's 64-block products resident
- * 7-16 us before their turn instead of 1-5, yet the step no faster (batch 1
- * +1.6%, 8 +0.6%, 64 +0.3% against the order here): off. A no-op for a
- * kernel launched without the attribute. */
-#ifndef TG_PDL_EARLY
-#define TG_PDL_EARLY 0
-#endif
+ * until the kernels before it in the stream have finished and their writes
+ * are visible, then lets the next kernel begin launching, so the next
+ * launch's latency hides behind this kernel's work (letting it launch
+ * before the wait kept short kernels resident several deep, their weights
+ * loaded, but made a decoder step no faster: NOTES.md, sixteenth session).
+ * A no-op for a kernel launched without the attribute. */
 #if TG_CC >= 90 && defined(TG_STAMPS)
 /* CT_CUDA_STAMPS (cuda_profile.c, a diagnostic build: the host adds
  * -DTG_STAMPS and compiles every file by NVRTC): block (0,0,0)'s thread 0
@@ -121,9 +110,6 @@ __device__ __forceinline__ void tg_pdl_stamped(const char *fn) {
         for (const char *q = fn; *q; q++) h = (h ^ (unsigned char)*q) * 1099511628211ull;
         t0 = tg_gtime();
     }
-#if TG_PDL_EARLY
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
     asm volatile("griddepcontrol.wait;" ::: "memory");
     if (first && tg_stamps) {
         const unsigned long long t1 = tg_gtime();
@@ -136,13 +122,9 @@ __device__ __forceinline__ void tg_pdl_stamped(const char *fn) {
                    (unsigned long long)(blockDim.x * blockDim.y & 0xfffu) << 52;
         }
     }
-#if !TG_PDL_EARLY
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
 }
 #define TG_PDL() tg_pdl_stamped(__func__)
-#elif TG_CC >= 90 && TG_PDL_EARLY
-#define TG_PDL() asm volatile("griddepcontrol.launch_dependents;\n\tgriddepcontrol.wait;" ::: "memory")
 #elif TG_CC >= 90
 #define TG_PDL() asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory")
 #else

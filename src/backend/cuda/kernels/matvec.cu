@@ -388,30 +388,26 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
     if (args.w_early) MVM_LOAD_W(wv, s0);
     if (args.opt & TG_MV_PREFETCH) mvm_prefetch(args, rb * (8 * NT));
     /* the epilogue's bias and residual for the one output this thread
-     * writes, loaded into registers ahead of the sums where the host allows
-     * it (TG_MV_EPI_EARLY, one tile, a thread for every output: NT x 128
-     * threads or more: K >= 1024 on 16 rows, any K on 8; one block of rows
-     * a block, no rows loop: the host checks). The bias is a weight and
-     * goes before the wait. The residual was written by a launch before the
-     * previous one, which has ended once this kernel runs (the previous one
-     * let it start only after its own wait), so it goes before the wait
-     * too; with TG_PDL_EARLY that one may still run, and the residual goes
-     * right after the wait, in flight beside the products' loads. */
+     * writes, loaded before the wait where the host allows it
+     * (TG_MV_EPI_EARLY, one tile, a thread for every output: NT x 128
+     * threads or more: K >= 1024 on 16 rows, any K on 8): the bias is a weight, and the residual was
+     * written by a launch before the previous one, which has ended once
+     * this kernel runs (the previous one let it start only after its own
+     * wait). One block of rows a block (no rows loop: the host checks) */
     const bool epi_early = !WIDE && MT == 1 && (args.opt & TG_MV_EPI_EARLY) &&
                            blockDim.x >= (unsigned)(MT * NT * 128) && stride >= row_blocks;
     float eb = 0.0f, er = 0.0f;
-    const int epi_m = (threadIdx.x >> 4 & 7) + ((threadIdx.x & 2) ? 8 : 0);
-    const i64 epi_n = rb * (8 * NT) + 8 * ((threadIdx.x >> 7) % NT) + 2 * (threadIdx.x >> 2 & 3) + (threadIdx.x & 1);
-    const bool epi_mine = epi_early && threadIdx.x < MT * NT * 128 && epi_m < args.m && epi_n < args.n;
-    if (epi_mine && args.bias) eb = args.bias[epi_n];
-#if !TG_PDL_EARLY
-    /* from L2 (another kernel wrote it; this one has not waited) */
-    if (epi_mine && args.res) er = __ldcg((const float *)(args.res + epi_m * args.ldr + epi_n * 4));
-#endif
+    if (epi_early && threadIdx.x < MT * NT * 128) {
+        const int o = threadIdx.x, j = (o >> 7) % NT, ln = (o >> 2) & 31, e = o & 3;
+        const int m = (ln >> 2) + ((e & 2) ? 8 : 0);
+        const i64 n = rb * (8 * NT) + 8 * j + 2 * (ln & 3) + (e & 1);
+        if (m < args.m && n < args.n) {
+            if (args.bias) eb = args.bias[n];
+            /* from L2 (another kernel wrote it; this one has not waited) */
+            if (args.res) er = __ldcg((const float *)(args.res + m * args.ldr + n * 4));
+        }
+    }
     TG_PDL();
-#if TG_PDL_EARLY
-    if (epi_mine && args.res) er = __ldcg((const float *)(args.res + epi_m * args.ldr + epi_n * 4));
-#endif
     if (!args.w_early) MVM_LOAD_W(wv, s0);
     /* the normed columns, then the warps' sums after them (a block keeps
      * the columns for further rows) */
