@@ -945,8 +945,6 @@ static void test_matvec_r8_same_bits(void) {
     }
     tg_backend_free(on);
     tg_backend_free(off);
-    tg_backend_free(on);
-    tg_backend_free(off);
 }
 
 /* The rows loop over what the SMs hold at once (CT_CUDA_MATVEC_LOOP=3, the default)
