@@ -947,6 +947,107 @@ static void test_matvec_r8_same_bits(void) {
     tg_backend_free(off);
 }
 
+/* A decoder step's feed-forward at the model's size with its weights
+ * marked (mul_mat_vec_mma_st16 for the down product's K = 4096, 16 warps),
+ * at 1, 8 and 16 columns; 4096 hidden rows are 512 blocks of 8, so on 132
+ * SMs the up product's blocks take 4 or 3 each. And one product of 1003
+ * rows (the last block of 8 repeating row 1002 in shared memory) at 5
+ * columns without a norm. */
+static tg_tensor *build_ffn_st1(tg_ctx *ctx) { return ffn_block_marked(ctx, 1, 1024, 4096); }
+static tg_tensor *build_ffn_st8(tg_ctx *ctx) { return ffn_block_marked(ctx, 8, 1024, 4096); }
+static tg_tensor *build_ffn_st16(tg_ctx *ctx) { return ffn_block_marked(ctx, 16, 512, 2048); }
+static tg_tensor *build_mv_rows1003(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 1024, 5), *w = in2(ctx, TG_BF16, 1024, 1003), *b = in2(ctx, TG_F32, 1003, 1);
+    w->flags |= TG_FLAG_WEIGHT;
+    b->flags |= TG_FLAG_WEIGHT;
+    return tg_add(ctx, tg_mul_mat(ctx, w, x), b);
+}
+
+/* Weight rows staged in shared memory before the wait
+ * (mul_mat_vec_mma_st(16), CT_CUDA_MATVEC_STAGED=100; off by default)
+ * against the CPU, and against mul_mat_vec_mma: the same warps take the same
+ * steps in the same order, so the same bits; the counters say which ran.
+ * Unmarked weights are never staged (a kernel before might write them). */
+static void test_matvec_staged_same_bits(void) {
+    tg_backend *on = cuda_with("CT_CUDA_MATVEC_STAGED", "100"), *off = on ? cuda_or_skip() : NULL;
+    if (on && off && ((tg_cuda_ctx *)on->impl)->dev->props.tc_level >= 2 &&
+        ((tg_cuda_ctx *)on->impl)->dev->props.smem_per_block_optin >= 100 * 1024) {
+        tg_cuda_ctx *c = (tg_cuda_ctx *)on->impl, *d = (tg_cuda_ctx *)off->impl;
+        CHECK(c->matvec_staged == 100 && d->matvec_staged == 0);
+        const int s_on = c->n_matvec_staged, s_off = d->n_matvec_staged;
+        compare_with_cpu(on, build_ffn_st1, 3, 5e-4, "ffn 1024 x 4096 on 1 column, weights staged");
+        compare_with_cpu(on, build_ffn_st8, 3, 5e-4, "ffn 1024 x 4096 on 8 columns, weights staged");
+        compare_with_cpu(on, build_mv_rows1003, 2, 5e-4, "1003 rows on 5 columns, weights staged");
+        CHECK_MSG(c->n_matvec_staged >= s_on + 5, "staged launches: %d", c->n_matvec_staged - s_on);
+        compare_cuda_exact(on, off, build_ffn_st1, "ffn 1024 x 4096 on 1 column, staged against not");
+        compare_cuda_exact(on, off, build_ffn_st8, "ffn 1024 x 4096 on 8 columns, staged against not");
+        compare_cuda_exact(on, off, build_ffn_st16, "ffn 512 x 2048 on 16 columns, staged against not");
+        compare_cuda_exact(on, off, build_mv_rows1003, "1003 rows on 5 columns, staged against not");
+        compare_cuda_exact(on, off, build_ffn_epi, "ffn 256 x 1024 on 8 columns, staged against not");
+        CHECK_MSG(d->n_matvec_staged == s_off, "staged launches with the switch off: %d", d->n_matvec_staged - s_off);
+        const int before = c->n_matvec_staged, mv = c->n_matvec_mma;
+        compare_with_cpu(on, build_ffn_mma8, 3, 5e-4, "ffn on 8 columns, weights not marked");
+        CHECK_MSG(c->n_matvec_mma > mv && c->n_matvec_staged == before, "unmarked: %d staged of %d",
+                  c->n_matvec_staged - before, c->n_matvec_mma - mv);
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+}
+
+/* ffn_block_marked with the norm's weight and bias marked too, as the
+ * model's are: the first product's launch may copy them into shared
+ * memory before its wait (mul_mat_vec_mma_ln). At 1 column (the block's
+ * norm), 8 and 13 (a warp a column, one read), and 16 at K = 512. */
+static tg_tensor *ffn_ln_marked(tg_ctx *ctx, int64_t cols, int64_t d, int64_t hidden) {
+    tg_tensor *y = ffn_block_marked(ctx, cols, d, hidden);
+    if (!y) return NULL;
+    tg_tensor *ln = y->src[0]->src[0]->src[1]->src[0]->src[0]->src[1]; /* relu(mm1 + b1) <- mm1 <- ln */
+    for (int k = 1; k < 3; k++) (ln->src[k]->view_src ? ln->src[k]->view_src : ln->src[k])->flags |= TG_FLAG_WEIGHT;
+    return y;
+}
+static tg_tensor *build_ffn_ln1(tg_ctx *ctx) { return ffn_ln_marked(ctx, 1, 1024, 4096); }
+static tg_tensor *build_ffn_ln8(tg_ctx *ctx) { return ffn_ln_marked(ctx, 8, 1024, 4096); }
+static tg_tensor *build_ffn_ln13(tg_ctx *ctx) { return ffn_ln_marked(ctx, 13, 1024, 1024); }
+static tg_tensor *build_ffn_ln16(tg_ctx *ctx) { return ffn_ln_marked(ctx, 16, 512, 2048); }
+
+/* The norm's parameters staged in shared memory before the wait
+ * (CT_CUDA_MATVEC_LN_STAGE=2: for any columns) against the CPU and against
+ * reading them after the statistics (=0): the same values in the same
+ * arithmetic, so the same bits; =1 (the default) leaves one column alone;
+ * the counters say which ran, and a norm whose parameters are not marked
+ * is not staged. */
+static void test_matvec_ln_stage_same_bits(void) {
+    tg_backend *on = cuda_with("CT_CUDA_MATVEC_LN_STAGE", "2"), *off = on ? cuda_with("CT_CUDA_MATVEC_LN_STAGE", "0") : NULL;
+    tg_backend *two = off ? cuda_or_skip() : NULL;
+    if (on && off && two && ((tg_cuda_ctx *)on->impl)->dev->props.tc_level >= 2) {
+        tg_cuda_ctx *c = (tg_cuda_ctx *)on->impl, *d = (tg_cuda_ctx *)off->impl, *e = (tg_cuda_ctx *)two->impl;
+        CHECK(c->matvec_ln_stage == 2 && d->matvec_ln_stage == 0 && e->matvec_ln_stage == 1);
+        const build_fn fns[4] = {build_ffn_ln1, build_ffn_ln8, build_ffn_ln13, build_ffn_ln16};
+        const char *names[4] = {"1 column, K = 1024", "8 columns, K = 1024", "13 columns, K = 1024",
+                                "16 columns, K = 512"};
+        for (int i = 0; i < 4; i++) {
+            char what[96];
+            const int s_on = c->n_matvec_ln_stage, s_off = d->n_matvec_ln_stage, s_two = e->n_matvec_ln_stage;
+            snprintf(what, sizeof what, "ffn, norm parameters staged, %s", names[i]);
+            compare_with_cpu(on, fns[i], 3, 5e-4, what);
+            snprintf(what, sizeof what, "ffn, norm parameters staged against not, %s", names[i]);
+            compare_cuda_exact(on, off, fns[i], what);
+            snprintf(what, sizeof what, "ffn, norm parameters staged from two columns, %s", names[i]);
+            compare_cuda_exact(two, off, fns[i], what);
+            CHECK_MSG(c->n_matvec_ln_stage > s_on && d->n_matvec_ln_stage == s_off &&
+                          (e->n_matvec_ln_stage > s_two) == (i > 0),
+                      "%s: staged launches %d (=2), %d (=0), %d (=1)", names[i], c->n_matvec_ln_stage - s_on,
+                      d->n_matvec_ln_stage - s_off, e->n_matvec_ln_stage - s_two);
+        }
+        const int before = c->n_matvec_ln_stage;
+        compare_with_cpu(on, build_ffn_epi, 3, 5e-4, "ffn, norm parameters not marked");
+        CHECK_MSG(c->n_matvec_ln_stage == before, "unmarked norm parameters: %d staged", c->n_matvec_ln_stage - before);
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+    tg_backend_free(two);
+}
+
 /* The rows loop over what the SMs hold at once (CT_CUDA_MATVEC_LOOP=3, the default)
  * against the CPU and against a block for every 16 rows: each output's
  * sums are the same steps in the same order, so the same bits. */
@@ -1001,7 +1102,8 @@ static void test_step_switches_match_cpu(void) {
 }
 
 TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_operands_stored_16_bits),
-          T(test_epilogue_early), T(test_matvec_r8_same_bits),
+          T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_matvec_staged_same_bits),
+          T(test_matvec_ln_stage_same_bits),
           T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu),
           T(test_matvec_f32_kernel_matches_cpu), T(test_matvec_mma_wide_match_cpu),
           T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),

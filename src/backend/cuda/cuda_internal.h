@@ -264,6 +264,11 @@ typedef struct tg_cuda_ctx {
     bool matvec_r8;            /* CT_CUDA_MATVEC_R8=1: blocks of 8 rows where those of 16 leave SMs idle (off:
                                 * measured slower on an H100, tenth session; only for K >= 2048, the
                                 * feed-forward's down product, no faster in the sixteenth) */
+    int matvec_staged;         /* CT_CUDA_MATVEC_STAGED: the most shared memory (KB) a block of
+                                * mul_mat_vec_mma_st(16) may take, its weight rows staged before the wait; 0: off */
+    int matvec_ln_stage;       /* CT_CUDA_MATVEC_LN_STAGE: a fused norm's parameters (weights) staged in shared
+                                * memory before the wait (mul_mat_vec_mma_ln): 0 never, 1 (default) from two
+                                * columns on, 2 for any */
     bool matvec_cl;            /* CT_CUDA_MATVEC_CL=1: 17-64 columns on mul_mat_vec_mma_cl (clusters splitting K)
                                 * where cuBLASLt took them (off: slower on an H100, fourteenth session) */
     int matvec_cl_min;         /* CT_CUDA_MATVEC_CL_MIN: the fewest columns it takes (default 17; below, in place
@@ -315,6 +320,8 @@ typedef struct tg_cuda_ctx {
     int n_matvec_norm_block;   /* encodes with TG_MV_NORM_BLOCK */
     int n_matvec_wide;                         /* ... of them on mul_mat_vec_mma_wide */
     int n_matvec_r8;                           /* ... of them on mul_mat_vec_mma_r8 */
+    int n_matvec_staged;                       /* ... of them on mul_mat_vec_mma_st(16) */
+    int n_matvec_ln_stage;                     /* ... of them on mul_mat_vec_mma_ln */
     int n_matvec_cl;                           /* ... of them on mul_mat_vec_mma_cl */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
     int n_attn_split;          /* encodes of attn_split (a few queries over many keys) */

@@ -321,10 +321,35 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * until they end) it was no faster either (sixteenth session: the step
      * +1.5% at batch 1, +0.0% at 8, +0.4% at 64) */
     const int64_t r8_blocks = (w->ne[1] + TG_MVM_ROWS8 - 1) / TG_MVM_ROWS8;
-    const bool r8 = mma && c->matvec_r8 && cols <= TG_MVM_MAXM && sms > 0 && r8_blocks <= sms &&
+    /* mul_mat_vec_mma_st(16) (CT_CUDA_MATVEC_STAGED, the most KB of shared
+     * memory a block may take; 0, the default: off): blocks of 8 rows, no
+     * more blocks than the SMs, each block's weight rows copied into its
+     * shared memory before the wait, a block at most half an SM's
+     * registers (kernels/matvec.cu), so that a decoder step's next kernel
+     * is resident while this one runs and its weights arrive then. For the
+     * weights of a product of 1-16 columns whose rows fit (not the logits:
+     * 270 KB a block at K = 1024). Slower on an H100 (seventeenth session,
+     * against off, five rounds): the step at batch 1 0.4137 against 0.3705
+     * ms, +8-10% at 4 and 8, and +10% at 1 with every step kernel asking
+     * for the most shared memory (so that no SM waits to change its
+     * split). Stamped, the down product gained (7.5 -> 5.5 us: resident
+     * 4.6 us early, not 0.6) and the q/k/v and up products lost (4.3 ->
+     * 7.5, 4.5 -> 9.2 us): their blocks, 50-68 KB of rows each, arrived
+     * 0.7-2.5 us before their turn, and a block computes nothing until all
+     * its rows are in, where mul_mat_vec_mma's rounds overlap. */
+    const int64_t K = w->ne[0], st_row_blocks = r8_blocks, st_grid = st_row_blocks > sms ? sms : st_row_blocks;
+    const int64_t st_base = (mvm_smem(K, M, ln != NULL, TG_MVM_ROWS8) + 127) & ~(int64_t)127;
+    const int64_t st_smem =
+        st_grid > 0 ? st_base + (st_row_blocks + st_grid - 1) / st_grid * TG_MVM_ROWS8 * (2 * K + TG_MVS_PAD) : 0;
+    const bool staged = mma && !cl && c->matvec_staged > 0 && cols <= TG_MVM_MAXM && sms > 0 && a.w_early &&
+                        st_smem <= (int64_t)c->matvec_staged * 1024 && st_smem <= c->dev->props.smem_per_block_optin;
+    const bool r8 = !staged && mma && c->matvec_r8 && cols <= TG_MVM_MAXM && sms > 0 && r8_blocks <= sms &&
                     (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS < sms;
-    const int64_t rows_a_block = r8 ? TG_MVM_ROWS8 : TG_MVM_ROWS;
-    unsigned smem = mma ? (unsigned)mvm_smem(w->ne[0], M, ln != NULL, rows_a_block) : ln ? (unsigned)(w->ne[0] * M * 4) : 0;
+    const int64_t rows_a_block = staged || r8 ? TG_MVM_ROWS8 : TG_MVM_ROWS;
+    unsigned smem = staged ? (unsigned)st_smem
+                    : mma  ? (unsigned)mvm_smem(w->ne[0], M, ln != NULL, rows_a_block)
+                    : ln   ? (unsigned)(w->ne[0] * M * 4)
+                           : 0;
     if (ln) {
         a.ln = 1;
         a.ln_w = ln->src[1] ? tg_cuda_dptr(ln->src[1]->data) : 0;
@@ -367,6 +392,25 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * rows at batch 1-16) */
     const int64_t resident = sms * (warps <= 8 ? 2 : 1);
     if (sms > 0 && c->matvec_loop == 3 && rows > 2 * resident) rows = resident;
+    if (staged) rows = st_grid;
+    /* mul_mat_vec_mma_ln (CT_CUDA_MATVEC_LN_STAGE: 1, the default, from two
+     * columns on; 2 for any; 0 never): the norm's weights and biases,
+     * weights both, copied into shared memory before the wait, where the
+     * warp-a-column norm read them after its statistics, from memory (the
+     * step's 260 MB of weights evict them from L2 every step). On an H100
+     * (seventeenth session, five rounds, against 0): the step at batch 8
+     * 0.4966 -> 0.4910 ms (-1.1%, every round apart), at 1 unchanged; for
+     * one column too (=2) the step at batch 1 took 9.7% longer (0.4028
+     * against 0.3673 ms): the block's norm loads x and the parameters at
+     * once after the wait, and the copies' wait before the norm put the
+     * parameters' trip in front of x's. */
+    const tg_tensor *lnw = ln ? ln->src[1] : NULL, *lnb = ln ? ln->src[2] : NULL;
+    const bool ln_stage = mma && !cl && !staged && !r8 && cols <= TG_MVM_MAXM && lnw && lnb &&
+                          (c->matvec_ln_stage >= 2 || (c->matvec_ln_stage == 1 && M >= 2)) &&
+                          tg_cuda_is_weight(lnw) && tg_cuda_is_weight(lnb) && ((uintptr_t)lnw->data & 15) == 0 &&
+                          ((uintptr_t)lnb->data & 15) == 0 && w->ne[0] % 4 == 0 &&
+                          (int64_t)smem + 8 * w->ne[0] <= c->dev->props.smem_per_block_optin;
+    if (ln_stage) smem += (unsigned)(8 * w->ne[0]);
     /* the epilogue's bias and residual before the wait: a thread for every
      * output (one tile, 128 threads for each 8 rows a block), no rows loop, the bias a
      * weight, the residual not the previous launch's */
@@ -405,6 +449,20 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
         if (cols > TG_MVM_MAXM) {
             c->n_matvec_wide++;
             return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma_wide, (unsigned)blocks, 1, 1, (unsigned)(32 * warps),
+                          smem, a);
+        }
+        if (ln_stage) {
+            c->n_matvec_ln_stage++;
+            return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma_ln, (unsigned)blocks, 1, 1, (unsigned)(32 * warps),
+                          smem, a);
+        }
+        if (staged) {
+            c->n_matvec_staged++;
+            a.ws_off = (int32_t)st_base;
+            if (warps <= 8)
+                return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma_st, (unsigned)blocks, 1, 1,
+                              (unsigned)(32 * warps), smem, a);
+            return LAUNCH(c, s, "matvec.cu", "", mul_mat_vec_mma_st16, (unsigned)blocks, 1, 1, (unsigned)(32 * warps),
                           smem, a);
         }
         if (r8) {

@@ -308,6 +308,10 @@ TG_KARGS_SIZE(tg_attn_decode_args, 440);
 #define TG_MVM_WIDE 64
 #define TG_MVM_ROWS 16
 #define TG_MVM_ROWS8 8 /* mul_mat_vec_mma_r8's rows a block */
+/* mul_mat_vec_mma_st(16): a block's staged weight rows are 2 k + this
+ * many bytes apart in shared memory, so that the two rows a quarter warp
+ * reads (64 bytes of each) fall on different banks */
+#define TG_MVS_PAD 64
 /* mul_mat_vec_mma_cl: the blocks of a cluster (K split over them, K a
  * multiple of 64 times it) and the weight rows a cluster (16 a group of
  * two warps, each over half the block's slice) */
@@ -358,8 +362,12 @@ typedef struct tg_mul_mat_vec_args {
     tg_dp_cchar kv_ids;
     tg_i64 kv_nb1, kv_nb2, kv_nb3, ids_nb1, ids_nb2, kv_n0;
     tg_i32 kv_hd, kv_heads, kv_t, kv_type;
+    /* mul_mat_vec_mma_st(16) only: the byte offset in dynamic shared
+     * memory of the block's weight rows (after the normed columns and the
+     * warps' sums), rows of 2 k + TG_MVS_PAD bytes */
+    tg_i32 ws_off, ws_pad_;
 } tg_mul_mat_vec_args;
-TG_KARGS_SIZE(tg_mul_mat_vec_args, 216);
+TG_KARGS_SIZE(tg_mul_mat_vec_args, 224);
 
 /* ------------------------------------------------------------ conv.cu */
 
@@ -547,6 +555,9 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(matvec, mul_mat_vec_mma, tg_mul_mat_vec_args)         \
     X(matvec, mul_mat_vec_mma_wide, tg_mul_mat_vec_args)    \
     X(matvec, mul_mat_vec_mma_r8, tg_mul_mat_vec_args)      \
+    X(matvec, mul_mat_vec_mma_st, tg_mul_mat_vec_args)      \
+    X(matvec, mul_mat_vec_mma_st16, tg_mul_mat_vec_args)    \
+    X(matvec, mul_mat_vec_mma_ln, tg_mul_mat_vec_args)      \
     X(matvec, mul_mat_vec_mma_cl, tg_mul_mat_vec_args)      \
     X(matvec, mul_mat_vec_mma_cl2, tg_mul_mat_vec_args)     \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \

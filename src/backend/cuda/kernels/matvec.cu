@@ -324,6 +324,46 @@ __device__ __forceinline__ void mvm_prefetch(const tg_args_mul_mat_vec &args, i6
     if (p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+/* A weight fragment: from global memory through the read-only path, or
+ * (ST) from the block's rows in shared memory. */
+template <bool ST> __device__ __forceinline__ uint4 mvm_ldw(const char *p) {
+    return ST ? *(const uint4 *)p : __ldg((const uint4 *)p);
+}
+
+#if TG_CC >= 80
+/* mul_mat_vec_mma_st(16): every weight row of this block's blocks of rows
+ * (rb0, rb0 + stride, ... below row_blocks; 8 NT rows each, the last
+ * block's rows past n repeating row n - 1 as MVM_ROWS reads them) copied
+ * by cp.async into shared memory at ws, rows lds bytes apart, one group
+ * the kernel waits for after its norm. Weights only (no kernel writes
+ * them), so this goes before the wait for the kernel before: with that
+ * kernel's blocks leaving room on the SMs, the copies run while it does. */
+template <int NT>
+__device__ __forceinline__ void mvm_stage(const tg_args_mul_mat_vec &args, unsigned ws, i64 rb0, i64 stride,
+                                          i64 row_blocks, int lds) {
+    const int cpr = (int)(args.k / 8); /* 16-byte pieces a row */
+    int li = 0;
+    for (i64 rb = rb0; rb < row_blocks; rb += stride, li++)
+        for (int c = threadIdx.x; c < 8 * NT * cpr; c += blockDim.x) {
+            const int rr = c / cpr, ch = c - rr * cpr;
+            const i64 r = rb * (8 * NT) + rr < args.n ? rb * (8 * NT) + rr : args.n - 1;
+            cp_async16_s(ws + (unsigned)((li * 8 * NT + rr) * lds + 16 * ch), args.w + r * args.lda + 16 * ch);
+        }
+    cp_async_commit();
+}
+#endif
+
+#if TG_CC >= 80
+/* mul_mat_vec_mma_ln: the norm's K weights and K biases as 16-byte pieces
+ * into shared memory at ws (the weights, then the biases), one group. */
+__device__ __forceinline__ void mvm_stage_ln(const tg_args_mul_mat_vec &args, unsigned ws) {
+    const int q = (int)(args.k / 4);
+    for (int c = threadIdx.x; c < 2 * q; c += blockDim.x)
+        cp_async16_s(ws + 16u * (unsigned)c, c < q ? args.ln_w + 4 * c : args.ln_b + 4 * (c - q));
+    cp_async_commit();
+}
+#endif
+
 /* args.kv: output (n, column mg) into the cache too, as set_rows would
  * store it (kargs.cuh). */
 __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64 mg, i64 n, float r) {
@@ -351,7 +391,7 @@ __device__ __forceinline__ void mv_kv_store(const tg_args_mul_mat_vec &args, i64
  * on to further blocks of rows (gridDim.x / tiles apart) with its normed
  * columns kept in shared memory, its warps' sums after them, and the next
  * rows' first weights loaded before this one's sums. */
-template <int MT, int NT, int U, bool WIDE>
+template <int MT, int NT, int U, bool WIDE, bool ST = false, bool LNS = false>
 __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsigned short *mvm_xs) {
 #if TG_CC >= 80
     /* More than MT x 16 columns come as tiles of that many, the tiles of
@@ -370,22 +410,34 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
     const i64 row_blocks = (args.n + 8 * NT - 1) / (8 * NT), stride = (i64)(gridDim.x / (unsigned)tiles);
     const int per = (S + nw - 1) / nw, s0 = warp * per, s1 = s0 + per < S ? s0 + per : S;
     i64 rb = (i64)(blockIdx.x / (unsigned)tiles);
+    int li = 0; /* ST: rb's place among the block's staged blocks of rows */
     const char *wr[NT];
-#define MVM_ROWS(rb_)                                                          \
+    /* ST: the block's weight rows in shared memory (mvm_stage) */
+    const char *wsp = (const char *)mvm_xs + (ST ? args.ws_off : 0);
+    const int lds = 2 * K + TG_MVS_PAD;
+#define MVM_ROWS(rb_, li_)                                                     \
     _Pragma("unroll") for (int j = 0; j < NT; j++) {                       \
         const i64 n0_ = (rb_) * (8 * NT), r = n0_ + 8 * j + g < args.n ? n0_ + 8 * j + g : args.n - 1; \
-        wr[j] = args.w + r * args.lda + 16 * t;                                \
+        wr[j] = ST ? wsp + ((li_) * 8 * NT + 8 * j + g) * lds + 16 * t : args.w + r * args.lda + 16 * t; \
     }
-    MVM_ROWS(rb);
+    MVM_ROWS(rb, li);
     uint4 wv[U][NT], wn[WIDE ? U : 1][NT];
 #define MVM_LOAD_W(dst, sb)                                                                              \
     _Pragma("unroll") for (int u = 0; u < U; u++) _Pragma("unroll") for (int j = 0; j < NT; j++) \
-        dst[u][j] = (sb) + u < s1 ? __ldg((const uint4 *)(wr[j] + (i64)((sb) + u) * 64)) : make_uint4(0u, 0u, 0u, 0u)
+        dst[u][j] = (sb) + u < s1 ? mvm_ldw<ST>(wr[j] + (i64)((sb) + u) * 64) : make_uint4(0u, 0u, 0u, 0u)
     /* a weight's first round goes out before the wait for the previous
-     * kernel (args.w_early, as in mul_mat_vec); so do requests for the
+     * kernel (args.w_early, as in mul_mat_vec), or with ST all of the
+     * block's rows, into shared memory; so do requests for the
      * first rows' bias and the norm's parameters into L2 (TG_MV_PREFETCH),
      * which are read after the wait */
-    if (args.w_early) MVM_LOAD_W(wv, s0);
+    if (ST) mvm_stage<NT>(args, smem_addr(wsp), rb, stride, row_blocks, lds);
+    else if (args.w_early) MVM_LOAD_W(wv, s0);
+    /* LNS: the norm's ln_w and ln_b (weights, both present, 16-byte
+     * aligned: the host checks) copied into shared memory after the warps'
+     * sums, so that the norm reads them there, not from L2 or memory after
+     * its statistics */
+    float *lnp = LNS ? (float *)(mvm_xs + (((i64)args.m * (K + 8) + 7) & ~(i64)7)) + nw * MT * NT * 128 : NULL;
+    if (LNS) mvm_stage_ln(args, smem_addr(lnp));
     if (args.opt & TG_MV_PREFETCH) mvm_prefetch(args, rb * (8 * NT));
     /* the epilogue's bias and residual for the one output this thread
      * writes, loaded before the wait where the host allows it
@@ -408,7 +460,13 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
         }
     }
     TG_PDL();
-    if (!args.w_early) MVM_LOAD_W(wv, s0);
+    if (!ST && !args.w_early) MVM_LOAD_W(wv, s0);
+    if (LNS) {
+        cp_async_wait<0>();
+        __syncthreads();
+        args.ln_w = lnp;
+        args.ln_b = lnp + K;
+    }
     /* the normed columns, then the warps' sums after them (a block keeps
      * the columns for further rows) */
     float *red = (float *)mvm_xs; /* [nw][MT][NT][32][4] */
@@ -418,6 +476,11 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
         else if ((WIDE || (args.opt & TG_MV_NORM1)) && K % 128 == 0 && K <= 1024) mvm_norm_columns_1pass(args, mvm_xs);
         else mvm_norm_columns(args, mvm_xs);
         red = (float *)(mvm_xs + (((i64)args.m * (K + 8) + 7) & ~(i64)7));
+    }
+    if (ST) { /* this thread's copies landed; the barrier: everyone's */
+        cp_async_wait<0>();
+        __syncthreads();
+        MVM_LOAD_W(wv, s0);
     }
     for (;;) {
         const i64 n0 = rb * (8 * NT);
@@ -467,7 +530,7 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
         }
         const i64 next = rb + stride;
         if (next < row_blocks) {
-            MVM_ROWS(next);
+            MVM_ROWS(next, li + 1);
             MVM_LOAD_W(wv, s0);
         }
         /* the warps' partial sums, then one thread an output */
@@ -494,6 +557,7 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
         }
         if (next >= row_blocks) break;
         rb = next;
+        li++;
         __syncthreads(); /* the sums read before the next rows write them */
     }
 #undef MVM_LOAD_W
@@ -517,6 +581,41 @@ extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma(const tg_args_
 extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma_r8(const tg_args_mul_mat_vec full) {
     extern __shared__ __align__(16) unsigned short mvm_xs[];
     mvm_body<1, TG_MVM_ROWS8 / 8, 2 * MVM_U, false>(full, mvm_xs);
+}
+
+/* mul_mat_vec_mma with the norm's parameters staged in shared memory
+ * before the wait (cuda_matvec.c's CT_CUDA_MATVEC_LN_STAGE; by default
+ * from two columns on): a decoder step's normed products found them
+ * evicted by the step's 260 MB of weights streaming through L2, and the
+ * warp-a-column norm read them after the columns' statistics, a trip to
+ * memory more after the wait. */
+extern "C" __global__ void __launch_bounds__(512) mul_mat_vec_mma_ln(const tg_args_mul_mat_vec full) {
+    extern __shared__ __align__(16) unsigned short mvm_xs[];
+    mvm_body<1, MVM_NT, MVM_U, false, false, true>(full, mvm_xs);
+}
+
+/* The same for 1 to TG_MVM_MAXM columns with the block's weight rows staged
+ * in shared memory before the wait (mvm_stage, cuda_matvec.c's
+ * CT_CUDA_MATVEC_STAGED): blocks of 8 rows, at most one block an SM, each
+ * going on to further blocks of rows, and at most half an SM's registers
+ * (two blocks' worth at 128 registers for K <= 1024, 64 at up to 16
+ * warps), so that the next kernel of a decoder step finds room on every
+ * SM while this one runs and copies its own weights then. The other
+ * kernels' blocks fill an SM (mul_mat_vec_mma at K = 1024 is two blocks of
+ * 256 threads at 128 registers), so a kernel's weights came after the one
+ * before had ended: a step's products ran 2.5-8 us each for 2-8 MB, their
+ * time the trips to memory after the wait. Same warps, steps and order as
+ * mul_mat_vec_mma for the same K, so the same sums. */
+extern "C" __global__ void __launch_bounds__(256, 2) mul_mat_vec_mma_st(const tg_args_mul_mat_vec full) {
+    extern __shared__ __align__(16) unsigned short mvm_xs[];
+    mvm_body<1, 1, MVM_U, false, true>(full, mvm_xs);
+}
+
+/* K of 1152 to 4096 (9 to 16 warps, the feed-forward's down), two 32-k
+ * steps a round (registers for 64 a thread). */
+extern "C" __global__ void __launch_bounds__(512, 2) mul_mat_vec_mma_st16(const tg_args_mul_mat_vec full) {
+    extern __shared__ __align__(16) unsigned short mvm_xs[];
+    mvm_body<1, 1, 2, false, true>(full, mvm_xs);
 }
 
 /* 17 to TG_MVM_WIDE columns (a decoder step at batch 17-64) in one block:
