@@ -12,6 +12,9 @@
 # kernels then come from NVRTC), for short exploratory runs.
 # Logs go to /tmp/gpu-check-logs, and as one archive to $OUT when it is set
 # (the device tool's output folder, which takes few files).
+# Exit status 0 when every row of the summary passed; 1 when the build
+# failed or any row did (a non-zero rc, a crash named by its signal, a
+# target that did not build).
 # Build dependencies missing on the machine (cJSON, OpenBLAS, soxr, pkg-config)
 # are unpacked from .debs/tg-deps.txz (carried, git-ignored) into a private
 # prefix when it is there.
@@ -30,7 +33,24 @@ STAGES=${GPU_CHECK_STAGES:-tests conformance fixtures bench memcheck}
 BENCHES=${GPU_CHECK_BENCHES:-cuda_ceilings cuda_lt_candidates cuda_matmul cuda_bandwidth cuda_graph cuda_start cuda_attention cuda_conv}
 stage() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 declare -a ROWS
-row() { ROWS+=("$(printf '%-44s %s' "$1" "$2")"); }
+# A row of the summary; one whose value says FAILED or a non-zero rc
+# counts as a failure (the exit status says so).
+FAILS=0
+row() {
+  ROWS+=("$(printf '%-44s %s' "$1" "$2")")
+  case "$2" in FAILED*|rc=[1-9]*) FAILS=$((FAILS + 1)) ;; esac
+}
+# A test's output line-buffered where stdbuf is there, so that a crash
+# leaves the lines before it in the log (its summary line never comes).
+LINEBUF=$(command -v stdbuf >/dev/null && echo "stdbuf -oL" || echo "")
+# What a test's exit status says: a signal by name where it died of one.
+rc_text() {
+  if [ "$1" -gt 128 ] && [ "$1" -lt 160 ]; then
+    echo "rc=$1 (signal $(kill -l $(($1 - 128)) 2>/dev/null || echo $(($1 - 128))))"
+  else
+    echo "rc=$1"
+  fi
+}
 
 # --- dependencies ---------------------------------------------------------------
 . "$(dirname "$0")/gpu-env.sh"
@@ -67,10 +87,10 @@ rm -rf "$CT_CUDA_CACHE_DIR"
 for t in cuda-compile cuda-choices cuda-cache cuda-hazard cuda-backend cuda-kernels cuda-attn_step cuda-attn_mma cuda-matvec_cl cuda-session_fault; do
   stage tests || break
   T0=$(date +%s)
-  timeout "$(cap 200)" "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1
+  timeout "$(cap 200)" $LINEBUF "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1
   rc=$?
   res=$(tail -1 "$LOG/test-$t.log")
-  row "test-$t" "rc=$rc: $res ($(( $(date +%s) - T0 )) s)"
+  row "test-$t" "$(rc_text $rc): $res ($(( $(date +%s) - T0 )) s)"
   if [ $rc -ne 0 ]; then grep -E "FAIL|CHECK failed|failed:" "$LOG/test-$t.log" | head -20; fi
 done
 grep -hE "NMSE|graphs:|cold start|cc [0-9]" "$LOG/test-cuda-backend.log" "$LOG/test-cuda-kernels.log" \
@@ -78,9 +98,9 @@ grep -hE "NMSE|graphs:|cold start|cc [0-9]" "$LOG/test-cuda-backend.log" "$LOG/t
 
 if stage conformance; then
 T0=$(date +%s)
-timeout "$(cap 240)" "./$BUILD/test-ops" --backend cuda > "$LOG/test-ops-cuda.log" 2>&1
+timeout "$(cap 240)" $LINEBUF "./$BUILD/test-ops" --backend cuda > "$LOG/test-ops-cuda.log" 2>&1
 rc=$?
-row "conformance (test-ops --backend cuda)" "rc=$rc: $(tail -1 "$LOG/test-ops-cuda.log") ($(( $(date +%s) - T0 )) s)"
+row "conformance (test-ops --backend cuda)" "$(rc_text $rc): $(tail -1 "$LOG/test-ops-cuda.log") ($(( $(date +%s) - T0 )) s)"
 grep -iE "fail|nmse.*>|error" "$LOG/test-ops-cuda.log" | head -25
 fi
 
@@ -89,9 +109,9 @@ fi
 # lines of its log that GREP (failures by default) picks.
 model_test() {
   T0=$(date +%s)
-  CT_TEST_BACKEND=cuda timeout "$(cap "$3")" "./$BUILD/test-model-$1" > "$LOG/test-model-$1-cuda.log" 2>&1
+  CT_TEST_BACKEND=cuda timeout "$(cap "$3")" $LINEBUF "./$BUILD/test-model-$1" > "$LOG/test-model-$1-cuda.log" 2>&1
   rc=$?
-  row "$2" "rc=$rc: $(tail -1 "$LOG/test-model-$1-cuda.log") ($(( $(date +%s) - T0 )) s)"
+  row "$2" "$(rc_text $rc): $(tail -1 "$LOG/test-model-$1-cuda.log") ($(( $(date +%s) - T0 )) s)"
   grep -E "${4:-FAIL|CHECK failed|failed:}" "$LOG/test-model-$1-cuda.log" | head -20
 }
 if stage fixtures; then
@@ -126,7 +146,7 @@ elif command -v compute-sanitizer >/dev/null; then
   # backend tests that fault on purpose (a bad launch, a wild write).
   # test-model-fixtures under the sanitizer died on the host with no output
   # (2026-12-04; src/backend/cuda/NOTES.md), so it is not here.
-  for mc in "test-cuda-kernels fused_and_mixed" "test-cuda-kernels matvec_mma_tiles" \
+  for mc in "test-cuda-kernels fused_and_mixed" "test-cuda-kernels matvec_mma_tiles" "test-cuda-kernels ln_stage" \
             "test-cuda-attn_mma q_staged" "test-cuda-matvec_cl match_cpu" "test-cuda-backend graphs_capture" "test-cuda-backend buffers_set_get"; do
     set -- $mc
     [ -x "./$BUILD/$1" ] || continue
@@ -147,3 +167,8 @@ echo "==================== gpu-check summary ===================="
 for r in "${ROWS[@]}"; do echo "$r"; done
 if stage bench; then cat "$LOG"/bench-*.log 2>/dev/null | grep -E "^RESULT" | sed 's/^RESULT //'; fi
 if [ -n "${OUT:-}" ]; then tar czf "$OUT/gpu-check-logs.tgz" -C /tmp gpu-check-logs; fi
+if [ "$FAILS" -gt 0 ]; then
+  echo "gpu-check: $FAILS of the rows above failed"
+  exit 1
+fi
+echo "gpu-check: every row passed"
