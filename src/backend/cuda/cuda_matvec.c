@@ -71,6 +71,9 @@ static int64_t mvc_smem(int64_t K, int64_t M) {
 }
 /* ... and its static: the norm's two sums a column */
 #define MVC_STATIC_SMEM (2 * TG_MVM_WIDE * 4)
+/* The mma kernels' static shared memory (mvm_norm_column_block's two sums
+ * a warp), beside the dynamic, under the device's opt-in most */
+#define MVM_STATIC_SMEM (2 * 32 * 4)
 
 /* With CT_CUDA_MATVEC_CL=1, CT_CUDA_MATVEC_CL_MIN (default TG_MVM_MAXM +
  * 1) to TG_MVM_WIDE columns (a decoder step at batch 17-64; from 1 where
@@ -342,7 +345,8 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     const int64_t st_smem =
         st_grid > 0 ? st_base + (st_row_blocks + st_grid - 1) / st_grid * TG_MVM_ROWS8 * (2 * K + TG_MVS_PAD) : 0;
     const bool staged = mma && !cl && c->matvec_staged > 0 && cols <= TG_MVM_MAXM && sms > 0 && a.w_early &&
-                        st_smem <= (int64_t)c->matvec_staged * 1024 && st_smem <= c->dev->props.smem_per_block_optin;
+                        st_smem <= (int64_t)c->matvec_staged * 1024 &&
+                        st_smem + MVM_STATIC_SMEM <= c->dev->props.smem_per_block_optin;
     const bool r8 = !staged && mma && c->matvec_r8 && cols <= TG_MVM_MAXM && sms > 0 && r8_blocks <= sms &&
                     (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS < sms;
     const int64_t rows_a_block = staged || r8 ? TG_MVM_ROWS8 : TG_MVM_ROWS;
@@ -409,7 +413,7 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
                           (c->matvec_ln_stage >= 2 || (c->matvec_ln_stage == 1 && M >= 2)) &&
                           tg_cuda_is_weight(lnw) && tg_cuda_is_weight(lnb) && ((uintptr_t)lnw->data & 15) == 0 &&
                           ((uintptr_t)lnb->data & 15) == 0 && w->ne[0] % 4 == 0 &&
-                          (int64_t)smem + 8 * w->ne[0] <= c->dev->props.smem_per_block_optin;
+                          (int64_t)smem + 8 * w->ne[0] + MVM_STATIC_SMEM <= c->dev->props.smem_per_block_optin;
     if (ln_stage) smem += (unsigned)(8 * w->ne[0]);
     /* the epilogue's bias and residual before the wait: a thread for every
      * output (one tile, 128 threads for each 8 rows a block), no rows loop, the bias a
