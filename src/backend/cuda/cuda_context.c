@@ -110,8 +110,8 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_epi_early = tg_cuda_env_int("CT_CUDA_MATVEC_EPI_EARLY", 1) != 0;
     c->matvec_r8 = tg_cuda_env_int("CT_CUDA_MATVEC_R8", 0) != 0;
     c->matvec_staged = tg_cuda_env_int("CT_CUDA_MATVEC_STAGED", 0);
-    c->matvec_ln_stage = tg_cuda_env_int("CT_CUDA_MATVEC_LN_STAGE", 1);
     if (c->matvec_staged < 0) c->matvec_staged = 0;
+    c->matvec_ln_stage = tg_cuda_env_int("CT_CUDA_MATVEC_LN_STAGE", 1);
     c->matvec_cl = tg_cuda_env_int("CT_CUDA_MATVEC_CL", 0) != 0;
     c->matvec_cl_min = tg_cuda_env_int("CT_CUDA_MATVEC_CL_MIN", TG_MVM_MAXM + 1);
     if (c->matvec_cl_min < 1) c->matvec_cl_min = 1;

@@ -340,10 +340,10 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * 7.5, 4.5 -> 9.2 us): their blocks, 50-68 KB of rows each, arrived
      * 0.7-2.5 us before their turn, and a block computes nothing until all
      * its rows are in, where mul_mat_vec_mma's rounds overlap. */
-    const int64_t K = w->ne[0], st_row_blocks = r8_blocks, st_grid = st_row_blocks > sms ? sms : st_row_blocks;
+    const int64_t K = w->ne[0], st_grid = r8_blocks > sms ? sms : r8_blocks;
     const int64_t st_base = (mvm_smem(K, M, ln != NULL, TG_MVM_ROWS8) + 127) & ~(int64_t)127;
     const int64_t st_smem =
-        st_grid > 0 ? st_base + (st_row_blocks + st_grid - 1) / st_grid * TG_MVM_ROWS8 * (2 * K + TG_MVS_PAD) : 0;
+        st_grid > 0 ? st_base + (r8_blocks + st_grid - 1) / st_grid * TG_MVM_ROWS8 * (2 * K + TG_MVS_PAD) : 0;
     const bool staged = mma && !cl && c->matvec_staged > 0 && cols <= TG_MVM_MAXM && sms > 0 && a.w_early &&
                         st_smem <= (int64_t)c->matvec_staged * 1024 &&
                         st_smem + MVM_STATIC_SMEM <= c->dev->props.smem_per_block_optin;

@@ -351,9 +351,7 @@ __device__ __forceinline__ void mvm_stage(const tg_args_mul_mat_vec &args, unsig
         }
     cp_async_commit();
 }
-#endif
 
-#if TG_CC >= 80
 /* mul_mat_vec_mma_ln: the norm's K weights and K biases as 16-byte pieces
  * into shared memory at ws (the weights, then the biases), one group. */
 __device__ __forceinline__ void mvm_stage_ln(const tg_args_mul_mat_vec &args, unsigned ws) {
