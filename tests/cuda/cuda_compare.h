@@ -218,17 +218,26 @@ static inline tg_tensor *ffn_block_marked(tg_ctx *ctx, int64_t cols, int64_t d, 
 /* The conformer-like block on 37 frames (cuBLASLt). */
 static inline tg_tensor *build_ffn(tg_ctx *ctx) { return ffn_block(ctx, 37, 512); }
 
-/* A decoder step's self-attention as decoder.c builds it: the layer norm,
- * one packed q/k/v product with its bias ([3 dd, 1, B]), q and the k, v
- * heads as views of it, the k and v heads written into a BF16 cache
- * [hd, T, 2H, B] at rows from ids [1, 2H, B] (one set_rows), and the
- * attention of q over the cache's two halves; kv_step_graph_b at hd = 32,
- * H = 2. */
-static inline tg_tensor *kv_step_graph_dims(tg_ctx *ctx, int64_t B, int64_t hd, int64_t H) {
-    const int64_t dd = hd * H, T = 8;
-    tg_tensor *x = tg_new_3d(ctx, TG_F32, dd, 1, B);
-    tg_tensor *h = tg_layer_norm(ctx, x, tg_new_1d(ctx, TG_F32, dd), tg_new_1d(ctx, TG_F32, dd), 1e-5f);
-    tg_tensor *qkv = tg_add(ctx, tg_mul_mat(ctx, tg_new_2d(ctx, TG_BF16, dd, 3 * dd), h), tg_new_1d(ctx, TG_F32, 3 * dd));
+/* t marked as a weight (the model's are: what lets a product load early). */
+static inline tg_tensor *as_weight(tg_tensor *t, bool mark) {
+    if (t && mark) t->flags |= TG_FLAG_WEIGHT;
+    return t;
+}
+
+/* A decoder step's self-attention as decoder.c builds it on x [hd H, 1,
+ * B]: the layer norm, one packed q/k/v product with its bias ([3 dd, 1,
+ * B]), q and the k, v heads as views of it, the k and v heads written into
+ * a BF16 cache [hd, T, 2H, B] at rows from ids [1, 2H, B] (one set_rows),
+ * and the attention of q over the cache's two halves; the norm's
+ * parameters, the product and its bias marked as weights where `mark`.
+ * kv_step_graph_dims on an x of its own with T = 8, kv_step_graph_b at
+ * hd = 32, H = 2. */
+static inline tg_tensor *kv_step_attention(tg_ctx *ctx, tg_tensor *x, int64_t hd, int64_t H, int64_t T, bool mark) {
+    const int64_t dd = hd * H, B = x->ne[2];
+    tg_tensor *h = tg_layer_norm(ctx, x, as_weight(tg_new_1d(ctx, TG_F32, dd), mark),
+                                 as_weight(tg_new_1d(ctx, TG_F32, dd), mark), 1e-5f);
+    tg_tensor *qkv = tg_add(ctx, tg_mul_mat(ctx, as_weight(tg_new_2d(ctx, TG_BF16, dd, 3 * dd), mark), h),
+                            as_weight(tg_new_1d(ctx, TG_F32, 3 * dd), mark));
     if (!qkv) return NULL;
     const size_t es = sizeof(float);
     const int64_t qne[4] = {hd, 1, H, B}, kvne[4] = {hd, 1, 2 * H, B};
@@ -241,6 +250,10 @@ static inline tg_tensor *kv_step_graph_dims(tg_ctx *ctx, int64_t B, int64_t hd, 
     const int64_t hne[4] = {hd, T, H, B};
     tg_tensor *kc = tg_view(ctx, kv, 4, hne, kv->nb, 0), *vc = tg_view(ctx, kv, 4, hne, kv->nb, (size_t)H * kv->nb[2]);
     return tg_attention(ctx, q, kc, vc, tg_new_4d(ctx, TG_F32, T, 1, 1, B), 0.17f);
+}
+static inline tg_tensor *kv_step_graph_dims(tg_ctx *ctx, int64_t B, int64_t hd, int64_t H) {
+    tg_tensor *x = tg_new_3d(ctx, TG_F32, hd * H, 1, B);
+    return x ? kv_step_attention(ctx, x, hd, H, 8, false) : NULL;
 }
 static inline tg_tensor *kv_step_graph_b(tg_ctx *ctx, int64_t B) { return kv_step_graph_dims(ctx, B, 32, 2); }
 static inline tg_tensor *kv_step_graph(tg_ctx *ctx) { return kv_step_graph_b(ctx, 3); }

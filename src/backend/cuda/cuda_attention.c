@@ -196,6 +196,14 @@ int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, bool short_rows
 static int64_t attn_decode_wide(const tg_cuda_ctx *c, const tg_tensor *n) {
     if (!c->use_attn_decode_wide || n->src[0]->ne[0] != 128) return 0;
     const int64_t ku = 8 * (n->src[1]->type == TG_BF16 ? 2 : 1);
+    /* step chains (cuda_chain.c) run the wide kernel only, so it takes
+     * every row count up to the SMs there, its keys in up to 4 rounds (a
+     * chain's phase takes them in as many as its warps need) */
+    if (c->chain_mode) {
+        const int64_t rows = n->src[0]->ne[2] * n->src[0]->ne[3], Tk = n->src[1]->ne[1];
+        const int64_t rounds = (Tk + (int64_t)TG_ATD_WIDE * ku - 1) / ((int64_t)TG_ATD_WIDE * ku);
+        if (rows <= c->dev->props.sm_count && rounds <= 4) return rounds * ku;
+    }
     return tg_cuda_attn_decode_wide_kpw(c->dev->props.sm_count, c->attn_decode_wide_min, c->attn_decode_wide_short,
                                         ku, n->src[1]->ne[1],
                                         n->src[0]->ne[2] * n->src[0]->ne[3]);

@@ -138,6 +138,14 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
     c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
     c->use_pick = tg_cuda_env_int("CT_CUDA_FUSE_PICK", 1) != 0;
+    /* a decoder step's launches as the phases of one kernel (cuda_chain.c;
+     * the mma products' body needs sm_80) */
+    c->chain_mode = props->cc_major >= 8 ? tg_cuda_env_int("CT_CUDA_STEP_CHAIN", 0) != 0 : 0;
+    c->chain_warps = tg_cuda_env_int("CT_CUDA_STEP_CHAIN_WARPS", 16) == 8 ? 8 : 16;
+    c->chain_pf = tg_cuda_env_int("CT_CUDA_STEP_CHAIN_PREFETCH", 1) != 0;
+    c->chain_coop = tg_cuda_env_int("CT_CUDA_STEP_CHAIN_COOP", 1) != 0;
+    c->chain_max = tg_cuda_env_int("CT_CUDA_STEP_CHAIN_MAX", TG_CHAIN_MAX);
+    if (c->chain_max < 2 || c->chain_max > TG_CHAIN_LONG) c->chain_max = TG_CHAIN_MAX;
     c->use_attn_decode_wide = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE", 1) != 0;
     c->attn_decode_wide_min = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE_MIN", 0);
     c->attn_decode_wide_short = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE_SHORT", 1) != 0;
@@ -744,16 +752,32 @@ static tg_status encode_all(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool str
     return st;
 }
 
+static tg_status encode_loop(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, cuda_prof *pf, bool chains,
+                             int *out_done);
+
 static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, cuda_prof *pf,
                                   int *out_done) {
+    *out_done = 0;
+    c->prev_n = -1; /* the launch before the first is the last compute's */
+    /* step chains (cuda_chain.c) on the main stream, each launch apart when
+     * profiled or checked */
+    const bool chains = c->chain_mode && !tg_cuda_prof_direct(pf) && c->check_finite <= 0;
+    tg_cuda_chain_drop(c);
+    tg_status st = encode_loop(c, g, p, streams, pf, chains, out_done);
+    if (!st) st = tg_cuda_chain_flush(c);
+    c->chain_may = false;
+    tg_cuda_chain_drop(c);
+    return st;
+}
+
+static tg_status encode_loop(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool streams, cuda_prof *pf, bool chains,
+                             int *out_done) {
     const tg_cu_api *cu = c->dev->cu;
     tg_backend *b = c->backend;
     int n = g->n_nodes;
     tg_status st = NULL;
-    *out_done = 0;
     int cur_run = -2, slot = 0;
     bool forked = false, prev_forked = false;
-    c->prev_n = -1; /* the launch before the first is the last compute's */
     for (int i = 0; i < n;) {
         tg_tensor *t = g->nodes[i];
         if (tg_op_is_view(t->op)) {
@@ -763,11 +787,21 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
         /* Segments of 32 nodes: the abort callback is asked between them. */
         if (!c->capturing && i > 0 && (i % 32) == 0 && tg_backend_should_abort(b)) {
             *out_done = i;
+            if ((st = tg_cuda_chain_flush(c))) return st; /* the nodes before i are done */
             if (forked && (st = join_streams(c))) return st;
             return tg_status_new(TG_ERR_ABORTED, "%s: aborted by the caller after %d of %d nodes", c->name, i, n);
         }
         int len = p->fuse[i] > 0 ? p->fuse[i] : 1;
         CUstream s = c->stream;
+        /* products, their norms and attentions may join a step chain; before
+         * anything else (and before a run forks streams, below) what the
+         * chain recorded is launched */
+        const bool may = chains && (t->op == TG_OP_MUL_MAT || t->op == TG_OP_LAYER_NORM || t->op == TG_OP_ATTENTION);
+        if (!may && (st = tg_cuda_chain_flush(c))) {
+            *out_done = i;
+            if (forked && !c->error) tg_status_free(join_streams(c));
+            return tg_status_wrap(st, "%s: before node %d '%s'", c->name, i, t->name);
+        }
         if (streams && p->run[i] != cur_run) {
             if (forked) {
                 if ((st = join_streams(c))) return st;
@@ -787,6 +821,12 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
             for (int j = i; j < n && (p->run[j] == cur_run || p->run[j] < 0); j++)
                 run_big += p->run[j] == cur_run && p->fuse[j] > 0 && group_bytes(g, p, j) >= CUDA_RUN_BIG_BYTES;
             if (run_big > 1) {
+                /* no chain is recorded while forked (chain_may), so one
+                 * recorded now must go before the fork */
+                if ((st = tg_cuda_chain_flush(c))) {
+                    *out_done = i;
+                    return tg_status_wrap(st, "%s: before node %d '%s'", c->name, i, t->name);
+                }
                 CUresult r = cu->cuEventRecord(c->fork_ev, c->stream);
                 for (int k = 0; k < CUDA_N_STREAMS - 1 && r == CUDA_SUCCESS; k++)
                     r = cu->cuStreamWaitEvent(c->aux[k], c->fork_ev, 0);
@@ -804,6 +844,7 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
         c->last_block = c->last_smem = 0;
         RANGE_PUSH(tg_op_name(t->op));
         if (forked || prev_forked) c->prev_n = -1; /* the launch before may be on another stream */
+        c->chain_may = may && !forked;
         st = tg_cuda_op_encode(c, s, g->nodes, i, len);
         RANGE_POP();
         tg_cuda_record_launch(c, g->nodes, p->writes, i, len);
@@ -821,6 +862,7 @@ static tg_status encode_all_inner(tg_cuda_ctx *c, tg_graph *g, const plan *p, bo
         }
         i += len;
     }
+    c->chain_may = false;
     if (forked && (st = join_streams(c))) return st;
     *out_done = n;
     return NULL;
@@ -1104,6 +1146,7 @@ static void ctx_destroy(tg_cuda_ctx *c) {
     graphs_drop(c);
     tg_cuda_mm_free(c);
     if (c->scratch) cu->cuMemFree(c->scratch);
+    tg_cuda_chain_free(c);
     if (c->lt_ws) cu->cuMemFree(c->lt_ws);
     if (c->stage) cu->cuMemFreeHost(c->stage);
     for (int k = 0; k < CUDA_STAGE_SLOTS; k++)
@@ -1186,6 +1229,7 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
         if ((r = cu->cuMemAlloc(&c->lt_ws, c->lt_ws_size)) != CUDA_SUCCESS) goto cu_fail;
     }
     read_switches(c, &dev->props);
+    if ((st = tg_cuda_chain_init(c))) goto fail;
     c->profile = tg_cuda_env_int("CT_CUDA_PROFILE", 0);
     c->debug = tg_cuda_env_int("CT_CUDA_DEBUG", 0);
     c->check_finite = tg_cuda_env_int("CT_CUDA_CHECK_FINITE", 0);

@@ -342,6 +342,33 @@ typedef struct tg_cuda_ctx {
     const uint8_t *bias16;     /* while encoding: per node, a product group stored BF16 without its bias,
                                 * which its unary readers add (plan_emit) */
     unsigned last_grid[3], last_block, last_smem;
+    /* step chains (cuda_chain.c): a decoder step's launches recorded and run
+     * as the phases of one step_chain kernel */
+    int chain_mode;            /* CT_CUDA_STEP_CHAIN: 0 off, 1 on            */
+    int chain_warps;           /* CT_CUDA_STEP_CHAIN_WARPS: 16 (default) or 8 */
+    bool chain_pf;             /* CT_CUDA_STEP_CHAIN_PREFETCH (default on): the next phase's weights into L2 */
+    bool chain_may;            /* while a node group is encoded: its launches may join the chain */
+    CUdeviceptr chain_bar;     /* the grid barrier's two words (zero between launches) */
+    CUstream chain_stream;     /* where the recorded phases go              */
+    bool chain_coop;           /* CT_CUDA_STEP_CHAIN_COOP (default on): chains launch cooperatively */
+    struct {                   /* step_chain, step_chain_long: blocks (the SMs, if one fits each) for smem */
+        bool known;
+        unsigned smem;
+        int grid;
+    } chain_fn[2];
+    unsigned chain_smem;       /* the recorded phases' dynamic shared memory at chain_warps */
+    int chain_max;             /* CT_CUDA_STEP_CHAIN_MAX: phases a chain takes (default TG_CHAIN_MAX, a
+                                * layer; up to TG_CHAIN_LONG, a step, on step_chain_long) */
+    tg_step_chain_long_args chain; /* the recorded phases, chain.n of them   */
+    struct {                   /* each phase's own launch, for a chain of one */
+        const char *module, *name;
+        unsigned gx, gy, gz, bx, smem;
+        union {
+            tg_mul_mat_vec_args mv;
+            tg_attn_decode_args ad;
+        } args;
+    } chain_own[TG_CHAIN_LONG];
+    int n_chains, n_chain_phases; /* step_chain launches and the phases they ran */
 } tg_cuda_ctx;
 
 /* Records the first device error of ctx (sticky) and returns a status that
@@ -516,6 +543,30 @@ tg_status tg_cuda_launch_cluster(tg_cuda_ctx *c, CUstream s, const char *module,
 /* A grid-stride kernel over args.n items, 256 threads a block. */
 #define LAUNCH_FLAT(c, s, module, kernel, args) \
     ((args).n == 0 ? NULL : LAUNCH(c, s, module, "", kernel, tg_cuda_grid(c, (args).n, 256), 1, 1, 256, 0, args))
+
+/* ------------------------------------------------ step chains (cuda_chain.c) */
+
+/* Called by tg_cuda_launch_cluster before it launches: where c->chain_may
+ * holds and the launch is one a chain runs (mul_mat_vec_mma(_ln) of at
+ * most 16 columns on weights, attn_decode_wide(_bf16)) on the chain's
+ * stream, records it as the next phase (*out_taken true); otherwise
+ * launches what was recorded first. */
+tg_status tg_cuda_chain_offer(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines, const char *name,
+                              unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, const void *args,
+                              unsigned cluster_x, bool *out_taken);
+/* Launches the recorded phases (one step_chain, or the one launch
+ * recorded as it came); nothing when none are. */
+tg_status tg_cuda_chain_flush(tg_cuda_ctx *c);
+/* Drops the recorded phases unlaunched (an encode that failed). */
+void tg_cuda_chain_drop(tg_cuda_ctx *c);
+/* The barrier's memory, made when c->chain_mode is on (the context's
+ * creation); freed with tg_cuda_chain_free. */
+tg_status tg_cuda_chain_init(tg_cuda_ctx *c);
+void tg_cuda_chain_free(tg_cuda_ctx *c);
+/* Launches a kernel without offering it to the chain. */
+tg_status tg_cuda_launch_now(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines, const char *name,
+                             unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, void *args,
+                             unsigned cluster_x);
 
 /* ------------------------------------------------ attention (cuda_attention.c) */
 

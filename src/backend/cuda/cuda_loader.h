@@ -35,7 +35,7 @@
     X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemHostRegister) \
     X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) X(cuMemcpyHtoD) X(cuMemcpyDtoH) \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemcpyPeerAsync) \
-    X(cuMemsetD8Async) X(cuMemGetInfo)                                              \
+    X(cuMemsetD8Async) X(cuMemGetInfo) X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
     X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)    \
     X(cuStreamWaitEvent)                                                            \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)         \

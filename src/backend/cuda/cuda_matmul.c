@@ -328,6 +328,9 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
                 cublasStatus_t ls = lt->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
                 if (ls) return lt_fail(ls, "bias pointer");
             }
+            /* after what a step chain recorded (cuda_chain.c) */
+            tg_status fst = tg_cuda_chain_flush(c);
+            if (fst) return fst;
             c->last_kernel = "cublasLtMatmul";
             c->last_grid[0] = (unsigned)N;
             c->last_grid[1] = (unsigned)m_tot;

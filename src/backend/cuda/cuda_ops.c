@@ -78,6 +78,17 @@ tg_status tg_cuda_launch(tg_cuda_ctx *c, CUstream s, const char *module, const c
 tg_status tg_cuda_launch_cluster(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines,
                                  const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem,
                                  void *args, unsigned cluster_x) {
+    if (c->chain_may || c->chain.n > 0) {
+        bool taken = false;
+        tg_status st = tg_cuda_chain_offer(c, s, module, defines, name, gx, gy, gz, bx, smem, args, cluster_x, &taken);
+        if (st || taken) return st;
+    }
+    return tg_cuda_launch_now(c, s, module, defines, name, gx, gy, gz, bx, smem, args, cluster_x);
+}
+
+tg_status tg_cuda_launch_now(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines, const char *name,
+                             unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned smem, void *args,
+                             unsigned cluster_x) {
     void *params[] = {args};
     CUfunction fn;
     tg_status st = tg_cuda_kernel(c->dev, module, defines, name, &fn);

@@ -37,12 +37,13 @@ typedef float4 *tg_dp_float4;
 typedef float *tg_dp_float;
 typedef ushort4 *tg_dp_ushort4;
 typedef const unsigned short *tg_dp_cu16;
+typedef unsigned *tg_dp_uint;
 #else
 #include <stdint.h>
 typedef int32_t tg_i32;
 typedef int64_t tg_i64;
 typedef uint64_t tg_dp_void, tg_dp_char, tg_dp_cchar, tg_dp_cfloat, tg_dp_cfloat4, tg_dp_float4, tg_dp_float, tg_dp_ushort4,
-    tg_dp_cu16;
+    tg_dp_cu16, tg_dp_uint;
 #endif
 
 #ifdef __cplusplus
@@ -369,6 +370,51 @@ typedef struct tg_mul_mat_vec_args {
 } tg_mul_mat_vec_args;
 TG_KARGS_SIZE(tg_mul_mat_vec_args, 224);
 
+/* ------------------------------------------------------ step_chain.cu */
+
+/* step_chain: up to TG_CHAIN_MAX launches of a decoder step (its products
+ * of 1-16 columns on mul_mat_vec_mma's body, its one-query attentions on
+ * attn_decode_wide_bf16's) run in order by one grid of blocks of 8 or 16 warps
+ * (its variants), one an SM, a grid barrier between them (bar: two words, the
+ * arrivals and a generation, zero at the start and again after every
+ * launch). Each phase keeps its kernel's argument struct; pf[i] and
+ * pf_bytes[i] are what it reads that no phase writes (weights, the
+ * encoder's K/V) or a hint only, asked into L2 while the phase before it
+ * runs (pf_ahead); tail_pf: the same for the launch after the chain. */
+#define TG_CHAIN_MAX 8
+enum { TG_CHAIN_MVM = 1, TG_CHAIN_ATD_BF16 = 2 };
+typedef struct tg_chain_phase {
+    tg_i32 kind, pad_;
+    tg_dp_cchar pf[2];
+    tg_i64 pf_bytes[2];
+    union {
+        tg_mul_mat_vec_args mv;
+        tg_attn_decode_args ad;
+    } u;
+} tg_chain_phase;
+TG_KARGS_SIZE(tg_chain_phase, 480);
+typedef struct tg_step_chain_args {
+    tg_dp_uint bar;
+    tg_i32 n, pf_ahead;
+    tg_dp_cchar tail_pf;
+    tg_i64 tail_pf_bytes;
+    tg_chain_phase ph[TG_CHAIN_MAX];
+} tg_step_chain_args;
+TG_KARGS_SIZE(tg_step_chain_args, 32 + 480 * TG_CHAIN_MAX);
+/* step_chain_long: the same for up to TG_CHAIN_LONG phases (a whole step
+ * at batch 1-16: 8 layers of 8, then the logits), 31.7 KB of parameters:
+ * past the 4 KB of old, within the 32 KB that sm_70 and later take since
+ * CUDA 12.1. Apart, so that the chains of a layer copy 3.9 KB a launch. */
+#define TG_CHAIN_LONG 66
+typedef struct tg_step_chain_long_args {
+    tg_dp_uint bar;
+    tg_i32 n, pf_ahead;
+    tg_dp_cchar tail_pf;
+    tg_i64 tail_pf_bytes;
+    tg_chain_phase ph[TG_CHAIN_LONG];
+} tg_step_chain_long_args;
+TG_KARGS_SIZE(tg_step_chain_long_args, 32 + 480 * TG_CHAIN_LONG);
+
 /* ------------------------------------------------------------ conv.cu */
 
 /* Output channels per block of conv_2d_c1_3x3: their 9 weights sit in
@@ -560,6 +606,8 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(matvec, mul_mat_vec_mma_ln, tg_mul_mat_vec_args)      \
     X(matvec, mul_mat_vec_mma_cl, tg_mul_mat_vec_args)      \
     X(matvec, mul_mat_vec_mma_cl2, tg_mul_mat_vec_args)     \
+    X(step_chain, step_chain, tg_step_chain_args)           \
+    X(step_chain, step_chain_long, tg_step_chain_long_args) \
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
     X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
     X(conv, conv_glu_dw_silu_c4, tg_conv_glu_dw_args)        \
