@@ -144,9 +144,16 @@ static inline double nmse(const double *a, const double *b, int64_t n) {
     return den > 0 ? num / den : num;
 }
 
+/* True on the stand-in driver (tests/common/fakecuda, CT_TEST_FAKE_CUDA):
+ * no kernel runs there, so no result may be checked. */
+static inline bool fake_cuda(void) {
+    const char *e = getenv("CT_TEST_FAKE_CUDA");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 /* Computes fn's graph on the CPU and on CUDA `iters` times with fresh data
  * each time (the second compute captures a CUDA graph, later ones replay
- * it), checking NMSE <= limit every time. */
+ * it), checking NMSE <= limit every time (not on the stand-in driver). */
 static inline void compare_with_cpu(tg_backend *cuda, build_fn fn, int iters, double limit, const char *what) {
     tg_backend *cpu = NULL;
     CHECK_OK(tg_backend_cpu_new(2, &cpu));
@@ -169,7 +176,7 @@ static inline void compare_with_cpu(tg_backend *cuda, build_fn fn, int iters, do
         CHECK(a && b);
         if (a && b) {
             double e = nmse(a, b, tg_nelements(rc.out));
-            CHECK_MSG(e <= limit, "%s: iteration %d: NMSE %.3g > %.3g", what, it, e, limit);
+            CHECK_MSG(e <= limit || fake_cuda(), "%s: iteration %d: NMSE %.3g > %.3g", what, it, e, limit);
             if (it == 0) printf("  %-40s NMSE %.3g\n", what, e);
         }
         tg_free(a);

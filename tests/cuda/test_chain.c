@@ -11,7 +11,8 @@
  * first).
  *
  * Every test prints "skipped: no CUDA device" and passes where there is no
- * driver or GPU.
+ * driver or GPU. On the stand-in driver (ctest's cuda/chain_fake, no GPU)
+ * it checks what the chains record and launch, not their results.
  *
  * Not here: the bodies' own paths (test_kernels.c, test_attn_step.c).
  */
@@ -172,7 +173,7 @@ static void test_chain_against_launches(void) {
             CHECK(x && y);
             if (x && y) {
                 double e = nmse(x, y, tg_nelements(ra.out));
-                CHECK_MSG(e <= 1e-9, "%s: compute %d: NMSE %.3g against the launches apart",
+                CHECK_MSG(e <= 1e-9 || fake_cuda(), "%s: compute %d: NMSE %.3g against the launches apart",
                           broken ? "broken layer" : "layer", it, e);
                 if (it == 0) printf("  %-40s NMSE %.3g\n", broken ? "broken layer, chained / apart" : "layer, chained / apart", e);
             }
