@@ -24,6 +24,10 @@
  * the choice for every row count up to the SMs (cuda_attention.c), since a
  * chain runs only that one.
  *
+ * Measured on an H100 (eighteenth session; NOTES.md): correct, and the
+ * step 79% slower at batch 1 and 67% at 8 than with the launches apart: a
+ * phase boundary cost ~4.6 us more than a launch's. Off by default.
+ *
  * What it leaves out: batches past 16 rows (cuBLASLt products), the
  * prefill's attention (attn_split), forked streams, profiling and the
  * finite checks (each wants its launches apart). The first phase of a
@@ -295,6 +299,10 @@ tg_status tg_cuda_chain_offer(tg_cuda_ctx *c, CUstream s, const char *module, co
         c->chain_smem = 0;
     }
     c->chain.ph[i] = ph;
+    /* after the first, a phase's wait is the barrier after the phase
+     * before, whose writes the host's record of that launch does not hold:
+     * no residual before it */
+    if (i > 0 && ph.kind == TG_CHAIN_MVM) c->chain.ph[i].u.mv.opt &= ~TG_MV_EPI_EARLY;
     TG_DEBUG("%s: %s recorded as phase %d", c->name, name, i);
     if (ph_smem > c->chain_smem) c->chain_smem = ph_smem;
     c->chain_own[i].module = module;

@@ -11,6 +11,12 @@
 #ifndef TG_MVM_CUH
 #define TG_MVM_CUH
 #include "common.cuh"
+
+/* What mvm_body waits with after its early loads, as a chain's phase (CH):
+ * step_chain.cu defines it (its grid barrier) before including this. */
+#ifndef TG_CHAIN_WAIT
+#define TG_CHAIN_WAIT() TG_PDL()
+#endif
 /* ------------------------------------------------------ mul_mat_vec_mma
  * 1 to 16 columns (a decoder step at batch 1-16); 17 to 64 in the wide
  * kernel's block (matvec.cu). cuBLASLt ran these on
@@ -319,7 +325,8 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
             if (args.res) er = __ldcg((const float *)(args.res + m * args.ldr + n * 4));
         }
     }
-    TG_PDL();
+    if (CH) TG_CHAIN_WAIT();
+    else TG_PDL();
     if (!ST && !args.w_early) MVM_LOAD_W(wv, s0);
     if (LNS) {
         cp_async_wait<0>();

@@ -33,9 +33,19 @@
  * first wait, so it cannot take an SM a block of this one still needs.
  *
  * Not here: which launches are chained (cuda_chain.c), the bodies
- * (mvm.cuh, atd.cuh). Not yet run on a GPU (eighteenth session: NOTES.md).
+ * (mvm.cuh, atd.cuh). On an H100 (eighteenth session) chains were correct
+ * and 67-79% slower a step than the launches they replace (NOTES.md).
  */
 #include "common.cuh"
+
+/* The wait of phase p (ch_p, in shared memory): the launch's own for the
+ * first (programmatic dependent launch), the grid barrier after it. A
+ * product's phase calls it where its own kernel would wait (mvm.cuh's
+ * TG_CHAIN_WAIT), so that its first weights are loaded, as there, while
+ * the blocks of the phase before finish: between them is a barrier where a
+ * launch was. */
+__device__ void ch_wait(void);
+#define TG_CHAIN_WAIT() ch_wait()
 #include "mvm.cuh"
 #include "atd.cuh"
 
@@ -96,6 +106,14 @@ __device__ __forceinline__ void ch_barrier(unsigned *bar) {
     __syncthreads();
 }
 
+__shared__ int ch_p;         /* the phase running */
+__shared__ unsigned *ch_bar; /* the barrier's words */
+
+__device__ void ch_wait(void) {
+    if (ch_p == 0) TG_PDL();
+    else ch_barrier(ch_bar);
+}
+
 /* This block's slice of bytes at p asked into L2, a thread a line. */
 __device__ __forceinline__ void ch_prefetch(const char *p, i64 bytes) {
     if (!p || bytes <= 0) return;
@@ -121,36 +139,31 @@ __device__ __forceinline__ void ch_attention(const tg_attn_decode_args &a) {
 }
 
 /* The phases of args (a tg_step_chain_args or tg_step_chain_long_args,
- * the kernel's parameter), in order. */
+ * the kernel's parameter), in order, each waiting for the one before at
+ * its own wait (ch_wait). */
 template <typename A> __device__ __forceinline__ void ch_run(const A &args) {
     extern __shared__ __align__(16) unsigned short ch_smem[]; /* the products' normed columns and sums */
     /* the phase running, copied from the parameters: the bodies read their
      * arguments from here (read where the parameters are indexed by p, the
      * bodies held them in registers: 288-400 bytes of spills) */
     __shared__ tg_chain_phase ph;
-    /* the second phase's weights before the wait for the launch before:
-     * they are weights (or hints), so they may come while it runs */
-    if (args.pf_ahead) {
-        if (args.n > 1) ch_prefetch_phase(args.ph[1]);
-        else ch_prefetch(args.tail_pf, args.tail_pf_bytes);
-    }
     for (int p = 0; p < args.n; p++) {
-        if (p > 0) {
-            ch_barrier(args.bar); /* also: every thread is done with ph */
-            if (args.pf_ahead) {
-                if (p + 1 < args.n) ch_prefetch_phase(args.ph[p + 1]);
-                else ch_prefetch(args.tail_pf, args.tail_pf_bytes);
-            }
-        }
+        __syncthreads(); /* every thread is done with the phase before's ph */
         const unsigned *src = (const unsigned *)&args.ph[p];
         for (int i = threadIdx.x; i < (int)(sizeof(tg_chain_phase) / 4); i += blockDim.x) ((unsigned *)&ph)[i] = src[i];
+        if (threadIdx.x == 0) ch_p = p, ch_bar = args.bar;
         __syncthreads();
+        /* the next phase's weights (or K and V) into L2 while this one runs:
+         * weights or hints, so before this phase's wait too */
+        if (args.pf_ahead) {
+            if (p + 1 < args.n) ch_prefetch_phase(args.ph[p + 1]);
+            else ch_prefetch(args.tail_pf, args.tail_pf_bytes);
+        }
         if (ph.kind == TG_CHAIN_MVM) {
-            /* its own wait (TG_PDL) after its early loads: the first
-             * phase's is the launch's; later ones have nothing to wait for */
+            /* its early loads, then ch_wait, where its own kernel waits */
             mvm_body<1, MVM_NT, MVM_U, false, false, false, true>(ph.u.mv, ch_smem);
         } else {
-            TG_PDL();
+            ch_wait();
             ch_attention(ph.u.ad);
         }
     }
