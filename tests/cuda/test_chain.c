@@ -160,33 +160,13 @@ static void test_chain_against_launches(void) {
     for (int broken = 0; broken < 2 && on; broken++) {
         g_broken = broken != 0;
         g_rows = 3;
-        run ra, rb;
-        CHECK_OK(run_make(on, build_layer, &ra));
-        CHECK_OK(run_make(off, build_layer, &rb));
         const int chains = c->n_chains, phases = c->n_chain_phases, encodes = encodes_of(c);
-        for (int it = 0; it < 3 && ra.buf && rb.buf; it++) {
-            CHECK_OK(fill_leaves(&ra, 40 + (uint64_t)it));
-            CHECK_OK(fill_leaves(&rb, 40 + (uint64_t)it));
-            CHECK_OK(tg_backend_graph_compute(on, ra.g));
-            CHECK_OK(tg_backend_graph_compute(off, rb.g));
-            double *x = get_out(ra.out), *y = get_out(rb.out);
-            CHECK(x && y);
-            if (x && y) {
-                double e = nmse(x, y, tg_nelements(ra.out));
-                CHECK_MSG(e <= 1e-9 || fake_cuda(), "%s: compute %d: NMSE %.3g against the launches apart",
-                          broken ? "broken layer" : "layer", it, e);
-                if (it == 0) printf("  %-40s NMSE %.3g\n", broken ? "broken layer, chained / apart" : "layer, chained / apart", e);
-            }
-            tg_free(x);
-            tg_free(y);
-        }
+        compare_cuda_pair(on, off, build_layer, 1e-9, broken ? "broken layer, chained / apart" : "layer, chained / apart");
         /* a chain of five an encode, or of three and two around the add */
         const int e = encodes_of(c) - encodes;
         CHECK_MSG(e >= 1 && c->n_chains - chains == (broken ? 2 : 1) * e, "%d chains in %d encodes",
                   c->n_chains - chains, e);
         CHECK_MSG(c->n_chain_phases - phases == 5 * e, "%d phases in %d encodes", c->n_chain_phases - phases, e);
-        run_free(&ra);
-        run_free(&rb);
     }
     g_broken = false;
     tg_backend_free(on);

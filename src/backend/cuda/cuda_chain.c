@@ -159,11 +159,8 @@ static tg_status chain_grid(tg_cuda_ctx *c, int k, unsigned smem, int *out_grid)
  * that the driver starts it only with every block resident at once, which
  * its grid barrier needs: two sessions' chains on their own streams, or
  * an SM limit (MPS), could otherwise leave blocks of both waiting for the
- * other's to end, for ever. */
-static tg_status chain_launch(tg_cuda_ctx *c, int k, unsigned grid, unsigned smem, void *args) {
-    CUfunction fn;
-    tg_status st = tg_cuda_kernel(c->dev, "step_chain.cu", chain_defines(c), chain_names[k], &fn);
-    if (st) return st;
+ * other's to end, for ever. The driver's answer as it is. */
+static CUresult chain_submit(tg_cuda_ctx *c, CUfunction fn, int k, unsigned grid, unsigned smem, void *args) {
     const unsigned bx = 32u * (unsigned)c->chain_warps;
     c->last_kernel = chain_names[k];
     c->last_grid[0] = grid, c->last_grid[1] = c->last_grid[2] = 1;
@@ -180,41 +177,35 @@ static tg_status chain_launch(tg_cuda_ctx *c, int k, unsigned grid, unsigned sme
         cfg.numAttrs++;
     }
     void *params[] = {args};
-    CUresult r = c->dev->cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
-    if (r != CUDA_SUCCESS) return tg_cuda_ctx_fail(c, r, chain_names[k]);
-    return NULL;
+    return c->dev->cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
 }
 
-/* Launches step_chain and step_chain_long with no phases, each with the
- * attributes chains launch with, and waits: a driver that refuses the
- * long one's 31.7 KB of parameters (before CUDA 12.1) keeps chains to a
- * layer; one that refuses the cooperative launch beside programmatic
- * dependent launch gets no chains. */
+static tg_status chain_launch(tg_cuda_ctx *c, int k, unsigned grid, unsigned smem, void *args) {
+    CUfunction fn;
+    tg_status st = tg_cuda_kernel(c->dev, "step_chain.cu", chain_defines(c), chain_names[k], &fn);
+    if (st) return st;
+    CUresult r = chain_submit(c, fn, k, grid, smem, args);
+    return r == CUDA_SUCCESS ? NULL : tg_cuda_ctx_fail(c, r, chain_names[k]);
+}
+
+/* Launches step_chain and step_chain_long with no phases, each as chains
+ * launch, and waits: a driver that refuses the long one's 31.7 KB of
+ * parameters (before CUDA 12.1) keeps chains to a layer; one that refuses
+ * the cooperative launch beside programmatic dependent launch gets no
+ * chains. */
 static void chain_probe(tg_cuda_ctx *c) {
-    const tg_cu_api *cu = c->dev->cu;
     c->chain_stream = c->stream;
     for (int k = 0; k < 2 && c->chain_mode; k++) {
-        tg_step_chain_long_args a;
+        tg_step_chain_long_args a; /* the larger struct: the short kernel reads its head */
         memset(&a, 0, sizeof a);
         a.bar = (uint64_t)c->chain_bar;
         int grid = 0;
-        tg_status st = chain_grid(c, k, 0, &grid);
         CUfunction fn;
+        tg_status st = chain_grid(c, k, 0, &grid);
         if (!st && grid > 0) st = tg_cuda_kernel(c->dev, "step_chain.cu", chain_defines(c), chain_names[k], &fn);
         if (!st && grid > 0) {
-            CUlaunchAttribute at[2];
-            CUlaunchConfig cfg;
-            tg_cuda_launch_config(&cfg, &at[0], (unsigned)grid, 1, 1, 32u * (unsigned)c->chain_warps, 0, c->stream,
-                                  c->use_pdl);
-            if (c->chain_coop) {
-                memset(&at[cfg.numAttrs], 0, sizeof at[0]);
-                at[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-                at[cfg.numAttrs].value.cooperative = 1;
-                cfg.numAttrs++;
-            }
-            void *params[] = {&a};
-            CUresult r = cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
-            if (r == CUDA_SUCCESS) r = cu->cuStreamSynchronize(c->stream);
+            CUresult r = chain_submit(c, fn, k, (unsigned)grid, 0, &a);
+            if (r == CUDA_SUCCESS) r = c->dev->cu->cuStreamSynchronize(c->stream);
             if (r == CUDA_SUCCESS) continue;
             TG_WARN("%s: %s refused (%s)", c->name, chain_names[k], tg_cuda_result_text(r));
         } else if (st) {

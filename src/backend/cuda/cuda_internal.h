@@ -548,7 +548,7 @@ tg_status tg_cuda_launch_cluster(tg_cuda_ctx *c, CUstream s, const char *module,
 
 /* Called by tg_cuda_launch_cluster before it launches: where c->chain_may
  * holds and the launch is one a chain runs (mul_mat_vec_mma(_ln) of at
- * most 16 columns on weights, attn_decode_wide(_bf16)) on the chain's
+ * most 16 columns on weights, attn_decode_wide_bf16) on the chain's
  * stream, records it as the next phase (*out_taken true); otherwise
  * launches what was recorded first. */
 tg_status tg_cuda_chain_offer(tg_cuda_ctx *c, CUstream s, const char *module, const char *defines, const char *name,

@@ -51,12 +51,11 @@ __device__ void ch_wait(void);
 
 /* Warps a block: 16 (the default) or 8 (-DTG_CHAIN_WARPS=8, a variant).
  * At 16 the block may hold 128 registers a thread and the bodies spill
- * ~400 bytes; at 8 it holds 255 and spills none, but has half the loads
+ * ~340 bytes; at 8 it holds 255 and spills none, but has half the loads
  * in flight. */
 #ifndef TG_CHAIN_WARPS
 #define TG_CHAIN_WARPS 16
 #endif
-
 
 __device__ __forceinline__ unsigned ch_ld_acquire(const unsigned *p) {
     unsigned v;
