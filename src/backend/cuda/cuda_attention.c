@@ -262,6 +262,34 @@ static bool attn_decode_prefetch(const tg_cuda_ctx *c, const tg_tensor *k, const
     return c->attn_prefetch && c->dev->props.l2_bytes > 0 && bytes <= 0.5 * (double)c->dev->props.l2_bytes;
 }
 
+/* t is a leaf's storage seen through views only: no node of the graph
+ * computes it (a set_rows' result is a view of its cache, but computed). */
+static bool leaf_storage(const tg_tensor *t) {
+    for (; t->view_src; t = t->view_src)
+        if (t->op != TG_OP_VIEW) return false;
+    return t->op == TG_OP_NONE;
+}
+
+void tg_cuda_next_prefetch(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, int len) {
+    memset(&c->next_pf, 0, sizeof c->next_pf);
+    if (!c->attn_pf_ahead || c->dev->props.l2_bytes <= 0) return;
+    int j = i + len;
+    while (j < n && tg_op_is_view(nodes[j]->op)) j++;
+    if (j >= n || nodes[j]->op != TG_OP_ATTENTION) return;
+    const tg_tensor *k = nodes[j]->src[1], *v = nodes[j]->src[2];
+    if (!k || !v || !k->data || !v->data) return;
+    /* 2: also K and V the graph writes (the self-attention's cache, whose
+     * newest row the product before it stores: a line asked for early is
+     * still read as written, L2 holding every write) */
+    if (c->attn_pf_ahead < 2 && (!leaf_storage(k) || !leaf_storage(v))) return;
+    const size_t kb = tg_nbytes(k), vb = tg_nbytes(v);
+    if ((double)kb + (double)vb > 0.5 * (double)c->dev->props.l2_bytes) return;
+    c->next_pf.a = tg_cuda_dptr(k->data);
+    c->next_pf.a_bytes = kb;
+    c->next_pf.b = tg_cuda_dptr(v->data);
+    c->next_pf.b_bytes = vb;
+}
+
 bool tg_cuda_attn_mask_bf16_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
     return mask_in_pieces(c, n->src[3]) && !attn_decodes(c, n) && !attn_splits(c, n) && attn_packs(c, n);
 }

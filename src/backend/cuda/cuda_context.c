@@ -107,6 +107,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);
     c->matvec_norm_block = tg_cuda_env_int("CT_CUDA_MATVEC_NORM_BLOCK", 1) != 0;
     c->attn_prefetch = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH", 1) != 0;
+    c->attn_pf_ahead = tg_cuda_env_int("CT_CUDA_ATTN_PREFETCH_AHEAD", 0);
     c->matvec_epi_early = tg_cuda_env_int("CT_CUDA_MATVEC_EPI_EARLY", 1) != 0;
     c->matvec_r8 = tg_cuda_env_int("CT_CUDA_MATVEC_R8", 0) != 0;
     c->matvec_staged = tg_cuda_env_int("CT_CUDA_MATVEC_STAGED", 0);
@@ -845,7 +846,9 @@ static tg_status encode_loop(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool st
         RANGE_PUSH(tg_op_name(t->op));
         if (forked || prev_forked) c->prev_n = -1; /* the launch before may be on another stream */
         c->chain_may = may && !forked;
+        tg_cuda_next_prefetch(c, g->nodes, n, i, len);
         st = tg_cuda_op_encode(c, s, g->nodes, i, len);
+        memset(&c->next_pf, 0, sizeof c->next_pf);
         RANGE_POP();
         tg_cuda_record_launch(c, g->nodes, p->writes, i, len);
         prev_forked = forked;

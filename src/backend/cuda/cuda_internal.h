@@ -258,6 +258,8 @@ typedef struct tg_cuda_ctx {
                                 * never, 1 always, 2 (default) for two columns or more */
     bool matvec_norm_block;    /* CT_CUDA_MATVEC_NORM_BLOCK: one column's norm by the whole block (TG_MV_NORM_BLOCK) */
     bool attn_prefetch;        /* CT_CUDA_ATTN_PREFETCH: attn_decode's K and V rows asked into L2 before its wait */
+    int attn_pf_ahead;         /* CT_CUDA_ATTN_PREFETCH_AHEAD: ... by the matvec product before the attention
+                                  (1: K and V no node writes; 2: any) */
     int attn_split_tq;         /* CT_CUDA_ATTN_SPLIT_TQ: the most queries attn_split takes (1-16) */
     bool use_attn_split_kt;    /* CT_CUDA_ATTN_SPLIT_KT: attn_split's scores with keys on lanes */
     bool use_bias_add_c4;      /* CT_CUDA_BIAS_ADD_C4: a lone row-bias add on ew_bias_mask_c4 */
@@ -324,6 +326,14 @@ typedef struct tg_cuda_ctx {
     int n_matvec_ln_stage;                     /* ... of them on mul_mat_vec_mma_ln */
     int n_matvec_cl;                           /* ... of them on mul_mat_vec_mma_cl */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
+    int n_pf_ahead;            /* matvec products asking the next attention's K and V into L2 */
+    /* while a group is encoded: what the launch after it reads that no
+     * node of the graph writes (tg_cuda_next_prefetch), for a matvec
+     * product to ask into L2 (bytes 0: nothing) */
+    struct {
+        CUdeviceptr a, b;
+        size_t a_bytes, b_bytes;
+    } next_pf;
     int n_attn_split;          /* encodes of attn_split (a few queries over many keys) */
     int n_matvec_epi_early;    /* mul_mat_vec_mma launches loading bias and residual before their wait */
     int n_attn_cluster;        /* attn_decode encodes with a row's chunks as one cluster */
@@ -621,6 +631,12 @@ void tg_cuda_record_launch(tg_cuda_ctx *c, tg_tensor *const *nodes, const uint8_
  * passed its own wait, so everything before it has ended. False when that
  * launch is unknown (c->prev_n < 0). */
 bool tg_cuda_written_before(const tg_cuda_ctx *c, const tg_tensor *t);
+/* Sets c->next_pf for the group nodes[i .. i + len): where the next node
+ * that is not a view is an attention whose K and V are leaves' storage (no
+ * node computes them: a decoder step's cross-attention over the encoder's
+ * K/V; with CT_CUDA_ATTN_PREFETCH_AHEAD=2 any K and V) and take at most
+ * half of L2, their spans; else nothing. =0 turns it off. */
+void tg_cuda_next_prefetch(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, int len);
 
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
 

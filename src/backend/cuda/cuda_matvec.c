@@ -425,6 +425,15 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     }
     c->n_matvec++;
     c->n_matvec_mma += mma;
+    /* the next launch's K and V (a decoder step's cross-attention) asked
+     * into L2 during this product (tg_cuda_next_prefetch) */
+    if (mma && !cl && c->next_pf.a_bytes + c->next_pf.b_bytes > 0) {
+        a.pf_a = c->next_pf.a;
+        a.pf_a_bytes = (int64_t)c->next_pf.a_bytes;
+        a.pf_b = c->next_pf.b;
+        a.pf_b_bytes = (int64_t)c->next_pf.b_bytes;
+        c->n_pf_ahead++;
+    }
     if (cl) {
         /* a cluster of TG_MVC_S blocks for every TG_MVC_ROWS rows */
         const int64_t blocks = (w->ne[1] + TG_MVC_ROWS - 1) / TG_MVC_ROWS * TG_MVC_S;

@@ -192,6 +192,19 @@ __device__ __forceinline__ void mvm_prefetch(const tg_args_mul_mat_vec &args, i6
     if (p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+/* The next launch's inputs (args.pf_a, pf_b) asked into L2, the grid's
+ * threads taking a 128-byte line each in turn: before the wait, since a
+ * prefetch is a hint (L2 holds every write, so a line asked for early is
+ * read as written). */
+__device__ __forceinline__ void mvm_prefetch_next(const tg_args_mul_mat_vec &args) {
+    const i64 la = (args.pf_a_bytes + 127) / 128, lb = (args.pf_b_bytes + 127) / 128;
+    const i64 step = (i64)gridDim.x * blockDim.x;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < la + lb; i += step) {
+        const char *p = i < la ? args.pf_a + 128 * i : args.pf_b + 128 * (i - la);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    }
+}
+
 /* A weight fragment: from global memory through the read-only path, or
  * (ST) from the block's rows in shared memory. */
 template <bool ST> __device__ __forceinline__ uint4 mvm_ldw(const char *p) {
@@ -305,6 +318,7 @@ __device__ __forceinline__ void mvm_body(const tg_args_mul_mat_vec &full, unsign
     float *lnp = LNS ? (float *)(mvm_xs + (((i64)args.m * (K + 8) + 7) & ~(i64)7)) + nw * MT * NT * 128 : NULL;
     if (LNS) mvm_stage_ln(args, smem_addr(lnp));
     if (args.opt & TG_MV_PREFETCH) mvm_prefetch(args, rb * (8 * NT));
+    if (args.pf_a_bytes + args.pf_b_bytes > 0) mvm_prefetch_next(args);
     /* the epilogue's bias and residual for the one output this thread
      * writes, loaded before the wait where the host allows it
      * (TG_MV_EPI_EARLY, one tile, a thread for every output: NT x 128
