@@ -327,9 +327,9 @@ typedef struct tg_cuda_ctx {
     int n_matvec_cl;                           /* ... of them on mul_mat_vec_mma_cl */
     int n_attn_decode_wide;    /* of those attn_decode encodes, on attn_decode_wide */
     int n_pf_ahead;            /* matvec products asking the next attention's K and V into L2 */
-    /* while a group is encoded: what the launch after it reads that no
-     * node of the graph writes (tg_cuda_next_prefetch), for a matvec
-     * product to ask into L2 (bytes 0: nothing) */
+    /* while a group is encoded: the K and V of the attention after it
+     * (tg_cuda_next_prefetch), for a matvec product to ask into L2 (bytes
+     * 0: nothing) */
     struct {
         CUdeviceptr a, b;
         size_t a_bytes, b_bytes;

@@ -367,9 +367,9 @@ typedef struct tg_mul_mat_vec_args {
      * memory of the block's weight rows (after the normed columns and the
      * warps' sums), rows of 2 k + TG_MVS_PAD bytes */
     tg_i32 ws_off, ws_pad_;
-    /* pf_a, pf_b (bytes 0: none): what the launch after this one reads and
-     * no launch of the graph writes (a decoder step's cross-attention K and
-     * V), asked into L2 by the grid's threads, a 128-byte line each in
+    /* pf_a, pf_b (bytes 0: none): what the launch after this one reads (a
+     * decoder step's cross-attention K and V, which no launch of the graph
+     * writes; with CT_CUDA_ATTN_PREFETCH_AHEAD=2 any attention's), asked into L2 by the grid's threads, a 128-byte line each in
      * turn, before the wait: a hint, so that those bytes come from memory
      * while this product runs, not while the attention waits for them */
     tg_dp_cchar pf_a, pf_b;
