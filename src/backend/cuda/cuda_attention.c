@@ -259,7 +259,7 @@ size_t tg_cuda_attention_scratch(const tg_cuda_ctx *c, const tg_tensor *n) {
 static bool attn_decode_prefetch(const tg_cuda_ctx *c, const tg_tensor *k, const tg_tensor *v) {
     double bytes = ((double)k->ne[0] * (double)tg_type_size(k->type) + (double)v->ne[0] * (double)tg_type_size(v->type)) *
                    (double)k->ne[1] * (double)k->ne[2] * (double)k->ne[3];
-    return c->attn_prefetch && c->dev->props.l2_bytes > 0 && bytes <= 0.5 * (double)c->dev->props.l2_bytes;
+    return c->attn_prefetch && tg_cuda_l2_half(c, bytes);
 }
 
 /* t is a leaf's storage seen through views only: no node of the graph
@@ -272,7 +272,7 @@ static bool leaf_storage(const tg_tensor *t) {
 
 void tg_cuda_next_prefetch(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, int len) {
     memset(&c->next_pf, 0, sizeof c->next_pf);
-    if (!c->attn_pf_ahead || c->dev->props.l2_bytes <= 0) return;
+    if (!c->attn_pf_ahead) return;
     int j = i + len;
     while (j < n && tg_op_is_view(nodes[j]->op)) j++;
     if (j >= n || nodes[j]->op != TG_OP_ATTENTION) return;
@@ -283,7 +283,7 @@ void tg_cuda_next_prefetch(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
      * still read as written, L2 holding every write) */
     if (c->attn_pf_ahead < 2 && (!leaf_storage(k) || !leaf_storage(v))) return;
     const size_t kb = tg_nbytes(k), vb = tg_nbytes(v);
-    if ((double)kb + (double)vb > 0.5 * (double)c->dev->props.l2_bytes) return;
+    if (!tg_cuda_l2_half(c, (double)kb + (double)vb)) return;
     c->next_pf.a = tg_cuda_dptr(k->data);
     c->next_pf.a_bytes = kb;
     c->next_pf.b = tg_cuda_dptr(v->data);

@@ -105,7 +105,7 @@ static bool phase_of(const tg_cuda_ctx *c, const char *module, const char *defin
         ph->u.ad.prefetch = 0;
         /* K and V into L2 a phase ahead where they take at most half of it */
         const int64_t kb = span_bytes(&a->k), vb = span_bytes(&a->v);
-        if ((double)(kb + vb) <= 0.5 * (double)c->dev->props.l2_bytes) {
+        if (tg_cuda_l2_half(c, (double)(kb + vb))) {
             ph->pf[0] = a->k.p, ph->pf_bytes[0] = kb;
             ph->pf[1] = a->v.p, ph->pf_bytes[1] = vb;
         }

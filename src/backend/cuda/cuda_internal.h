@@ -529,6 +529,13 @@ static inline size_t tg_cuda_align256(size_t x) { return (x + 255) & ~(size_t)25
 /* ------------------------------ the op encoders' shared parts (cuda_ops.c) */
 
 static inline uint64_t tg_cuda_dptr(const void *p) { return (uint64_t)(uintptr_t)p; }
+
+/* Whether `bytes` asked into L2 ahead of their reader leave room for what
+ * the launches in between read: at most half of L2 (attn_decode's own
+ * requests, the product before an attention, a step chain's phases). */
+static inline bool tg_cuda_l2_half(const tg_cuda_ctx *c, double bytes) {
+    return c->dev->props.l2_bytes > 0 && bytes <= 0.5 * (double)c->dev->props.l2_bytes;
+}
 /* t as the kernels see it; NULL: a 1x1x1x1 placeholder at address 0. */
 tg_t tg_cuda_desc(const tg_tensor *t);
 /* Launches kernel `name` of `module` with its argument struct at args (its
