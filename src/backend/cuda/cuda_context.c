@@ -848,7 +848,6 @@ static tg_status encode_loop(tg_cuda_ctx *c, tg_graph *g, const plan *p, bool st
         c->chain_may = may && !forked;
         tg_cuda_next_prefetch(c, g->nodes, n, i, len);
         st = tg_cuda_op_encode(c, s, g->nodes, i, len);
-        memset(&c->next_pf, 0, sizeof c->next_pf);
         RANGE_POP();
         tg_cuda_record_launch(c, g->nodes, p->writes, i, len);
         prev_forked = forked;
