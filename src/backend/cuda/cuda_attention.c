@@ -290,6 +290,96 @@ void tg_cuda_next_prefetch(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     c->next_pf.b_bytes = vb;
 }
 
+/* The cross q inside the clustered attention (CT_CUDA_ATTN_CROSS_Q,
+ * attn_decode_clq_bf16). A decoder step's cross-attention at batch 1-4
+ * runs as one cluster of chunks a (head, row) (attn_decode_cluster), and
+ * the q product before it (the layer norm inside, 64 blocks at 1024 rows)
+ * is a launch of its own whose only reader is that attention: 8 launches a
+ * step of the 67 (at batch 1, 3.6 us each stamped, against ~1-2 us a
+ * launch boundary costs). Here each block of a (head, row)'s cluster
+ * computes its share of the head's 128 q rows from the normed column,
+ * its weight rows in shared memory before its wait. What it needs:
+ * BF16 K and V of head size 128 on the cluster path; the product's BF16
+ * weights of H x 128 rows, contiguous within a row, rows and start
+ * 16-byte aligned; x F32 contiguous, a column a batch row, K a multiple
+ * of 8 and at most 8 x the block's threads (two float4 a thread), 16-byte
+ * aligned, as the norm's parameters; q the add's result itself or a view
+ * of all of it in [128, 1, H, B] order; the weights' share and the
+ * normed column in the block's shared memory. */
+enum { ATQ_THREADS = ATD_WARPS * 32, ATQ_STATIC = 4096 };
+static bool f32_flat(const tg_tensor *t, int64_t n) {
+    return t && t->type == TG_F32 && tg_is_contiguous(t) && tg_nelements(t) == n && t->data &&
+           ((uintptr_t)t->data & 15) == 0;
+}
+
+static size_t attn_cross_q_smem(int64_t splits, int64_t K) {
+    const int64_t rpb = (128 + splits - 1) / splits;
+    return (size_t)(rpb * K * 2 + K * 4);
+}
+
+bool tg_cuda_attn_cross_q_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_tensor *mm, const tg_tensor *add,
+                             const tg_tensor *bias, const tg_tensor *att) {
+    if (!c->attn_cross_q || !c->dev->props.clusters || !ln || !mm || !add || !att || att->op != TG_OP_ATTENTION ||
+        ln->op != TG_OP_LAYER_NORM || mm->op != TG_OP_MUL_MAT || mm->src[1] != ln)
+        return false;
+    const tg_tensor *q = att->src[0], *k = att->src[1], *w = mm->src[0], *x = ln->src[0];
+    if (!q || !k || !w || !x || !attn_decodes(c, att) || k->type != TG_BF16 || q->ne[0] != 128 ||
+        attn_decode_cluster(c, att) < 2)
+        return false;
+    const int64_t H = q->ne[2], B = q->ne[3], K = w->ne[0];
+    /* q: all of add, in its order */
+    if (q->ne[1] != 1 || !tg_is_contiguous(q) || q->data != add->data || !tg_is_contiguous(add) ||
+        add->type != TG_F32 || tg_nelements(add) != 128 * H * B || add->ne[0] != 128 * H || tg_nrows(add) != B)
+        return false;
+    if (w->type != TG_BF16 || w->nb[0] != 2 || w->ne[1] != 128 * H || w->ne[2] != 1 || w->ne[3] != 1 ||
+        w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || !w->data)
+        return false;
+    if (K % 8 != 0 || K > 8 * ATQ_THREADS || x->ne[0] != K || !f32_flat(x, K * B) || tg_nrows(x) != B)
+        return false;
+    if ((ln->src[1] && !f32_flat(ln->src[1], K)) || (ln->src[2] && !f32_flat(ln->src[2], K)))
+        return false;
+    if (bias && (bias->type != TG_F32 || !tg_is_contiguous(bias) || tg_nelements(bias) != 128 * H || !bias->data))
+        return false;
+    const int64_t smax = c->dev->props.smem_per_block_optin > 0 ? c->dev->props.smem_per_block_optin
+                                                                 : c->dev->props.smem_per_block;
+    return (int64_t)attn_cross_q_smem(attn_decode_splits(c, att), K) + ATQ_STATIC <= smax;
+}
+
+tg_status tg_cuda_encode_attn_cross_q(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len,
+                                      tg_type out_stored) {
+    const tg_tensor *ln = nodes[i], *mm = nodes[i + 1], *add = nodes[i + 2], *n = nodes[i + len - 1];
+    const tg_tensor *bias = add->op != TG_OP_ADD ? NULL : add->src[0] == mm ? add->src[1] : add->src[0];
+    if (add->op != TG_OP_ADD || !tg_cuda_attn_cross_q_ok(c, ln, mm, add, bias, n))
+        return tg_status_new(TG_ERR_INTERNAL, "cuda: attention '%s': its q product fused where it does not take",
+                             n->name);
+    if (out_stored != TG_F32) {
+        if (!tg_is_contiguous(n))
+            return tg_status_new(TG_ERR_INTERNAL, "cuda: attention '%s': a 16-bit result not contiguous", n->name);
+        c->n_attn_out16++;
+    }
+    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3], *w = mm->src[0];
+    const int64_t H = q->ne[2], B = q->ne[3], K = w->ne[0], splits = attn_decode_splits(c, n);
+    tg_args_attn_decode_clq_bf16 qa = {
+        .a = {.part = 0, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
+              .has_mask = m != NULL, .scale = tg_param_f32(n, 0), .kpw = attn_decode_kpw(c, n), .direct = 0,
+              .prefetch = attn_decode_prefetch(c, k, v), .xr = c->attn_xr, .skip = c->attn_skip,
+              .o = stored_desc(n, out_stored, n)},
+        .x = tg_cuda_dptr(ln->src[0]->data),
+        .w = tg_cuda_dptr(w->data),
+        .bias = bias ? tg_cuda_dptr(bias->data) : 0,
+        .ln_w = ln->src[1] ? tg_cuda_dptr(ln->src[1]->data) : 0,
+        .ln_b = ln->src[2] ? tg_cuda_dptr(ln->src[2]->data) : 0,
+        .ldx = K,
+        .lda = (int64_t)w->nb[1],
+        .k = (int32_t)K,
+        .eps = tg_param_f32(ln, 0)};
+    c->n_attn_decode++;
+    c->n_attn_cluster++;
+    c->n_attn_cross_q++;
+    return LAUNCH_CLUSTER(c, s, "attention_split.cu", "", attn_decode_clq_bf16, (unsigned)splits, (unsigned)H,
+                          (unsigned)B, ATQ_THREADS, (unsigned)attn_cross_q_smem(splits, K), qa, (unsigned)splits);
+}
+
 bool tg_cuda_attn_mask_bf16_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
     return mask_in_pieces(c, n->src[3]) && !attn_decodes(c, n) && !attn_splits(c, n) && attn_packs(c, n);
 }

@@ -339,6 +339,35 @@ static bool history_write(const tg_tensor *w, const tg_tensor *src, int64_t n) {
            at && (at->type == TG_I32 || at->type == TG_I64) && tg_nelements(at) == 1 && at->data;
 }
 
+/* A decoder step's normed q product (nodes[i] the norm, i + 1 the
+ * product, i + 2 its bias add), then the view of the add's result as
+ * heads (a node in a whole graph, none in a scheduler's split) and the
+ * attention reading it as q: the nodes after the product's group that
+ * join it (1 or 2), else 0. The add and its view have no other reader,
+ * and the attention's result lies over nothing the launch reads (its
+ * blocks write it while others still read their operands). */
+static int cross_q_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
+    if (!c->attn_cross_q || i + 3 >= n) return 0;
+    const tg_tensor *ln = nodes[i], *mm = nodes[i + 1], *add = nodes[i + 2];
+    if (add->op != TG_OP_ADD || n_uses[i + 2] != 1 || (add->flags & TG_FLAG_OUTPUT)) return 0;
+    int j = i + 3;
+    if (tg_op_is_view(nodes[j]->op)) {
+        if (nodes[j]->view_src != add || n_uses[j] != 1 || (nodes[j]->flags & TG_FLAG_OUTPUT) || j + 1 >= n)
+            return 0;
+        j++;
+    }
+    const tg_tensor *att = nodes[j], *q = att->src[0];
+    if (att->op != TG_OP_ATTENTION || !q || (q != add && q->view_src != add) || j - i + 1 > TG_HAZARD_GROUP_MAX)
+        return 0;
+    const tg_tensor *bias = add->src[0] == mm ? add->src[1] : add->src[1] == mm ? add->src[0] : NULL;
+    if (!bias || !tg_cuda_attn_cross_q_ok(c, ln, mm, add, bias, att)) return 0;
+    const tg_tensor *reads[8] = {ln->src[0], ln->src[1], ln->src[2], mm->src[0], bias, att->src[1], att->src[2],
+                                 att->src[3]};
+    for (int k = 0; k < 8; k++)
+        if (reads[k] && tg_hazard_overlap(att, reads[k])) return 0;
+    return j - (i + 2);
+}
+
 /* A decoder step's tail as decoder.c builds it (build_graph, build_feed),
  * as the scheduler's split holds it (no view nodes): argmax of the logits,
  * sum_rows of them, the copy of all the ids into the next step's feed, the
@@ -397,6 +426,10 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
             tg_hazard_overlap(out, ln->src[0]))
             return 1;
         p = i + 1;
+        /* then, with CT_CUDA_ATTN_CROSS_Q, the attention reading that
+         * product as its q, in the same launch */
+        const int more = len == 3 ? cross_q_len(c, nodes, n, i, n_uses) : 0;
+        if (more > 0) return len + more;
     }
     /* then the set_rows of the group's k and v rows into the cache, in the
      * same launch where it takes it */

@@ -304,6 +304,8 @@ typedef struct tg_cuda_ctx {
                                 * (D = 128) summed by one transposed reduction, a key's score and exp a lane */
     bool attn_cluster;         /* CT_CUDA_ATTN_CLUSTER: a step attention's chunks of a row as one cluster,
                                 * no combine launch (sm_90) */
+    bool attn_cross_q;         /* CT_CUDA_ATTN_CROSS_Q=1: a step's normed q product inside its clustered
+                                * attention (attn_decode_clq_bf16; tg_cuda_attn_cross_q_ok) */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
                                 * where its blocks are no more than the SMs (tg_cuda_attn_mma_groups) */
     bool attn_qstage;          /* CT_CUDA_ATTN_QSTAGE (default on since the fourteenth session's H100 call):
@@ -337,6 +339,7 @@ typedef struct tg_cuda_ctx {
     int n_attn_split;          /* encodes of attn_split (a few queries over many keys) */
     int n_matvec_epi_early;    /* mul_mat_vec_mma launches loading bias and residual before their wait */
     int n_attn_cluster;        /* attn_decode encodes with a row's chunks as one cluster */
+    int n_attn_cross_q;        /* ... of them with the q product inside (attn_decode_clq_bf16) */
     int n_attn_out16;          /* attention encodes storing 16 bits for their products (CT_CUDA_EMIT_ATTN) */
     int n_mm_out16;            /* product encodes storing BF16 (CT_CUDA_EMIT_TAILS, or as a mask: ATTN_BD16) */
     int n_unary16;             /* unary ops reading a BF16 source (ew_unary_b4), and conv module kernels */
@@ -644,6 +647,21 @@ bool tg_cuda_written_before(const tg_cuda_ctx *c, const tg_tensor *t);
  * K/V; with CT_CUDA_ATTN_PREFETCH_AHEAD=2 any K and V) and take at most
  * half of L2, their spans; else nothing. =0 turns it off. */
 void tg_cuda_next_prefetch(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, int len);
+
+/* A decoder step's cross q as one launch with its attention (CT_CUDA_ATTN_CROSS_Q):
+ * ln the layer norm of x, mm the product of its result by BF16 weights,
+ * bias (or NULL) the add after it, att the attention whose q is that
+ * add's result seen as [128, 1, H, B]. True where attn_decode_clq_bf16
+ * computes exactly what they would: the attention takes a row's chunks as
+ * one cluster (tg_cuda_encode_attention's own choice), and the shapes,
+ * types and alignments are the kernel's. The matcher (cuda_fusion.c)
+ * checks readers and overlaps. */
+bool tg_cuda_attn_cross_q_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_tensor *mm, const tg_tensor *add,
+                             const tg_tensor *bias, const tg_tensor *att);
+/* Launches such a group, nodes[i] the norm and nodes[i + len - 1] the
+ * attention; out_stored: the attention's result as its readers take it. */
+tg_status tg_cuda_encode_attn_cross_q(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len,
+                                      tg_type out_stored);
 
 /* ------------------------------------------ matrix products (cuda_matmul.c) */
 

@@ -755,6 +755,12 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o],
                                       tg_cuda_stored_type(c->emit, nodes, i, nodes[p]->src[1]), NULL);
     }
+    if (len > 1 && n->op == TG_OP_LAYER_NORM && nodes[i + len - 1]->op == TG_OP_ATTENTION) {
+        /* the norm, the q product and its attention (CT_CUDA_ATTN_CROSS_Q) */
+        c->n_fused[TG_FUSED_NORM_MATVEC]++;
+        c->n_fused[TG_FUSED_ATTENTION]++;
+        return tg_cuda_encode_attn_cross_q(c, s, nodes, i, len, c->emit ? c->emit[i + len - 1] : TG_F32);
+    }
     if (len > 1 && n->op == TG_OP_LAYER_NORM) {
         /* the norm, then its product's group, in one matvec launch */
         tg_cuda_fused f = tg_cuda_fused_parts(nodes, i + 1, len - 1);

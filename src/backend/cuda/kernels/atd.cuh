@@ -122,16 +122,45 @@ __device__ __forceinline__ void atd_cluster_combine(const tg_args_attn_decode &a
  * 16 keys take 8 + 4 + 2 + 1 + 1 shuffles instead of 16 x 5; d[0] ends
  * as the full sum of key atd_xkey(lane), which every lane of that key
  * holds (a + b and b + a are the same). */
-template <int KU>
+/* atd_xreduce's halvings written out by templates (SEL): no loop left for
+ * the compiler to keep rolled. In attn_decode_clq_bf16, whose product's
+ * loops come before atd_body, the inner loop stayed a loop over d[], which
+ * then lived in local memory (64 bytes of stack a thread). The same
+ * sums in the same order. */
+template <int KU, int C, int O, int I> struct atd_xr_pairs {
+    static __device__ __forceinline__ void run(float (&d)[KU], bool hi) {
+        const float send = hi ? d[I] : d[I + C / 2], keep = hi ? d[I + C / 2] : d[I];
+        d[I] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+        atd_xr_pairs<KU, C, O, I + 1>::run(d, hi);
+    }
+};
+template <int KU, int C, int O> struct atd_xr_pairs<KU, C, O, C / 2> {
+    static __device__ __forceinline__ void run(float (&)[KU], bool) {}
+};
+template <int KU, int C, int O> struct atd_xr_stages {
+    static __device__ __forceinline__ void run(float (&d)[KU], int lane) {
+        atd_xr_pairs<KU, C, O, 0>::run(d, (lane & O) != 0);
+        atd_xr_stages<KU, C / 2, O / 2>::run(d, lane);
+    }
+};
+template <int KU, int O> struct atd_xr_stages<KU, 1, O> {
+    static __device__ __forceinline__ void run(float (&)[KU], int) {}
+};
+
+template <int KU, bool SEL = false>
 __device__ __forceinline__ void atd_xreduce(float (&d)[KU], int lane) {
-    int o = 16;
+    if (SEL) {
+        atd_xr_stages<KU, KU, 16>::run(d, lane);
+    } else {
+        int o = 16;
 #pragma unroll
-    for (int c = KU; c > 1; c >>= 1, o >>= 1) {
-        const bool hi = (lane & o) != 0;
+        for (int c = KU; c > 1; c >>= 1, o >>= 1) {
+            const bool hi = (lane & o) != 0;
 #pragma unroll
-        for (int i = 0; i < c / 2; i++) {
-            const float send = hi ? d[i] : d[i + c / 2], keep = hi ? d[i + c / 2] : d[i];
-            d[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            for (int i = 0; i < c / 2; i++) {
+                const float send = hi ? d[i] : d[i + c / 2], keep = hi ? d[i + c / 2] : d[i];
+                d[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+            }
         }
     }
 #pragma unroll
@@ -154,9 +183,12 @@ template <int KU> __device__ __forceinline__ int atd_xlane(int u) {
 }
 
 /* The block's chunk s of keys for head h of batch row b: the kernels pass
- * their blockIdx, step_chain.cu the (head, row) its block takes. */
-template <int G, int KU, bool BF, int W, bool CL = false>
-__device__ __forceinline__ void atd_body(const tg_args_attn_decode &args, int s, int h, int b) {
+ * their blockIdx, step_chain.cu the (head, row) its block takes. With QS,
+ * the query comes from qs (the block's shared memory, D floats: the
+ * clq kernel's product) instead of args.q. */
+template <int G, int KU, bool BF, int W, bool CL = false, bool QS = false>
+__device__ __forceinline__ void atd_body(const tg_args_attn_decode &args, int s, int h, int b,
+                                         const float *qs = nullptr) {
     float *part = (float *)args.part;
     const tg_t &q = args.q, &k = args.k, &v = args.v, &mask = args.mask;
     constexpr int D = 128 * G;
@@ -172,7 +204,8 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args, int s,
     for (int g = 0; g < G; g++)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            qr[g][i] = tg_ld(q.p + tg_off(q, 128 * g + 4 * lane + i, 0, h, b), q.type) * args.scale;
+            qr[g][i] = (QS ? qs[128 * g + 4 * lane + i] : tg_ld(q.p + tg_off(q, 128 * g + 4 * lane + i, 0, h, b), q.type)) *
+                       args.scale;
             acc[g][i] = 0.0f;
         }
     float m = -TG_INF, l = 0.0f;
@@ -225,7 +258,7 @@ __device__ __forceinline__ void atd_body(const tg_args_attn_decode &args, int s,
 #pragma unroll
                 for (int i = 0; i < 4; i++) d[u] += qr[0][i] * kf[i];
             }
-            atd_xreduce<KU>(d, lane);
+            atd_xreduce<KU, QS>(d, lane);
             const bool okl = in && sl != -TG_INF;
             sl = okl ? sl + d[0] : -TG_INF;
             float mx = sl;

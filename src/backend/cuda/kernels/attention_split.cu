@@ -237,6 +237,113 @@ extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode_cl_b
     atd_body<1, 16, true, ATD_WARPS, true>(args, blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
+/* attn_decode_cl_bf16 with the product that makes its q inside it
+ * (tg_attn_decode_q_args; CT_CUDA_ATTN_CROSS_Q, cuda_attention.c): a
+ * decoder step's cross q = W LN(x) + b for the cluster's (head, row), then
+ * the attention. Each of the cluster's n blocks copies its share of the
+ * head's 128 weight rows (ceil(128 / n) rows: the dynamic shared memory)
+ * by cp.async before its wait, as they are weights that nothing before it
+ * writes, and asks its keys into L2 as attn_decode does; after the wait it
+ * norms x's column as mul_mat_vec_mma's whole-block norm does (the mean,
+ * then the variance of the centred values; the normed values rounded to
+ * BF16, the product's operand type), and a warp a row sums its rows in
+ * F32. The rows go to the block's shared memory, the cluster's barrier
+ * makes them visible, and each block reads the head's 128 from their
+ * owners (distributed shared memory) before its chunk of keys;
+ * atd_cluster_combine's two barriers keep every block's rows alive until
+ * all have read them. It replaces the q product's launch before the
+ * attention (at batch 1: 64 blocks, 3.6 us stamped, 8 a step). */
+#define ATQ_R 2 /* float4 rounds of x a thread: K <= 8 x the block's threads */
+__device__ __forceinline__ float atq_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float atq_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+
+#if TG_CC >= 90
+/* The head's q into qfull (the block's shared memory, 128 floats), every
+ * block of the cluster alike. Not inlined: inside the kernel with
+ * atd_body, the compiler kept atd_xreduce's sums in local memory. */
+__device__ __forceinline__ void atq_head_q(const tg_attn_decode_q_args &args, float *qfull) {
+    extern __shared__ __align__(16) unsigned char atq_dyn[];
+    __shared__ float qpart[128], red[2][32];
+    const int K = args.k, n = (int)gridDim.x, s = (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = (int)(blockDim.x >> 5);
+    const int bd = (int)blockDim.x;
+    const int rpb = (128 + n - 1) / n, r0 = s * rpb, nr = 128 - r0 < rpb ? 128 - r0 : rpb, pieces = K / 8;
+    /* the block's weight rows, 16 bytes a copy, before the wait */
+    const char *w0 = args.w + (i64)(h * 128 + r0) * args.lda;
+    const unsigned ws = smem_addr(atq_dyn);
+    for (int i = tid; i < nr * pieces; i += bd) {
+        const int r = i / pieces, c = i - r * pieces;
+        cp_async16_s(ws + (unsigned)(r * K * 2 + 16 * c), w0 + (i64)r * args.lda + 16 * c);
+    }
+    cp_async_commit();
+    atd_prefetch<ATD_WARPS>(args.a);
+    TG_PDL();
+    /* x's column b: a float4 a thread a round, at most 4 rounds */
+    float *ys = (float *)(atq_dyn + (size_t)rpb * K * 2);
+    const float4 *x4 = (const float4 *)(args.x + (i64)b * args.ldx);
+    const int n4 = K / 4;
+    float4 v[ATQ_R];
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < ATQ_R; u++) {
+        v[u] = tid + u * bd < n4 ? x4[tid + u * bd] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        sum += (v[u].x + v[u].y) + (v[u].z + v[u].w);
+    }
+    const float mean = tg_block_sum(sum, red[0]) / (float)K;
+    float sq = 0.0f;
+#pragma unroll
+    for (int u = 0; u < ATQ_R; u++) {
+        const float a = v[u].x - mean, c = v[u].y - mean, d = v[u].z - mean, e = v[u].w - mean;
+        if (tid + u * bd < n4) sq += (a * a + c * c) + (d * d + e * e);
+    }
+    const float rstd = rsqrtf(tg_block_sum(sq, red[1]) / (float)K + args.eps);
+#pragma unroll
+    for (int u = 0; u < ATQ_R; u++) {
+        const int j = tid + u * bd;
+        if (j < n4) {
+            const float4 w = args.ln_w ? ((const float4 *)args.ln_w)[j] : make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+            const float4 c = args.ln_b ? ((const float4 *)args.ln_b)[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            *(float4 *)(ys + 4 * j) = make_float4(tg_bf2f(tg_f2bf((v[u].x - mean) * rstd * w.x + c.x)),
+                                                  tg_bf2f(tg_f2bf((v[u].y - mean) * rstd * w.y + c.y)),
+                                                  tg_bf2f(tg_f2bf((v[u].z - mean) * rstd * w.z + c.z)),
+                                                  tg_bf2f(tg_f2bf((v[u].w - mean) * rstd * w.w + c.w)));
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    /* a warp a row, its lanes over the row's 16-byte pieces */
+    const unsigned short *wsm = (const unsigned short *)atq_dyn;
+    for (int r = warp; r < nr; r += nw) {
+        float acc = 0.0f;
+        for (int c = lane; c < pieces; c += 32) {
+            const uint4 wv = *(const uint4 *)(wsm + (size_t)r * K + 8 * c);
+            const float4 ya = *(const float4 *)(ys + 8 * c), yb = *(const float4 *)(ys + 8 * c + 4);
+            acc += (atq_lo(wv.x) * ya.x + atq_hi(wv.x) * ya.y) + (atq_lo(wv.y) * ya.z + atq_hi(wv.y) * ya.w) +
+                   (atq_lo(wv.z) * yb.x + atq_hi(wv.z) * yb.y) + (atq_lo(wv.w) * yb.z + atq_hi(wv.w) * yb.w);
+        }
+        acc = tg_warp_sum(acc);
+        if (lane == 0) qpart[r] = acc + (args.bias ? args.bias[h * 128 + r0 + r] : 0.0f);
+    }
+    tg_cluster_sync();
+    for (int d = tid; d < 128; d += bd) {
+        const int o = d / rpb;
+        qfull[d] = tg_dsmem(&qpart[d - o * rpb], (unsigned)o);
+    }
+    __syncthreads();
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4)
+    attn_decode_clq_bf16(const tg_args_attn_decode_clq_bf16 args) {
+#if TG_CC >= 90
+    __shared__ float qfull[128];
+    atq_head_q(args, qfull);
+    atd_body<1, 16, true, ATD_WARPS, true, true>(args.a, blockIdx.x, blockIdx.y, blockIdx.z, qfull);
+#else
+    __trap(); /* the host launches it only where clusters exist */
+#endif
+}
+
 /* D = 128, one block of TG_ATD_WIDE warps a row (grid (1, H, B), args.direct):
  * where the rows are no more than the SMs and more than a quarter of them
  * (a step at batch 5-16 on 132 SMs: tg_cuda_attn_decode_wide_kpw), a row's

@@ -296,6 +296,26 @@ typedef struct tg_attn_decode_args {
 } tg_attn_decode_args;
 TG_KARGS_SIZE(tg_attn_decode_args, 440);
 
+/* attn_decode_clq_bf16: attn_decode_cl_bf16 (a row's chunks as one
+ * cluster; a's q unread) with the product that makes q inside it, the
+ * decoder step's cross q: q = W LN(x) + bias for the row's head, each
+ * block of the cluster computing its share of the head's 128 rows and the
+ * cluster sharing them through distributed shared memory. x: the norm's
+ * input, F32 columns ldx floats apart (column = batch row); w: BF16
+ * weights, the head's rows lda bytes apart; bias, ln_w, ln_b: F32 or 0;
+ * k: the columns' length (a multiple of 8, at most 4 x 4 x the block's
+ * threads). */
+typedef struct tg_attn_decode_q_args {
+    tg_attn_decode_args a;
+    tg_dp_cfloat x;
+    tg_dp_cchar w;
+    tg_dp_cfloat bias, ln_w, ln_b;
+    tg_i64 ldx, lda;
+    tg_i32 k;
+    float eps;
+} tg_attn_decode_q_args;
+TG_KARGS_SIZE(tg_attn_decode_q_args, 504);
+
 /* ---------------------------------------------------------- matvec.cu */
 
 /* Columns mul_mat_vec takes at most; for mul_mat_vec_mma (same
@@ -603,6 +623,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention_split, attn_decode_wide, tg_attn_decode_args) \
     X(attention_split, attn_decode_cl, tg_attn_decode_args)  \
     X(attention_split, attn_decode_cl_bf16, tg_attn_decode_args) \
+    X(attention_split, attn_decode_clq_bf16, tg_attn_decode_q_args) \
     X(attention_split, attn_decode_wide_bf16, tg_attn_decode_args) \
     X(matvec, mul_mat_vec, tg_mul_mat_vec_args)             \
     X(matvec, mul_mat_vec_mma, tg_mul_mat_vec_args)         \

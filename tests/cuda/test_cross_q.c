@@ -1,0 +1,96 @@
+/*
+ * test_cross_q.c: a decoder step's cross q product inside its clustered
+ * attention (CT_CUDA_ATTN_CROSS_Q=1, attn_decode_clq_bf16; cuda_fusion.c's
+ * cross_q_len, cuda_attention.c's tg_cuda_attn_cross_q_ok): the cross half
+ * of a decoder layer (the norm, the q product with its bias, its heads as
+ * a view, the attention over BF16 K/V) against the CPU with it on, at the
+ * released model's shape (8 heads of 128, 438 frames: 7 chunks a row) and
+ * smaller ones (5 chunks; 8 batch rows); that it fuses once an encode
+ * where a row's chunks run as a cluster (sm_90), and not where the q has
+ * another reader, where the attention takes the wide block, or with the
+ * switch off.
+ *
+ * Every test prints "skipped: no CUDA device" and passes where there is no
+ * driver or GPU; on the stand-in driver (ctest's cuda/cross_q_fake) it
+ * checks the counts, not the results.
+ *
+ * Not here: what it saves (bench/levers.py, CT_CUDA_ATTN_CROSS_Q).
+ */
+#include "check.h"
+#include "cuda_compare.h"
+#include "tg.h"
+
+#ifdef TG_HAVE_CUDA
+#include "cuda_internal.h"
+
+static int64_t g_heads = 4, g_frames = 150, g_rows = 1;
+static bool g_share_q = false;
+
+/* x [128 H, 1, B] -> LN -> W q + b -> heads [128, 1, H, B] -> attention
+ * over K and V [128, T, H, B] (BF16 leaves) with a mask [T, 1, 1, B];
+ * with g_share_q, the attention's result plus q's add seen as its shape,
+ * so that the add has a second reader. */
+static tg_tensor *build_cross(tg_ctx *ctx) {
+    const int64_t hd = 128, H = g_heads, dd = hd * H, T = g_frames, B = g_rows;
+    tg_tensor *x = tg_new_3d(ctx, TG_F32, dd, 1, B);
+    tg_tensor *h = tg_layer_norm(ctx, x, as_weight(tg_new_1d(ctx, TG_F32, dd), true),
+                                 as_weight(tg_new_1d(ctx, TG_F32, dd), true), 1e-5f);
+    tg_tensor *add = tg_add(ctx, tg_mul_mat(ctx, as_weight(tg_new_2d(ctx, TG_BF16, dd, dd), true), h),
+                            as_weight(tg_new_1d(ctx, TG_F32, dd), true));
+    if (!add) return NULL;
+    tg_tensor *q = tg_reshape_4d(ctx, add, hd, 1, H, B);
+    tg_tensor *k = tg_new_4d(ctx, TG_BF16, hd, T, H, B), *v = tg_new_4d(ctx, TG_BF16, hd, T, H, B);
+    tg_tensor *att = tg_attention(ctx, q, k, v, tg_new_4d(ctx, TG_F32, T, 1, 1, B), 0.088f);
+    if (!g_share_q || !att) return att;
+    return tg_add(ctx, att, tg_reshape_4d(ctx, add, hd, H, 1, B));
+}
+
+/* One fused launch an encode where clusters exist, none elsewhere. */
+static void expect_fused(const tg_cuda_ctx *c, int before, int enc_before, bool fused, const char *what) {
+    const int encodes = c->n_direct + c->n_graph_captures - enc_before, got = c->n_attn_cross_q - before;
+    const int want = fused && c->dev->props.clusters ? encodes : 0;
+    CHECK_MSG(got == want, "%s: %d fused launches in %d encodes, %d expected", what, got, encodes, want);
+}
+
+static void case_matches(tg_backend *be, int64_t H, int64_t T, int64_t B, bool fused, const char *what) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
+    g_heads = H, g_frames = T, g_rows = B;
+    const int before = c->n_attn_cross_q, enc = c->n_direct + c->n_graph_captures;
+    compare_with_cpu(be, build_cross, 4, 1e-5, what);
+    expect_fused(c, before, enc, fused, what);
+}
+
+static void test_cross_q_matches_cpu(void) {
+    tg_backend *be = cuda_with("CT_CUDA_ATTN_CROSS_Q", "1");
+    if (!be) return;
+    CHECK(((tg_cuda_ctx *)be->impl)->attn_cross_q);
+    case_matches(be, 8, 438, 1, true, "8 heads, 438 frames, 1 row (7 chunks)");
+    case_matches(be, 4, 300, 1, true, "4 heads, 300 frames, 1 row (5 chunks)");
+    /* one round of the wide block's warps takes 150 frames at 1 row */
+    case_matches(be, 4, 150, 1, false, "4 heads, 150 frames, 1 row (wide)");
+    case_matches(be, 4, 438, 8, true, "4 heads, 438 frames, 8 rows");
+    /* 64 (head, row) pairs take the wide block, not a cluster */
+    case_matches(be, 8, 438, 8, false, "8 heads, 438 frames, 8 rows (wide)");
+    tg_backend_free(be);
+}
+
+static void test_cross_q_other_reader(void) {
+    tg_backend *be = cuda_with("CT_CUDA_ATTN_CROSS_Q", "1");
+    if (!be) return;
+    g_share_q = true;
+    case_matches(be, 8, 438, 1, false, "q read by another node too");
+    g_share_q = false;
+    tg_backend_free(be);
+}
+
+static void test_cross_q_off(void) {
+    tg_backend *be = cuda_with("CT_CUDA_ATTN_CROSS_Q", "0");
+    if (!be) return;
+    case_matches(be, 8, 438, 1, false, "switch off");
+    tg_backend_free(be);
+}
+
+TEST_MAIN(T(test_cross_q_matches_cpu), T(test_cross_q_other_reader), T(test_cross_q_off))
+#else
+TEST_MAIN_WITHOUT_CUDA()
+#endif
