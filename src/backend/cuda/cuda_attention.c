@@ -300,8 +300,9 @@ void tg_cuda_next_prefetch(tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
  * computes its share of the head's 128 q rows from the normed column,
  * its weight rows in shared memory before its wait. What it needs:
  * BF16 K and V of head size 128 on the cluster path; the product's BF16
- * weights of H x 128 rows, contiguous within a row, rows and start
- * 16-byte aligned; x F32 contiguous, a column a batch row, K a multiple
+ * weights (a weight: nothing of the graph writes them) of H x 128 rows,
+ * contiguous within a row, rows and start 16-byte aligned, on the mma
+ * kernels when apart; x F32 contiguous, a column a batch row, K a multiple
  * of 8 and at most 8 x the block's threads (two float4 a thread), 16-byte
  * aligned, as the norm's parameters; q the add's result itself or a view
  * of all of it in [128, 1, H, B] order; the weights' share and the
@@ -331,8 +332,12 @@ bool tg_cuda_attn_cross_q_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg
     if (q->ne[1] != 1 || !tg_is_contiguous(q) || q->data != add->data || !tg_is_contiguous(add) ||
         add->type != TG_F32 || tg_nelements(add) != 128 * H * B || add->ne[0] != 128 * H || tg_nrows(add) != B)
         return false;
+    /* the weights a weight (copied before the wait, as mul_mat_vec_mma's
+     * early loads are), the product one the mma kernels would run (the
+     * normed column rounded to BF16 there too) */
     if (w->type != TG_BF16 || w->nb[0] != 2 || w->ne[1] != 128 * H || w->ne[2] != 1 || w->ne[3] != 1 ||
-        w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || !w->data)
+        w->nb[1] % 16 != 0 || ((uintptr_t)w->data & 15) != 0 || !w->data || !tg_cuda_is_weight(w) ||
+        !tg_cuda_matvec_mma_takes(c, mm))
         return false;
     if (K % 8 != 0 || K > 8 * ATQ_THREADS || x->ne[0] != K || !f32_flat(x, K * B) || tg_nrows(x) != B)
         return false;

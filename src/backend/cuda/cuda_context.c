@@ -547,8 +547,11 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, plan *p) {
         }
         /* an attention's result read only by products (its out projection):
          * stored in their type by the attention's kernel, no conversion
-         * pass in front of cuBLASLt, half the bytes for matvec.cu */
-        if (p->fuse[i] == 1 && t->op == TG_OP_ATTENTION && c->emit_attn) {
+         * pass in front of cuBLASLt, half the bytes for matvec.cu; also
+         * where its q product runs inside it (CT_CUDA_ATTN_CROSS_Q: the
+         * group's last node, its kernel the attention's) */
+        const bool cross_q = tail && g->nodes[head]->op == TG_OP_LAYER_NORM;
+        if ((p->fuse[i] == 1 || cross_q) && t->op == TG_OP_ATTENTION && c->emit_attn) {
             p->emit[i] = operand_type(g, p, i, false);
             continue;
         }

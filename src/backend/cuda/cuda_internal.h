@@ -717,6 +717,9 @@ static inline bool tg_cuda_f32_words(const tg_tensor *t) {
 /* A layer norm whose only reader is the product mm after it, which runs
  * on matvec.cu, writing out: the norm can go into that launch. */
 bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_tensor *mm, const tg_tensor *out);
+/* Whether product mm, on matvec.cu, runs on the mma kernels (BF16 operands,
+ * its normed columns rounded to BF16) rather than mul_mat_vec (F32). */
+bool tg_cuda_matvec_mma_takes(const tg_cuda_ctx *c, const tg_tensor *mm);
 /* The product n (its group's parts f) into out: on matvec.cu where it
  * takes it, else cuBLASLt (tg_cuda_encode_mul_mat); ln, when not NULL, the
  * layer norm producing n's x, done inside the matvec launch (the caller

@@ -62,6 +62,8 @@ static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
            (M <= c->matvec_mma_max || matvec_cl(c, n)) && tg_node_prec(n) != TG_PREC_F32 && n->src[0]->ne[0] % 32 == 0;
 }
 
+bool tg_cuda_matvec_mma_takes(const tg_cuda_ctx *c, const tg_tensor *mm) { return matvec_mma(c, mm); }
+
 /* mul_mat_vec_mma_cl's dynamic shared memory for K x M
  * (kernels/matvec.cu): x's slice of K / TG_MVC_S as BF16 rows of that +
  * 8, then the block's partial sums (a float4 a lane for each 8 rows of

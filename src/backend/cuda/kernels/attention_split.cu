@@ -259,8 +259,7 @@ __device__ __forceinline__ float atq_hi(unsigned w) { return __uint_as_float(w &
 
 #if TG_CC >= 90
 /* The head's q into qfull (the block's shared memory, 128 floats), every
- * block of the cluster alike. Not inlined: inside the kernel with
- * atd_body, the compiler kept atd_xreduce's sums in local memory. */
+ * block of the cluster alike. */
 __device__ __forceinline__ void atq_head_q(const tg_attn_decode_q_args &args, float *qfull) {
     extern __shared__ __align__(16) unsigned char atq_dyn[];
     __shared__ float qpart[128], red[2][32];
@@ -278,7 +277,7 @@ __device__ __forceinline__ void atq_head_q(const tg_attn_decode_q_args &args, fl
     cp_async_commit();
     atd_prefetch<ATD_WARPS>(args.a);
     TG_PDL();
-    /* x's column b: a float4 a thread a round, at most 4 rounds */
+    /* x's column b: a float4 a thread a round, ATQ_R rounds */
     float *ys = (float *)(atq_dyn + (size_t)rpb * K * 2);
     const float4 *x4 = (const float4 *)(args.x + (i64)b * args.ldx);
     const int n4 = K / 4;

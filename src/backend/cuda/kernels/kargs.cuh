@@ -303,7 +303,7 @@ TG_KARGS_SIZE(tg_attn_decode_args, 440);
  * cluster sharing them through distributed shared memory. x: the norm's
  * input, F32 columns ldx floats apart (column = batch row); w: BF16
  * weights, the head's rows lda bytes apart; bias, ln_w, ln_b: F32 or 0;
- * k: the columns' length (a multiple of 8, at most 4 x 4 x the block's
+ * k: the columns' length (a multiple of 8, at most 8 x the block's
  * threads). */
 typedef struct tg_attn_decode_q_args {
     tg_attn_decode_args a;
