@@ -252,7 +252,9 @@ extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode_cl_b
  * owners (distributed shared memory) before its chunk of keys;
  * atd_cluster_combine's two barriers keep every block's rows alive until
  * all have read them. It replaces the q product's launch before the
- * attention (at batch 1: 64 blocks, 3.6 us stamped, 8 a step). */
+ * attention (at batch 1: 64 blocks, 3.6 us stamped, 8 a step), yet took
+ * 12.7-13.3 us a layer against 3.6 + 6.2 apart on an H100 (twentieth
+ * session; resident late, its weights arriving after the wait): off. */
 #define ATQ_R 2 /* float4 rounds of x a thread: K <= 8 x the block's threads */
 __device__ __forceinline__ float atq_lo(unsigned w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float atq_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
