@@ -5,7 +5,8 @@
  * of a decoder layer (the norm, the q product with its bias, its heads as
  * a view, the attention over BF16 K/V) against the CPU with it on, at the
  * released model's shape (8 heads of 128, 438 frames: 7 chunks a row) and
- * smaller ones (5 chunks; 8 batch rows); that it fuses once an encode
+ * others (6 chunks, whose 48 KB of dynamic shared memory needs the
+ * launch's opt-in; 5 chunks; 8 batch rows); that it fuses once an encode
  * where a row's chunks run as a cluster (sm_90), and not where the q has
  * another reader, where the attention takes the wide block, or with the
  * switch off.
@@ -66,6 +67,9 @@ static void test_cross_q_matches_cpu(void) {
     CHECK(((tg_cuda_ctx *)be->impl)->attn_cross_q);
     case_matches(be, 8, 438, 1, true, "8 heads, 438 frames, 1 row (7 chunks)");
     case_matches(be, 4, 300, 1, true, "4 heads, 300 frames, 1 row (5 chunks)");
+    /* 6 chunks: 22 rows of K = 1024 a block, 48 KB of dynamic shared
+     * memory beside the kernel's static part (the launch opts in) */
+    case_matches(be, 8, 384, 1, true, "8 heads, 384 frames, 1 row (6 chunks)");
     /* one round of the wide block's warps takes 150 frames at 1 row */
     case_matches(be, 4, 150, 1, false, "4 heads, 150 frames, 1 row (wide)");
     case_matches(be, 4, 438, 8, true, "4 heads, 438 frames, 8 rows");

@@ -30,6 +30,7 @@
     X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuDeviceCanAccessPeer)                \
     X(cuCtxEnablePeerAccess)                                                        \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute) \
+    X(cuFuncGetAttribute)                                                           \
     X(cuModuleGetGlobal)                                                            \
     X(cuLaunchKernel) X(cuLaunchKernelEx)                                           \
     X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemHostRegister) \

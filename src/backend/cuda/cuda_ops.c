@@ -94,7 +94,17 @@ tg_status tg_cuda_launch_now(tg_cuda_ctx *c, CUstream s, const char *module, con
     tg_status st = tg_cuda_kernel(c->dev, module, defines, name, &fn);
     if (st) return st;
     const tg_cu_api *cu = c->dev->cu;
-    if (smem > 48 * 1024) {
+    /* A block gets 48 KB of shared memory, its static and dynamic parts
+     * together, unless the kernel opts in to more: past 48 KB of dynamic
+     * memory, or past 48 KB with the kernel's static part (asked of the
+     * driver only where the dynamic part is large: every kernel here has
+     * less than 16 KB static; attn_decode_clq_bf16 at 6 chunks a row asks
+     * for exactly 48 KB dynamic beside its 3.9 KB). */
+    int stat = 0;
+    if (smem > 32 * 1024 && smem <= 48 * 1024 &&
+        cu->cuFuncGetAttribute(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn) != CUDA_SUCCESS)
+        stat = 0;
+    if (smem > 48 * 1024 || (int64_t)smem + stat > 48 * 1024) {
         CUresult r = cu->cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem);
         if (r != CUDA_SUCCESS) return tg_cuda_status(r, name);
     }

@@ -3,7 +3,9 @@
  * code on a machine without a GPU (CI's): device memory is host memory,
  * kernels are not run (the two capability probes are answered as a BF16
  * tensor-core GPU would answer them), stream capture is refused, so every
- * compute launches directly, and every other call succeeds. The device it
+ * compute launches directly, a launch fails where a GPU would refuse its
+ * shared memory (every kernel taken to have 4 KB static), and every other
+ * call succeeds. The device it
  * describes is an H100's shape (sm_90, 132 SMs, 50 MB of L2).
  *
  * What a test on it can check: what the host decides and enqueues (which
@@ -21,7 +23,12 @@
 /* Kernels by name: a handle is an entry here (no allocation to leak). */
 typedef struct {
     char name[128];
+    int max_dynamic; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as set */
 } fn_t;
+/* Every kernel's static shared memory as the stand-in reports it: a
+ * launch whose dynamic part takes the block past 48 KB with it fails, as
+ * on a GPU, unless the kernel opted in to that much. */
+enum { FAKE_STATIC_SMEM = 4096 };
 static fn_t g_fns[512];
 static int g_n_fns;
 static char g_dummy[8];
@@ -178,10 +185,22 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name
     return *f ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
-    (void)f;
-    (void)a;
-    (void)v;
+    if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+        if (v < 0 || v + FAKE_STATIC_SMEM > 232448) return CUDA_ERROR_INVALID_VALUE;
+        ((fn_t *)f)->max_dynamic = v;
+    }
     return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f) {
+    (void)f;
+    *v = a == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES ? FAKE_STATIC_SMEM : 0;
+    return CUDA_SUCCESS;
+}
+/* The dynamic shared memory a launch of f may ask for. */
+static int smem_ok(CUfunction f, unsigned sm) {
+    const fn_t *x = (const fn_t *)f;
+    const unsigned most = x->max_dynamic > 0 ? (unsigned)x->max_dynamic : 48 * 1024 - FAKE_STATIC_SMEM;
+    return sm <= most;
 }
 CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr *p, size_t *b, CUmodule m, const char *n) {
     (void)m;
@@ -214,14 +233,15 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned
     (void)gz;
     (void)by;
     (void)bz;
-    (void)sm;
     (void)s;
     (void)extra;
+    if (!smem_ok(f, sm)) return CUDA_ERROR_INVALID_VALUE;
     launched(f, params, gx, bx);
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
     (void)extra;
+    if (!smem_ok(f, cfg->sharedMemBytes)) return CUDA_ERROR_INVALID_VALUE;
     launched(f, params, cfg->gridDimX, cfg->blockDimX);
     return CUDA_SUCCESS;
 }
