@@ -17,9 +17,10 @@
  * product per copy.
  *
  * Prints per shape the first choice's time, the fastest candidate's (and
- * its index and waves count), and the weight read rate of each; then a
- * RESULT line (gpu-check's table): the first choice in us, the fastest as
- * its ceiling.
+ * its index and waves count), and the weight read rate of each; the first
+ * choice split over K into 2-8 parts where its algorithm takes that, the
+ * fastest split against it; then a RESULT line (gpu-check's table): the
+ * first choice in us, the fastest offered as its ceiling.
  * Usage: bench-cuda_lt_candidates [--max N] (candidates asked for, <= 32)
  * Leaves out: epilogues other than the bias, the residual's C operand.
  */
@@ -114,6 +115,54 @@ static void run_shape(tg_backend *b, const shape *sh, int max_cand, CUdeviceptr 
                res[0].wavesCount, best_i, best, gb / best, res[best_i].wavesCount, first / best);
     else
         printf("%-28s no usable first candidate (%d offered)\n", sh->name, n);
+    /* The first choice split over K where its algorithm takes that (2-8
+     * parts, the partial sums reduced in F32 or in place: whichever
+     * cublasLtMatmulAlgoCheck passes within the workspace cap). The
+     * encoder's products at batch 1 and 8 (M = 438, 3504) make few tiles
+     * on 132 SMs: a 1280-row result at batch 8 is ~140 tiles of 128 x 256,
+     * two waves with the second nearly empty (twentieth session,
+     * bench/README.md); a split fills them. */
+    if (first > 0) {
+        int32_t sup = 0;
+        size_t sz = 0;
+        if (lt->cublasLtMatmulAlgoCapGetAttribute(&res[0].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &sup, sizeof sup,
+                                                  &sz) != CUBLAS_STATUS_SUCCESS)
+            sup = 0;
+        static const int32_t parts[] = {2, 3, 4, 6, 8};
+        static const uint32_t schemes[] = {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, CUBLASLT_REDUCTION_SCHEME_INPLACE};
+        double split = -1;
+        int32_t split_k = 0;
+        for (size_t j = 0; sup && j < sizeof parts / sizeof *parts; j++) {
+            for (size_t q = 0; q < sizeof schemes / sizeof *schemes; q++) {
+                cublasLtMatmulAlgo_t a2 = res[0].algo;
+                cublasLtMatmulHeuristicResult_t chk;
+                memset(&chk, 0, sizeof chk);
+                if (lt->cublasLtMatmulAlgoConfigSetAttribute(&a2, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts[j],
+                                                             sizeof parts[j]) != CUBLAS_STATUS_SUCCESS ||
+                    lt->cublasLtMatmulAlgoConfigSetAttribute(&a2, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &schemes[q],
+                                                             sizeof schemes[q]) != CUBLAS_STATUS_SUCCESS ||
+                    lt->cublasLtMatmulAlgoCheck(c->dev->lt_handle, r.op, r.la, r.lb, r.ld, r.ld, &a2, &chk) !=
+                        CUBLAS_STATUS_SUCCESS ||
+                    chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > c->lt_ws_size)
+                    continue;
+                r.algo = &a2;
+                r.ws = chk.workspaceSize;
+                float alpha = 1, beta = 0;
+                if (lt->cublasLtMatmul(c->dev->lt_handle, r.op, &alpha, (void *)r.A0, r.la, (void *)r.B, r.lb, &beta,
+                                       (void *)r.D, r.ld, (void *)r.D, r.ld, r.algo, (void *)c->lt_ws, r.ws,
+                                       c->stream) != CUBLAS_STATUS_SUCCESS)
+                    continue;
+                double ms = bench_gpu_best_ms(b, 1, 5, cand_step, &r) / r.copies;
+                if (split < 0 || ms < split) split = ms, split_k = parts[j];
+                break; /* one scheme a split */
+            }
+        }
+        if (!sup) printf("%-28s split over K: the first choice does not take it\n", sh->name);
+        else if (split < 0) printf("%-28s split over K: no split passed the check\n", sh->name);
+        else
+            printf("%-28s split over K: best %d parts %8.4f ms  first/split %.3f\n", sh->name, split_k, split,
+                   first / split);
+    }
     if (first > 0) {
         /* gpu-check's table: the first choice against the fastest offered */
         char rname[64];

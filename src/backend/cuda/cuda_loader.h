@@ -57,7 +57,8 @@
     X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute)              \
     X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)            \
     X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic)       \
-    X(cublasLtMatmul)
+    X(cublasLtMatmulAlgoCapGetAttribute) X(cublasLtMatmulAlgoConfigSetAttribute)    \
+    X(cublasLtMatmulAlgoCheck) X(cublasLtMatmul)
 
 #define TG_LOADER_FIELD(name) __typeof__(name) *name;
 

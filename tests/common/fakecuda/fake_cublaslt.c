@@ -95,6 +95,40 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, c
     *ret = 1;
     return CUBLAS_STATUS_SUCCESS;
 }
+/* No algorithm of the stand-in splits over K, and none passes a check. */
+cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t *algo,
+                                                              cublasLtMatmulAlgoCapAttributes_t a, void *buf,
+                                                              size_t n, size_t *written) {
+    (void)algo;
+    (void)a;
+    memset(buf, 0, n);
+    if (written) *written = n;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t *algo,
+                                                                 cublasLtMatmulAlgoConfigAttributes_t a,
+                                                                 const void *buf, size_t n) {
+    (void)algo;
+    (void)a;
+    (void)buf;
+    (void)n;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoCheck(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                                    cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                    cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd,
+                                                    const cublasLtMatmulAlgo_t *algo,
+                                                    cublasLtMatmulHeuristicResult_t *r) {
+    (void)h;
+    (void)d;
+    (void)a;
+    (void)b;
+    (void)c;
+    (void)dd;
+    (void)algo;
+    (void)r;
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+}
 cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *al, const void *A,
                                            cublasLtMatrixLayout_t la, const void *B, cublasLtMatrixLayout_t lb,
                                            const void *be, const void *C, cublasLtMatrixLayout_t lc, void *D,
