@@ -57,6 +57,15 @@ static void cand_step(void *arg, CUstream s) {
                            (void *)r->c->lt_ws, r->ws, s);
 }
 
+/* One product with r's algorithm, unchecked for speed: whether cuBLASLt
+ * takes it. */
+static bool cand_once(const cand_arg *r) {
+    float alpha = 1, beta = 0;
+    return r->c->dev->lt->cublasLtMatmul(r->c->dev->lt_handle, r->op, &alpha, (void *)r->A0, r->la, (void *)r->B,
+                                         r->lb, &beta, (void *)r->D, r->ld, (void *)r->D, r->ld, r->algo,
+                                         (void *)r->c->lt_ws, r->ws, r->c->stream) == CUBLAS_STATUS_SUCCESS;
+}
+
 static void run_shape(tg_backend *b, const shape *sh, int max_cand, CUdeviceptr pool, CUdeviceptr xs,
                       CUdeviceptr bias) {
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
@@ -97,11 +106,7 @@ static void run_shape(tg_backend *b, const shape *sh, int max_cand, CUdeviceptr 
         if (res[i].state != CUBLAS_STATUS_SUCCESS) continue;
         r.algo = &res[i].algo;
         r.ws = res[i].workspaceSize;
-        float alpha = 1, beta = 0;
-        if (lt->cublasLtMatmul(c->dev->lt_handle, r.op, &alpha, (void *)r.A0, r.la, (void *)r.B, r.lb, &beta,
-                               (void *)r.D, r.ld, (void *)r.D, r.ld, r.algo, (void *)c->lt_ws, r.ws,
-                               c->stream) != CUBLAS_STATUS_SUCCESS)
-            continue;
+        if (!cand_once(&r)) continue;
         double ms = bench_gpu_best_ms(b, 1, 5, cand_step, &r) / r.copies;
         ok_n++;
         if (i == 0) first = ms;
@@ -147,11 +152,7 @@ static void run_shape(tg_backend *b, const shape *sh, int max_cand, CUdeviceptr 
                     continue;
                 r.algo = &a2;
                 r.ws = chk.workspaceSize;
-                float alpha = 1, beta = 0;
-                if (lt->cublasLtMatmul(c->dev->lt_handle, r.op, &alpha, (void *)r.A0, r.la, (void *)r.B, r.lb, &beta,
-                                       (void *)r.D, r.ld, (void *)r.D, r.ld, r.algo, (void *)c->lt_ws, r.ws,
-                                       c->stream) != CUBLAS_STATUS_SUCCESS)
-                    continue;
+                if (!cand_once(&r)) continue;
                 double ms = bench_gpu_best_ms(b, 1, 5, cand_step, &r) / r.copies;
                 if (split < 0 || ms < split) split = ms, split_k = parts[j];
                 break; /* one scheme a split */
