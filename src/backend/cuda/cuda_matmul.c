@@ -17,6 +17,7 @@
  * choice to fuse a bias add (tg_cuda_fuse_len), the workspace (owned by the
  * context).
  */
+#include <math.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -89,6 +90,51 @@ size_t tg_cuda_mm_scratch(const tg_cuda_ctx *c, const tg_tensor *node) {
  * other head sizes) takes the F32 kernel (attention.cu). */
 static tg_status lt_fail(cublasStatus_t s, const char *what) {
     return tg_status_new(TG_ERR_DEVICE, "cuBLASLt %s failed (status %d)", what, (int)s);
+}
+
+/* How full a product's last wave of tiles is, over the product: waves w
+ * (cuBLASLt's count for an algorithm) run in ceil(w) rounds. */
+static double wave_fill(float waves) { return waves > 0 ? waves / ceil(waves) : 1.0; }
+
+/* CT_CUDA_LT_SPLITK=1 (off by default; written in the twentieth session,
+ * not yet measured): the heuristic's choice split over K into 2-8 parts
+ * where its algorithm takes that and its tiles fill less than 80% of the
+ * waves they run in, with the split whose waves fill them best (by at
+ * least 10 points more), within the workspace. At batch 8 the encoder's
+ * 1280-row products (3504 columns) are ~140 tiles on 132 SMs: 1.06 waves,
+ * half the GPU idle in the second; at batch 1, 20 tiles (NOTES.md). The
+ * sums are added in another order: results move by rounding. */
+static void lt_split(tg_cuda_ctx *c, cuda_mm_plan *p, float waves, uint64_t ws) {
+    const tg_cublaslt_api *lt = c->dev->lt;
+    int32_t sup = 0;
+    size_t sz = 0;
+    double best = wave_fill(waves);
+    if (best >= 0.8 ||
+        lt->cublasLtMatmulAlgoCapGetAttribute(&p->algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &sup, sizeof sup, &sz) ||
+        !sup)
+        return;
+    static const int32_t parts[] = {2, 3, 4, 6, 8};
+    const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    cublasLtMatmulAlgo_t chosen = p->algo;
+    size_t chosen_ws = p->ws;
+    for (size_t j = 0; j < sizeof parts / sizeof *parts; j++) {
+        cublasLtMatmulAlgo_t a = p->algo;
+        cublasLtMatmulHeuristicResult_t chk;
+        memset(&chk, 0, sizeof chk);
+        if (lt->cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts[j], sizeof parts[j]) ||
+            lt->cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                     sizeof scheme) ||
+            lt->cublasLtMatmulAlgoCheck(c->dev->lt_handle, p->op, p->la, p->lb, p->ld, p->ld, &a, &chk) ||
+            chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > ws)
+            continue;
+        const double fill = wave_fill(chk.wavesCount);
+        if (fill > best + 0.1) best = fill, chosen = a, chosen_ws = chk.workspaceSize;
+    }
+    if (memcmp(&chosen, &p->algo, sizeof chosen) != 0) {
+        p->algo = chosen;
+        p->ws = chosen_ws;
+        c->n_mm_split++;
+    }
 }
 
 static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
@@ -177,6 +223,7 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
     }
     p.algo = res.algo;
     p.ws = res.workspaceSize;
+    if (c->lt_splitk && !plain) lt_split(c, &p, res.wavesCount, ws);
     lt->cublasLtMatmulPreferenceDestroy(pref);
     pref = NULL;
     if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
