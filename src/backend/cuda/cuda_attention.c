@@ -262,6 +262,28 @@ static bool attn_decode_prefetch(const tg_cuda_ctx *c, const tg_tensor *k, const
     return c->attn_prefetch && tg_cuda_l2_half(c, bytes);
 }
 
+/* attn_decode's arguments for node n: kpw keys a warp, direct where a row
+ * is one chunk (or block), its output od; no chunks' scratch (part 0). */
+static tg_args_attn_decode decode_args(const tg_cuda_ctx *c, const tg_tensor *n, tg_t od, int kpw, bool direct) {
+    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
+    return (tg_args_attn_decode){.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v),
+                                 .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = tg_param_f32(n, 0),
+                                 .kpw = kpw, .direct = direct, .prefetch = attn_decode_prefetch(c, k, v),
+                                 .xr = c->attn_xr, .skip = c->attn_skip, .o = od};
+}
+
+/* The attention's output as stored: F32, or 16 bits in the first half of
+ * n's own storage (n is contiguous where plan_emit allows that). */
+static tg_status out_desc(tg_cuda_ctx *c, const tg_tensor *n, tg_type out_stored, tg_t *od) {
+    if (out_stored != TG_F32) {
+        if (!tg_is_contiguous(n))
+            return tg_status_new(TG_ERR_INTERNAL, "cuda: attention '%s': a 16-bit result not contiguous", n->name);
+        c->n_attn_out16++;
+    }
+    *od = stored_desc(n, out_stored, n);
+    return NULL;
+}
+
 /* t is a leaf's storage seen through views only: no node of the graph
  * computes it (a set_rows' result is a view of its cache, but computed). */
 static bool leaf_storage(const tg_tensor *t) {
@@ -353,22 +375,17 @@ bool tg_cuda_attn_cross_q_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg
 tg_status tg_cuda_encode_attn_cross_q(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len,
                                       tg_type out_stored) {
     const tg_tensor *ln = nodes[i], *mm = nodes[i + 1], *add = nodes[i + 2], *n = nodes[i + len - 1];
-    const tg_tensor *bias = add->op != TG_OP_ADD ? NULL : add->src[0] == mm ? add->src[1] : add->src[0];
+    const tg_tensor *bias = tg_cuda_fused_parts(nodes, i + 1, 2).bias;
     if (add->op != TG_OP_ADD || !tg_cuda_attn_cross_q_ok(c, ln, mm, add, bias, n))
         return tg_status_new(TG_ERR_INTERNAL, "cuda: attention '%s': its q product fused where it does not take",
                              n->name);
-    if (out_stored != TG_F32) {
-        if (!tg_is_contiguous(n))
-            return tg_status_new(TG_ERR_INTERNAL, "cuda: attention '%s': a 16-bit result not contiguous", n->name);
-        c->n_attn_out16++;
-    }
-    const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3], *w = mm->src[0];
+    tg_t od;
+    tg_status st = out_desc(c, n, out_stored, &od);
+    if (st) return st;
+    const tg_tensor *q = n->src[0], *w = mm->src[0];
     const int64_t H = q->ne[2], B = q->ne[3], K = w->ne[0], splits = attn_decode_splits(c, n);
     tg_args_attn_decode_clq_bf16 qa = {
-        .a = {.part = 0, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
-              .has_mask = m != NULL, .scale = tg_param_f32(n, 0), .kpw = attn_decode_kpw(c, n), .direct = 0,
-              .prefetch = attn_decode_prefetch(c, k, v), .xr = c->attn_xr, .skip = c->attn_skip,
-              .o = stored_desc(n, out_stored, n)},
+        .a = decode_args(c, n, od, attn_decode_kpw(c, n), false),
         .x = tg_cuda_dptr(ln->src[0]->data),
         .w = tg_cuda_dptr(w->data),
         .bias = bias ? tg_cuda_dptr(bias->data) : 0,
@@ -392,14 +409,9 @@ bool tg_cuda_attn_mask_bf16_ok(const tg_cuda_ctx *c, const tg_tensor *n) {
 tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *n, tg_type mask_stored,
                                    const tg_tensor *mask_root, tg_type out_stored) {
     const tg_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *m = n->src[3];
-    /* the output as stored: F32, or 16 bits in the first half of n's own
-     * storage (n is contiguous where plan_emit allows that) */
-    if (out_stored != TG_F32) {
-        if (!tg_is_contiguous(n))
-            return tg_status_new(TG_ERR_INTERNAL, "cuda: attention '%s': a 16-bit result not contiguous", n->name);
-        c->n_attn_out16++;
-    }
-    const tg_t od = stored_desc(n, out_stored, n);
+    tg_t od;
+    tg_status ost = out_desc(c, n, out_stored, &od);
+    if (ost) return ost;
     float scale = tg_param_f32(n, 0);
     int64_t D = q->ne[0], Dv = v->ne[0], Tq = q->ne[1], H = q->ne[2], B = q->ne[3];
     if (Tq == 0 || H == 0 || B == 0 || Dv == 0) return NULL;
@@ -412,10 +424,7 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         const int64_t wide = attn_decode_wide(c, n);
         if (wide > 0) {
             c->n_attn_decode_wide++;
-            tg_args_attn_decode wa = {.q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v),
-                                      .mask = tg_cuda_desc(m), .has_mask = m != NULL, .scale = scale, .kpw = (int)wide,
-                                      .direct = 1, .prefetch = attn_decode_prefetch(c, k, v), .xr = c->attn_xr, .skip = c->attn_skip,
-                                      .o = od};
+            tg_args_attn_decode wa = decode_args(c, n, od, (int)wide, true);
             return k->type == TG_BF16 ? LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide_bf16, 1, (unsigned)H,
                                                (unsigned)B, TG_ATD_WIDE * 32, 0, wa)
                                       : LAUNCH(c, s, "attention_split.cu", "", attn_decode_wide, 1, (unsigned)H,
@@ -423,9 +432,8 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
         }
         int kpw = attn_decode_kpw(c, n);
         int64_t n_split = attn_decode_splits(c, n);
-        tg_args_attn_decode da = {.part = c->scratch, .q = tg_cuda_desc(q), .k = tg_cuda_desc(k), .v = tg_cuda_desc(v), .mask = tg_cuda_desc(m),
-                                  .has_mask = m != NULL, .scale = scale, .kpw = kpw, .direct = n_split == 1,
-                                  .prefetch = attn_decode_prefetch(c, k, v), .xr = c->attn_xr, .skip = c->attn_skip, .o = od};
+        tg_args_attn_decode da = decode_args(c, n, od, kpw, n_split == 1);
+        da.part = c->scratch;
         const bool bf = k->type == TG_BF16;
         if (attn_decode_cluster(c, n) > 0) {
             /* the same blocks, combining among themselves: no scratch */

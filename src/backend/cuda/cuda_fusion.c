@@ -359,7 +359,7 @@ static int cross_q_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int
     const tg_tensor *att = nodes[j], *q = att->src[0];
     if (att->op != TG_OP_ATTENTION || !q || (q != add && q->view_src != add) || j - i + 1 > TG_HAZARD_GROUP_MAX)
         return 0;
-    const tg_tensor *bias = add->src[0] == mm ? add->src[1] : add->src[1] == mm ? add->src[0] : NULL;
+    const tg_tensor *bias = tg_cuda_fused_parts(nodes, i + 1, 2).bias;
     if (!bias || !tg_cuda_attn_cross_q_ok(c, ln, mm, add, bias, att)) return 0;
     const tg_tensor *reads[8] = {ln->src[0], ln->src[1], ln->src[2], mm->src[0], bias, att->src[1], att->src[2],
                                  att->src[3]};
