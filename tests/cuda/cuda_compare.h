@@ -258,6 +258,25 @@ static inline tg_tensor *kv_step_attention(tg_ctx *ctx, tg_tensor *x, int64_t hd
     tg_tensor *kc = tg_view(ctx, kv, 4, hne, kv->nb, 0), *vc = tg_view(ctx, kv, 4, hne, kv->nb, (size_t)H * kv->nb[2]);
     return tg_attention(ctx, q, kc, vc, tg_new_4d(ctx, TG_F32, T, 1, 1, B), 0.17f);
 }
+/* The cross half of a decoder layer at hd = 128: q = W LN(x) + b from
+ * x [128 H, 1, B] (one matvec launch with the norm; the norm's
+ * parameters, the product and its bias marked as weights), its heads as a
+ * view [128, 1, H, B], the attention over K and V [128, T, H, B] (BF16
+ * leaves) with a mask [T, 1, 1, B]. *out_q (or NULL): q's add, for a test
+ * that gives it another reader. */
+static inline tg_tensor *cross_step_attention(tg_ctx *ctx, int64_t H, int64_t T, int64_t B, tg_tensor **out_q) {
+    const int64_t hd = 128, dd = hd * H;
+    tg_tensor *x = tg_new_3d(ctx, TG_F32, dd, 1, B);
+    tg_tensor *h = tg_layer_norm(ctx, x, as_weight(tg_new_1d(ctx, TG_F32, dd), true),
+                                 as_weight(tg_new_1d(ctx, TG_F32, dd), true), 1e-5f);
+    tg_tensor *add = tg_add(ctx, tg_mul_mat(ctx, as_weight(tg_new_2d(ctx, TG_BF16, dd, dd), true), h),
+                            as_weight(tg_new_1d(ctx, TG_F32, dd), true));
+    if (out_q) *out_q = add;
+    if (!add) return NULL;
+    tg_tensor *q = tg_reshape_4d(ctx, add, hd, 1, H, B);
+    tg_tensor *k = tg_new_4d(ctx, TG_BF16, hd, T, H, B), *v = tg_new_4d(ctx, TG_BF16, hd, T, H, B);
+    return tg_attention(ctx, q, k, v, tg_new_4d(ctx, TG_F32, T, 1, 1, B), 0.088f);
+}
 static inline tg_tensor *kv_step_graph_dims(tg_ctx *ctx, int64_t B, int64_t hd, int64_t H) {
     tg_tensor *x = tg_new_3d(ctx, TG_F32, hd * H, 1, B);
     return x ? kv_step_attention(ctx, x, hd, H, 8, false) : NULL;

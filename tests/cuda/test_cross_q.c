@@ -27,23 +27,13 @@
 static int64_t g_heads = 4, g_frames = 150, g_rows = 1;
 static bool g_share_q = false;
 
-/* x [128 H, 1, B] -> LN -> W q + b -> heads [128, 1, H, B] -> attention
- * over K and V [128, T, H, B] (BF16 leaves) with a mask [T, 1, 1, B];
- * with g_share_q, the attention's result plus q's add seen as its shape,
- * so that the add has a second reader. */
+/* The cross half of a decoder layer (cuda_compare.h); with g_share_q,
+ * the attention's result plus q's add seen as its shape, so that the add
+ * has a second reader. */
 static tg_tensor *build_cross(tg_ctx *ctx) {
-    const int64_t hd = 128, H = g_heads, dd = hd * H, T = g_frames, B = g_rows;
-    tg_tensor *x = tg_new_3d(ctx, TG_F32, dd, 1, B);
-    tg_tensor *h = tg_layer_norm(ctx, x, as_weight(tg_new_1d(ctx, TG_F32, dd), true),
-                                 as_weight(tg_new_1d(ctx, TG_F32, dd), true), 1e-5f);
-    tg_tensor *add = tg_add(ctx, tg_mul_mat(ctx, as_weight(tg_new_2d(ctx, TG_BF16, dd, dd), true), h),
-                            as_weight(tg_new_1d(ctx, TG_F32, dd), true));
-    if (!add) return NULL;
-    tg_tensor *q = tg_reshape_4d(ctx, add, hd, 1, H, B);
-    tg_tensor *k = tg_new_4d(ctx, TG_BF16, hd, T, H, B), *v = tg_new_4d(ctx, TG_BF16, hd, T, H, B);
-    tg_tensor *att = tg_attention(ctx, q, k, v, tg_new_4d(ctx, TG_F32, T, 1, 1, B), 0.088f);
+    tg_tensor *add = NULL, *att = cross_step_attention(ctx, g_heads, g_frames, g_rows, &add);
     if (!g_share_q || !att) return att;
-    return tg_add(ctx, att, tg_reshape_4d(ctx, add, hd, H, 1, B));
+    return tg_add(ctx, att, tg_reshape_4d(ctx, add, 128, g_heads, 1, g_rows));
 }
 
 /* One fused launch an encode where clusters exist, none elsewhere. */

@@ -23,22 +23,9 @@
 
 static int64_t g_rows = 1;
 
-/* The cross half of a decoder layer at hd = 128, 4 heads, 150 encoder
- * frames, g_rows batch rows: q = W LN(x) + b (one matvec launch with the
- * norm), its heads as a view, the attention over K and V [hd, 150, H, B]
- * (BF16 leaves), a mask [150, 1, 1, B]. */
-static tg_tensor *build_cross(tg_ctx *ctx) {
-    const int64_t hd = 128, H = 4, dd = hd * H, T = 150, B = g_rows;
-    tg_tensor *x = tg_new_3d(ctx, TG_F32, dd, 1, B);
-    tg_tensor *h = tg_layer_norm(ctx, x, as_weight(tg_new_1d(ctx, TG_F32, dd), true),
-                                 as_weight(tg_new_1d(ctx, TG_F32, dd), true), 1e-5f);
-    tg_tensor *q = tg_add(ctx, tg_mul_mat(ctx, as_weight(tg_new_2d(ctx, TG_BF16, dd, dd), true), h),
-                          as_weight(tg_new_1d(ctx, TG_F32, dd), true));
-    if (!q) return NULL;
-    q = tg_reshape_4d(ctx, q, hd, 1, H, B);
-    tg_tensor *k = tg_new_4d(ctx, TG_BF16, hd, T, H, B), *v = tg_new_4d(ctx, TG_BF16, hd, T, H, B);
-    return tg_attention(ctx, q, k, v, tg_new_4d(ctx, TG_F32, T, 1, 1, B), 0.088f);
-}
+/* The cross half of a decoder layer (cuda_compare.h) at 4 heads, 150
+ * encoder frames, g_rows batch rows. */
+static tg_tensor *build_cross(tg_ctx *ctx) { return cross_step_attention(ctx, 4, 150, g_rows, NULL); }
 
 /* The self-attention half (cuda_compare.h): K and V are the set_rows'. */
 static tg_tensor *build_self(tg_ctx *ctx) {
