@@ -256,8 +256,6 @@ extern "C" __global__ void __launch_bounds__(ATD_WARPS * 32, 4) attn_decode_cl_b
  * 12.7-13.3 us a layer against 3.6 + 6.2 apart on an H100 (twentieth
  * session; resident late, its weights arriving after the wait): off. */
 #define ATQ_R 2 /* float4 rounds of x a thread: K <= 8 x the block's threads */
-__device__ __forceinline__ float atq_lo(unsigned w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float atq_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
 
 #if TG_CC >= 90
 /* The head's q into qfull (the block's shared memory, 128 floats), every
@@ -319,8 +317,11 @@ __device__ __forceinline__ void atq_head_q(const tg_attn_decode_q_args &args, fl
         for (int c = lane; c < pieces; c += 32) {
             const uint4 wv = *(const uint4 *)(wsm + (size_t)r * K + 8 * c);
             const float4 ya = *(const float4 *)(ys + 8 * c), yb = *(const float4 *)(ys + 8 * c + 4);
-            acc += (atq_lo(wv.x) * ya.x + atq_hi(wv.x) * ya.y) + (atq_lo(wv.y) * ya.z + atq_hi(wv.y) * ya.w) +
-                   (atq_lo(wv.z) * yb.x + atq_hi(wv.z) * yb.y) + (atq_lo(wv.w) * yb.z + atq_hi(wv.w) * yb.w);
+            float wa[4], wb[4];
+            atd_unpack(make_uint2(wv.x, wv.y), wa);
+            atd_unpack(make_uint2(wv.z, wv.w), wb);
+            acc += (wa[0] * ya.x + wa[1] * ya.y) + (wa[2] * ya.z + wa[3] * ya.w) + (wb[0] * yb.x + wb[1] * yb.y) +
+                   (wb[2] * yb.z + wb[3] * yb.w);
         }
         acc = tg_warp_sum(acc);
         if (lane == 0) qpart[r] = acc + (args.bias ? args.bias[h * 128 + r0 + r] : 0.0f);
