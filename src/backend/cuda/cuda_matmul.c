@@ -117,6 +117,7 @@ static void lt_split(tg_cuda_ctx *c, cuda_mm_plan *p, float waves, uint64_t ws) 
     const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     cublasLtMatmulAlgo_t chosen = p->algo;
     size_t chosen_ws = p->ws;
+    bool split = false;
     for (size_t j = 0; j < sizeof parts / sizeof *parts; j++) {
         cublasLtMatmulAlgo_t a = p->algo;
         cublasLtMatmulHeuristicResult_t chk;
@@ -128,9 +129,9 @@ static void lt_split(tg_cuda_ctx *c, cuda_mm_plan *p, float waves, uint64_t ws) 
             chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > ws)
             continue;
         const double fill = wave_fill(chk.wavesCount);
-        if (fill > best + 0.1) best = fill, chosen = a, chosen_ws = chk.workspaceSize;
+        if (fill > best + 0.1) best = fill, chosen = a, chosen_ws = chk.workspaceSize, split = true;
     }
-    if (memcmp(&chosen, &p->algo, sizeof chosen) != 0) {
+    if (split) {
         p->algo = chosen;
         p->ws = chosen_ws;
         c->n_mm_split++;
