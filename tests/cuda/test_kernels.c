@@ -458,44 +458,70 @@ static void test_matvec_f32_kernel_matches_cpu(void) {
     tg_backend_free(b);
 }
 
-/* mul_mat_vec_mma_wide: 17 to 64 columns in one block (its weights read
- * once for all of them, the norm of its columns inside), more as blocks of
- * 64 (each its columns of x, out and the residual), where
- * CT_CUDA_MATVEC_MMA_MAX allows them (not the default: slower than
- * cuBLASLt at batch 64, kernels/matvec.cu). */
+/* Products of 17 and more columns on the mma kernels, against the CPU:
+ * on mul_mat_vec_mma_wide (tiles false: 64 columns a block, its weights
+ * read once for all of them) or as tiles of 16 on mul_mat_vec_mma (tiles
+ * true, CT_CUDA_MATVEC_TILE16), each block its columns of x, out and the
+ * residual, the norm of its own columns inside. Each graph's launches are
+ * counted apart (a compare encodes every product at least twice: a plain
+ * run and a capture). */
+static void many_columns_match_cpu(tg_backend *b, bool tiles) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    if (c->dev->props.tc_level < 2) return;
+    static const struct {
+        build_fn fn;
+        const char *what;
+        bool norm, emit;
+    } cases[] = {
+        {build_ffn_mma40, "ffn on 40 columns", true, false},
+        {build_ffn_mma64, "ffn on 64 columns", true, false},
+        {build_ffn_mma150, "ffn on 150 columns", true, false},
+        /* x stored BF16 by the silu (the emit fusion) */
+        {build_ffn_silu, "ffn with silu on 29 columns (bf16 x)", false, true},
+        {build_half_ffn, "half ffn on 29 columns (alpha, bf16 x, residual)", false, true},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "%s, %s", cases[k].what, tiles ? "tiles of 16" : "wide");
+        int mma = c->n_matvec_mma, wide = c->n_matvec_wide, normed = c->n_fused[TG_FUSED_NORM_MATVEC],
+            emits = c->n_fused[TG_FUSED_EMIT];
+        compare_with_cpu(b, cases[k].fn, 3, 5e-4, what);
+        if (tiles)
+            CHECK_MSG(c->n_matvec_mma >= mma + 4 && c->n_matvec_wide == wide, "%s: %d mma launches, %d wide", what,
+                      c->n_matvec_mma - mma, c->n_matvec_wide - wide);
+        else
+            CHECK_MSG(c->n_matvec_wide >= wide + 4, "%s: %d wide launches", what, c->n_matvec_wide - wide);
+        if (cases[k].norm) CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
+        if (cases[k].emit) CHECK(c->n_fused[TG_FUSED_EMIT] > emits);
+    }
+}
+
+/* mul_mat_vec_mma_wide where CT_CUDA_MATVEC_MMA_MAX allows it (not the
+ * default: slower than cuBLASLt at batch 64, kernels/matvec.cu). */
 static void test_matvec_mma_wide_match_cpu(void) {
     tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "256");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    CHECK(c->matvec_mma_max == 256);
-    if (c->dev->props.tc_level >= 2) {
-        /* each graph on the wide kernel, counted apart (a compare encodes
-         * every product at least twice: a plain run and a capture) */
-        static const struct {
-            build_fn fn;
-            const char *what;
-            bool norm, emit;
-        } cases[] = {
-            {build_ffn_mma40, "ffn on 40 columns (mul_mat_vec_mma_wide, one block)", true, false},
-            {build_ffn_mma64, "ffn on 64 columns (mul_mat_vec_mma_wide, one block)", true, false},
-            {build_ffn_mma150, "ffn on 150 columns (mul_mat_vec_mma_wide, 3 blocks of columns)", true, false},
-            /* x stored BF16 by the silu (the emit fusion) */
-            {build_ffn_silu, "ffn with silu on 29 columns (bf16 x, wide)", false, true},
-            {build_half_ffn, "half ffn on 29 columns (alpha, bf16 x, residual, wide)", false, true},
-        };
-        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-            int wide = c->n_matvec_wide, normed = c->n_fused[TG_FUSED_NORM_MATVEC], emits = c->n_fused[TG_FUSED_EMIT];
-            compare_with_cpu(b, cases[k].fn, 3, 5e-4, cases[k].what);
-            CHECK_MSG(c->n_matvec_wide >= wide + 4, "%s: %d wide launches", cases[k].what, c->n_matvec_wide - wide);
-            if (cases[k].norm) CHECK(c->n_fused[TG_FUSED_NORM_MATVEC] > normed);
-            if (cases[k].emit) CHECK(c->n_fused[TG_FUSED_EMIT] > emits);
-        }
-    }
+    CHECK(c->matvec_mma_max == 256 && !c->matvec_tile16);
+    many_columns_match_cpu(b, false);
     tg_backend_free(b);
     /* the default leaves 17 and more to cuBLASLt */
     if (!(b = cuda_or_skip())) return;
     c = (tg_cuda_ctx *)b->impl;
     CHECK(c->matvec_mma_max == TG_MVM_MAXM && c->matvec_loop == 3);
+    tg_backend_free(b);
+}
+
+/* The same products as tiles of 16 (CT_CUDA_MATVEC_TILE16=1): 2-10 tiles a
+ * block of rows. */
+static void test_matvec_mma_tiles16_match_cpu(void) {
+    setenv("CT_CUDA_MATVEC_MMA_MAX", "256", 1);
+    tg_backend *b = cuda_with("CT_CUDA_MATVEC_TILE16", "1");
+    unsetenv("CT_CUDA_MATVEC_MMA_MAX");
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    CHECK(c->matvec_mma_max == 256 && c->matvec_tile16);
+    many_columns_match_cpu(b, true);
     tg_backend_free(b);
 }
 
@@ -1116,7 +1142,7 @@ TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_operands_stored_16_bi
           T(test_epilogue_early), T(test_matvec_r8_same_bits), T(test_matvec_staged_same_bits),
           T(test_matvec_ln_stage_same_bits),
           T(test_matvec_rows_loop_resident), T(test_step_switches_match_cpu),
-          T(test_matvec_f32_kernel_matches_cpu), T(test_matvec_mma_wide_match_cpu),
+          T(test_matvec_f32_kernel_matches_cpu), T(test_matvec_mma_wide_match_cpu), T(test_matvec_mma_tiles16_match_cpu),
           T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_step_tail_in_one_launch), T(test_conv_module_fast_match_cpu),
           T(test_norm_prefetch_matches_cpu))

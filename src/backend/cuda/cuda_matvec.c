@@ -134,7 +134,13 @@ bool tg_cuda_product_on_matvec(const tg_cuda_ctx *c, const tg_tensor *n, const t
 }
 
 /* The columns a block of the mma kernel for M columns holds. */
-static int64_t mvm_block_columns(int64_t M) { return M <= TG_MVM_MAXM ? TG_MVM_MAXM : TG_MVM_WIDE; }
+/* With CT_CUDA_MATVEC_TILE16=1, every product takes tiles of TG_MVM_MAXM
+ * columns (17-64 columns, where CT_CUDA_MATVEC_MMA_MAX lets them in, as 2-4
+ * tiles a block of rows, next to each other in the grid, the weights read
+ * from L2 after the first), not mul_mat_vec_mma_wide's one block of 64. */
+static int64_t mvm_block_columns(const tg_cuda_ctx *c, int64_t M) {
+    return M <= TG_MVM_MAXM || c->matvec_tile16 ? TG_MVM_MAXM : TG_MVM_WIDE;
+}
 
 /* The mma kernels' warps: K split over 4 to 16 (32 x 4 k each at K =
  * 1024). */
@@ -144,8 +150,8 @@ static int64_t mvm_warps(int64_t K) { return K / 128 < 4 ? 4 : K / 128 > 16 ? 16
  * norm inside the block's normed columns (rows of K + 8 BF16, 16-byte
  * aligned), kept for further rows, then each warp's partial sums (4 floats
  * a lane for every 8 rows of every 16 columns). */
-static int64_t mvm_smem(int64_t K, int64_t M, bool ln, int64_t rows_a_block) {
-    const int64_t cols = mvm_block_columns(M), tile = M < cols ? M : cols;
+static int64_t mvm_smem(const tg_cuda_ctx *c, int64_t K, int64_t M, bool ln, int64_t rows_a_block) {
+    const int64_t cols = mvm_block_columns(c, M), tile = M < cols ? M : cols;
     const int64_t red = mvm_warps(K) * (cols / 16) * (rows_a_block / 8) * 32 * 4 * 4;
     const int64_t xs = ln ? ((tile * (K + 8) + 7) & ~(int64_t)7) * 2 : 0;
     return xs + red;
@@ -173,7 +179,7 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
      * apart (with CT_CUDA_MATVEC_CL_MIN lowered, also where
      * mul_mat_vec_mma would have taken it) */
     if (cl && K / TG_MVC_S > 128) return false;
-    int64_t smem = !mma ? K * M * 4 + 32 * 4 : cl ? mvc_smem(K, M) : mvm_smem(K, M, true, TG_MVM_ROWS);
+    int64_t smem = !mma ? K * M * 4 + 32 * 4 : cl ? mvc_smem(K, M) : mvm_smem(c, K, M, true, TG_MVM_ROWS);
     int64_t smem_max = mma && c->dev->props.smem_per_block_optin > 48 * 1024 ? c->dev->props.smem_per_block_optin
                                                                            : 48 * 1024;
     if (x->type != TG_F32 || x->nb[0] != 4 || !column_stride(x, &ldx_in) || ldx_in % 16 != 0 ||
@@ -314,7 +320,7 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * TG_MVM_WIDE) columns a block (a block for every tile of columns;
      * with CT_CUDA_MATVEC_LOOP=1 at most one an SM, looping over rows), K
      * split over mvm_warps warps */
-    const int64_t cols = mvm_block_columns(M), warps = mvm_warps(w->ne[0]), sms = c->dev->props.sm_count;
+    const int64_t cols = mvm_block_columns(c, M), warps = mvm_warps(w->ne[0]), sms = c->dev->props.sm_count;
     /* with CT_CUDA_MATVEC_R8=1, blocks of 8 rows (mul_mat_vec_mma_r8)
      * where blocks of 16 would be fewer than the SMs and those of 8 no
      * more (a step's 1024-row products on 132 SMs: 128 blocks, not 64),
@@ -343,7 +349,7 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
      * 0.7-2.5 us before their turn, and a block computes nothing until all
      * its rows are in, where mul_mat_vec_mma's rounds overlap. */
     const int64_t K = w->ne[0], st_grid = r8_blocks > sms ? sms : r8_blocks;
-    const int64_t st_base = (mvm_smem(K, M, ln != NULL, TG_MVM_ROWS8) + 127) & ~(int64_t)127;
+    const int64_t st_base = (mvm_smem(c, K, M, ln != NULL, TG_MVM_ROWS8) + 127) & ~(int64_t)127;
     const int64_t st_smem =
         st_grid > 0 ? st_base + (r8_blocks + st_grid - 1) / st_grid * TG_MVM_ROWS8 * (2 * K + TG_MVS_PAD) : 0;
     const bool staged = mma && !cl && c->matvec_staged > 0 && cols <= TG_MVM_MAXM && sms > 0 && a.w_early &&
@@ -353,7 +359,7 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
                     (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS < sms;
     const int64_t rows_a_block = staged || r8 ? TG_MVM_ROWS8 : TG_MVM_ROWS;
     unsigned smem = staged ? (unsigned)st_smem
-                    : mma  ? (unsigned)mvm_smem(w->ne[0], M, ln != NULL, rows_a_block)
+                    : mma  ? (unsigned)mvm_smem(c, w->ne[0], M, ln != NULL, rows_a_block)
                     : ln   ? (unsigned)(w->ne[0] * M * 4)
                            : 0;
     if (ln) {
