@@ -707,6 +707,14 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
  * groups only; len 1 gives a plain product). */
 tg_cuda_fused tg_cuda_fused_parts(tg_tensor *const *nodes, int i, int len);
 /* Frees the matmul plans. */
+/* algo split over K into parts (partial sums reduced by scheme) into
+ * *out, with cublasLtMatmulAlgoCheck's answer in *chk: true where the
+ * algorithm takes a split and the check passes within ws bytes of
+ * workspace (cuda_matmul.c's CT_CUDA_LT_SPLITK; bench-cuda_lt_candidates). */
+bool tg_cuda_lt_split(const tg_cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo,
+                      int32_t parts, uint32_t scheme, uint64_t ws, cublasLtMatmulAlgo_t *out,
+                      cublasLtMatmulHeuristicResult_t *chk);
 void tg_cuda_mm_free(tg_cuda_ctx *c);
 /* conv_2d 1x1 (stride 1, no padding, F32, pixels contiguous) as one f32
  * cuBLASLt product per batch entry (cuda_matmul.c). */

@@ -104,29 +104,36 @@ static double wave_fill(float waves) { return waves > 0 ? waves / ceil(waves) : 
  * 1280-row products (3504 columns) are ~140 tiles on 132 SMs: 1.06 waves,
  * half the GPU idle in the second; at batch 1, 20 tiles (NOTES.md). The
  * sums are added in another order: results move by rounding. */
-static void lt_split(tg_cuda_ctx *c, cuda_mm_plan *p, float waves, uint64_t ws) {
+bool tg_cuda_lt_split(const tg_cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
+                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo,
+                      int32_t parts, uint32_t scheme, uint64_t ws, cublasLtMatmulAlgo_t *out,
+                      cublasLtMatmulHeuristicResult_t *chk) {
     const tg_cublaslt_api *lt = c->dev->lt;
     int32_t sup = 0;
     size_t sz = 0;
+    if (lt->cublasLtMatmulAlgoCapGetAttribute(algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &sup, sizeof sup, &sz) || !sup)
+        return false;
+    *out = *algo;
+    memset(chk, 0, sizeof *chk);
+    return !lt->cublasLtMatmulAlgoConfigSetAttribute(out, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts, sizeof parts) &&
+           !lt->cublasLtMatmulAlgoConfigSetAttribute(out, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                     sizeof scheme) &&
+           !lt->cublasLtMatmulAlgoCheck(c->dev->lt_handle, op, la, lb, ld, ld, out, chk) &&
+           chk->state == CUBLAS_STATUS_SUCCESS && chk->workspaceSize <= ws;
+}
+
+static void lt_split(tg_cuda_ctx *c, cuda_mm_plan *p, float waves, uint64_t ws) {
     double best = wave_fill(waves);
-    if (best >= 0.8 ||
-        lt->cublasLtMatmulAlgoCapGetAttribute(&p->algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &sup, sizeof sup, &sz) ||
-        !sup)
-        return;
+    if (best >= 0.8) return;
     static const int32_t parts[] = {2, 3, 4, 6, 8};
-    const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     cublasLtMatmulAlgo_t chosen = p->algo;
     size_t chosen_ws = p->ws;
     bool split = false;
     for (size_t j = 0; j < sizeof parts / sizeof *parts; j++) {
-        cublasLtMatmulAlgo_t a = p->algo;
+        cublasLtMatmulAlgo_t a;
         cublasLtMatmulHeuristicResult_t chk;
-        memset(&chk, 0, sizeof chk);
-        if (lt->cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts[j], sizeof parts[j]) ||
-            lt->cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                                     sizeof scheme) ||
-            lt->cublasLtMatmulAlgoCheck(c->dev->lt_handle, p->op, p->la, p->lb, p->ld, p->ld, &a, &chk) ||
-            chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > ws)
+        if (!tg_cuda_lt_split(c, p->op, p->la, p->lb, p->ld, &p->algo, parts[j], CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
+                              ws, &a, &chk))
             continue;
         const double fill = wave_fill(chk.wavesCount);
         if (fill > best + 0.1) best = fill, chosen = a, chosen_ws = chk.workspaceSize, split = true;
