@@ -495,6 +495,29 @@ bool tg_cuda_bias_add_c4(const tg_cuda_ctx *c, const tg_tensor *add);
  * one operand and a row value as the other; else NULL. */
 const tg_tensor *tg_cuda_row_operand(const tg_tensor *n, const tg_tensor *from);
 
+/* ------------------------------------------------------- plans (cuda_plan.c) */
+
+/* What a graph's compute decides before it encodes: each node's readers,
+ * its fused group, the type it stores and its concurrency run. Arrays of
+ * g->n_nodes + 1, owned by the plan. */
+typedef struct tg_cuda_plan {
+    tg_type *emit; /* the type each node stores (emit fusion), F32 = as is */
+    int *uses;     /* readers of each node inside this graph */
+    int *run;      /* concurrency run of each node, -1 for views */
+    uint8_t *cls;  /* hazard class of each node (TG_HAZARD_*) */
+    int *fuse;     /* nodes one launch covers from here (tg_cuda_fuse_len), 0 inside a group */
+    uint8_t *writes; /* nodes inside a group whose results its launch stores too (tg_cuda_group_writes) */
+    uint8_t *mask16; /* attention nodes whose mask's producer stores BF16 (plan_emit, CT_CUDA_ATTN_BD16) */
+    uint8_t *bias16; /* product groups storing BF16 without their bias, which their unary readers add */
+    int n_runs;
+} tg_cuda_plan;
+
+/* Plans g for context c (its switches and device): every array filled, or
+ * an error (out of memory) with nothing left to free. The caller frees a
+ * made plan with tg_cuda_plan_free. */
+tg_status tg_cuda_plan_make(tg_cuda_ctx *c, tg_graph *g, tg_cuda_plan *p);
+void tg_cuda_plan_free(tg_cuda_plan *p);
+
 /* ------------------------------------------------------------- ops */
 
 /* True when node's kernel can store BF16/F16 instead of F32 (its readers
