@@ -15,14 +15,18 @@ round's medians, and its step and total against the default's.
 Usage (repository root):
   bench/levers.py --bench build-gpu/bench-transcribe_batch --model DIR
       [--backend cuda] [--batches 1,8] [--tokens 128] [--runs 3]
-      [--rounds 2] [--timeout 120] [--json FILE] NAME=VAR=VALUE[,VAR=VALUE] ...
+      [--rounds 2] [--timeout 120] [--deadline S] [--json FILE] NAME=VAR=VALUE[,VAR=VALUE] ...
 e.g. `wide_off=CT_CUDA_ATTN_DECODE_WIDE=0 mvm64=CT_CUDA_MATVEC_MMA_MAX=64 loop=CT_CUDA_MATVEC_LOOP=1`.
 The variable BENCH is not put in the environment: it names another build's
 bench-transcribe_batch to run for that lever (`base=BENCH=build-base/bench-
 transcribe_batch`: the tree before a change that has no switch, beside it;
 a path without commas, which separate a lever's variables).
-Exit status 0 when every run gave its rows, 1 when any failed (the table
-says which), 2 for bad arguments.
+Each run's progress line carries its step and total ms, so a call cut off
+still leaves its figures. --deadline S starts no run once S seconds have
+passed since the start, and prints the table of the rounds done (a device
+call has a hard end; a run killed there would lose every round).
+Exit status 0 when every run gave its rows, 1 when any failed or the
+deadline left runs out (the table says which), 2 for bad arguments.
 
 Not here: transformers (gpu-vs-transformers.sh), floors and targets
 (gpu_summary.py). tests/py/test_levers.py checks it with a stand-in
@@ -34,6 +38,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 FIELDS = ("step_ms", "total_ms", "encoder_ms", "decoder_ms")
 
@@ -91,6 +96,7 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--deadline", type=float, help="start no run after this many seconds")
     ap.add_argument("--json", help="write every run's rows here")
     ap.add_argument("levers", nargs="+", help="NAME=VAR=VALUE[,VAR=VALUE]")
     a = ap.parse_args(argv)
@@ -106,10 +112,17 @@ def main(argv=None):
 
     got = {n: {b: [] for b in batches} for n, _ in levers}  # per lever, batch: one row a round
     failed = {}
+    t0 = time.monotonic()
     for rnd in range(a.rounds):
         for name, env in levers:
+            if a.deadline is not None and time.monotonic() - t0 >= a.deadline:
+                failed.setdefault(name, "the deadline (%g s) came before round %d" % (a.deadline, rnd + 1))
+                continue
             rows, err = run_once(a, env)
-            print("round %d, %-16s %s" % (rnd + 1, name, err or "ok"), flush=True)
+            figs = "; ".join("b%d step %.4f total %.1f" % (b, rows[b].get("step_ms", float("nan")),
+                                                         rows[b].get("total_ms", float("nan")))
+                             for b in batches if not err and b in rows)
+            print("round %d, %-16s %s" % (rnd + 1, name, err or "ok: " + figs), flush=True)
             if err:
                 failed.setdefault(name, err)
                 continue

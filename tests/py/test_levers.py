@@ -5,7 +5,8 @@ With a stand-in benchmark program whose rows follow its environment: the
 default runs first in every round, each lever's step and total are read
 against the default's (a lever 20% slower says +20.0%), a run that fails or
 leaves out a batch is named in the table and makes the exit status 1, and
-bad lever text is refused with status 2. Then, where the real
+bad lever text is refused with status 2; a run's progress line carries its
+figures, and --deadline starts no run past it. Then, where the real
 bench-transcribe_batch is given, one round on the CPU with the tiny
 checkpoint: its rows parse and fill the table.
 
@@ -98,6 +99,14 @@ with tempfile.TemporaryDirectory() as d:
     rc, out = run(base + ["--rounds", "1", "base=BENCH=%s" % other], env)
     check(rc == 0 and row(out, "base", 1).count("+50.0%") == 2,
           "a lever's own program (BENCH), 50%% slower, BENCH not in its environment:\n" + out)
+
+    # each run's figures in its progress line; --deadline 0 starts no run
+    check("round 1, base             ok: b1 step 0.7500 total 150.0; b8 step 0.7500 total 150.0" in out,
+          "a run's progress line carries its figures:\n" + out)
+    os.remove(log)
+    rc, out = run(base + ["--deadline", "0", "late=FAKE_NAME=late"], env)
+    check(rc == 1 and not os.path.exists(log), "nothing runs after the deadline, exit status 1 (%d)" % rc)
+    check("failed: the deadline (0 s) came before round 1" in row(out, "late", 8), "the deadline named:\n" + out)
 
     for bad in (["nameonly"], ["x=NOVALUE"], ["default=A=1"], ["a=A=1", "a=B=2"], ["y=A=1,bad"]):
         rc, out = run(base + bad, env)
