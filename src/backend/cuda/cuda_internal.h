@@ -309,8 +309,6 @@ typedef struct tg_cuda_ctx {
                                 * no combine launch (sm_90) */
     bool lt_splitk;            /* CT_CUDA_LT_SPLITK=1: a product plan whose tiles fill its waves poorly is
                                 * split over K where the algorithm takes it (cuda_matmul.c, lt_split) */
-    bool lt_tune;              /* CT_CUDA_LT_TUNE=1: a new product plan times the heuristic's first
-                                * candidates on stand-in operands and keeps the fastest (lt_tune) */
     bool attn_cross_q;         /* CT_CUDA_ATTN_CROSS_Q=1: a step's normed q product inside its clustered
                                 * attention (attn_decode_clq_bf16; tg_cuda_attn_cross_q_ok) */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
@@ -348,8 +346,6 @@ typedef struct tg_cuda_ctx {
     int n_attn_cluster;        /* attn_decode encodes with a row's chunks as one cluster */
     int n_attn_cross_q;        /* ... of them with the q product inside (attn_decode_clq_bf16) */
     int n_mm_split;            /* product plans split over K (CT_CUDA_LT_SPLITK) */
-    int n_mm_tuned, n_mm_retuned; /* product plans timed (CT_CUDA_LT_TUNE), and of them those that took
-                                * another than the heuristic's first */
     int n_attn_out16;          /* attention encodes storing 16 bits for their products (CT_CUDA_EMIT_ATTN) */
     int n_mm_out16;            /* product encodes storing BF16 (CT_CUDA_EMIT_TAILS, or as a mask: ATTN_BD16) */
     int n_unary16;             /* unary ops reading a BF16 source (ew_unary_b4), and conv module kernels */

@@ -145,107 +145,6 @@ static void lt_split(tg_cuda_ctx *c, cuda_mm_plan *p, float waves, uint64_t ws) 
     }
 }
 
-/* CT_CUDA_LT_TUNE=1 (off until measured): a new plan times the heuristic's
- * first LT_TUNE_CANDIDATES algorithms and keeps the fastest where it beats
- * the first by 3% or more. bench-cuda_lt_candidates found the first choice
- * 41% slower than the sixth for the encoder's 1280 x 1280 products at batch
- * 64 (0.193 against 0.137 ms; 96 a pass), 3-6% for the 5120- and 2560-row
- * ones, equal at batch 8 (twenty-second session, H100). The operands are
- * stand-ins of the key's layouts (alignments, leading dimensions, batch
- * strides), every byte 0x3C, allocated for the timing and freed after it,
- * and counted in the backend's memory meanwhile; each candidate runs once,
- * then LT_TUNE_REPS times between two events. Not inside a capture (a plan
- * is made at a graph's first sighting, which launches directly) and not for
- * the 1x1 convs (no workspace; they may run beside a product). Waits for
- * the context first: the workspace and the stream are the engine's. */
-enum { LT_TUNE_CANDIDATES = 8, LT_TUNE_REPS = 3 };
-
-static size_t lt_es(int32_t t) { return t == (int32_t)CUDA_R_32F ? 4 : 2; }
-
-/* The bytes a layout of `cols` columns with leading dimension ld spans over
- * `batch` matrices `stride` elements apart. */
-static size_t lt_span(int64_t ld, int64_t cols, int64_t batch, int64_t stride, size_t es) {
-    return (size_t)(ld * cols + (batch > 1 ? (batch - 1) * stride : 0)) * es;
-}
-
-static void lt_tune(tg_cuda_ctx *c, cuda_mm_plan *p, cublasLtMatmulPreference_t pref, float *waves) {
-    const cuda_mm_key *k = &p->key;
-    const tg_cublaslt_api *lt = c->dev->lt;
-    const tg_cu_api *cu = c->dev->cu;
-    cublasLtMatmulHeuristicResult_t res[LT_TUNE_CANDIDATES];
-    int n = 0;
-    if (c->capturing || k->a_plain ||
-        lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p->op, p->la, p->lb, p->ld, p->ld, pref,
-                                           LT_TUNE_CANDIDATES, res, &n) ||
-        n < 2)
-        return;
-    const size_t bytes[4] = {lt_span(k->lda, k->n, k->batch, k->sa, lt_es(k->atype)),
-                             lt_span(k->ldb, k->m, k->batch, k->sb, lt_es(k->btype)),
-                             lt_span(k->ldd, k->m, k->batch, k->sd, lt_es(k->dtype)),
-                             k->epilogue ? (size_t)k->n * 4 : 0};
-    CUdeviceptr buf[4] = {0, 0, 0, 0};
-    CUevent ev[2] = {NULL, NULL};
-    size_t noted = 0;
-    double first = -1, best = -1;
-    int best_i = -1;
-    if (cu->cuCtxSynchronize() != CUDA_SUCCESS) return;
-    for (int i = 0; i < 4; i++) {
-        if (!bytes[i]) continue;
-        if (cu->cuMemAlloc(&buf[i], bytes[i]) != CUDA_SUCCESS) {
-            buf[i] = 0;
-            goto done;
-        }
-        noted += bytes[i];
-        tg_backend_note_memory(c->backend, (int64_t)bytes[i]);
-        if (i != 2 && cu->cuMemsetD8Async(buf[i], 0x3C, bytes[i], c->stream) != CUDA_SUCCESS) goto done;
-    }
-    if (cu->cuEventCreate(&ev[0], CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-        cu->cuEventCreate(&ev[1], CU_EVENT_DEFAULT) != CUDA_SUCCESS)
-        goto done;
-    if (buf[3]) {
-        const void *bp = (const void *)(uintptr_t)buf[3];
-        if (lt->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp)) goto done;
-    }
-    const float alpha = 1.0f, beta = 0.0f;
-    void *A = (void *)(uintptr_t)buf[0], *B = (void *)(uintptr_t)buf[1], *D = (void *)(uintptr_t)buf[2];
-    for (int i = 0; i < n; i++) {
-        if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > c->lt_ws_size) continue;
-        void *ws = (void *)(uintptr_t)c->lt_ws;
-        if (lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld,
-                               &res[i].algo, ws, res[i].workspaceSize, c->stream))
-            continue; /* not taken: not a candidate */
-        bool ok = cu->cuEventRecord(ev[0], c->stream) == CUDA_SUCCESS;
-        for (int r = 0; r < LT_TUNE_REPS && ok; r++)
-            ok = !lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, A, p->la, B, p->lb, &beta, D, p->ld, D, p->ld,
-                                     &res[i].algo, ws, res[i].workspaceSize, c->stream);
-        float ms = 0;
-        if (!ok || cu->cuEventRecord(ev[1], c->stream) != CUDA_SUCCESS ||
-            cu->cuEventSynchronize(ev[1]) != CUDA_SUCCESS || cu->cuEventElapsedTime(&ms, ev[0], ev[1]) != CUDA_SUCCESS)
-            goto done;
-        const double each = ms / LT_TUNE_REPS;
-        if (i == 0) first = each;
-        if (best_i < 0 || each < best) best = each, best_i = i;
-    }
-    c->n_mm_tuned++;
-    const bool take = best_i > 0 && (first < 0 || best <= 0.97 * first);
-    if (take) {
-        p->algo = res[best_i].algo;
-        p->ws = res[best_i].workspaceSize;
-        *waves = res[best_i].wavesCount;
-        c->n_mm_retuned++;
-    }
-    TG_DEBUG("%s: %lldx%lldx%lld (batch %lld) timed over %d candidates: the first %.4f ms, #%d %.4f ms%s", c->name,
-             (long long)k->n, (long long)k->m, (long long)k->k, (long long)k->batch, n, first, best_i, best,
-             take ? ": taken" : "");
-done:
-    cu->cuStreamSynchronize(c->stream); /* the stand-ins are free to go */
-    for (int i = 0; i < 2; i++)
-        if (ev[i]) cu->cuEventDestroy(ev[i]);
-    for (int i = 0; i < 4; i++)
-        if (buf[i]) cu->cuMemFree(buf[i]);
-    if (noted) tg_backend_note_memory(c->backend, -(int64_t)noted);
-}
-
 static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
     for (int i = 0; i < c->n_plans; i++)
         if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
@@ -332,9 +231,7 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
     }
     p.algo = res.algo;
     p.ws = res.workspaceSize;
-    float waves = res.wavesCount;
-    if (c->lt_tune) lt_tune(c, &p, pref, &waves);
-    if (c->lt_splitk && !plain) lt_split(c, &p, waves, ws);
+    if (c->lt_splitk && !plain) lt_split(c, &p, res.wavesCount, ws);
     lt->cublasLtMatmulPreferenceDestroy(pref);
     pref = NULL;
     if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
