@@ -240,8 +240,6 @@ typedef struct tg_cuda_ctx {
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
     bool use_sub_front;        /* CT_CUDA_FUSE_SUB: the subsampling's conv0 .. depthwise conv's mask as one kernel */
     bool conv_fast;            /* CT_CUDA_CONV_FAST: conv_glu_dw_silu_c4's sigmoids by __expf and __fdividef */
-    bool conv_wstage;          /* CT_CUDA_CONV_WSTAGE=1: the conv module kernel's taps staged a block at a time
-                                * (conv_glu_dw_silu_ws) */
     bool norm_prefetch;        /* CT_CUDA_NORM_PREFETCH: layer_norm_w4 asks its weights' lines into L2 before its wait */
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
@@ -353,7 +351,6 @@ typedef struct tg_cuda_ctx {
     int n_attn_mask16;         /* encodes of the packed kernels staging their mask in 16-byte pieces */
     int n_attn_mask_bf16;      /* ... of them reading a BF16 mask (CT_CUDA_ATTN_BD16) */
     int n_attn_qstage;         /* ... of them with Q staged (CT_CUDA_ATTN_QSTAGE) */
-    int n_conv_wstage;         /* conv module kernels with their taps staged (CT_CUDA_CONV_WSTAGE) */
     int force_fault;           /* test hook: the next compute faults         */
     const char *last_kernel;   /* the last launch, for dumps and profiles     */
     const tg_type *emit;       /* while encoding: per node, the type it stores

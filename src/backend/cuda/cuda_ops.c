@@ -305,13 +305,6 @@ static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *n
         c->n_fused[TG_FUSED_EMIT]++; /* the silu's store, for its product */
     }
     c->n_fused[TG_FUSED_CONV_GLU]++;
-    if (c->conv_wstage) { /* the block's taps staged (CT_CUDA_CONV_WSTAGE) */
-        c->n_conv_wstage++;
-        g.w_early = tg_cuda_is_weight(dw->src[0]);
-        const int64_t rows = TG_DW1_TT * TG_CGW_TY;
-        return LAUNCH(c, s, "conv.cu", defs, conv_glu_dw_silu_ws, (unsigned)((g.c4 + 63) / 64),
-                      (unsigned)((dw->ne[1] + rows - 1) / rows), (unsigned)(a->ne[2] * a->ne[3]), 64 * TG_CGW_TY, 0, g);
-    }
     return LAUNCH(c, s, "conv.cu", defs, conv_glu_dw_silu_c4, (unsigned)((g.c4 + 63) / 64),
                   (unsigned)((dw->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT), (unsigned)(a->ne[2] * a->ne[3]), 64, 0, g);
 }

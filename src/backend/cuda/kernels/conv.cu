@@ -18,8 +18,7 @@
  * run of output steps per thread).
  *
  * conv_glu_dw_silu_c4 is the conv module's middle in one kernel: GLU,
- * depthwise conv, bias and SiLU (cuda_ops.c fuses the four nodes into it;
- * conv_glu_dw_silu_ws the same with a block's taps staged in shared memory);
+ * depthwise conv, bias and SiLU (cuda_ops.c fuses the four nodes into it);
  * sub_conv_dw the subsampling's first conv and depthwise conv with their
  * biases, masks and relu (seven nodes).
  *
@@ -304,13 +303,11 @@ __device__ __forceinline__ float cg_gate(float x, float y, bool fast) {
     return fast ? __fdividef(x, 1.0f + __expf(-y)) : x / (1.0f + expf(-y));
 }
 
-/* The body of both kernels for channels 4 c4 .. 4 c4 + 3 and outputs t0 ..
- * t0 + TG_DW1_TT - 1: the taps from global memory (wk NULL) or from the
- * block's staged taps (wk: this thread's float4 of tap 0, the next tap 64
- * float4 on). */
-__device__ __forceinline__ void cgd_run(const tg_args_conv_glu_dw_silu_c4 &a, const int c4, const int t0,
-                                        const float4 *wk) {
-    const int K = a.k;
+extern "C" __global__ void __launch_bounds__(64) conv_glu_dw_silu_c4(const tg_args_conv_glu_dw_silu_c4 a) {
+    TG_PDL();
+    const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c4 >= a.c4) return;
+    const int t0 = blockIdx.y * TG_DW1_TT, K = a.k;
     const bool fast = a.fast != 0;
     const i64 base = (i64)blockIdx.z * a.t * (2 * a.c4) + c4;
     const float4 *src = a.in + base;
@@ -346,8 +343,7 @@ __device__ __forceinline__ void cgd_run(const tg_args_conv_glu_dw_silu_c4 &a, co
 #pragma unroll
     for (int k = 0; k < TG_DW1_KMAX; k++) {
         if (k >= K) break;
-        const float4 w = wk ? wk[k * 64] : make_float4(w0[k], w0[K + k], w0[2 * K + k], w0[3 * K + k]);
-        const float wx = w.x, wy = w.y, wz = w.z, ww = w.w;
+        const float wx = w0[k], wy = w0[K + k], wz = w0[2 * K + k], ww = w0[3 * K + k];
 #pragma unroll
         for (int j = 0; j < TG_DW1_TT; j++) {
             const float4 x = win[j + k];
@@ -368,45 +364,4 @@ __device__ __forceinline__ void cgd_run(const tg_args_conv_glu_dw_silu_c4 &a, co
         y.w = cg_gate(y.w, y.w, fast);
         tg_store4(a.o, ((i64)blockIdx.z * a.ot + t0 + j) * a.c4 + c4, y);
     }
-}
-
-extern "C" __global__ void __launch_bounds__(64) conv_glu_dw_silu_c4(const tg_args_conv_glu_dw_silu_c4 a) {
-    TG_PDL();
-    const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c4 >= a.c4) return;
-    cgd_run(a, c4, blockIdx.y * TG_DW1_TT, NULL);
-}
-
-/* The same with the block's taps staged in shared memory, before the wait
- * where they are a weight (CT_CUDA_CONV_WSTAGE=1): a thread's 4 K taps lie in its own 4 K floats
- * of the kernel, so in conv_glu_dw_silu_c4 each of its 4 K loads has a
- * warp's lanes 4 K floats apart: 32 L1 lines a load, about 18 times the
- * lines of the window's loads. Here the block's 64 c4 (256 channels) of
- * taps are copied once, as [k][256 channels] (a thread's 4 channels of tap
- * k one 16-byte read, a warp's reads contiguous), and each block covers
- * TG_CGW_TY tiles of TG_DW1_TT outputs (thread x: c4 x % 64 of the
- * block's, tile x / 64), so the copy serves 32 outputs a c4. The same taps
- * in the same order: the same bits. Grid (ceil(c4 / 64), ceil(ot /
- * (TG_DW1_TT TG_CGW_TY)), batch), 64 TG_CGW_TY threads. */
-/* The block's taps of channels 4 c40 .. as [k][256 channels] in ws. */
-__device__ __forceinline__ void cgw_stage(const tg_args_conv_glu_dw_silu_ws &a, const int c40, float *ws) {
-    const int K = a.k, nch = 4 * (a.c4 - c40 < 64 ? a.c4 - c40 : 64);
-    const float *wg = a.kr + (i64)4 * c40 * K;
-    for (int i = threadIdx.x; i < nch * K; i += 64 * TG_CGW_TY) {
-        const int ch = i / K, k = i - ch * K;
-        ws[k * 256 + ch] = wg[i];
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(64 * TG_CGW_TY) conv_glu_dw_silu_ws(const tg_args_conv_glu_dw_silu_ws a) {
-    __shared__ float4 ws[TG_DW1_KMAX * 64];
-    const int c40 = blockIdx.x * 64, tx = threadIdx.x & 63, ty = threadIdx.x >> 6;
-    /* a weight's taps before the wait (no launch writes them) */
-    if (a.w_early) cgw_stage(a, c40, (float *)ws);
-    TG_PDL();
-    if (!a.w_early) cgw_stage(a, c40, (float *)ws);
-    __syncthreads();
-    const int c4 = c40 + tx, t0 = (blockIdx.y * TG_CGW_TY + ty) * TG_DW1_TT;
-    if (c4 >= a.c4 || t0 >= a.ot) return;
-    cgd_run(a, c4, t0, ws + tx);
 }

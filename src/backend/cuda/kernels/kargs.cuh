@@ -481,9 +481,6 @@ TG_KARGS_SIZE(tg_conv1d_c4_args, 48);
 
 /* Taps at most of conv_glu_dw_silu_c4 (the model's conv kernel is 9). */
 #define TG_DW1_KMAX 9
-/* Tiles of TG_DW1_TT outputs a block of conv_glu_dw_silu_ws takes (its
- * blockDim.y; blockDim.x is 64 c4). */
-#define TG_CGW_TY 4
 
 /* conv_glu_dw_silu_c4: in [8 c4, t, batch] (GLU's input: F32, or BF16
  * where in16, as the product before it stored it for this kernel, then
@@ -495,8 +492,7 @@ typedef struct tg_conv_glu_dw_args {
     tg_dp_char o;
     tg_dp_cfloat4 in;
     tg_dp_cfloat kr, bias, pre;
-    tg_i32 c4, t, ot, k, p, in16, fast;
-    tg_i32 w_early; /* conv_glu_dw_silu_ws: the kernel kr is a weight, read before the wait */
+    tg_i32 c4, t, ot, k, p, in16, fast, pad_;
 } tg_conv_glu_dw_args;
 TG_KARGS_SIZE(tg_conv_glu_dw_args, 72);
 
@@ -643,7 +639,6 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
     X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
     X(conv, conv_glu_dw_silu_c4, tg_conv_glu_dw_args)        \
-    X(conv, conv_glu_dw_silu_ws, tg_conv_glu_dw_args)        \
     X(conv, conv_2d_dw_3x3, tg_conv2d_dw3_args)              \
     X(conv, sub_conv_dw, tg_sub_front_args)                  \
     X(copy, cpy, tg_flat2_args)                              \
