@@ -93,7 +93,6 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->attn_qstage = tg_cuda_env_int("CT_CUDA_ATTN_QSTAGE", 1) != 0;
     c->attn_cluster = tg_cuda_env_int("CT_CUDA_ATTN_CLUSTER", 1) != 0;
     c->attn_cross_q = tg_cuda_env_int("CT_CUDA_ATTN_CROSS_Q", 0) != 0;
-    c->lt_splitk = tg_cuda_env_int("CT_CUDA_LT_SPLITK", 0) != 0;
     c->attn_xr = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_XR", 1) != 0;
     c->attn_skip = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_SKIP", 1) != 0;
     c->attn_bd16 = tg_cuda_env_int("CT_CUDA_ATTN_BD16", 1) != 0;

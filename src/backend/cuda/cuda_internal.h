@@ -305,8 +305,6 @@ typedef struct tg_cuda_ctx {
                                 * (D = 128) summed by one transposed reduction, a key's score and exp a lane */
     bool attn_cluster;         /* CT_CUDA_ATTN_CLUSTER: a step attention's chunks of a row as one cluster,
                                 * no combine launch (sm_90) */
-    bool lt_splitk;            /* CT_CUDA_LT_SPLITK=1: a product plan whose tiles fill its waves poorly is
-                                * split over K where the algorithm takes it (cuda_matmul.c, lt_split) */
     bool attn_cross_q;         /* CT_CUDA_ATTN_CROSS_Q=1: a step's normed q product inside its clustered
                                 * attention (attn_decode_clq_bf16; tg_cuda_attn_cross_q_ok) */
     bool attn_groups;          /* CT_CUDA_ATTN_GROUPS: attention_mma's key tiles over two groups of 4 warps
@@ -343,7 +341,6 @@ typedef struct tg_cuda_ctx {
     int n_matvec_epi_early;    /* mul_mat_vec_mma launches loading bias and residual before their wait */
     int n_attn_cluster;        /* attn_decode encodes with a row's chunks as one cluster */
     int n_attn_cross_q;        /* ... of them with the q product inside (attn_decode_clq_bf16) */
-    int n_mm_split;            /* product plans split over K (CT_CUDA_LT_SPLITK) */
     int n_attn_out16;          /* attention encodes storing 16 bits for their products (CT_CUDA_EMIT_ATTN) */
     int n_mm_out16;            /* product encodes storing BF16 (CT_CUDA_EMIT_TAILS, or as a mask: ATTN_BD16) */
     int n_unary16;             /* unary ops reading a BF16 source (ew_unary_b4), and conv module kernels */
@@ -729,15 +726,15 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
 /* The parts of the fused group of len nodes from nodes[i] (tg_cuda_fuse_len's
  * groups only; len 1 gives a plain product). */
 tg_cuda_fused tg_cuda_fused_parts(tg_tensor *const *nodes, int i, int len);
-/* Frees the matmul plans. */
 /* algo split over K into parts (partial sums reduced by scheme) into
  * *out, with cublasLtMatmulAlgoCheck's answer in *chk: true where the
  * algorithm takes a split and the check passes within ws bytes of
- * workspace (cuda_matmul.c's CT_CUDA_LT_SPLITK; bench-cuda_lt_candidates). */
+ * workspace (bench-cuda_lt_candidates times the splits). */
 bool tg_cuda_lt_split(const tg_cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                       cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo,
                       int32_t parts, uint32_t scheme, uint64_t ws, cublasLtMatmulAlgo_t *out,
                       cublasLtMatmulHeuristicResult_t *chk);
+/* Frees the matmul plans. */
 void tg_cuda_mm_free(tg_cuda_ctx *c);
 /* conv_2d 1x1 (stride 1, no padding, F32, pixels contiguous) as one f32
  * cuBLASLt product per batch entry (cuda_matmul.c). */

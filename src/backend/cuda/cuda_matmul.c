@@ -17,7 +17,6 @@
  * choice to fuse a bias add (tg_cuda_fuse_len), the workspace (owned by the
  * context).
  */
-#include <math.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -92,18 +91,13 @@ static tg_status lt_fail(cublasStatus_t s, const char *what) {
     return tg_status_new(TG_ERR_DEVICE, "cuBLASLt %s failed (status %d)", what, (int)s);
 }
 
-/* How full a product's last wave of tiles is, over the product: waves w
- * (cuBLASLt's count for an algorithm) run in ceil(w) rounds. */
-static double wave_fill(float waves) { return waves > 0 ? waves / ceil(waves) : 1.0; }
-
-/* CT_CUDA_LT_SPLITK=1 (off by default; written in the twentieth session,
- * not yet measured): the heuristic's choice split over K into 2-8 parts
- * where its algorithm takes that and its tiles fill less than 80% of the
- * waves they run in, with the split whose waves fill them best (by at
- * least 10 points more), within the workspace. At batch 8 the encoder's
- * 1280-row products (3504 columns) are ~140 tiles on 132 SMs: 1.06 waves,
- * half the GPU idle in the second; at batch 1, 20 tiles (NOTES.md). The
- * sums are added in another order: results move by rounding. */
+/* The heuristic's choice split over K (bench-cuda_lt_candidates' question;
+ * cuda_internal.h). The engine took splits with CT_CUDA_LT_SPLITK=1 from
+ * the twentieth session to the twenty-second, which removed it: on an H100
+ * no split of the encoder's products at batch 8 and 64 passes the check,
+ * the encoder's at batch 1 fill their waves (0.91-0.95) and split were
+ * 1.3-2.2x slower, and so were the step's at 32 and 64 but for its K = 4096
+ * product (2-3% faster; bench/README.md). */
 bool tg_cuda_lt_split(const tg_cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
                       cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo,
                       int32_t parts, uint32_t scheme, uint64_t ws, cublasLtMatmulAlgo_t *out,
@@ -120,29 +114,6 @@ bool tg_cuda_lt_split(const tg_cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMat
                                                      sizeof scheme) &&
            !lt->cublasLtMatmulAlgoCheck(c->dev->lt_handle, op, la, lb, ld, ld, out, chk) &&
            chk->state == CUBLAS_STATUS_SUCCESS && chk->workspaceSize <= ws;
-}
-
-static void lt_split(tg_cuda_ctx *c, cuda_mm_plan *p, float waves, uint64_t ws) {
-    double best = wave_fill(waves);
-    if (best >= 0.8) return;
-    static const int32_t parts[] = {2, 3, 4, 6, 8};
-    cublasLtMatmulAlgo_t chosen = p->algo;
-    size_t chosen_ws = p->ws;
-    bool split = false;
-    for (size_t j = 0; j < sizeof parts / sizeof *parts; j++) {
-        cublasLtMatmulAlgo_t a;
-        cublasLtMatmulHeuristicResult_t chk;
-        if (!tg_cuda_lt_split(c, p->op, p->la, p->lb, p->ld, &p->algo, parts[j], CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
-                              ws, &a, &chk))
-            continue;
-        const double fill = wave_fill(chk.wavesCount);
-        if (fill > best + 0.1) best = fill, chosen = a, chosen_ws = chk.workspaceSize, split = true;
-    }
-    if (split) {
-        p->algo = chosen;
-        p->ws = chosen_ws;
-        c->n_mm_split++;
-    }
 }
 
 static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
@@ -231,7 +202,6 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
     }
     p.algo = res.algo;
     p.ws = res.workspaceSize;
-    if (c->lt_splitk && !plain) lt_split(c, &p, res.wavesCount, ws);
     lt->cublasLtMatmulPreferenceDestroy(pref);
     pref = NULL;
     if (!tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
