@@ -128,21 +128,27 @@ static void run_shape(tg_backend *b, const shape *sh, int max_cand, CUdeviceptr 
      * two waves with the second nearly empty (twentieth session,
      * bench/README.md); a split fills them. */
     if (first > 0) {
-        static const int32_t parts[] = {2, 3, 4, 6, 8};
-        static const uint32_t schemes[] = {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, CUBLASLT_REDUCTION_SCHEME_INPLACE};
         int32_t sup = 0;
         size_t sz = 0;
         if (lt->cublasLtMatmulAlgoCapGetAttribute(&res[0].algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &sup, sizeof sup,
                                                   &sz) != CUBLAS_STATUS_SUCCESS)
             sup = 0;
+        static const int32_t parts[] = {2, 3, 4, 6, 8};
+        static const uint32_t schemes[] = {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, CUBLASLT_REDUCTION_SCHEME_INPLACE};
         double split = -1;
         int32_t split_k = 0;
         for (size_t j = 0; sup && j < sizeof parts / sizeof *parts; j++) {
             for (size_t q = 0; q < sizeof schemes / sizeof *schemes; q++) {
-                cublasLtMatmulAlgo_t a2;
+                cublasLtMatmulAlgo_t a2 = res[0].algo;
                 cublasLtMatmulHeuristicResult_t chk;
-                if (!tg_cuda_lt_split(c, r.op, r.la, r.lb, r.ld, &res[0].algo, parts[j], schemes[q], c->lt_ws_size,
-                                      &a2, &chk))
+                memset(&chk, 0, sizeof chk);
+                if (lt->cublasLtMatmulAlgoConfigSetAttribute(&a2, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts[j],
+                                                             sizeof parts[j]) != CUBLAS_STATUS_SUCCESS ||
+                    lt->cublasLtMatmulAlgoConfigSetAttribute(&a2, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &schemes[q],
+                                                             sizeof schemes[q]) != CUBLAS_STATUS_SUCCESS ||
+                    lt->cublasLtMatmulAlgoCheck(c->dev->lt_handle, r.op, r.la, r.lb, r.ld, r.ld, &a2, &chk) !=
+                        CUBLAS_STATUS_SUCCESS ||
+                    chk.state != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > c->lt_ws_size)
                     continue;
                 r.algo = &a2;
                 r.ws = chk.workspaceSize;

@@ -472,21 +472,6 @@ static inline void compare_cuda_exact(tg_backend *a, tg_backend *b, build_fn fn,
     compare_cuda_pair(a, b, fn, -1.0, what);
 }
 
-/* The conv module from its first pointwise conv on, as the encoder's: x
- * [C, T, B] times W1 [C, 2C] plus its bias, read only by the fused glu ..
- * silu kernel, then W2; weights and biases marked as the model's are (the
- * kernel adds W1's bias only where it is one). */
-static inline tg_tensor *conv_module_pw(tg_ctx *ctx, int64_t C, int64_t T, int64_t B) {
-    tg_tensor *x = tg_new_3d(ctx, TG_F32, C, T, B);
-    tg_tensor *w1 = in2(ctx, TG_BF16, C, 2 * C), *b1 = in2(ctx, TG_F32, 2 * C, 1);
-    tg_tensor *kr = in2(ctx, TG_F32, 9, C), *bias = tg_new_1d(ctx, TG_F32, C), *w2 = in2(ctx, TG_BF16, C, C);
-    tg_tensor *marked[5] = {w1, b1, kr, bias, w2};
-    for (int i = 0; i < 5; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
-    tg_tensor *a = tg_add(ctx, tg_mul_mat(ctx, w1, x), b1);
-    tg_tensor *h = tg_silu(ctx, tg_add(ctx, tg_conv_1d_dw(ctx, kr, tg_glu(ctx, a), 1, 4), bias));
-    return tg_mul_mat(ctx, w2, h);
-}
-
 /* argmax over 7 rows of 1000 */
 static inline tg_tensor *build_argmax(tg_ctx *ctx) { return tg_argmax(ctx, tg_new_2d(ctx, TG_F32, 1000, 7)); }
 

@@ -116,8 +116,21 @@ static tg_tensor *build_conv_module(tg_ctx *ctx) {
 }
 static tg_tensor *build_conv_module_f32(tg_ctx *ctx) { return conv_module_mid(ctx); }
 
-/* The conv module from W1 to W2 (cuda_compare.h): 111 columns, cuBLASLt. */
-static tg_tensor *build_conv_module_pw(tg_ctx *ctx) { return conv_module_pw(ctx, 64, 37, 3); }
+/* The conv module from its first pointwise conv on, as the encoder's: x
+ * [C, T, B] (111 columns, cuBLASLt) times W1 [C, 2C] plus its bias, read
+ * only by the fused glu .. silu kernel, then W2; weights and biases marked
+ * as the model's are (the kernel adds W1's bias only where it is one). */
+static tg_tensor *build_conv_module_pw(tg_ctx *ctx) {
+    int64_t C = 64, T = 37, B = 3;
+    tg_tensor *x = tg_new_3d(ctx, TG_F32, C, T, B);
+    tg_tensor *w1 = in2(ctx, TG_BF16, C, 2 * C), *b1 = in2(ctx, TG_F32, 2 * C, 1);
+    tg_tensor *kr = in2(ctx, TG_F32, 9, C), *bias = tg_new_1d(ctx, TG_F32, C), *w2 = in2(ctx, TG_BF16, C, C);
+    tg_tensor *marked[5] = {w1, b1, kr, bias, w2};
+    for (int i = 0; i < 5; i++) marked[i]->flags |= TG_FLAG_WEIGHT;
+    tg_tensor *a = tg_add(ctx, tg_mul_mat(ctx, w1, x), b1);
+    tg_tensor *h = tg_silu(ctx, tg_add(ctx, tg_conv_1d_dw(ctx, kr, tg_glu(ctx, a), 1, 4), bias));
+    return tg_mul_mat(ctx, w2, h);
+}
 
 /* The conformer's FFN shape with SiLU: the SiLU stores BF16 straight for
  * the second product (emit fusion), the biases ride the epilogue. */

@@ -726,14 +726,6 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
 /* The parts of the fused group of len nodes from nodes[i] (tg_cuda_fuse_len's
  * groups only; len 1 gives a plain product). */
 tg_cuda_fused tg_cuda_fused_parts(tg_tensor *const *nodes, int i, int len);
-/* algo split over K into parts (partial sums reduced by scheme) into
- * *out, with cublasLtMatmulAlgoCheck's answer in *chk: true where the
- * algorithm takes a split and the check passes within ws bytes of
- * workspace (bench-cuda_lt_candidates times the splits). */
-bool tg_cuda_lt_split(const tg_cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
-                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo,
-                      int32_t parts, uint32_t scheme, uint64_t ws, cublasLtMatmulAlgo_t *out,
-                      cublasLtMatmulHeuristicResult_t *chk);
 /* Frees the matmul plans. */
 void tg_cuda_mm_free(tg_cuda_ctx *c);
 /* conv_2d 1x1 (stride 1, no padding, F32, pixels contiguous) as one f32

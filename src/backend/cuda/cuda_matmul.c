@@ -91,31 +91,6 @@ static tg_status lt_fail(cublasStatus_t s, const char *what) {
     return tg_status_new(TG_ERR_DEVICE, "cuBLASLt %s failed (status %d)", what, (int)s);
 }
 
-/* The heuristic's choice split over K (bench-cuda_lt_candidates' question;
- * cuda_internal.h). The engine took splits with CT_CUDA_LT_SPLITK=1 from
- * the twentieth session to the twenty-second, which removed it: on an H100
- * no split of the encoder's products at batch 8 and 64 passes the check,
- * the encoder's at batch 1 fill their waves (0.91-0.95) and split were
- * 1.3-2.2x slower, and so were the step's at 32 and 64 but for its K = 4096
- * product (2-3% faster; bench/README.md). */
-bool tg_cuda_lt_split(const tg_cuda_ctx *c, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t la,
-                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t *algo,
-                      int32_t parts, uint32_t scheme, uint64_t ws, cublasLtMatmulAlgo_t *out,
-                      cublasLtMatmulHeuristicResult_t *chk) {
-    const tg_cublaslt_api *lt = c->dev->lt;
-    int32_t sup = 0;
-    size_t sz = 0;
-    if (lt->cublasLtMatmulAlgoCapGetAttribute(algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &sup, sizeof sup, &sz) || !sup)
-        return false;
-    *out = *algo;
-    memset(chk, 0, sizeof *chk);
-    return !lt->cublasLtMatmulAlgoConfigSetAttribute(out, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts, sizeof parts) &&
-           !lt->cublasLtMatmulAlgoConfigSetAttribute(out, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
-                                                     sizeof scheme) &&
-           !lt->cublasLtMatmulAlgoCheck(c->dev->lt_handle, op, la, lb, ld, ld, out, chk) &&
-           chk->state == CUBLAS_STATUS_SUCCESS && chk->workspaceSize <= ws;
-}
-
 static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
     for (int i = 0; i < c->n_plans; i++)
         if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
