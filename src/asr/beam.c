@@ -282,7 +282,8 @@ tg_status ct_beam_decode(const ct_model *m, tg_sched *sched, const ct_enc_result
         st = tg_status_new(TG_ERR_NO_MEMORY, "beam search: out of memory (fewer beams need less)");
         goto done;
     }
-    ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = true, .last_logits = true, .rows_per_clip = K};
+    ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = true, .last_logits = true, .rows_per_clip = K,
+                         .keep = opts->keep};
     if ((st = ct_decoder_begin(m, sched, enc, P, P + max_new, &dopts, &ds))) goto done;
     for (int r = 0; r < R; r++) memcpy(feed + (size_t)r * P, prompt, (size_t)P * sizeof(int32_t));
     /* the prompt's last position scores the first token */

@@ -171,7 +171,8 @@ tg_status ct_greedy_decode(const ct_model *m, tg_sched *sched, const ct_enc_resu
     if (feed_env && !host_feed && strcmp(feed_env, "device"))
         TG_WARN("CT_DECODER_FEED=%s: not host or device; ignored", feed_env);
     ct_dec_opts dopts = {.f32 = opts->f32, .want_logits = opts->keep_logits,
-                         .want_scores = opts->keep_scores, .queued = !opts->keep_logits && !host_feed};
+                         .want_scores = opts->keep_scores, .queued = !opts->keep_logits && !host_feed,
+                         .keep = opts->keep};
     if ((st = ct_decoder_begin(m, sched, enc, P, cols, &dopts, &ds))) goto fail;
     for (int b = 0; b < B; b++) {
         memcpy(feed + (size_t)b * P, prompt, (size_t)P * sizeof(int32_t));

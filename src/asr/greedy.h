@@ -32,6 +32,8 @@ typedef struct ct_greedy_opts {
                            first instance                                    */
     tg_abort_fn abort;  /* polled between steps; true: TG_ERR_ABORTED */
     void *abort_user;
+    ct_dec_keep *keep;  /* the decoder's memory kept between calls (model.h);
+                           borrowed, NULL: none */
 } ct_greedy_opts;
 
 /* Why a row stopped: ct_finish (cohere_transcribe.h). */

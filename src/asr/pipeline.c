@@ -131,7 +131,8 @@ tg_status ct_pipe_decode(const ct_pipe *p, const ct_enc_result *enc, ct_greedy_r
                          .keep_logits = p->keep_intermediates,
                          .stop_loops = p->stop_loops,
                          .abort = p->abort,
-                         .abort_user = p->abort_user};
+                         .abort_user = p->abort_user,
+                         .keep = p->dec_keep};
     if (p->beams > 1)
         return ct_beam_decode(p->model, p->sched, enc, p->prompt, p->n_prompt, p->beams, &go, out);
     return ct_greedy_decode(p->model, p->sched, enc, p->prompt, p->n_prompt, &go, out);

@@ -65,6 +65,7 @@ typedef struct ct_pipe {
     const ct_frontend *frontend; /* features on the model's backend; NULL: mel on the host */
     tg_threadpool *pool;     /* the frontend's clips in parallel; NULL: in turn */
     ct_row_store *rows;      /* the feature batch's rows, reused; NULL: new each batch */
+    ct_dec_keep *dec_keep;   /* the decoder's memory, reused; NULL: new each batch */
     const ct_tokenizer *tok;
     const int32_t *prompt;   /* [n_prompt], spec 5.2 */
     int n_prompt;

@@ -75,6 +75,11 @@ struct ct_session {
      * read at open, are for measuring */
     ct_row_store rows;
     int rows_mode; /* 0 kept in the backend's host memory, 1 fresh, 2 pageable */
+    /* the decoder's memory (caches, cross K/V), kept from batch to batch so
+     * that a repeated batch shape has the same addresses and a GPU replays
+     * the decoder's graphs from the first step (model.h); NULL with
+     * CT_DECODER_KEEP=0 (each batch its own, as before; for measuring) */
+    ct_dec_keep *dec_keep;
     tg_abort_fn abort;
     void *abort_user;
     ct_backend_kind kind;    /* the backends' device, for making them again */
@@ -202,6 +207,7 @@ static tg_status open_backends(ct_session *s, ct_backend_kind kind) {
  * weights, the scheduler's arenas) and then the backends. */
 static void close_backends(ct_session *s) {
     ct_enc_result_free(&s->enc);
+    ct_dec_keep_release(s->dec_keep);
     ct_row_store_free(&s->rows); /* the backend's host memory: before the backend */
     s->rows.backend = NULL;
     ct_frontend_free(s->frontend);
@@ -317,6 +323,7 @@ static tg_status check_usable(const ct_session *s) {
 void ct_session_close(ct_session *s) {
     if (!s) return;
     close_backends(s);
+    ct_dec_keep_free(s->dec_keep);
     ct_tokenizer_free(s->tok);
     if (s->mel_ready) ct_mel_free(&s->mel);
     tg_threadpool_free(s->pool);
@@ -361,6 +368,16 @@ ct_status ct_session_open(const ct_options *opts, ct_session **out_session) {
     if (s->rows_mode < 0) {
         st = tg_status_new(TG_ERR_INVALID_ARG, "CT_ROWS=%s: expected fresh or pageable (unset: kept, page-locked)",
                            rows_env);
+        goto fail;
+    }
+    const char *keep_env = getenv("CT_DECODER_KEEP");
+    if (keep_env && *keep_env && strcmp(keep_env, "0") && strcmp(keep_env, "1")) {
+        st = tg_status_new(TG_ERR_INVALID_ARG, "CT_DECODER_KEEP=%s: expected 0 or 1 (unset: 1, kept)",
+                           keep_env);
+        goto fail;
+    }
+    if (!(keep_env && !strcmp(keep_env, "0")) && !(s->dec_keep = ct_dec_keep_new())) {
+        st = tg_status_new(TG_ERR_NO_MEMORY, "opening a session: out of memory");
         goto fail;
     }
     if ((st = open_model(s, opts->backend))) goto fail;
@@ -431,6 +448,7 @@ static tg_status run_batch(ct_session *s, const float *const *clips, const size_
                        .frontend = s->opts.dump ? NULL : s->frontend,
                        .pool = s->pool,
                        .rows = s->rows_mode == 1 ? NULL : &s->rows,
+                       .dec_keep = s->dec_keep,
                        .tok = s->tok,
                        .prompt = s->prompt,
                        .n_prompt = s->n_prompt,
@@ -502,6 +520,7 @@ static tg_status run_batches(ct_session *s, const float *const *clips, const siz
             for (int i = 0; i < bs; i++) ct_clip_text_free(&o[sl ? sl[i] : i]);
             /* give back what the larger batch held, so the retry has it */
             ct_enc_result_free(&s->enc);
+            ct_dec_keep_release(s->dec_keep);
             ct_row_store_free(&s->rows);
             tg_sched_release(s->sched);
             s->faults.batch_limit = bs / 2;

@@ -13,7 +13,13 @@
  * writes its K/V at a position given as data (tg_set_rows with an ids
  * tensor) and attends over the whole cache with a mask given as data, so
  * every step runs the same graph with the same shapes: the plan (and on a
- * GPU the captured launch sequence) is made once. Argmax runs where the
+ * GPU the captured launch sequence) is made once. The caches, the cross K/V
+ * and the queued steps' history may outlive the state (ct_dec_keep, which
+ * a session keeps): a batch of the shapes of the one before then reads and
+ * writes the same addresses, so on a GPU its prefill, its steps and its
+ * runs replay the graphs the batch before captured (with memory of its own
+ * a batch's first sightings of each launch directly and its second ones
+ * capture anew). Argmax runs where the
  * logits are; only ids come back unless the caller asks for logits. A
  * token's score, when asked for, is its softmax probability, picked from
  * the logits on the device as well, so it costs B floats a step. Every
@@ -77,6 +83,31 @@ typedef struct dec_graph {
     bool cross_mask_set;          /* queued steps: set once             */
 } dec_graph;
 
+/* What a batch's memory was made for: a later batch reuses it only where
+ * every field is the same. */
+typedef struct dec_mem_key {
+    tg_backend *backend;
+    tg_type kv_type;
+    int B, max_len, n_enc, layers, heads, head_dim;
+    bool queued, scores;
+} dec_mem_key;
+
+/* The decoder's memory for a batch: per layer the self-attention cache and
+ * the cross K/V, and the queued steps' feed and history, in one buffer. */
+typedef struct dec_mem {
+    dec_mem_key key;
+    tg_ctx *ctx;
+    tg_buffer *buf;
+    tg_tensor **kv;               /* [3L]: self caches, cross K, cross V */
+    tg_tensor *feed;              /* queued: [B] I32                     */
+    tg_tensor *hist_ids, *hist_sums, *hist_scores; /* queued: [B, max_len] */
+} dec_mem;
+
+/* Memory kept from one batch to the next (model.h). */
+struct ct_dec_keep {
+    dec_mem mem;
+};
+
 struct ct_dec_state {
     const ct_model *m;
     tg_sched *sched;
@@ -85,8 +116,8 @@ struct ct_dec_state {
     int n_clips, rows_per_clip;   /* B = n_clips * rows_per_clip       */
     int *enc_valid;               /* [B] valid encoder frames          */
     int32_t *parents;             /* [B] beam search: next step's cache rows */
-    tg_ctx *kv_ctx;
-    tg_buffer *kv_buf;
+    dec_mem own;                  /* the memory, when no keep was given */
+    dec_mem *mem;                 /* &own, or the caller's keep's        */
     tg_tensor **self_kv;          /* [hd, max_len, 2H, B] per layer    */
     bool kv_apart;                /* CT_DECODER_KV_WRITE=apart          */
     tg_tensor **cross_k, **cross_v; /* [hd, n_enc, H, B] per layer     */
@@ -320,14 +351,76 @@ static int run_steps_env(void) {
     return atoi(v);
 }
 
+static void mem_free(dec_mem *mm) {
+    tg_buffer_free(mm->buf);
+    tg_ctx_free(mm->ctx);
+    tg_free(mm->kv);
+    *mm = (dec_mem){0};
+}
+
+static bool key_same(const dec_mem_key *a, const dec_mem_key *b) {
+    return a->backend == b->backend && a->kv_type == b->kv_type && a->B == b->B &&
+           a->max_len == b->max_len && a->n_enc == b->n_enc && a->layers == b->layers &&
+           a->heads == b->heads && a->head_dim == b->head_dim && a->queued == b->queued &&
+           a->scores == b->scores;
+}
+
+/* mm made for key, and cleared: unwritten cache rows are masked, but
+ * 0 * NaN would still poison the sum. Memory made for the same key is kept
+ * as it is (the same addresses), else it is freed and made anew. */
+static tg_status mem_make(dec_mem *mm, const dec_mem_key *key) {
+    tg_status st = NULL;
+    if (mm->buf && key_same(&mm->key, key)) return tg_buffer_clear(mm->buf, 0);
+    mem_free(mm);
+    int L = key->layers, H = key->heads, hd = key->head_dim, B = key->B;
+    mm->key = *key;
+    mm->kv = tg_calloc((size_t)L * 3, sizeof(tg_tensor *));
+    mm->ctx = tg_ctx_new();
+    if (!mm->kv || !mm->ctx) {
+        mem_free(mm);
+        return tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
+    }
+    if (key->queued) {
+        mm->feed = tg_new_1d(mm->ctx, TG_I32, B);
+        mm->hist_ids = tg_new_2d(mm->ctx, TG_F32, B, key->max_len);
+        mm->hist_sums = tg_new_2d(mm->ctx, TG_F32, B, key->max_len);
+        if (key->scores) mm->hist_scores = tg_new_2d(mm->ctx, TG_F32, B, key->max_len);
+    }
+    for (int i = 0; i < L; i++) {
+        mm->kv[i] = tg_set_name(tg_new_4d(mm->ctx, key->kv_type, hd, key->max_len, 2 * H, B),
+                                "cache_kv.%d", i);
+        mm->kv[L + i] = tg_set_name(tg_new_4d(mm->ctx, key->kv_type, hd, key->n_enc, H, B),
+                                    "cross_k.%d", i);
+        mm->kv[2 * L + i] = tg_set_name(tg_new_4d(mm->ctx, key->kv_type, hd, key->n_enc, H, B),
+                                        "cross_v.%d", i);
+    }
+    st = tg_ctx_check(mm->ctx);
+    if (!st) st = tg_ctx_alloc_tensors(mm->ctx, key->backend, &mm->buf);
+    if (!st) st = tg_buffer_clear(mm->buf, 0);
+    if (st) mem_free(mm);
+    return st;
+}
+
+ct_dec_keep *ct_dec_keep_new(void) { return tg_calloc(1, sizeof(ct_dec_keep)); }
+
+void ct_dec_keep_free(ct_dec_keep *k) {
+    if (!k) return;
+    mem_free(&k->mem);
+    tg_free(k);
+}
+
+void ct_dec_keep_release(ct_dec_keep *k) {
+    if (k) mem_free(&k->mem);
+}
+
+const tg_buffer *ct_dec_keep_buffer(const ct_dec_keep *k) { return k ? k->mem.buf : NULL; }
+
 void ct_decoder_free(ct_dec_state *s) {
     if (!s) return;
     tg_ctx_free(s->prefill.ctx);
     tg_ctx_free(s->step.ctx);
     tg_ctx_free(s->run.ctx);
-    tg_buffer_free(s->kv_buf);
-    tg_ctx_free(s->kv_ctx);
-    tg_free(s->self_kv);
+    mem_free(&s->own);
     tg_free(s->enc_valid);
     tg_free(s->parents);
     tg_free(s->host);
@@ -402,9 +495,7 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     s->sums = tg_malloc((size_t)n_prompt * s->B * sizeof(float));
     s->enc_valid = tg_malloc((size_t)s->B * sizeof(int));
     s->parents = tg_malloc((size_t)s->B * sizeof(int32_t));
-    s->self_kv = tg_calloc((size_t)L * 3, sizeof(tg_tensor *));
-    s->kv_ctx = tg_ctx_new();
-    if (!s->host || !s->ihost || !s->sums || !s->enc_valid || !s->parents || !s->self_kv || !s->kv_ctx) {
+    if (!s->host || !s->ihost || !s->sums || !s->enc_valid || !s->parents) {
         st = tg_status_new(TG_ERR_NO_MEMORY, "decoder: out of memory");
         goto fail;
     }
@@ -412,27 +503,19 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
         s->enc_valid[r] = enc->valid[r % s->n_clips];
         s->parents[r] = r;
     }
+    s->kv_apart = kvw && !strcmp(kvw, "apart");
+    const dec_mem_key key = {.backend = m->backend, .kv_type = kv_type, .B = s->B,
+                             .max_len = max_len, .n_enc = s->n_enc, .layers = L, .heads = H,
+                             .head_dim = hd, .queued = s->queued, .scores = s->opts.want_scores};
+    s->mem = s->opts.keep ? &s->opts.keep->mem : &s->own;
+    if ((st = mem_make(s->mem, &key))) goto fail;
+    s->self_kv = s->mem->kv;
     s->cross_k = s->self_kv + L;
     s->cross_v = s->self_kv + 2 * L;
-    s->kv_apart = kvw && !strcmp(kvw, "apart");
-    if (s->queued) {
-        s->feed = tg_new_1d(s->kv_ctx, TG_I32, s->B);
-        s->hist_ids = tg_new_2d(s->kv_ctx, TG_F32, s->B, max_len);
-        s->hist_sums = tg_new_2d(s->kv_ctx, TG_F32, s->B, max_len);
-        if (s->opts.want_scores) s->hist_scores = tg_new_2d(s->kv_ctx, TG_F32, s->B, max_len);
-    }
-    for (int i = 0; i < L; i++) {
-        s->self_kv[i] = tg_new_4d(s->kv_ctx, kv_type, hd, max_len, 2 * H, s->B);
-        s->cross_k[i] = tg_new_4d(s->kv_ctx, kv_type, hd, s->n_enc, H, s->B);
-        s->cross_v[i] = tg_new_4d(s->kv_ctx, kv_type, hd, s->n_enc, H, s->B);
-        if (s->self_kv[i]) tg_set_name(s->self_kv[i], "cache_kv.%d", i);
-        if (s->cross_k[i]) tg_set_name(s->cross_k[i], "cross_k.%d", i);
-        if (s->cross_v[i]) tg_set_name(s->cross_v[i], "cross_v.%d", i);
-    }
-    if ((st = tg_ctx_check(s->kv_ctx))) goto fail;
-    if ((st = tg_ctx_alloc_tensors(s->kv_ctx, m->backend, &s->kv_buf))) goto fail;
-    /* unwritten cache rows are masked, but 0 * NaN would still poison the sum */
-    if ((st = tg_buffer_clear(s->kv_buf, 0))) goto fail;
+    s->feed = s->mem->feed;
+    s->hist_ids = s->mem->hist_ids;
+    s->hist_sums = s->mem->hist_sums;
+    s->hist_scores = s->mem->hist_scores;
     if ((st = compute_cross(s, enc))) goto fail;
     if ((st = build_graph(s, &s->prefill, n_prompt, 1))) goto fail;
     if ((st = build_graph(s, &s->step, 1, 1))) goto fail;

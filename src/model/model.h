@@ -250,6 +250,25 @@ tg_status ct_encoder_run_grid(const ct_model *m, tg_sched *sched, const ct_front
  * length, and the prefill and step graphs (built once, shapes fixed). */
 typedef struct ct_dec_state ct_dec_state;
 
+/* Decoder memory (the caches, the cross K/V, the queued steps' history)
+ * kept from one batch to the next: a state begun with it (ct_dec_opts.keep)
+ * takes the memory the one before it left where it was made for the same
+ * shapes and backend, so a batch of a repeated shape has the same addresses
+ * as the one before and a GPU replays its captured graphs from its first
+ * step; memory of other shapes is freed and made anew. A state borrows it
+ * and must be freed before it is begun again. Holding it keeps the last
+ * batch's memory between batches (at the released size and batch 64 ~1.2
+ * GB): ct_dec_keep_release gives it back (before the backend is freed, and
+ * when a batch ran out of memory). ct_dec_keep_new returns NULL when out of
+ * memory; the caller owns it and frees it with ct_dec_keep_free (NULL is
+ * fine). */
+typedef struct ct_dec_keep ct_dec_keep;
+ct_dec_keep *ct_dec_keep_new(void);
+void ct_dec_keep_release(ct_dec_keep *k);
+void ct_dec_keep_free(ct_dec_keep *k);
+/* The buffer k holds now (borrowed; NULL: none), for tests. */
+const tg_buffer *ct_dec_keep_buffer(const ct_dec_keep *k);
+
 typedef struct ct_dec_opts {
     bool f32;          /* TG_PREC_F32 on matrix products and attention          */
     bool want_logits;  /* keep logits for the caller (prefill: every position,
@@ -260,6 +279,7 @@ typedef struct ct_dec_opts {
     int rows_per_clip; /* beam search: each clip of enc is decoded in this many
                           rows, row j * n_clips + b being clip b's j-th (0 or
                           1: one row a clip); see ct_decoder_set_parents      */
+    ct_dec_keep *keep; /* borrowed; NULL: the state's memory is its own      */
 } ct_dec_opts;
 
 /* Computes the cross K/V of enc (borrowed; its out tensor is read in place,

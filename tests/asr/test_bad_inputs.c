@@ -185,6 +185,11 @@ static void bad_options_are_named(void) {
     CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "CT_ROWS=pinned");
     CHECK(s == NULL);
     unsetenv("CT_ROWS");
+    /* and the kept decoder memory's */
+    setenv("CT_DECODER_KEEP", "yes", 1);
+    CHECK_ERR(ct_session_open(&o, &s), TG_ERR_INVALID_ARG, "CT_DECODER_KEEP=yes");
+    CHECK(s == NULL);
+    unsetenv("CT_DECODER_KEEP");
     ct_backend_kind k;
     CHECK_ERR(ct_backend_parse("metal", &k), TG_ERR_INVALID_ARG, "'metal'");
     CHECK_OK(ct_backend_parse("cuda", &k));

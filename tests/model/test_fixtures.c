@@ -163,6 +163,60 @@ static bool decode_plain(env *e, const ct_enc_result *enc, const int32_t *prompt
     return ok && out->tokens;
 }
 
+/* The decoder's memory kept between calls (ct_dec_keep, what a session
+ * does): a call of the same shapes after one with another prompt (other
+ * values in the caches) keeps the same buffer and gives the reference's
+ * tokens and scores; a call of other shapes makes a new one and still gives
+ * them; a release gives the buffer back. */
+static void check_kept(env *e, const char *prefix, const ct_enc_result *enc, int max_new,
+                       const int32_t *prompt, int P) {
+    CHECK(P <= 16);
+    ct_greedy_result fresh = {0}, *ref = &fresh;
+    if (P > 16 || !decode_plain(e, enc, prompt, P, max_new, -1, false, &fresh)) {
+        ct_greedy_result_free(&fresh);
+        return;
+    }
+    int B = ref->n_batch;
+    int32_t other[16];
+    memcpy(other, prompt, (size_t)P * sizeof *prompt);
+    other[P - 1] = prompt[P - 1] == 5 ? 6 : 5;
+    ct_dec_keep *k = ct_dec_keep_new();
+    CHECK(k && !ct_dec_keep_buffer(k));
+    /* 0: another prompt; 1: the same shapes, the real prompt; 2: more tokens
+     * (other shapes: a new buffer), the real prompt */
+    const tg_buffer *first = NULL;
+    for (int pass = 0; k && pass < 3; pass++) {
+        ct_greedy_opts go = {.max_new_tokens = max_new + (pass == 2), .eos_id = 3, .pad_id = 2,
+                             .f32 = e->gpu == NULL, .keep_scores = true, .keep = k};
+        ct_greedy_result q = {0};
+        tg_status st = ct_greedy_decode(e->model, e->sched, enc, pass ? prompt : other, P, &go, &q);
+        CHECK_OK(st);
+        const tg_buffer *now = ct_dec_keep_buffer(k);
+        CHECK_MSG(now != NULL, "%s pass %d: the keep holds no buffer", prefix, pass);
+        if (pass == 0) first = now;
+        if (pass == 1) CHECK_MSG(now == first, "%s: the same shapes made a new buffer", prefix);
+        if (pass == 2) CHECK_MSG(now != first, "%s: other shapes kept the buffer", prefix);
+        if (!st && pass) {
+            int differ = 0, scores = 0;
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < ref->n_cols && t < q.n_cols; t++) {
+                    differ += q.tokens[b * q.n_cols + t] != ref->tokens[b * ref->n_cols + t];
+                    if (t >= P && t - P < ref->n_steps)
+                        scores += fabsf(q.scores[b * q.n_steps + t - P] -
+                                        ref->scores[b * ref->n_steps + t - P]) > 1e-6f;
+                }
+            printf("  kept decoder  %-5s pass %d: %d tokens, %d scores differ from a fresh state's\n", prefix,
+                   pass, differ, scores);
+            CHECK(differ == 0 && scores == 0 && q.n_cols >= ref->n_cols);
+        }
+        ct_greedy_result_free(&q);
+    }
+    ct_dec_keep_release(k);
+    CHECK(!ct_dec_keep_buffer(k));
+    ct_dec_keep_free(k);
+    ct_greedy_result_free(&fresh);
+}
+
 /* The queued-step calls refuse what they cannot do, naming it: a step
  * before the prompt's end or past the cache, a read of steps not queued
  * (yet), a queued step on a state begun without them. */
@@ -426,6 +480,7 @@ static void check_batch(env *e, const char *prefix, const float *const *clips, c
     check_queued(e, prefix, &enc, &gr, ref_ids, P);
     if (!strcmp(prefix, "ab")) check_queued_refusals(e, &enc, ref_ids, P);
     if (!strcmp(prefix, "ab")) check_queued_runs(e, &enc, ref_ids, P);
+    if (!strcmp(prefix, "ab")) check_kept(e, prefix, &enc, gr.n_steps, ref_ids, P);
     ct_greedy_result_free(&gr);
 out_enc:
     ct_enc_result_free(&enc);
