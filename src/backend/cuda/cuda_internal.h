@@ -240,6 +240,8 @@ typedef struct tg_cuda_ctx {
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
     bool use_sub_front;        /* CT_CUDA_FUSE_SUB: the subsampling's conv0 .. depthwise conv's mask as one kernel */
     bool conv_fast;            /* CT_CUDA_CONV_FAST: conv_glu_dw_silu_c4's sigmoids by __expf and __fdividef */
+    bool conv_smem;            /* CT_CUDA_CONV_SMEM: the conv module on conv_glu_dw_silu_sm (window in shared memory) */
+    int n_conv_smem;           /* launches of conv_glu_dw_silu_sm */
     bool norm_prefetch;        /* CT_CUDA_NORM_PREFETCH: layer_norm_w4 asks its weights' lines into L2 before its wait */
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
@@ -288,6 +290,7 @@ typedef struct tg_cuda_ctx {
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
                                   the default), by filling the slots (1, the rule of before), one round (0) */
+    int attn_decode_maxr;      /* CT_CUDA_ATTN_DECODE_MAXR: at most this many rounds a warp (0: no cap) */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */
     bool attn_mask16;          /* CT_CUDA_ATTN_MASK16: attention_mma's mask tile staged in 16-byte pieces */
     bool attn_bd16;            /* CT_CUDA_ATTN_BD16 (default on): a product read only as packed attentions' mask
