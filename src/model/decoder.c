@@ -106,6 +106,7 @@ typedef struct dec_mem {
 /* Memory kept from one batch to the next (model.h). */
 struct ct_dec_keep {
     dec_mem mem;
+    int made; /* times memory was made into it (tests) */
 };
 
 struct ct_dec_state {
@@ -367,11 +368,14 @@ static bool key_same(const dec_mem_key *a, const dec_mem_key *b) {
 
 /* mm made for key, and cleared: unwritten cache rows are masked, but
  * 0 * NaN would still poison the sum. Memory made for the same key is kept
- * as it is (the same addresses), else it is freed and made anew. */
-static tg_status mem_make(dec_mem *mm, const dec_mem_key *key) {
+ * as it is (the same addresses), else it is freed and made anew
+ * (*out_made). */
+static tg_status mem_make(dec_mem *mm, const dec_mem_key *key, bool *out_made) {
     tg_status st = NULL;
+    *out_made = false;
     if (mm->buf && key_same(&mm->key, key)) return tg_buffer_clear(mm->buf, 0);
     mem_free(mm);
+    *out_made = true;
     int L = key->layers, H = key->heads, hd = key->head_dim, B = key->B;
     mm->key = *key;
     mm->kv = tg_calloc((size_t)L * 3, sizeof(tg_tensor *));
@@ -414,6 +418,7 @@ void ct_dec_keep_release(ct_dec_keep *k) {
 }
 
 const tg_buffer *ct_dec_keep_buffer(const ct_dec_keep *k) { return k ? k->mem.buf : NULL; }
+int ct_dec_keep_made(const ct_dec_keep *k) { return k ? k->made : 0; }
 
 void ct_decoder_free(ct_dec_state *s) {
     if (!s) return;
@@ -508,7 +513,9 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
                              .max_len = max_len, .n_enc = s->n_enc, .layers = L, .heads = H,
                              .head_dim = hd, .queued = s->queued, .scores = s->opts.want_scores};
     s->mem = s->opts.keep ? &s->opts.keep->mem : &s->own;
-    if ((st = mem_make(s->mem, &key))) goto fail;
+    bool made = false;
+    if ((st = mem_make(s->mem, &key, &made))) goto fail;
+    if (s->opts.keep && made) s->opts.keep->made++;
     s->self_kv = s->mem->kv;
     s->cross_k = s->self_kv + L;
     s->cross_v = s->self_kv + 2 * L;

@@ -266,8 +266,10 @@ typedef struct ct_dec_keep ct_dec_keep;
 ct_dec_keep *ct_dec_keep_new(void);
 void ct_dec_keep_release(ct_dec_keep *k);
 void ct_dec_keep_free(ct_dec_keep *k);
-/* The buffer k holds now (borrowed; NULL: none), for tests. */
+/* For tests: the buffer k holds now (borrowed; NULL: none), and how many
+ * times memory was made into it (a buffer's address may come back). */
 const tg_buffer *ct_dec_keep_buffer(const ct_dec_keep *k);
+int ct_dec_keep_made(const ct_dec_keep *k);
 
 typedef struct ct_dec_opts {
     bool f32;          /* TG_PREC_F32 on matrix products and attention          */

@@ -209,21 +209,10 @@ static int64_t attn_decode_wide(const tg_cuda_ctx *c, const tg_tensor *n) {
                                         n->src[0]->ne[2] * n->src[0]->ne[3]);
 }
 
-/* CT_CUDA_ATTN_DECODE_MAXR=r (for measuring; 0, the default: no cap)
- * caps the rounds a warp takes at r, so a row's keys split into more
- * chunks than the waves' rule picks (at batch 64 the cross-attention's
- * 438 keys are one chunk a row, 7 rounds; r = 4 makes 2 chunks, 2 makes 4,
- * combined in a cluster): where the call is bound by memory rather than
- * by its blocks' trips, smaller blocks in more waves may balance better
- * (ncu at batch 64: the SMs active 81% of the kernel's time). */
 static int attn_decode_kpw(const tg_cuda_ctx *c, const tg_tensor *n) {
     const int64_t ku = (n->src[0]->ne[0] == 128 ? 8 : 4) * (n->src[1]->type == TG_BF16 ? 2 : 1);
-    int64_t kpw = tg_cuda_attn_decode_kpw(c->dev->props.sm_count, c->attn_decode_fill, ku, n->src[1]->ne[1],
-                                          n->src[0]->ne[2] * n->src[0]->ne[3]);
-    if (c->attn_decode_maxr > 0 && kpw > c->attn_decode_maxr * ku &&
-        (n->src[1]->ne[1] + ATD_WARPS * c->attn_decode_maxr * ku - 1) / (ATD_WARPS * c->attn_decode_maxr * ku) <= 8)
-        kpw = c->attn_decode_maxr * ku;
-    return (int)kpw;
+    return (int)tg_cuda_attn_decode_kpw(c->dev->props.sm_count, c->attn_decode_fill, ku, n->src[1]->ne[1],
+                                        n->src[0]->ne[2] * n->src[0]->ne[3]);
 }
 
 static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {

@@ -159,8 +159,6 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_attn_decode = tg_cuda_env_int("CT_CUDA_ATTN_DECODE", 1) != 0;
     c->attn_decode_fill = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_FILL", 2);
     if (c->attn_decode_fill < 0 || c->attn_decode_fill > 2) c->attn_decode_fill = 2;
-    c->attn_decode_maxr = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_MAXR", 0);
-    if (c->attn_decode_maxr < 0) c->attn_decode_maxr = 0;
 }
 
 /* Errors after which the driver refuses all further work in this process

@@ -290,7 +290,6 @@ typedef struct tg_cuda_ctx {
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
                                   the default), by filling the slots (1, the rule of before), one round (0) */
-    int attn_decode_maxr;      /* CT_CUDA_ATTN_DECODE_MAXR: at most this many rounds a warp (0: no cap) */
     bool use_attn_mma;         /* tensor-core attention (default precision)  */
     bool attn_mask16;          /* CT_CUDA_ATTN_MASK16: attention_mma's mask tile staged in 16-byte pieces */
     bool attn_bd16;            /* CT_CUDA_ATTN_BD16 (default on): a product read only as packed attentions' mask

@@ -402,8 +402,16 @@ extern "C" __global__ void __launch_bounds__(128) conv_glu_dw_silu_sm(const tg_a
     const ushort4 *src16 = (const ushort4 *)a.in + base;
     const int n_win = (TG_DWS_T + K - 1) * TG_DWS_C4;
     enum { PER = ((TG_DWS_T + TG_DW1_KMAX - 1) * TG_DWS_C4 + 127) / 128 };
+    static_assert(128 % TG_DWS_C4 == 0, "a thread's window items share one float4 of channels");
     if (a.in16) {
-        /* every load asked before the first GLU: 2 PER 8-byte loads a thread */
+        /* every load asked before the first GLU: 2 PER 8-byte loads a
+         * thread, all of one float4 of channels (128 threads, TG_DWS_C4 a
+         * step), so the product's bias, where it left it to this kernel,
+         * is two loads (else + 0, as the c4 kernel adds) */
+        const int cb = threadIdx.x % TG_DWS_C4;
+        const bool pre = a.pre && cb < nc;
+        const float4 px = pre ? ((const float4 *)a.pre)[c40 + cb] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 py = pre ? ((const float4 *)a.pre)[a.c4 + c40 + cb] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         ushort4 us[PER], vs[PER];
 #pragma unroll
         for (int r = 0; r < PER; r++) {
@@ -418,10 +426,6 @@ extern "C" __global__ void __launch_bounds__(128) conv_glu_dw_silu_sm(const tg_a
             if (i >= n_win) break;
             float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             if (c < nc && it >= 0 && it < a.t) {
-                /* the product's bias, where it left it to this kernel (else
-                 * + 0, as the c4 kernel adds) */
-                const float4 px = a.pre ? ((const float4 *)a.pre)[c40 + c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-                const float4 py = a.pre ? ((const float4 *)a.pre)[a.c4 + c40 + c] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
                 const ushort4 u = us[r], v = vs[r];
                 g.x = cg_gate(tg_bf2f(u.x) + px.x, tg_bf2f(v.x) + py.x, fast);
                 g.y = cg_gate(tg_bf2f(u.y) + px.y, tg_bf2f(v.y) + py.y, fast);
