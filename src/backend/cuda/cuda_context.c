@@ -137,7 +137,6 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_bias_mask = tg_cuda_env_int("CT_CUDA_FUSE_BIAS_MASK", 1) != 0;
     c->use_sub_front = tg_cuda_env_int("CT_CUDA_FUSE_SUB", 1) != 0;
     c->conv_fast = tg_cuda_env_int("CT_CUDA_CONV_FAST", 1) != 0;
-    c->conv_smem = tg_cuda_env_int("CT_CUDA_CONV_SMEM", 0) != 0;
     c->norm_prefetch = tg_cuda_env_int("CT_CUDA_NORM_PREFETCH", 1) != 0;
     c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
     c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;

@@ -240,8 +240,6 @@ typedef struct tg_cuda_ctx {
     bool use_bias_mask;        /* CT_CUDA_FUSE_BIAS_MASK: a conv's bias, mask, relu as one pass */
     bool use_sub_front;        /* CT_CUDA_FUSE_SUB: the subsampling's conv0 .. depthwise conv's mask as one kernel */
     bool conv_fast;            /* CT_CUDA_CONV_FAST: conv_glu_dw_silu_c4's sigmoids by __expf and __fdividef */
-    bool conv_smem;            /* CT_CUDA_CONV_SMEM: the conv module on conv_glu_dw_silu_sm (window in shared memory) */
-    int n_conv_smem;           /* launches of conv_glu_dw_silu_sm */
     bool norm_prefetch;        /* CT_CUDA_NORM_PREFETCH: layer_norm_w4 asks its weights' lines into L2 before its wait */
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */

@@ -305,11 +305,6 @@ static tg_status encode_conv_glu(tg_cuda_ctx *c, CUstream s, tg_tensor *const *n
         c->n_fused[TG_FUSED_EMIT]++; /* the silu's store, for its product */
     }
     c->n_fused[TG_FUSED_CONV_GLU]++;
-    if (c->conv_smem && g.k <= TG_DW1_KMAX) {
-        c->n_conv_smem++;
-        return LAUNCH(c, s, "conv.cu", defs, conv_glu_dw_silu_sm, (unsigned)((g.c4 + TG_DWS_C4 - 1) / TG_DWS_C4),
-                      (unsigned)((dw->ne[1] + TG_DWS_T - 1) / TG_DWS_T), (unsigned)(a->ne[2] * a->ne[3]), 128, 0, g);
-    }
     return LAUNCH(c, s, "conv.cu", defs, conv_glu_dw_silu_c4, (unsigned)((g.c4 + 63) / 64),
                   (unsigned)((dw->ne[1] + TG_DW1_TT - 1) / TG_DW1_TT), (unsigned)(a->ne[2] * a->ne[3]), 64, 0, g);
 }

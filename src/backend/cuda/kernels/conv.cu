@@ -303,44 +303,6 @@ __device__ __forceinline__ float cg_gate(float x, float y, bool fast) {
     return fast ? __fdividef(x, 1.0f + __expf(-y)) : x / (1.0f + expf(-y));
 }
 
-/* Both conv module kernels' end, for the float4 of channels c4 and the
- * TG_DW1_TT output steps from t0 + s0: the taps over the GLU'd window
- * (win(i): window step i of those outputs, i < TG_DW1_TT + K - 1), in tap
- * order, then the bias, the SiLU and the store. */
-template <class W>
-__device__ __forceinline__ void cg_taps_silu(const tg_conv_glu_dw_args &a, int c4, int t0, int s0, W win) {
-    const int K = a.k;
-    const bool fast = a.fast != 0;
-    const float *w0 = a.kr + (i64)(4 * c4) * K;
-    float4 acc[TG_DW1_TT];
-#pragma unroll
-    for (int j = 0; j < TG_DW1_TT; j++) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int k = 0; k < TG_DW1_KMAX; k++) {
-        if (k >= K) break;
-        const float wx = w0[k], wy = w0[K + k], wz = w0[2 * K + k], ww = w0[3 * K + k];
-#pragma unroll
-        for (int j = 0; j < TG_DW1_TT; j++) {
-            const float4 x = win(j + k);
-            acc[j].x += wx * x.x;
-            acc[j].y += wy * x.y;
-            acc[j].z += wz * x.z;
-            acc[j].w += ww * x.w;
-        }
-    }
-    const float4 bias = ((const float4 *)a.bias)[c4];
-#pragma unroll
-    for (int j = 0; j < TG_DW1_TT; j++) {
-        if (t0 + s0 + j >= a.ot) break;
-        float4 y = make_float4(acc[j].x + bias.x, acc[j].y + bias.y, acc[j].z + bias.z, acc[j].w + bias.w);
-        y.x = cg_gate(y.x, y.x, fast);
-        y.y = cg_gate(y.y, y.y, fast);
-        y.z = cg_gate(y.z, y.z, fast);
-        y.w = cg_gate(y.w, y.w, fast);
-        tg_store4(a.o, ((i64)blockIdx.z * a.ot + t0 + s0 + j) * a.c4 + c4, y);
-    }
-}
-
 extern "C" __global__ void __launch_bounds__(64) conv_glu_dw_silu_c4(const tg_args_conv_glu_dw_silu_c4 a) {
     TG_PDL();
     const int c4 = blockIdx.x * blockDim.x + threadIdx.x;
@@ -374,84 +336,32 @@ extern "C" __global__ void __launch_bounds__(64) conv_glu_dw_silu_c4(const tg_ar
         }
         win[i] = g;
     }
-    cg_taps_silu(a, c4, t0, 0, [&](int i) { return win[i]; });
-}
-
-/* conv_glu_dw_silu_c4's work with the GLU'd window in shared memory
- * (CT_CUDA_CONV_SMEM): a block of 128 threads takes TG_DWS_C4 float4s of
- * channels by TG_DWS_T output steps. First every thread loads and GLUs
- * its share of the block's window (TG_DWS_T + K - 1 steps; a warp a step's
- * 32 float4s, 256 or 512 bytes together), all of its loads asked before
- * any is used, into shared memory; then each warp takes TG_DW1_TT of the
- * steps, a lane a float4 of channels, its TG_DW1_TT + K - 1 window rows
- * read from shared memory, and sums, adds the bias and applies the SiLU
- * as the c4 kernel does: the same arithmetic in the same order, so the
- * same bits. Why: ncu at batch 64 (released size) had the c4 kernel at 222
- * us a layer, 1.0 TB/s, 25% occupancy (122 registers, 64-thread blocks)
- * with half its stalls on its loads: each thread's window loads came in
- * turn with their GLUs, and each window step was loaded and GLU'd twice
- * (the halo of its neighbour). */
-extern "C" __global__ void __launch_bounds__(128) conv_glu_dw_silu_sm(const tg_args_conv_glu_dw_silu_sm a) {
-    __shared__ float4 win[(TG_DWS_T + TG_DW1_KMAX - 1) * TG_DWS_C4];
-    TG_PDL();
-    const int K = a.k, c40 = blockIdx.x * TG_DWS_C4, t0 = blockIdx.y * TG_DWS_T;
-    const int nc = a.c4 - c40 < TG_DWS_C4 ? a.c4 - c40 : TG_DWS_C4;
-    const bool fast = a.fast != 0;
-    const i64 base = (i64)blockIdx.z * a.t * (2 * a.c4) + c40;
-    const float4 *src = a.in + base;
-    const ushort4 *src16 = (const ushort4 *)a.in + base;
-    const int n_win = (TG_DWS_T + K - 1) * TG_DWS_C4;
-    enum { PER = ((TG_DWS_T + TG_DW1_KMAX - 1) * TG_DWS_C4 + 127) / 128 };
-    static_assert(128 % TG_DWS_C4 == 0, "a thread's window items share one float4 of channels");
-    if (a.in16) {
-        /* every load asked before the first GLU: 2 PER 8-byte loads a
-         * thread, all of one float4 of channels (128 threads, TG_DWS_C4 a
-         * step), so the product's bias, where it left it to this kernel,
-         * is two loads (else + 0, as the c4 kernel adds) */
-        const int cb = threadIdx.x % TG_DWS_C4;
-        const bool pre = a.pre && cb < nc;
-        const float4 px = pre ? ((const float4 *)a.pre)[c40 + cb] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const float4 py = pre ? ((const float4 *)a.pre)[a.c4 + c40 + cb] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        ushort4 us[PER], vs[PER];
+    const float *w0 = a.kr + (i64)(4 * c4) * K;
+    float4 acc[TG_DW1_TT];
 #pragma unroll
-        for (int r = 0; r < PER; r++) {
-            const int i = threadIdx.x + 128 * r, c = i % TG_DWS_C4, it = t0 - a.p + i / TG_DWS_C4;
-            us[r] = vs[r] = make_ushort4(0, 0, 0, 0);
-            if (i < n_win && c < nc && it >= 0 && it < a.t)
-                us[r] = src16[(i64)it * 2 * a.c4 + c], vs[r] = src16[(i64)it * 2 * a.c4 + a.c4 + c];
-        }
+    for (int j = 0; j < TG_DW1_TT; j++) acc[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-        for (int r = 0; r < PER; r++) {
-            const int i = threadIdx.x + 128 * r, c = i % TG_DWS_C4, it = t0 - a.p + i / TG_DWS_C4;
-            if (i >= n_win) break;
-            float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (c < nc && it >= 0 && it < a.t) {
-                const ushort4 u = us[r], v = vs[r];
-                g.x = cg_gate(tg_bf2f(u.x) + px.x, tg_bf2f(v.x) + py.x, fast);
-                g.y = cg_gate(tg_bf2f(u.y) + px.y, tg_bf2f(v.y) + py.y, fast);
-                g.z = cg_gate(tg_bf2f(u.z) + px.z, tg_bf2f(v.z) + py.z, fast);
-                g.w = cg_gate(tg_bf2f(u.w) + px.w, tg_bf2f(v.w) + py.w, fast);
-            }
-            win[i] = g;
-        }
-    } else {
-        for (int i = threadIdx.x; i < n_win; i += 128) {
-            const int c = i % TG_DWS_C4, it = t0 - a.p + i / TG_DWS_C4;
-            float4 g = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (c < nc && it >= 0 && it < a.t) {
-                const float4 x = src[(i64)it * 2 * a.c4 + c], y = src[(i64)it * 2 * a.c4 + a.c4 + c];
-                g.x = cg_gate(x.x, y.x, fast);
-                g.y = cg_gate(x.y, y.y, fast);
-                g.z = cg_gate(x.z, y.z, fast);
-                g.w = cg_gate(x.w, y.w, fast);
-            }
-            win[i] = g;
+    for (int k = 0; k < TG_DW1_KMAX; k++) {
+        if (k >= K) break;
+        const float wx = w0[k], wy = w0[K + k], wz = w0[2 * K + k], ww = w0[3 * K + k];
+#pragma unroll
+        for (int j = 0; j < TG_DW1_TT; j++) {
+            const float4 x = win[j + k];
+            acc[j].x += wx * x.x;
+            acc[j].y += wy * x.y;
+            acc[j].z += wz * x.z;
+            acc[j].w += ww * x.w;
         }
     }
-    __syncthreads();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int cc = lane; cc < nc; cc += 32) {
-        const int s0 = warp * TG_DW1_TT;
-        cg_taps_silu(a, c40 + cc, t0, s0, [&](int i) { return win[(s0 + i) * TG_DWS_C4 + cc]; });
+    const float4 bias = ((const float4 *)a.bias)[c4];
+#pragma unroll
+    for (int j = 0; j < TG_DW1_TT; j++) {
+        if (t0 + j >= a.ot) break;
+        float4 y = make_float4(acc[j].x + bias.x, acc[j].y + bias.y, acc[j].z + bias.z, acc[j].w + bias.w);
+        y.x = cg_gate(y.x, y.x, fast);
+        y.y = cg_gate(y.y, y.y, fast);
+        y.z = cg_gate(y.z, y.z, fast);
+        y.w = cg_gate(y.w, y.w, fast);
+        tg_store4(a.o, ((i64)blockIdx.z * a.ot + t0 + j) * a.c4 + c4, y);
     }
 }

@@ -481,10 +481,6 @@ TG_KARGS_SIZE(tg_conv1d_c4_args, 48);
 
 /* Taps at most of conv_glu_dw_silu_c4 (the model's conv kernel is 9). */
 #define TG_DW1_KMAX 9
-/* conv_glu_dw_silu_sm's block: TG_DWS_C4 float4s of channels (a warp's
- * lanes) by TG_DWS_T output steps (4 warps of TG_DW1_TT each). */
-#define TG_DWS_C4 32
-#define TG_DWS_T (4 * TG_DW1_TT)
 
 /* conv_glu_dw_silu_c4: in [8 c4, t, batch] (GLU's input: F32, or BF16
  * where in16, as the product before it stored it for this kernel, then
@@ -643,7 +639,6 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(conv, conv_1d_dw, tg_conv1d_args)                      \
     X(conv, conv_1d_dw_c4, tg_conv1d_c4_args)                \
     X(conv, conv_glu_dw_silu_c4, tg_conv_glu_dw_args)        \
-    X(conv, conv_glu_dw_silu_sm, tg_conv_glu_dw_args)        \
     X(conv, conv_2d_dw_3x3, tg_conv2d_dw3_args)              \
     X(conv, sub_conv_dw, tg_sub_front_args)                  \
     X(copy, cpy, tg_flat2_args)                              \
