@@ -337,10 +337,13 @@ static tg_status compute_cross(ct_dec_state *s, const ct_enc_result *enc) {
  * (seventh session's stamps): three input copies and a graph launch. Runs
  * of 8 remove them inside a run, yet measured slower on an H100 (ninth
  * session, interleaved against runs of 1: step +8.3% at batch 1, +6.8% at
- * 8, +3.1% at 64): a transcription's decoder buffers land at new
- * addresses, so each one captures its run graph anew (~600 launches
- * encoded while the GPU waits) after 16 steps that do not replay. Kept,
- * off, for when the buffers stay put across batches. */
+ * 8, +3.1% at 64). The ninth session laid that to each transcription's
+ * capture of its run graph at new addresses; with the decoder's memory
+ * kept between batches (ct_dec_keep) the runs replay from the first step
+ * and still lost (twenty-third session: +10.6% at batch 1, +9.0% at 8,
+ * +5.5% at 64), so a graph of 8 steps' ~540 launches runs slower than 8
+ * replays of one step, and the edge it removes is not what a step costs.
+ * Kept, off, for measuring. */
 enum { RUN_STEPS = 1 };
 static int run_steps_env(void) {
     const char *v = getenv("CT_DECODER_RUN");
