@@ -180,6 +180,39 @@ static void test_attn_decode_wide_match_cpu(void) {
     tg_backend_free(b);
 }
 
+/* The decoder step's cross-attention at batch 8 (8 heads, 438 BF16 keys,
+ * a mask hiding each row's last keys past its frames) and a row count
+ * between (8 heads, 5 rows, 600 keys: three rounds of 16 warps), on wide
+ * blocks in clusters of 2-3 a row (attn_decode_wcl_bf16,
+ * CT_CUDA_ATTN_DECODE_WCL=1), against the CPU; on a GPU of 80 SMs or more
+ * the counter says the kernel ran. */
+static tg_tensor *cross_step(tg_ctx *ctx, int64_t H, int64_t B, int64_t Tk) {
+    const int64_t D = 128;
+    tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
+    tg_tensor *v = tg_new_4d(ctx, TG_BF16, D, Tk, H, B), *m = tg_new_4d(ctx, TG_F32, Tk, 1, 1, B);
+    return tg_attention(ctx, q, k, v, m, 0.088f);
+}
+static tg_tensor *build_cross_b8(tg_ctx *ctx) { return cross_step(ctx, 8, 8, 438); }
+static tg_tensor *build_cross_b5(tg_ctx *ctx) { return cross_step(ctx, 8, 5, 600); }
+
+static void test_attn_decode_wcl_match_cpu(void) {
+    tg_backend *b = cuda_with("CT_CUDA_ATTN_DECODE_WCL", "1");
+    if (!b) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
+    const bool many = c->dev->props.sm_count >= 80 && c->dev->props.clusters;
+    int wcl = c->n_attn_decode_wcl;
+    compare_with_cpu(b, build_cross_b8, 2, 5e-4, "cross-attention step, 64 rows, 438 bf16 keys (wide blocks in clusters)");
+    if (many) CHECK_MSG(c->n_attn_decode_wcl > wcl, "attn_decode_wcl_bf16 not taken at 64 rows");
+    wcl = c->n_attn_decode_wcl;
+    compare_with_cpu(b, build_cross_b5, 2, 5e-4, "cross-attention step, 40 rows, 600 bf16 keys (wide blocks in clusters)");
+    if (many) CHECK_MSG(c->n_attn_decode_wcl > wcl, "attn_decode_wcl_bf16 not taken at 40 rows");
+    /* one round of keys (the self-attention's): the wide block alone */
+    wcl = c->n_attn_decode_wcl;
+    compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, 12 rows, 150 bf16 keys");
+    CHECK(c->n_attn_decode_wcl == wcl);
+    tg_backend_free(b);
+}
+
 /* The decoder step's attention on the 4-warp kernel, in chunks with their
  * combine, where the wide one would take the rows (CT_CUDA_ATTN_DECODE_WIDE
  * off): the path of batches past 16. */
@@ -340,7 +373,7 @@ static void test_attn_decode_skip_same_bits(void) {
     tg_backend_free(cpu);
 }
 
-TEST_MAIN(T(test_attn_decode_xr_match_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_cluster_same_bits),
+TEST_MAIN(T(test_attn_decode_xr_match_cpu), T(test_attn_decode_chunks_match_cpu), T(test_attn_decode_wcl_match_cpu), T(test_attn_decode_cluster_same_bits),
           T(test_attn_prefill_splits_over_keys), T(test_attn_decode_wide_match_cpu), T(test_attention_step_keeps_nan),
           T(test_attention_step_masks), T(test_attn_decode_skip_same_bits))
 #else

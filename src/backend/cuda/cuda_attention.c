@@ -220,6 +220,26 @@ static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
     return (n->src[1]->ne[1] + chunk - 1) / chunk;
 }
 
+/* The wide blocks a row where a row's keys split over a cluster of them
+ * (attn_decode_wcl_bf16, CT_CUDA_ATTN_DECODE_WCL), or 0: where the wide
+ * block takes the rows, they are BF16 at D = 128, and each row's keys
+ * fill more than one round of its warps, as many blocks a row as the SMs
+ * hold one each (at most 8, no more than the rounds): at batch 8 on 132
+ * SMs the cross-attention's 64 (head, row) pairs as 128 blocks of one
+ * round a warp, not 64 of two. The self-attention's keys (one round)
+ * keep the wide block. */
+static int64_t attn_decode_wcl(const tg_cuda_ctx *c, const tg_tensor *n, int64_t wide_kpw) {
+    if (!c->attn_decode_wcl || !c->attn_cluster || !c->dev->props.clusters || wide_kpw <= 0 || c->chain_mode ||
+        n->src[1]->type != TG_BF16 || n->src[0]->ne[0] != 128)
+        return 0;
+    const int64_t ku = 16, rows = n->src[0]->ne[2] * n->src[0]->ne[3], Tk = n->src[1]->ne[1];
+    const int64_t rounds = (Tk + (int64_t)TG_ATD_WIDE * ku - 1) / ((int64_t)TG_ATD_WIDE * ku);
+    int64_t p = rows > 0 ? c->dev->props.sm_count / rows : 0;
+    if (p > rounds) p = rounds;
+    if (p > 8) p = 8;
+    return p >= 2 ? p : 0;
+}
+
 /* A row's 2 to 8 chunks as one thread block cluster (attn_decode_cl*,
  * D = 128, sm_90), which combine in distributed shared memory instead of
  * the scratch and a combine launch (CT_CUDA_ATTN_CLUSTER): the chunks a
@@ -422,6 +442,17 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     if (attn_decodes(c, n)) {
         c->n_attn_decode++;
         const int64_t wide = attn_decode_wide(c, n);
+        const int64_t wcl = attn_decode_wcl(c, n, wide);
+        if (wcl > 0) {
+            /* each block a round a warp of its share; no scratch */
+            const int64_t kpw = (k->ne[1] + wcl * TG_ATD_WIDE * 16 - 1) / (wcl * TG_ATD_WIDE * 16) * 16;
+            c->n_attn_decode_wcl++;
+            c->n_attn_cluster++;
+            tg_args_attn_decode wa = decode_args(c, n, od, (int)kpw, false);
+            wa.part = 0;
+            return LAUNCH_CLUSTER(c, s, "attention_split.cu", "", attn_decode_wcl_bf16, (unsigned)wcl, (unsigned)H,
+                                  (unsigned)B, TG_ATD_WIDE * 32, 0, wa, (unsigned)wcl);
+        }
         if (wide > 0) {
             c->n_attn_decode_wide++;
             tg_args_attn_decode wa = decode_args(c, n, od, (int)wide, true);

@@ -364,6 +364,18 @@ extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wi
     atd_body<1, 16, true, TG_ATD_WIDE>(args, blockIdx.x, blockIdx.y, blockIdx.z);
 }
 
+/* BF16, D = 128: a row's keys split over a cluster of 2-8 wide blocks
+ * (grid (P, H, B), launched with clusters of P; cuda_attention.c), their
+ * partials combined in distributed shared memory as attn_decode_cl_bf16's:
+ * where the wide block's rows leave SMs idle (a step at batch 5-8 on 132
+ * SMs: the cross-attention's 438 frames, 224 KB a (head, row), on 40-64
+ * SMs) the rows' bytes come through P times the SMs, a round a warp. */
+extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wcl_bf16(const tg_args_attn_decode args) {
+    atd_prefetch<TG_ATD_WIDE>(args);
+    TG_PDL();
+    atd_body<1, 16, true, TG_ATD_WIDE, true>(args, blockIdx.x, blockIdx.y, blockIdx.z);
+}
+
 /* One block per query row (qi, h, b): the chunks rescaled to the common
  * max. The chunks' maxima and sums are read by the first warp at once (a
  * lane per chunk), their weights exp(m_s - M) kept in shared memory, so

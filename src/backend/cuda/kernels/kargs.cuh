@@ -625,6 +625,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(attention_split, attn_decode_cl_bf16, tg_attn_decode_args) \
     X(attention_split, attn_decode_clq_bf16, tg_attn_decode_q_args) \
     X(attention_split, attn_decode_wide_bf16, tg_attn_decode_args) \
+    X(attention_split, attn_decode_wcl_bf16, tg_attn_decode_args) \
     X(matvec, mul_mat_vec, tg_mul_mat_vec_args)             \
     X(matvec, mul_mat_vec_mma, tg_mul_mat_vec_args)         \
     X(matvec, mul_mat_vec_mma_wide, tg_mul_mat_vec_args)    \
