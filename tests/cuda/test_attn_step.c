@@ -183,9 +183,9 @@ static void test_attn_decode_wide_match_cpu(void) {
 /* The decoder step's cross-attention at batch 8 (8 heads, 438 BF16 keys,
  * a mask hiding each row's last keys past its frames) and a row count
  * between (8 heads, 5 rows, 600 keys: three rounds of 16 warps), on wide
- * blocks in clusters of 2-3 a row (attn_decode_wcl_bf16,
- * CT_CUDA_ATTN_DECODE_WCL=1), against the CPU; on a GPU of 80 SMs or more
- * the counter says the kernel ran. */
+ * blocks in clusters of 2-3 a row (attn_decode_wcl_bf16, the default),
+ * against the CPU; on a GPU of 80 SMs or more the counter says the kernel
+ * ran, and with CT_CUDA_ATTN_DECODE_WCL=0 that it did not. */
 static tg_tensor *cross_step(tg_ctx *ctx, int64_t H, int64_t B, int64_t Tk) {
     const int64_t D = 128;
     tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
@@ -196,8 +196,12 @@ static tg_tensor *build_cross_b8(tg_ctx *ctx) { return cross_step(ctx, 8, 8, 438
 static tg_tensor *build_cross_b5(tg_ctx *ctx) { return cross_step(ctx, 8, 5, 600); }
 
 static void test_attn_decode_wcl_match_cpu(void) {
-    tg_backend *b = cuda_with("CT_CUDA_ATTN_DECODE_WCL", "1");
-    if (!b) return;
+    tg_backend *b = cuda_or_skip(), *off = b ? cuda_with("CT_CUDA_ATTN_DECODE_WCL", "0") : NULL;
+    if (!b || !off) {
+        tg_backend_free(b);
+        tg_backend_free(off);
+        return;
+    }
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     const bool many = c->dev->props.sm_count >= 80 && c->dev->props.clusters;
     int wcl = c->n_attn_decode_wcl;
@@ -210,7 +214,12 @@ static void test_attn_decode_wcl_match_cpu(void) {
     wcl = c->n_attn_decode_wcl;
     compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, 12 rows, 150 bf16 keys");
     CHECK(c->n_attn_decode_wcl == wcl);
+    /* the switch off: one wide block a row */
+    tg_cuda_ctx *d = (tg_cuda_ctx *)off->impl;
+    compare_with_cpu(off, build_cross_b8, 2, 5e-4, "cross-attention step, 64 rows, 438 bf16 keys (one wide block a row)");
+    CHECK(!d->attn_decode_wcl && d->n_attn_decode_wcl == 0);
     tg_backend_free(b);
+    tg_backend_free(off);
 }
 
 /* The decoder step's attention on the 4-warp kernel, in chunks with their

@@ -245,8 +245,8 @@ typedef struct tg_cuda_ctx {
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
     bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */
     bool use_attn_decode_wide; /* CT_CUDA_ATTN_DECODE_WIDE: a row's one-query attention on one 16-warp block */
-    bool attn_decode_wcl;      /* CT_CUDA_ATTN_DECODE_WCL: a row's keys over a cluster of 16-warp blocks where
-                                  the wide block's rows leave SMs idle */
+    bool attn_decode_wcl;      /* CT_CUDA_ATTN_DECODE_WCL (default 1): a row's keys over a cluster of 16-warp
+                                  blocks where the wide block's rows leave SMs idle */
     int attn_decode_wide_min;  /* CT_CUDA_ATTN_DECODE_WIDE_MIN: the fewest rows it takes (0: a quarter of the SMs) */
     bool attn_decode_wide_short; /* CT_CUDA_ATTN_DECODE_WIDE_SHORT: fewer rows too when their keys are one round */
     int matvec_columns;        /* CT_CUDA_MATVEC_COLUMNS: the most mul_mat_vec takes (1..TG_MV_MAXM, default 2) */

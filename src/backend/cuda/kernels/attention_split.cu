@@ -369,7 +369,8 @@ extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wi
  * partials combined in distributed shared memory as attn_decode_cl_bf16's:
  * where the wide block's rows leave SMs idle (a step at batch 5-8 on 132
  * SMs: the cross-attention's 438 frames, 224 KB a (head, row), on 40-64
- * SMs) the rows' bytes come through P times the SMs, a round a warp. */
+ * SMs) the rows' bytes come through P times the SMs, a round a warp
+ * (the step 1.2% faster at batch 6 and 8 on an H100). */
 extern "C" __global__ void __launch_bounds__(TG_ATD_WIDE * 32, 1) attn_decode_wcl_bf16(const tg_args_attn_decode args) {
     atd_prefetch<TG_ATD_WIDE>(args);
     TG_PDL();
