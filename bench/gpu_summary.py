@@ -2,7 +2,8 @@
 """gpu_summary.py: the last table of bench/gpu-vs-transformers.sh: ours and
 transformers side by side, the floor of each row from the ceilings measured
 in the same run, and issue 9's targets, each met or not, with the floor and
-the stage furthest above it where one is not met.
+the stage furthest above it where one is not met, with the rate that stage
+reached on the resource that sets its floor (FLOPs or bytes).
 
 Why apart from the script: the table and the verdicts are the part people
 read, and they can be checked on any machine from a run's JSON files
@@ -96,8 +97,21 @@ def main():
             parts.append("%s %.1f ms (%.2f TFLOP, %.2f GB)" % (s, fb[s + "_ms"], k[s]["flops"] / 1e12, by / 1e9))
         over = max(("frontend", "encoder", "decoder"), key=lambda s: o[s + "_ms"] - fb[s + "_ms"])
         return ("floor %.1f ms = %s (RTFx %.0f); ours is %.1fx it; the most above its floor: the %s, %.1f ms "
-                "against %.1f" % (fb["total_ms"], ", ".join(parts), fb["rtfx"], o["total_ms"] / fb["total_ms"],
-                                  over, o[over + "_ms"], fb[over + "_ms"]))
+                "against %.1f, %s" % (fb["total_ms"], ", ".join(parts), fb["rtfx"], o["total_ms"] / fb["total_ms"],
+                                      over, o[over + "_ms"], fb[over + "_ms"], reached(k[over], o[over + "_ms"])))
+
+    def reached(kc, ms):
+        """The rate a stage of cost kc reached in ms on the resource that sets its floor (the products'
+        FLOPs or the bytes), against this run's ceiling of it."""
+        if ms <= 0:
+            return "no time measured"
+        by = kc["bytes"] + sum(x for _, x in kc.get("steps", []))
+        tf, tb = kc["flops"] / (ms / 1e3) / 1e12, by / (ms / 1e3) / 1e12
+        if kc["flops"] / ceil["product_tflops"] >= by / ceil["copy_tbs"]:
+            return "its floor set by its FLOPs, done at %.0f TFLOP/s against the ceiling's %.0f (%.0f%%)" % (
+                tf, ceil["product_tflops"], 100 * tf / ceil["product_tflops"])
+        return "its floor set by its bytes, moved at %.2f TB/s against the copy rate's %.2f (%.0f%%)" % (
+            tb, ceil["copy_tbs"], 100 * tb / ceil["copy_tbs"])
 
     print()
     if a.trial:
@@ -121,8 +135,8 @@ def main():
         fb = fl.get(1)
         floor_step = fb["decoder_ms"] / steps if fb else None
         why = ("no floor (no ceilings in this run)" if floor_step is None else
-               "floor %.3f ms (the decoder's floor over %d steps, as ours is counted), ours %.1f x it" % (
-                   floor_step, steps, o["step_ms"] / floor_step))
+               "floor %.3f ms (the decoder's floor over %d steps, as ours is counted), ours %.1f x it; the decoder: %s" % (
+                   floor_step, steps, o["step_ms"] / floor_step, reached(fb["cost"]["decoder"], o["decoder_ms"])))
         print("- batch 1, step <= %.2f ms: %.4f ms, %s%s" % (
             B1_STEP_MS, o["step_ms"], "met" if met else "not met", "" if met else "; " + why))
     else:

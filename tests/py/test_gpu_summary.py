@@ -59,9 +59,14 @@ check(line(out, "- batch 64, RTFx >= 8000: 8029.00, met") != "", "batch 64 met:\
 b8 = line(out, "- batch 8, RTFx >= 4000: 3944.00, not met")
 check(b8 != "", "batch 8 not met:\n" + out)
 check("floor " in b8 and "the most above its floor: the encoder" in b8, "batch 8's floor and reason: " + b8)
+# the reason's rates: the encoder's FLOPs over its 40 ms, a share of this run's 790 TFLOP/s
+check("the encoder, 40.0 ms against " in b8 and "its floor set by its FLOPs, done at " in b8 and "TFLOP/s against the ceiling's 790" in b8,
+      "batch 8's reason names the rate the encoder reached: " + b8)
 check(line(out, "- batch 1, <= 50 ms: 49.50 ms, met") != "", "batch 1 time met:\n" + out)
 step = line(out, "- batch 1, step <= 0.25 ms: 0.2600 ms, not met; floor 0.0")
 check(step != "", "batch 1 step not met with a floor:\n" + out)
+check("the decoder: its floor set by its bytes, moved at " in step and "TB/s against the copy rate's 4.30" in step,
+      "batch 1 step's reason names the decoder's rate:\n" + step)
 check(line(out, "- peak GPU memory at or below transformers' at every batch: not met at batch 8") != "",
       "peak memory at batch 8:\n" + out)
 check(line(out, "- cold start").endswith(": met"), "cold start 1200 ms with weights met:\n" + out)
