@@ -17,9 +17,9 @@
  * and the queued steps' history may outlive the state (ct_dec_keep, which
  * a session keeps): a batch of the shapes of the one before then reads and
  * writes the same addresses, so on a GPU its prefill, its steps and its
- * runs replay the graphs the batch before captured (with memory of its own
- * a batch's first sightings of each launch directly and its second ones
- * capture anew). Argmax runs where the
+ * runs replay the graphs the batch before captured. (With memory of its
+ * own, each batch's graphs have new addresses: their first sightings
+ * launch directly and their second ones capture anew.) Argmax runs where the
  * logits are; only ids come back unless the caller asks for logits. A
  * token's score, when asked for, is its softmax probability, picked from
  * the logits on the device as well, so it costs B floats a step. Every
@@ -106,7 +106,8 @@ typedef struct dec_mem {
 /* Memory kept from one batch to the next (model.h). */
 struct ct_dec_keep {
     dec_mem mem;
-    int made; /* times memory was made into it (tests) */
+    int made;  /* times memory was made into it (tests) */
+    bool busy; /* a state holds it (begun, not yet freed) */
 };
 
 struct ct_dec_state {
@@ -425,6 +426,7 @@ int ct_dec_keep_made(const ct_dec_keep *k) { return k ? k->made : 0; }
 
 void ct_decoder_free(ct_dec_state *s) {
     if (!s) return;
+    if (s->opts.keep && s->mem == &s->opts.keep->mem) s->opts.keep->busy = false; /* this state held it */
     tg_ctx_free(s->prefill.ctx);
     tg_ctx_free(s->step.ctx);
     tg_ctx_free(s->run.ctx);
@@ -514,8 +516,16 @@ tg_status ct_decoder_begin(const ct_model *m, tg_sched *sched, const ct_enc_resu
     s->kv_apart = kvw && !strcmp(kvw, "apart");
     const dec_mem_key key = {.backend = m->backend, .kv_type = kv_type, .B = s->B,
                              .max_len = max_len, .n_enc = s->n_enc, .layers = L, .heads = H,
-                             .head_dim = hd, .queued = s->queued, .scores = s->opts.want_scores};
+                             .head_dim = hd, .queued = s->queued,
+                             .scores = s->queued && s->opts.want_scores};
+    /* one state at a time: a second would share the first's caches, or
+     * free them under it */
+    if (s->opts.keep && s->opts.keep->busy) {
+        st = tg_status_new(TG_ERR_INVALID_ARG, "decoder: the kept memory is in use by another state");
+        goto fail;
+    }
     s->mem = s->opts.keep ? &s->opts.keep->mem : &s->own;
+    if (s->opts.keep) s->opts.keep->busy = true;
     bool made = false;
     if ((st = mem_make(s->mem, &key, &made))) goto fail;
     if (s->opts.keep && made) s->opts.keep->made++;

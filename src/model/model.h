@@ -255,12 +255,14 @@ typedef struct ct_dec_state ct_dec_state;
  * takes the memory the one before it left where it was made for the same
  * shapes and backend, so a batch of a repeated shape has the same addresses
  * as the one before and a GPU replays its captured graphs from its first
- * step; memory of other shapes is freed and made anew. A state borrows it
- * and must be freed before it is begun again. Holding it keeps the last
+ * step; memory of other shapes is freed and made anew. One state at a time
+ * borrows it: ct_decoder_begin refuses it (TG_ERR_INVALID_ARG) while
+ * another state begun with it is not yet freed. Holding it keeps the last
  * batch's memory between batches (at the released size and batch 64 ~1.2
  * GB): ct_dec_keep_release gives it back (before the backend is freed, and
- * when a batch ran out of memory). ct_dec_keep_new returns NULL when out of
- * memory; the caller owns it and frees it with ct_dec_keep_free (NULL is
+ * when a batch ran out of memory; never while a state holds it).
+ * ct_dec_keep_new returns NULL when out of memory; the caller owns it and
+ * frees it with ct_dec_keep_free (NULL is
  * fine). */
 typedef struct ct_dec_keep ct_dec_keep;
 ct_dec_keep *ct_dec_keep_new(void);

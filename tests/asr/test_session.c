@@ -206,5 +206,52 @@ static void open_times_add_up(void) {
     ct_session_close(s);
 }
 
+/* The decoder's memory kept from call to call (CT_DECODER_KEEP, default
+ * on): a second call of the same shapes gives the same tokens and leaves
+ * the session holding the same backend memory as the first (nothing made
+ * anew), and that is more than a session that makes it for each call holds
+ * after its call (the caches it gave back). */
+static size_t transcribe_twice(const char *keep, ct_result **out) {
+    if (keep) setenv("CT_DECODER_KEEP", keep, 1);
+    ct_options o;
+    tiny_options(&o, TINY "/hub");
+    ct_session *s = NULL;
+    CHECK_OK(ct_session_open(&o, &s));
+    unsetenv("CT_DECODER_KEEP");
+    size_t held[2] = {0, 0};
+    ct_result *r[2] = {NULL, NULL};
+    for (int i = 0; i < 2 && s; i++) {
+        CHECK_OK(ct_transcribe_file(s, TINY "/audio/a.wav", &r[i]));
+        tg_backend_stats st;
+        ct_session_stats(s, &st);
+        held[i] = st.mem_in_use;
+    }
+    if (r[0] && r[1]) {
+        CHECK(r[0]->n_tokens == r[1]->n_tokens);
+        for (int i = 0; i < r[0]->n_tokens && r[0]->n_tokens == r[1]->n_tokens; i++)
+            CHECK(r[0]->tokens[i] == r[1]->tokens[i]);
+    }
+    CHECK_MSG(held[0] == held[1], "CT_DECODER_KEEP=%s: %zu bytes held after the first call, %zu after the second",
+              keep ? keep : "(unset)", held[0], held[1]);
+    ct_result_free(r[1]);
+    *out = r[0];
+    ct_session_close(s);
+    return held[1];
+}
+
+static void decoder_memory_kept(void) {
+    ct_result *kept = NULL, *made = NULL;
+    size_t with = transcribe_twice(NULL, &kept), without = transcribe_twice("0", &made);
+    printf("  backend memory held after a call: %zu bytes with the decoder's kept, %zu without\n", with, without);
+    CHECK(with > without && without > 0);
+    if (kept && made) {
+        CHECK(kept->n_tokens == made->n_tokens && kept->n_tokens == 24);
+        for (int i = 0; i < kept->n_tokens && kept->n_tokens == made->n_tokens; i++)
+            CHECK(kept->tokens[i] == made->tokens[i]);
+    }
+    ct_result_free(kept);
+    ct_result_free(made);
+}
+
 TEST_MAIN(T(session_matches_reference), T(padding_keeps_results), T(session_long_audio),
-          T(open_times_add_up))
+          T(open_times_add_up), T(decoder_memory_kept))

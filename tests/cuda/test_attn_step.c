@@ -180,12 +180,13 @@ static void test_attn_decode_wide_match_cpu(void) {
     tg_backend_free(b);
 }
 
-/* The decoder step's cross-attention at batch 8 (8 heads, 438 BF16 keys,
- * a mask hiding each row's last keys past its frames) and a row count
- * between (8 heads, 5 rows, 600 keys: three rounds of 16 warps), on wide
- * blocks in clusters of 2-3 a row (attn_decode_wcl_bf16, the default),
- * against the CPU; on a GPU of 80 SMs or more the counter says the kernel
- * ran, and with CT_CUDA_ATTN_DECODE_WCL=0 that it did not. */
+/* The decoder step's cross-attention at batch 8 (8 heads, 438 BF16 keys)
+ * and at 5 rows over 600 keys (three rounds of 16 warps), on wide blocks
+ * in a cluster a row (attn_decode_wcl_bf16, the default) where this GPU's
+ * rule (tg_cuda_attn_decode_wcl, with the wide block's) takes them, and on
+ * one wide block a row with CT_CUDA_ATTN_DECODE_WCL=0; against the CPU
+ * within the step tests' 5e-4 (BF16 keys and values, F32 sums in another
+ * order), and the counters say which kernel ran. */
 static tg_tensor *cross_step(tg_ctx *ctx, int64_t H, int64_t B, int64_t Tk) {
     const int64_t D = 128;
     tg_tensor *q = tg_new_4d(ctx, TG_F32, D, 1, H, B), *k = tg_new_4d(ctx, TG_BF16, D, Tk, H, B);
@@ -195,6 +196,13 @@ static tg_tensor *cross_step(tg_ctx *ctx, int64_t H, int64_t B, int64_t Tk) {
 static tg_tensor *build_cross_b8(tg_ctx *ctx) { return cross_step(ctx, 8, 8, 438); }
 static tg_tensor *build_cross_b5(tg_ctx *ctx) { return cross_step(ctx, 8, 5, 600); }
 
+/* Whether c takes H x B rows over Tk BF16 keys on the clustered wide blocks. */
+static bool takes_wcl(const tg_cuda_ctx *c, int64_t rows, int64_t Tk) {
+    int64_t kpw;
+    return c->dev->props.clusters && tg_cuda_attn_decode_wide_kpw(c->dev->props.sm_count, 0, true, 16, Tk, rows) > 0 &&
+           tg_cuda_attn_decode_wcl(c->dev->props.sm_count, 16, Tk, rows, &kpw) > 0;
+}
+
 static void test_attn_decode_wcl_match_cpu(void) {
     tg_backend *b = cuda_or_skip(), *off = b ? cuda_with("CT_CUDA_ATTN_DECODE_WCL", "0") : NULL;
     if (!b || !off) {
@@ -202,22 +210,25 @@ static void test_attn_decode_wcl_match_cpu(void) {
         tg_backend_free(off);
         return;
     }
-    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    const bool many = c->dev->props.sm_count >= 80 && c->dev->props.clusters;
-    int wcl = c->n_attn_decode_wcl;
-    compare_with_cpu(b, build_cross_b8, 2, 5e-4, "cross-attention step, 64 rows, 438 bf16 keys (wide blocks in clusters)");
-    if (many) CHECK_MSG(c->n_attn_decode_wcl > wcl, "attn_decode_wcl_bf16 not taken at 64 rows");
-    wcl = c->n_attn_decode_wcl;
-    compare_with_cpu(b, build_cross_b5, 2, 5e-4, "cross-attention step, 40 rows, 600 bf16 keys (wide blocks in clusters)");
-    if (many) CHECK_MSG(c->n_attn_decode_wcl > wcl, "attn_decode_wcl_bf16 not taken at 40 rows");
-    /* one round of keys (the self-attention's): the wide block alone */
-    wcl = c->n_attn_decode_wcl;
-    compare_with_cpu(b, build_attn_step_bf16_128, 2, 5e-4, "attention step, 12 rows, 150 bf16 keys");
-    CHECK(c->n_attn_decode_wcl == wcl);
-    /* the switch off: one wide block a row */
-    tg_cuda_ctx *d = (tg_cuda_ctx *)off->impl;
-    compare_with_cpu(off, build_cross_b8, 2, 5e-4, "cross-attention step, 64 rows, 438 bf16 keys (one wide block a row)");
-    CHECK(!d->attn_decode_wcl && d->n_attn_decode_wcl == 0);
+    tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl, *d = (tg_cuda_ctx *)off->impl;
+    CHECK(c->use_attn_decode_wcl && !d->use_attn_decode_wcl);
+    static const struct { build_fn fn; int64_t rows, tk; const char *what; } cases[] = {
+        {build_cross_b8, 64, 438, "cross-attention step, 64 rows, 438 bf16 keys"},
+        {build_cross_b5, 40, 600, "cross-attention step, 40 rows, 600 bf16 keys"},
+        {build_attn_step_bf16_128, 12, 150, "attention step, 12 rows, 150 bf16 keys (one round)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const bool want = takes_wcl(c, cases[i].rows, cases[i].tk);
+        const int wcl = c->n_attn_decode_wcl, wide = d->n_attn_decode_wide;
+        compare_with_cpu(b, cases[i].fn, 2, 5e-4, cases[i].what);
+        CHECK_MSG(want ? c->n_attn_decode_wcl > wcl : c->n_attn_decode_wcl == wcl, "%s: wide blocks in a cluster %s",
+                  cases[i].what, want ? "not taken" : "taken");
+        compare_with_cpu(off, cases[i].fn, 2, 5e-4, cases[i].what);
+        CHECK(d->n_attn_decode_wcl == 0);
+        if (want) CHECK_MSG(d->n_attn_decode_wide > wide, "%s, the switch off: not on the wide block", cases[i].what);
+    }
+    /* on an H100 or H200 (132 SMs) both cross-attention shapes take it */
+    if (c->dev->props.sm_count == 132 && c->dev->props.clusters) CHECK(takes_wcl(c, 64, 438) && takes_wcl(c, 40, 600));
     tg_backend_free(b);
     tg_backend_free(off);
 }

@@ -108,6 +108,36 @@ static void test_choices_are_whole_rounds_within_the_grid(void) {
  * it against 0.528 without, 2026-12-05), not at batch 17 (136 rows), not
  * for keys one 4-warp round holds, not past 4 rounds; with short rows
  * asked for, also below the quarter where the keys are one round. */
+/* The wide blocks in a cluster a row (tg_cuda_attn_decode_wcl) on 132 SMs:
+ * at batch 5-8 the cross-attention's 438 frames (two rounds of 16 warps)
+ * as 2 blocks of one round a row; at 33-44 rows and 4 rounds, 2 blocks of
+ * 2 rounds, not 3 with the third left without keys; every choice covers
+ * the keys with each block given some; one round, or rows past half the
+ * SMs, keep one block a row. */
+static void test_wide_blocks_in_clusters(void) {
+    const int64_t round = (int64_t)TG_ATD_WIDE * KU;
+    int64_t kpw = -1;
+    for (int b = 5; b <= 8; b++) {
+        CHECK_MSG(tg_cuda_attn_decode_wcl(SMS, KU, 438, HEADS * b, &kpw) == 2 && kpw == KU, "batch %d: kpw %lld", b,
+                  (long long)kpw);
+    }
+    CHECK(tg_cuda_attn_decode_wcl(SMS, KU, 4 * round, 40, &kpw) == 2 && kpw == 2 * KU);
+    CHECK(tg_cuda_attn_decode_wcl(SMS, KU, 3 * round, 40, &kpw) == 3 && kpw == KU);
+    CHECK(tg_cuda_attn_decode_wcl(SMS, KU, 438, HEADS * 9, &kpw) == 0 && kpw == 0); /* 72 rows: one SM a row */
+    CHECK(tg_cuda_attn_decode_wcl(SMS, KU, 138, 40, &kpw) == 0);                    /* one round */
+    CHECK(tg_cuda_attn_decode_wcl(SMS, KU, 438, 0, &kpw) == 0);
+    CHECK(tg_cuda_attn_decode_wcl(1000, KU, 16 * round, 10, &kpw) == 8 && kpw == 2 * KU); /* the cluster's 8 */
+    for (int64_t rows = 1; rows <= SMS; rows++)
+        for (int64_t tk = 1; tk <= 4 * round; tk += 37) {
+            const int64_t p = tg_cuda_attn_decode_wcl(SMS, KU, tk, rows, &kpw);
+            if (!p) continue;
+            CHECK_MSG(p >= 2 && p <= 8 && p * rows <= SMS && kpw % KU == 0 && p * TG_ATD_WIDE * kpw >= tk &&
+                          (p - 1) * TG_ATD_WIDE * kpw < tk,
+                      "%lld rows, %lld keys: %lld blocks of %lld keys a warp", (long long)rows, (long long)tk,
+                      (long long)p, (long long)kpw);
+        }
+}
+
 static void test_wide_blocks_for_few_rows(void) {
     const int64_t R = 40; /* rows: batch 5 */
     for (int b = 1; b <= 16; b++)
@@ -570,7 +600,7 @@ static void test_subsampling_front_fuses(void) {
 }
 
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_written_before), T(test_record_launch), T(test_waves_fix_the_second_wave_at_batch_67),
-          T(test_choices_are_whole_rounds_within_the_grid), T(test_wide_blocks_for_few_rows), T(test_embedding_head_fuses),
+          T(test_choices_are_whole_rounds_within_the_grid), T(test_wide_blocks_for_few_rows), T(test_wide_blocks_in_clusters), T(test_embedding_head_fuses),
           T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses),
           T(test_scale_alone_rides_the_product), T(test_attention_key_groups), T(test_subsampling_front_fuses))
 #else

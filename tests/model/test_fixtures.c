@@ -164,10 +164,11 @@ static bool decode_plain(env *e, const ct_enc_result *enc, const int32_t *prompt
 }
 
 /* The decoder's memory kept between calls (ct_dec_keep, what a session
- * does): a call of the same shapes after one with another prompt (other
- * values in the caches) keeps the same buffer and gives the reference's
- * tokens and scores; a call of other shapes makes a new one and still gives
- * them; a release gives the buffer back. */
+ * does): a call of the same shapes after one with another prompt, its
+ * memory then filled with NaN (what a reuse must clear), keeps the same
+ * memory and gives a fresh state's tokens and scores; a call of other
+ * shapes makes new memory and still gives them; a second state is refused
+ * the memory while the first holds it; a release gives it back. */
 static void check_kept(env *e, const char *prefix, const ct_enc_result *enc, int max_new,
                        const int32_t *prompt, int P) {
     CHECK(P <= 16);
@@ -191,6 +192,8 @@ static void check_kept(env *e, const char *prefix, const ct_enc_result *enc, int
         tg_status st = ct_greedy_decode(e->model, e->sched, enc, pass ? prompt : other, P, &go, &q);
         CHECK_OK(st);
         CHECK_MSG(ct_dec_keep_buffer(k) != NULL, "%s pass %d: the keep holds no buffer", prefix, pass);
+        /* all ones: NaN in every cache row, which the next call must clear */
+        if (pass == 0 && ct_dec_keep_buffer(k)) CHECK_OK(tg_buffer_clear((tg_buffer *)ct_dec_keep_buffer(k), 0xff));
         /* made once for pass 0, kept for pass 1, made again for pass 2 */
         const int want = pass == 2 ? 2 : 1;
         CHECK_MSG(ct_dec_keep_made(k) == want, "%s pass %d: memory made %d times, want %d", prefix, pass,
@@ -210,6 +213,15 @@ static void check_kept(env *e, const char *prefix, const ct_enc_result *enc, int
         }
         ct_greedy_result_free(&q);
     }
+    /* one state at a time */
+    ct_dec_state *a = NULL, *b = NULL;
+    ct_dec_opts ko = {.f32 = e->gpu == NULL, .queued = true, .keep = k};
+    if (k) CHECK_OK(ct_decoder_begin(e->model, e->sched, enc, P, P + 4, &ko, &a));
+    if (a) CHECK_ERR(ct_decoder_begin(e->model, e->sched, enc, P, P + 4, &ko, &b), TG_ERR_INVALID_ARG, "in use");
+    CHECK(b == NULL);
+    ct_decoder_free(a);
+    if (k) CHECK_OK(ct_decoder_begin(e->model, e->sched, enc, P, P + 4, &ko, &b)); /* free again once a is */
+    ct_decoder_free(b);
     ct_dec_keep_release(k);
     CHECK(!ct_dec_keep_buffer(k));
     ct_dec_keep_free(k);

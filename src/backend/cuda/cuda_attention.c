@@ -221,26 +221,43 @@ static int64_t attn_decode_splits(const tg_cuda_ctx *c, const tg_tensor *n) {
 }
 
 /* The wide blocks a row where a row's keys split over a cluster of them
- * (attn_decode_wcl_bf16; CT_CUDA_ATTN_DECODE_WCL=0 keeps one wide block a
- * row), or 0: where the wide
- * block takes the rows, they are BF16 at D = 128, and each row's keys
- * fill more than one round of its warps, as many blocks a row as the SMs
- * hold one each (at most 8, no more than the rounds): at batch 8 on 132
- * SMs the cross-attention's 64 (head, row) pairs as 128 blocks of one
- * round a warp, not 64 of two. The self-attention's keys (one round)
- * keep the wide block. On an H100 (twenty-third session, three rounds
- * against the switch off) the step at batch 6 took 0.4752 ms against
- * 0.4812, at 8 0.4831 against 0.4888 (-1.2% each, every round). */
-static int64_t attn_decode_wcl(const tg_cuda_ctx *c, const tg_tensor *n, int64_t wide_kpw) {
-    if (!c->attn_decode_wcl || !c->attn_cluster || !c->dev->props.clusters || wide_kpw <= 0 || c->chain_mode ||
-        n->src[1]->type != TG_BF16 || n->src[0]->ne[0] != 128)
-        return 0;
-    const int64_t ku = 16, rows = n->src[0]->ne[2] * n->src[0]->ne[3], Tk = n->src[1]->ne[1];
+ * (attn_decode_wcl_bf16), or 0: where the wide block takes the rows and
+ * a row's keys are more than one round of its warps, as many blocks a row
+ * as the SMs hold one each (at most 8, the cluster's portable size, and
+ * no more than the rounds), then the fewest that keep the rounds a warp
+ * (so no block is left without keys): at batch 8 on 132 SMs the
+ * cross-attention's 64 (head, row) pairs as 128 blocks of one round a warp,
+ * not 64 of two. The self-attention's keys (one round) keep the wide
+ * block. On an H100 (twenty-third session, three rounds against the switch
+ * off) the step at batch 6 took 0.4752 ms against 0.4812, at 8 0.4831
+ * against 0.4888 (-1.2% each, every round). */
+int64_t tg_cuda_attn_decode_wcl(int sm_count, int64_t ku, int64_t Tk, int64_t rows, int64_t *out_kpw) {
+    *out_kpw = 0;
+    if (rows <= 0 || ku <= 0 || Tk <= 0) return 0;
     const int64_t rounds = (Tk + (int64_t)TG_ATD_WIDE * ku - 1) / ((int64_t)TG_ATD_WIDE * ku);
-    int64_t p = rows > 0 ? c->dev->props.sm_count / rows : 0;
+    int64_t p = sm_count / rows;
     if (p > rounds) p = rounds;
     if (p > 8) p = 8;
-    return p >= 2 ? p : 0;
+    if (p < 2) return 0;
+    const int64_t r = (rounds + p - 1) / p; /* rounds a warp */
+    p = (rounds + r - 1) / r;
+    if (p < 2) return 0;
+    *out_kpw = r * ku;
+    return p;
+}
+
+/* The wide blocks' cluster for n (tg_cuda_attn_decode_wcl), or 0: BF16 K
+ * and V at D = 128 where the wide block takes the rows (wide_kpw > 0),
+ * clusters there, and not in a step chain (which runs the wide kernel
+ * alone). CT_CUDA_ATTN_DECODE_WCL=0, or CT_CUDA_ATTN_CLUSTER=0, keeps one
+ * wide block a row. */
+static int64_t attn_decode_wcl(const tg_cuda_ctx *c, const tg_tensor *n, int64_t wide_kpw, int64_t *out_kpw) {
+    *out_kpw = 0;
+    if (!c->use_attn_decode_wcl || !c->attn_cluster || !c->dev->props.clusters || wide_kpw <= 0 || c->chain_mode ||
+        n->src[1]->type != TG_BF16 || n->src[0]->ne[0] != 128)
+        return 0;
+    return tg_cuda_attn_decode_wcl(c->dev->props.sm_count, 16, n->src[1]->ne[1], n->src[0]->ne[2] * n->src[0]->ne[3],
+                                   out_kpw);
 }
 
 /* A row's 2 to 8 chunks as one thread block cluster (attn_decode_cl*,
@@ -445,14 +462,12 @@ tg_status tg_cuda_encode_attention(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     if (attn_decodes(c, n)) {
         c->n_attn_decode++;
         const int64_t wide = attn_decode_wide(c, n);
-        const int64_t wcl = attn_decode_wcl(c, n, wide);
-        if (wcl > 0) {
-            /* each block a round a warp of its share; no scratch */
-            const int64_t kpw = (k->ne[1] + wcl * TG_ATD_WIDE * 16 - 1) / (wcl * TG_ATD_WIDE * 16) * 16;
+        int64_t wcl_kpw;
+        const int64_t wcl = attn_decode_wcl(c, n, wide, &wcl_kpw);
+        if (wcl > 0) { /* the cluster's blocks combine among themselves: no scratch */
             c->n_attn_decode_wcl++;
             c->n_attn_cluster++;
-            tg_args_attn_decode wa = decode_args(c, n, od, (int)kpw, false);
-            wa.part = 0;
+            tg_args_attn_decode wa = decode_args(c, n, od, (int)wcl_kpw, false);
             return LAUNCH_CLUSTER(c, s, "attention_split.cu", "", attn_decode_wcl_bf16, (unsigned)wcl, (unsigned)H,
                                   (unsigned)B, TG_ATD_WIDE * 32, 0, wa, (unsigned)wcl);
         }

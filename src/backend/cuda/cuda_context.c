@@ -150,7 +150,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->chain_max = tg_cuda_env_int("CT_CUDA_STEP_CHAIN_MAX", TG_CHAIN_MAX);
     if (c->chain_max < 2 || c->chain_max > TG_CHAIN_LONG) c->chain_max = TG_CHAIN_MAX;
     c->use_attn_decode_wide = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE", 1) != 0;
-    c->attn_decode_wcl = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WCL", 1) != 0;
+    c->use_attn_decode_wcl = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WCL", 1) != 0;
     c->attn_decode_wide_min = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE_MIN", 0);
     c->attn_decode_wide_short = tg_cuda_env_int("CT_CUDA_ATTN_DECODE_WIDE_SHORT", 1) != 0;
     c->matvec_columns = tg_cuda_env_int("CT_CUDA_MATVEC_COLUMNS", 2);

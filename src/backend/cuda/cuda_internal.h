@@ -245,7 +245,7 @@ typedef struct tg_cuda_ctx {
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
     bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */
     bool use_attn_decode_wide; /* CT_CUDA_ATTN_DECODE_WIDE: a row's one-query attention on one 16-warp block */
-    bool attn_decode_wcl;      /* CT_CUDA_ATTN_DECODE_WCL (default 1): a row's keys over a cluster of 16-warp
+    bool use_attn_decode_wcl;  /* CT_CUDA_ATTN_DECODE_WCL (default 1): a row's keys over a cluster of 16-warp
                                   blocks where the wide block's rows leave SMs idle */
     int attn_decode_wide_min;  /* CT_CUDA_ATTN_DECODE_WIDE_MIN: the fewest rows it takes (0: a quarter of the SMs) */
     bool attn_decode_wide_short; /* CT_CUDA_ATTN_DECODE_WIDE_SHORT: fewer rows too when their keys are one round */
@@ -642,6 +642,10 @@ int64_t tg_cuda_attn_decode_kpw(int sm_count, int fill, int64_t ku, int64_t Tk, 
  * 4-warp kernel of tg_cuda_attn_decode_kpw runs instead (cuda_attention.c). */
 int64_t tg_cuda_attn_decode_wide_kpw(int sm_count, int min_rows, bool short_rows, int64_t ku, int64_t Tk,
                                      int64_t rows);
+/* attn_decode_wcl_bf16's wide blocks a row (2-8, their cluster), or 0 where
+ * one wide block a row stays (cuda_attention.c); *out_kpw its keys a warp
+ * (a whole number of ku-key rounds, every block with keys). */
+int64_t tg_cuda_attn_decode_wcl(int sm_count, int64_t ku, int64_t Tk, int64_t rows, int64_t *out_kpw);
 
 /* attention_mma's key groups a block (1 or TG_AM_GROUPS) for `blocks`
  * blocks of 64 queries over Tk keys on a GPU of sm_count SMs: two where
