@@ -262,8 +262,7 @@ typedef struct ct_dec_state ct_dec_state;
  * GB): ct_dec_keep_release gives it back (before the backend is freed, and
  * when a batch ran out of memory; never while a state holds it).
  * ct_dec_keep_new returns NULL when out of memory; the caller owns it and
- * frees it with ct_dec_keep_free (NULL is
- * fine). */
+ * frees it with ct_dec_keep_free (NULL is fine). */
 typedef struct ct_dec_keep ct_dec_keep;
 ct_dec_keep *ct_dec_keep_new(void);
 void ct_dec_keep_release(ct_dec_keep *k);
