@@ -30,7 +30,10 @@
  * host.
  *
  * The rel-pos table (spec 2.2) is computed on the host in fp32: device
- * sin/cos differ at sensitive tokens (spec 7.1 item 5).
+ * sin/cos differ at sensitive tokens (spec 7.1 item 5). Each layer's
+ * projection of it (Wpos P, scaled) depends on nothing a call brings but
+ * the frames, so it is made with the table by a graph of its own and kept
+ * with it (rel_pos_kept): 48 products a pass fewer at the released size.
  *
  * The output (and, for dumps and tests, every layer's input) is copied by
  * the graph's last nodes into tensors of a buffer of their own on the
@@ -53,6 +56,7 @@ typedef struct builder {
     bool copy_heads; /* CT_ENCODER_HEADS=copy: heads and BD copied (for measuring) */
     bool bd_pairs;   /* CT_ENCODER_BD=pairs: the table of 2T+1 rows (for measuring) */
     bool sub_f32;    /* CT_ENCODER_SUB_TF32=0: the pointwise convs asked for f32 (for measuring) */
+    bool pos_keep;   /* each layer's projection of the rel-pos table made once, kept (rel_pos_kept) */
 } builder;
 
 /* A conv bias [C] broadcast over [W, H, C, N]. */
@@ -122,9 +126,11 @@ static tg_tensor *bd_view(tg_ctx *ctx, tg_tensor *raw, int first, int T) {
  * The scale is applied to r (the table's rows, not T per batch row), and
  * the shifted BD is a view of the product's result that the attention
  * reads in place (bd_view): no [T, T, H, B] tensor is copied or scaled
- * (with padded keys, the key mask's add still writes one). */
+ * (with padded keys, the key mask's add still writes one). r_kept: the
+ * layer's scaled r made before the graph (rel_pos_kept), or NULL to
+ * project the table here. */
 static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
-                                tg_tensor *pos, tg_tensor *key_mask) {
+                                tg_tensor *pos, tg_tensor *r_kept, tg_tensor *key_mask) {
     const ct_nn *nn = &b->nn;
     tg_ctx *ctx = nn->ctx;
     int H = b->m->heads, hd = b->m->head_dim;
@@ -163,9 +169,12 @@ static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
 
     /* r = Wpos P: [d, R] -> [hd, R, H, 1] for the table's R rows; BDraw
      * [R, T, H, B]; the shift gives BD[j, i] = BDraw[first-i+j, i] */
-    tg_tensor *r = ct_nn_linear(nn, l->wpos, NULL, pos);
+    tg_tensor *r = r_kept ? NULL : ct_nn_linear(nn, l->wpos, NULL, pos);
     tg_tensor *mask;
-    if (b->copy_heads) {
+    if (r_kept) {
+        int T = (int)x->ne[1];
+        mask = bd_view(ctx, ct_nn_matmul(nn, heads(b, r_kept), qv), rel_pos_first(b, T), T);
+    } else if (b->copy_heads) {
         tg_tensor *bd_raw = ct_nn_matmul(nn, heads(b, r), qv);
         mask = tg_scale(ctx, tg_cont(ctx, tg_rel_shift(ctx, bd_raw)), scale);
     } else {
@@ -193,12 +202,12 @@ static tg_tensor *conv_module(builder *b, const ct_enc_layer *l, tg_tensor *x,
 
 /* spec 2.3: the macaron block */
 static tg_tensor *block(builder *b, const ct_enc_layer *l, tg_tensor *x, tg_tensor *pos,
-                        tg_tensor *key_mask, tg_tensor *time_mask) {
+                        tg_tensor *r_kept, tg_tensor *key_mask, tg_tensor *time_mask) {
     tg_ctx *ctx = b->nn.ctx;
     x = tg_add(ctx, x, half_feed_forward(b, x, l->ff1_norm_w, l->ff1_norm_b, l->ff1_w1,
                                          l->ff1_b1, l->ff1_w2, l->ff1_b2h));
     if (!x) return NULL;
-    x = tg_add(ctx, x, rel_attention(b, l, x, pos, key_mask));
+    x = tg_add(ctx, x, rel_attention(b, l, x, pos, r_kept, key_mask));
     if (!x) return NULL;
     x = tg_add(ctx, x, conv_module(b, l, x, time_mask));
     x = tg_add(ctx, x, half_feed_forward(b, x, l->ff2_norm_w, l->ff2_norm_b, l->ff2_w1,
@@ -240,53 +249,90 @@ static void free_outputs(ct_enc_result *r) {
     tg_buffer_free(r->buf);
     tg_ctx_free(r->ctx);
     *r = (ct_enc_result){.pos_ctx = r->pos_ctx, .pos_buf = r->pos_buf, .pos = r->pos,
-                         .pos_first = r->pos_first, .pos_rows = r->pos_rows};
+                         .pos_first = r->pos_first, .pos_rows = r->pos_rows, .pos_r = r->pos_r,
+                         .pos_f32 = r->pos_f32};
+}
+
+/* Frees the rel-pos table and its projections and zeroes their fields. */
+static void free_pos(ct_enc_result *r) {
+    tg_free(r->pos_r);
+    tg_buffer_free(r->pos_buf);
+    tg_ctx_free(r->pos_ctx);
+    r->pos_r = NULL;
+    r->pos_buf = NULL;
+    r->pos_ctx = NULL;
+    r->pos = NULL;
+    r->pos_first = r->pos_rows = 0;
+    r->pos_f32 = false;
 }
 
 void ct_enc_result_free(ct_enc_result *r) {
     if (!r) return;
     free_outputs(r);
-    tg_buffer_free(r->pos_buf);
-    tg_ctx_free(r->pos_ctx);
+    free_pos(r);
     memset(r, 0, sizeof *r);
 }
 
+/* Each layer's scaled projection of out->pos into out->pos_r, by a graph
+ * of its own: the same nodes the layer's graph would hold (the product and
+ * its scale, which a GPU fuses as the product's alpha), copied out, so the
+ * values are those the layer made for itself every call. */
+static tg_status rel_pos_project(const ct_model *m, tg_sched *sched, bool f32, ct_enc_result *out) {
+    tg_ctx *ctx = tg_ctx_new();
+    tg_graph *g = ctx ? tg_graph_new(ctx) : NULL;
+    tg_status st = g ? tg_ctx_check(ctx) : tg_status_new(TG_ERR_NO_MEMORY, "out of memory");
+    const ct_nn nn = {ctx, f32};
+    const float scale = 1.0f / sqrtf((float)m->head_dim);
+    for (int i = 0; !st && i < m->n_enc_layers; i++) {
+        tg_tensor *r = tg_scale(ctx, ct_nn_linear(&nn, m->enc[i].wpos, NULL, out->pos), scale);
+        st = tg_graph_build(g, tg_cpy(ctx, r, out->pos_r[i]));
+    }
+    if (!st) st = tg_sched_alloc(sched, g);
+    if (!st) st = tg_sched_compute(sched, g);
+    if (!st) st = ct_model_check(m); /* weights read in place may have faulted */
+    tg_ctx_free(ctx);
+    return st;
+}
+
 /* The rel-pos table of positions first down to first - rows + 1 in
- * out->pos: kept from the call before when it had the same, else made on
- * the host and uploaded into a buffer of its own (6.3 ms a call at 35 s
- * on the development CPU before the table was made faster, 1.9 after,
- * plus a 4.5 MB upload, on every call). */
-static tg_status rel_pos_kept(const ct_model *m, int first, int rows, ct_enc_result *out) {
-    const int d = m->d;
+ * out->pos, and with keep each layer's scaled projection of it in
+ * out->pos_r: kept from the call before when it had the same, else made
+ * (the table on the host, uploaded into a buffer of its own: 6.3 ms a call
+ * at 35 s on the development CPU before the table was made faster, 1.9
+ * after, plus a 4.5 MB upload, on every call; the projections, 48 products
+ * of 880 x 1280 x 1280 at 35 s, on the model's backend). */
+static tg_status rel_pos_kept(const ct_model *m, tg_sched *sched, int first, int rows, bool keep, bool f32,
+                              ct_enc_result *out) {
+    const int d = m->d, L = m->n_enc_layers;
     if (out->pos && out->pos_first == first && out->pos_rows == rows && out->pos->ne[0] == d &&
-        tg_buffer_backend(out->pos_buf) == m->backend)
+        tg_buffer_backend(out->pos_buf) == m->backend && (!keep || (out->pos_r && out->pos_f32 == f32)))
         return NULL;
-    tg_buffer_free(out->pos_buf);
-    tg_ctx_free(out->pos_ctx);
-    out->pos_ctx = NULL;
-    out->pos_buf = NULL;
-    out->pos = NULL;
+    free_pos(out);
     tg_ctx *ctx = tg_ctx_new();
     tg_buffer *buf = NULL;
     float *host = tg_malloc(((size_t)rows * d + (size_t)d / 2) * sizeof(float));
+    tg_tensor **pr = keep ? tg_calloc((size_t)L, sizeof *pr) : NULL;
     tg_tensor *pos = ctx ? tg_set_name(tg_new_2d(ctx, TG_F32, d, rows), "rel_pos") : NULL;
-    tg_status st = !ctx || !host ? tg_status_new(TG_ERR_NO_MEMORY, "out of memory") : tg_ctx_check(ctx);
+    for (int i = 0; pr && ctx && i < L; i++) pr[i] = tg_set_name(tg_new_2d(ctx, TG_F32, d, rows), "rel_pos_r.%d", i);
+    tg_status st = !ctx || !host || (keep && !pr) ? tg_status_new(TG_ERR_NO_MEMORY, "out of memory") : tg_ctx_check(ctx);
     if (!st) st = tg_ctx_alloc_tensors(ctx, m->backend, &buf);
     if (!st) {
         rel_pos_table(host, host + (size_t)rows * d, first, rows, d);
         st = tg_tensor_set(pos, host, 0, (size_t)rows * d * sizeof(float));
     }
     tg_free(host);
-    if (st) {
-        tg_buffer_free(buf);
-        tg_ctx_free(ctx);
-        return tg_status_wrap(st, "encoder: the rel-pos table");
-    }
     out->pos_ctx = ctx;
     out->pos_buf = buf;
     out->pos = pos;
     out->pos_first = first;
     out->pos_rows = rows;
+    out->pos_r = pr;
+    out->pos_f32 = f32;
+    if (!st && keep) st = tg_status_wrap(rel_pos_project(m, sched, f32, out), "the table's projections");
+    if (st) {
+        free_pos(out);
+        return tg_status_wrap(st, "encoder: the rel-pos table");
+    }
     return NULL;
 }
 
@@ -451,8 +497,10 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
     const char *heads_env = getenv("CT_ENCODER_HEADS");
     const char *bd_env = getenv("CT_ENCODER_BD");
     const char *tf32_env = getenv("CT_ENCODER_SUB_TF32");
+    const char *keep_env = getenv("CT_ENCODER_POS_KEEP");
     builder bl = {{ctx, o.f32}, m, heads_env && !strcmp(heads_env, "copy"), bd_env && !strcmp(bd_env, "pairs"),
-                  tf32_env && !strcmp(tf32_env, "0")};
+                  tf32_env && !strcmp(tf32_env, "0"), !(keep_env && !strcmp(keep_env, "0"))};
+    bl.pos_keep = bl.pos_keep && !bl.copy_heads;
     const ct_nn *nn = &bl.nn;
     ct_frontend_graph fg;
     tg_tensor *feat = in->fe ? ct_frontend_build(in->fe, ctx, T0, B, &fg)
@@ -477,7 +525,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
         kmask = ct_nn_input(nn, TG_F32, T3, 1, 1, B, "key_mask");
     }
     const int pos_first = rel_pos_first(&bl, T3), pos_rows = rel_pos_rows(&bl, pos_first, T3);
-    if ((st = rel_pos_kept(m, pos_first, pos_rows, out))) goto fail;
+    if ((st = rel_pos_kept(m, sched, pos_first, pos_rows, bl.pos_keep, o.f32, out))) goto fail;
     tg_graph *g = tg_graph_new(ctx);
     if ((st = tg_ctx_check(ctx))) goto fail;
     if (!g) {
@@ -492,7 +540,7 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
     tg_tensor *x = subsample_batch(&bl, feat, m1, m2, m3);
     if (out->n_hidden) st = tg_graph_build(g, tg_cpy(ctx, x, out->hidden[0]));
     for (int i = 0; !st && i < m->n_enc_layers; i++) {
-        x = block(&bl, &m->enc[i], x, pos2, kmask, tmask);
+        x = block(&bl, &m->enc[i], x, pos2, bl.pos_keep ? out->pos_r[i] : NULL, kmask, tmask);
         if (out->n_hidden) st = tg_graph_build(g, tg_cpy(ctx, x, out->hidden[i + 1]));
     }
     if (!st) st = tg_graph_build(g, tg_cpy(ctx, x, out->out));

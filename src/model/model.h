@@ -173,6 +173,14 @@ typedef struct ct_enc_result {
     tg_buffer *pos_buf;
     tg_tensor *pos;
     int pos_first, pos_rows;
+    /* each layer's projection of that table, scaled (F32 [d, pos_rows],
+     * 1/sqrt(head_dim) Wpos_l pos): it depends on the weights and the
+     * frames alone, so it is made with the table, once, by a graph of its
+     * own, and kept beside it (NULL where the encoder projects in its own
+     * graph: CT_ENCODER_POS_KEEP=0, CT_ENCODER_HEADS=copy); pos_f32: made
+     * with f32 products (ct_enc_opts.f32) */
+    tg_tensor **pos_r;
+    bool pos_f32;
 } ct_enc_result;
 
 void ct_enc_result_free(ct_enc_result *r);
