@@ -104,6 +104,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
     c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_MAXM);
     c->matvec_tile16 = tg_cuda_env_int("CT_CUDA_MATVEC_TILE16", 0) != 0;
+    c->matvec_ln_max = tg_cuda_env_int("CT_CUDA_MATVEC_LN_MAX", 256);
     c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 3);
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;
     c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);

@@ -287,6 +287,8 @@ typedef struct tg_cuda_ctx {
     int prev_n;
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM; more on the wide kernel) */
     bool matvec_tile16;        /* CT_CUDA_MATVEC_TILE16: more than TG_MVM_MAXM columns as tiles of that many */
+    int matvec_ln_max;         /* CT_CUDA_MATVEC_LN_MAX: the most columns a matvec.cu product norms inside (256:
+                                  any it takes); past it the layer norm is a launch of its own */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
                                   the default), by filling the slots (1, the rule of before), one round (0) */

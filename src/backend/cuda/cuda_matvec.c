@@ -173,6 +173,7 @@ bool tg_cuda_ln_matvec_ok(const tg_cuda_ctx *c, const tg_tensor *ln, const tg_te
      * most for the mma kernels (launch() raises the limit past 48 KB; 64
      * columns of K = 1024 take 129 KB) */
     int64_t K = x->ne[0], M = tg_nrows(x);
+    if (M > c->matvec_ln_max) return false;
     const bool mma = matvec_mma(c, mm), cl = mma && matvec_cl(c, mm);
     /* the cluster kernel norms slices of at most 128 (four threads a
      * column, a quarter each in registers); a larger K keeps its norm
