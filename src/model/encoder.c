@@ -121,6 +121,13 @@ static tg_tensor *bd_view(tg_ctx *ctx, tg_tensor *raw, int first, int T) {
     return tg_view(ctx, raw, 4, ne, nb, (size_t)first * raw->nb[0]);
 }
 
+/* r = Wpos P / sqrt(head_dim) for layer l, [d, R] for the table's R rows:
+ * the nodes the layer's graph holds (the product and its scale, which a
+ * GPU fuses as the product's alpha), and those rel_pos_project keeps. */
+static tg_tensor *rel_pos_r(const ct_nn *nn, const ct_model *m, const ct_enc_layer *l, tg_tensor *pos) {
+    return tg_scale(nn->ctx, ct_nn_linear(nn, l->wpos, NULL, pos), 1.0f / sqrtf((float)m->head_dim));
+}
+
 /* spec 2.4: AC = (q + u)·k from the attention itself; BD = (q + v)·r,
  * rel-shifted, scaled and masked, goes in as the attention's additive mask.
  * The scale is applied to r (the table's rows, not T per batch row), and
@@ -169,17 +176,14 @@ static tg_tensor *rel_attention(builder *b, const ct_enc_layer *l, tg_tensor *x,
 
     /* r = Wpos P: [d, R] -> [hd, R, H, 1] for the table's R rows; BDraw
      * [R, T, H, B]; the shift gives BD[j, i] = BDraw[first-i+j, i] */
-    tg_tensor *r = r_kept ? NULL : ct_nn_linear(nn, l->wpos, NULL, pos);
     tg_tensor *mask;
-    if (r_kept) {
-        int T = (int)x->ne[1];
-        mask = bd_view(ctx, ct_nn_matmul(nn, heads(b, r_kept), qv), rel_pos_first(b, T), T);
-    } else if (b->copy_heads) {
-        tg_tensor *bd_raw = ct_nn_matmul(nn, heads(b, r), qv);
+    if (b->copy_heads) {
+        tg_tensor *bd_raw = ct_nn_matmul(nn, heads(b, ct_nn_linear(nn, l->wpos, NULL, pos)), qv);
         mask = tg_scale(ctx, tg_cont(ctx, tg_rel_shift(ctx, bd_raw)), scale);
     } else {
         int T = (int)x->ne[1];
-        mask = bd_view(ctx, ct_nn_matmul(nn, heads(b, tg_scale(ctx, r, scale)), qv), rel_pos_first(b, T), T);
+        tg_tensor *r = r_kept ? r_kept : rel_pos_r(nn, b->m, l, pos);
+        mask = bd_view(ctx, ct_nn_matmul(nn, heads(b, r), qv), rel_pos_first(b, T), T);
     }
     if (key_mask) mask = tg_add(ctx, mask, key_mask);
 
@@ -274,19 +278,15 @@ void ct_enc_result_free(ct_enc_result *r) {
 }
 
 /* Each layer's scaled projection of out->pos into out->pos_r, by a graph
- * of its own: the same nodes the layer's graph would hold (the product and
- * its scale, which a GPU fuses as the product's alpha), copied out, so the
- * values are those the layer made for itself every call. */
+ * of its own: rel_pos_r's nodes, copied out, so the values are those the
+ * layer made for itself every call. */
 static tg_status rel_pos_project(const ct_model *m, tg_sched *sched, bool f32, ct_enc_result *out) {
     tg_ctx *ctx = tg_ctx_new();
     tg_graph *g = ctx ? tg_graph_new(ctx) : NULL;
     tg_status st = g ? tg_ctx_check(ctx) : tg_status_new(TG_ERR_NO_MEMORY, "out of memory");
     const ct_nn nn = {ctx, f32};
-    const float scale = 1.0f / sqrtf((float)m->head_dim);
-    for (int i = 0; !st && i < m->n_enc_layers; i++) {
-        tg_tensor *r = tg_scale(ctx, ct_nn_linear(&nn, m->enc[i].wpos, NULL, out->pos), scale);
-        st = tg_graph_build(g, tg_cpy(ctx, r, out->pos_r[i]));
-    }
+    for (int i = 0; !st && i < m->n_enc_layers; i++)
+        st = tg_graph_build(g, tg_cpy(ctx, rel_pos_r(&nn, m, &m->enc[i], out->pos), out->pos_r[i]));
     if (!st) st = tg_sched_alloc(sched, g);
     if (!st) st = tg_sched_compute(sched, g);
     if (!st) st = ct_model_check(m); /* weights read in place may have faulted */
@@ -498,9 +498,9 @@ static tg_status encoder_run(const ct_model *m, tg_sched *sched, const enc_input
     const char *bd_env = getenv("CT_ENCODER_BD");
     const char *tf32_env = getenv("CT_ENCODER_SUB_TF32");
     const char *keep_env = getenv("CT_ENCODER_POS_KEEP");
-    builder bl = {{ctx, o.f32}, m, heads_env && !strcmp(heads_env, "copy"), bd_env && !strcmp(bd_env, "pairs"),
-                  tf32_env && !strcmp(tf32_env, "0"), !(keep_env && !strcmp(keep_env, "0"))};
-    bl.pos_keep = bl.pos_keep && !bl.copy_heads;
+    const bool copy_heads = heads_env && !strcmp(heads_env, "copy");
+    builder bl = {{ctx, o.f32}, m, copy_heads, bd_env && !strcmp(bd_env, "pairs"), tf32_env && !strcmp(tf32_env, "0"),
+                  !copy_heads && !(keep_env && !strcmp(keep_env, "0"))};
     const ct_nn *nn = &bl.nn;
     ct_frontend_graph fg;
     tg_tensor *feat = in->fe ? ct_frontend_build(in->fe, ctx, T0, B, &fg)
