@@ -148,7 +148,7 @@ elif command -v compute-sanitizer >/dev/null; then
   # test-model-fixtures under the sanitizer died on the host with no output
   # (2026-12-04; src/backend/cuda/NOTES.md), so it is not here.
   for mc in "test-cuda-kernels fused_and_mixed" "test-cuda-kernels matvec_mma_wide" "test-cuda-kernels matvec_mma_tiles16" \
-            "test-cuda-kernels ln_stage" \
+            "test-cuda-kernels ln_stage" "test-cuda-kernels norm_pair" \
             "test-cuda-attn_mma q_staged" "test-cuda-matvec_cl match_cpu" "test-cuda-chain against_launches" "test-cuda-pf_ahead any_kv" "test-cuda-cross_q matches_cpu" \
             "test-cuda-backend graphs_capture" "test-cuda-backend buffers_set_get"; do
     set -- $mc

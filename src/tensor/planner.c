@@ -188,6 +188,8 @@ int tg_plan_fused_product(tg_tensor *const *nodes, int i) {
 
 int tg_plan_fused_lead(tg_tensor *const *nodes, int i) {
     tg_op op = nodes[i]->op;
+    if (op == TG_OP_LAYER_NORM && i >= 1 && nodes[i - 1]->op == TG_OP_LAYER_NORM && nodes[i]->src[0] == nodes[i - 1])
+        return i - 1;
     int q = op == TG_OP_MUL_MAT || op == TG_OP_CONV_1D_DW ? i : tg_plan_fused_product(nodes, i);
     if (q < 1 || nodes[q]->src[1] != nodes[q - 1]) return -1;
     tg_op lead = nodes[q - 1]->op, head = nodes[q]->op;

@@ -83,8 +83,11 @@ int tg_plan_fused_product(tg_tensor *const *nodes, int i);
  * inside the head's launch: a layer norm before a product (the CUDA
  * backend's matvec at a decoder step), a GLU before a depthwise conv (its
  * conv module kernel). That node's input is read while the chain's result
- * is written, so it lives through the chain too. The index of that node
- * for nodes[i] (the head or a node of its chain), or -1. */
+ * is written, so it lives through the chain too. The same holds for a
+ * layer norm of the layer norm just before it (the CUDA backend's
+ * layer_norm2_w4: the first norm's input is read while the second's result
+ * is written). The index of that node for nodes[i] (the head or a node of
+ * its chain, or the second norm), or -1. */
 int tg_plan_fused_lead(tg_tensor *const *nodes, int i);
 
 /* True when t owns storage the planner must place: not a view or in-place

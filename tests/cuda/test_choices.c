@@ -603,10 +603,70 @@ static void test_subsampling_front_fuses(void) {
     tg_free(c);
 }
 
+/* An encoder layer's output norm, then the next layer's first norm of its
+ * result (encoder.c): x = relu(input), a = LN(x), b = LN(a), and a second
+ * reader of a (the residual add after b's product). Case 0 fuses the two
+ * norms into one launch that also stores a (written); 1: the switch off;
+ * 2: b's storage over x (read while b is written); 3: a exactly over x
+ * (a warp reads its row before it writes it): fuses; 4: a over x at
+ * another offset; 5: rows wider than a warp's 512 float4s (the storage
+ * spread apart by hand, so only the width refuses); 6: b normalises a
+ * scale of a, not a itself. */
+static tg_tensor *norm_pair(tg_ctx *ctx, int v) {
+    const int64_t d = v == 5 ? 2064 : 64, rows = 3;
+    tg_tensor *x = tg_relu(ctx, tg_new_2d(ctx, TG_F32, d, rows));
+    tg_tensor *a = tg_layer_norm(ctx, x, tg_new_1d(ctx, TG_F32, d), tg_new_1d(ctx, TG_F32, d), 1e-5f);
+    tg_tensor *src = v == 6 ? tg_scale(ctx, a, 0.5f) : a;
+    tg_tensor *b = tg_layer_norm(ctx, src, tg_new_1d(ctx, TG_F32, d), tg_new_1d(ctx, TG_F32, d), 1e-5f);
+    return tg_add(ctx, tg_mul_mat(ctx, tg_new_2d(ctx, TG_BF16, d, d), b), a);
+}
+
+static void test_norm_pair_fuses(void) {
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    CHECK(c != NULL);
+    if (!c) return;
+    for (int v = 0; v < 7; v++) {
+        c->use_fusion = true;
+        c->use_norm_pair = v != 1;
+        tg_ctx *ctx = tg_ctx_new();
+        tg_tensor *nodes[16];
+        int uses[16];
+        int n = planned_nodes(ctx, norm_pair(ctx, v), nodes, uses, 16);
+        CHECK(n >= 5 && n <= 16);
+        if (n < 5 || n > 16) {
+            tg_ctx_free(ctx);
+            continue;
+        }
+        CHECK(nodes[1]->op == TG_OP_LAYER_NORM && nodes[1]->src[0] == nodes[0]);
+        CHECK(uses[1] == 2 || v == 6);
+        if (v == 2) nodes[2]->data = nodes[0]->data;
+        if (v == 3) nodes[1]->data = nodes[0]->data;
+        if (v == 4) nodes[1]->data = (char *)nodes[0]->data + 16;
+        if (v == 5) {
+            /* 2064 x 3 floats: 24 KiB a tensor, past fake_plan's 4 KiB steps */
+            for (int k = 0; k < n; k++) nodes[k]->data = (void *)(uintptr_t)(0x10000000u + 0x100000u * (unsigned)k);
+            for (int k = 0; k < 2; k++)
+                for (int q = 1; q < 3; q++)
+                    nodes[1 + k]->src[q]->data = (void *)(uintptr_t)(0x20000000u + 0x100000u * (unsigned)(2 * k + q));
+        }
+        const int want = v == 0 || v == 3 ? 2 : 1;
+        int len = tg_cuda_fuse_len(c, nodes, n, 1, uses);
+        CHECK_MSG(len == want, "case %d: fuse length %d, want %d", v, len, want);
+        if (len == 2) {
+            uint8_t writes[16] = {0};
+            tg_cuda_group_writes(nodes, 1, len, writes);
+            CHECK_MSG(writes[1] == 1, "case %d: the first norm's result not marked written", v);
+        }
+        tg_ctx_free(ctx);
+    }
+    tg_free(c);
+}
+
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_written_before), T(test_record_launch), T(test_waves_fix_the_second_wave_at_batch_67),
           T(test_choices_are_whole_rounds_within_the_grid), T(test_wide_blocks_for_few_rows), T(test_wide_blocks_in_clusters), T(test_embedding_head_fuses),
           T(test_kv_write_fuses_into_the_product), T(test_step_tail_fuses),
-          T(test_scale_alone_rides_the_product), T(test_attention_key_groups), T(test_subsampling_front_fuses))
+          T(test_scale_alone_rides_the_product), T(test_attention_key_groups), T(test_subsampling_front_fuses),
+          T(test_norm_pair_fuses))
 #else
 TEST_MAIN_SKIPPED("built without the CUDA backend")
 #endif

@@ -7,7 +7,8 @@
  * layer norm inside; the conv module's and the subsampling's fused chains;
  * the decoder step's embedding lookups, sum and norm as one launch, and
  * its K/V cache write inside the q/k/v product's launch, its tail
- * (argmax, sums, feed, history writes) as one launch;
+ * (argmax, sums, feed, history writes) as one launch; an encoder layer's
+ * last norm and the next layer's first as one launch;
  * attention at the encoder's shapes (rel-pos views, masked rows) and the
  * decoder's inside the graphs above; views, broadcasting, casts, rows and
  * convolutions; argmax.
@@ -923,6 +924,48 @@ static void test_norm_prefetch_matches_cpu(void) {
     tg_backend_free(b);
 }
 
+/* An encoder layer's output norm and the next layer's first norm
+ * (layer_norm2_w4, CT_CUDA_FUSE_NORM_PAIR): a = LN(x), b = LN(a), the
+ * first read again as the residual. At the model's width, 1280, with b
+ * read by a BF16 product (b stored BF16) and the parameters marked as
+ * weights (asked into L2), and at 1024 with b read by an add (stored
+ * F32), without marks. Against the CPU, and against the two launches
+ * (the switch off): the same arithmetic in the same order, so the same
+ * bits; the counters say which ran. */
+static tg_tensor *norm_pair_graph(tg_ctx *ctx, int64_t d, int64_t rows, bool product) {
+    tg_tensor *x = in2(ctx, TG_F32, d, rows), *par[4];
+    for (int k = 0; k < 4; k++) {
+        /* 1-D leaves, as the model's: a view node between the norms
+         * would keep them apart in a whole graph */
+        par[k] = tg_new_1d(ctx, TG_F32, d);
+        par[k]->flags |= TG_FLAG_INPUT | (product ? TG_FLAG_WEIGHT : 0);
+    }
+    tg_tensor *a = tg_layer_norm(ctx, x, par[0], par[1], 1e-5f);
+    tg_tensor *b = tg_layer_norm(ctx, a, par[2], par[3], 1e-5f);
+    if (!product) return tg_add(ctx, b, a);
+    return tg_add(ctx, tg_mul_mat(ctx, in2(ctx, TG_BF16, d, d), b), a);
+}
+static tg_tensor *build_norm_pair_mm(tg_ctx *ctx) { return norm_pair_graph(ctx, 1280, 37, true); }
+static tg_tensor *build_norm_pair_f32(tg_ctx *ctx) { return norm_pair_graph(ctx, 1024, 21, false); }
+
+static void test_norm_pair_same_bits(void) {
+    tg_backend *on = cuda_or_skip(), *off = on ? cuda_with("CT_CUDA_FUSE_NORM_PAIR", "0") : NULL;
+    if (on && off) {
+        tg_cuda_ctx *c = (tg_cuda_ctx *)on->impl, *d = (tg_cuda_ctx *)off->impl;
+        CHECK(c->use_norm_pair && !d->use_norm_pair);
+        const int p_on = c->n_fused[TG_FUSED_NORM_PAIR], p_off = d->n_fused[TG_FUSED_NORM_PAIR];
+        compare_with_cpu(on, build_norm_pair_mm, 3, 5e-4, "two norms in one launch, the second for a bf16 product");
+        compare_with_cpu(on, build_norm_pair_f32, 3, 1e-9, "two norms in one launch, both f32");
+        compare_cuda_exact(on, off, build_norm_pair_mm, "two norms in one launch against two, bf16 product");
+        compare_cuda_exact(on, off, build_norm_pair_f32, "two norms in one launch against two, f32");
+        CHECK_MSG(c->n_fused[TG_FUSED_NORM_PAIR] >= p_on + 4 && d->n_fused[TG_FUSED_NORM_PAIR] == p_off,
+                  "pairs in one launch: %d on, %d off", c->n_fused[TG_FUSED_NORM_PAIR] - p_on,
+                  d->n_fused[TG_FUSED_NORM_PAIR] - p_off);
+    }
+    tg_backend_free(on);
+    tg_backend_free(off);
+}
+
 /* The conv module's fused kernel with its sigmoids by __expf and
  * __fdividef (CT_CUDA_CONV_FAST, the default) and by expf and the IEEE
  * divide (=0), both against the CPU on its F32 result: a few ulp apart
@@ -1145,7 +1188,7 @@ TEST_MAIN(T(test_fused_and_mixed_graphs_match_cpu), T(test_operands_stored_16_bi
           T(test_matvec_f32_kernel_matches_cpu), T(test_matvec_mma_wide_match_cpu), T(test_matvec_mma_tiles16_match_cpu),
           T(test_matvec_rows_loop_match_cpu), T(test_step_fusions_take_bad_ids_and_tiles),
           T(test_step_tail_in_one_launch), T(test_conv_module_fast_match_cpu),
-          T(test_norm_prefetch_matches_cpu))
+          T(test_norm_prefetch_matches_cpu), T(test_norm_pair_same_bits))
 #else
 TEST_MAIN_WITHOUT_CUDA()
 #endif

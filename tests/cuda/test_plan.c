@@ -12,8 +12,10 @@
  * per layer, with the product's result marked written, and its tail
  * (argmax, sums, feed, history writes) as one argmax_sum; the prefill
  * gets the embedding group; the encoder plans without error, each layer's
- * rel-pos projection with its scale as the product's alpha, and the
- * subsampling's front (conv0 .. depthwise conv, masks) as one group; and a view
+ * rel-pos projection with its scale as the product's alpha, the
+ * subsampling's front (conv0 .. depthwise conv, masks) as one group, and
+ * each layer's output norm with the next layer's first norm as one launch
+ * (layer_norm2_w4, the second stored BF16 for its product); and a view
  * the host reads still keeps the node it views from fusing away.
  * Not here: what the fused kernels compute (test_kernels.c, on a GPU).
  * Skipped (and counted as passed) where the build has no CUDA backend.
@@ -44,6 +46,9 @@ typedef struct seen {
     int alpha_groups;  /* products with a scale as their alpha and no bias (the rel-pos table's) */
     int sub_fronts;    /* the subsampling's conv0 .. depthwise conv groups (sub_conv_dw) */
     int sub_front_len; /* ... the nodes of the last */
+    int norm_pairs;    /* two layer norms in one launch (layer_norm2_w4) */
+    int norm_pair16;   /* ... whose second stores BF16 for its product */
+    int norm_pair_marks; /* ... whose first result is not marked written */
     int pick_marks;    /* argmax_sum groups whose writes are not ids, sums, feed and the ids' row */
     int bd16;          /* products storing BF16 for attentions' masks (CT_CUDA_ATTN_BD16) */
     int tail16;        /* products (or their groups' last nodes) storing BF16 for their readers */
@@ -93,6 +98,11 @@ static tg_status observe(tg_backend *b, tg_graph *g) {
             if (first->op == TG_OP_GET_ROWS && last->op == TG_OP_LAYER_NORM) embed++;
             if (first->op == TG_OP_MUL_MAT && fuse[i] == 2 && last->op == TG_OP_SCALE) g_seen.alpha_groups++;
             if (first->op == TG_OP_CONV_2D) g_seen.sub_fronts++, g_seen.sub_front_len = fuse[i];
+            if (first->op == TG_OP_LAYER_NORM && last->op == TG_OP_LAYER_NORM && fuse[i] == 2) {
+                g_seen.norm_pairs++;
+                g_seen.norm_pair16 += emit[i + 1] == TG_BF16;
+                g_seen.norm_pair_marks += writes[i] != 1;
+            }
             if (first->op == TG_OP_ARGMAX) {
                 pick++;
                 g_seen.picks++;
@@ -180,6 +190,13 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
         CHECK_MSG(g_seen.sub_fronts == 1 && g_seen.sub_front_len == (B == 1 ? 5 : 7),
                   "batch %d: %d subsampling fronts fused, the last of %d nodes", B, g_seen.sub_fronts,
                   g_seen.sub_front_len);
+        /* each layer's output norm and the next layer's first norm as one
+         * launch, the first's result written (the residual reads it), the
+         * second's stored BF16 for its feed-forward product */
+        CHECK_MSG(g_seen.norm_pairs == m->n_enc_layers - 1 && g_seen.norm_pair16 == g_seen.norm_pairs &&
+                      g_seen.norm_pair_marks == 0,
+                  "batch %d: %d norm pairs (%d storing BF16, %d unmarked), %d layers", B, g_seen.norm_pairs,
+                  g_seen.norm_pair16, g_seen.norm_pair_marks, m->n_enc_layers);
         ct_dec_opts dopt = {.queued = true};
         ct_dec_state *ds = NULL;
         const int32_t prompt[12] = {4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7};

@@ -299,6 +299,38 @@ static void test_front_conv_inputs_stay_apart(void) {
     tg_backend_free(be);
 }
 
+/* Two layer norms in a row (an encoder layer's output norm, then the next
+ * layer's first, which a backend runs as one launch): the first's input
+ * lives through the second, so the second's result never lands on it,
+ * though the first norm is its last reader; a norm of another tensor, or
+ * the first of the two, leads nothing. */
+static void test_norm_pair_input_stays_apart(void) {
+    tg_backend *be = test_backend_new("fake", true, true, TEST_OPS_ALL);
+    tg_ctx *ctx = tg_ctx_new();
+    tg_tensor *x = tg_relu(ctx, tg_new_2d(ctx, TG_F32, 64, 8)); /* a node's result, freed after its last reader */
+    tg_tensor *a = tg_layer_norm(ctx, x, NULL, NULL, 1e-5f);
+    tg_tensor *b = tg_layer_norm(ctx, a, NULL, NULL, 1e-5f);
+    tg_tensor *out = tg_add(ctx, tg_relu(ctx, b), a);
+    tg_graph *g = tg_graph_new(ctx);
+    CHECK_OK(tg_graph_build(g, out));
+    tg_tensor *nodes[8];
+    int n = tg_graph_n_nodes(g);
+    CHECK(n == 5);
+    for (int i = 0; i < n && i < 8; i++) nodes[i] = tg_graph_node(g, i);
+    if (n == 5) {
+        CHECK(nodes[1] == a && nodes[2] == b);
+        CHECK(tg_plan_fused_lead(nodes, 2) == 1 && tg_plan_fused_lead(nodes, 1) == -1);
+        tg_tensor *other[2] = {a, tg_layer_norm(ctx, x, NULL, NULL, 1e-5f)};
+        CHECK(tg_plan_fused_lead(other, 1) == -1);
+        tg_plan p;
+        CHECK_OK(tg_plan_graph(g, 64, &p));
+        CHECK_MSG(!overlap(&p, x, b), "the second norm's result over the first's input");
+        tg_plan_free(&p);
+    }
+    tg_ctx_free(ctx);
+    tg_backend_free(be);
+}
+
 static uint32_t rng_state = 2463534242u;
 static uint32_t rnd(uint32_t n) {
     rng_state ^= rng_state << 13;
@@ -350,4 +382,4 @@ TEST_MAIN(T(test_items_hand_computed), T(test_items_random_never_overlap), T(tes
           T(test_items_best_fit_and_growth), T(test_chain_reuses_memory),
           T(test_value_read_late_stays_alive), T(test_views_keep_sources_alive),
           T(test_outputs_inputs_and_weights), T(test_fused_product_inputs_stay_apart),
-          T(test_front_conv_inputs_stay_apart))
+          T(test_front_conv_inputs_stay_apart), T(test_norm_pair_input_stays_apart))

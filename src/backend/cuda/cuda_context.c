@@ -140,6 +140,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->conv_fast = tg_cuda_env_int("CT_CUDA_CONV_FAST", 1) != 0;
     c->norm_prefetch = tg_cuda_env_int("CT_CUDA_NORM_PREFETCH", 1) != 0;
     c->use_embed_norm = tg_cuda_env_int("CT_CUDA_FUSE_EMBED", 1) != 0;
+    c->use_norm_pair = tg_cuda_env_int("CT_CUDA_FUSE_NORM_PAIR", 1) != 0;
     c->use_kv_rows = tg_cuda_env_int("CT_CUDA_FUSE_KV", 1) != 0;
     c->use_pick = tg_cuda_env_int("CT_CUDA_FUSE_PICK", 1) != 0;
     /* a decoder step's launches as the phases of one kernel (cuda_chain.c;

@@ -5,7 +5,8 @@
  * residual); a layer norm inside its matvec product, and a decoder step's
  * K/V cache write inside its q/k/v product; the conv module's glu,
  * depthwise conv, bias and silu; the subsampling's bias, mask and relu,
- * and its first conv through the depthwise conv after it; a
+ * and its first conv through the depthwise conv after it; two layer
+ * norms in a row (an encoder layer's last and the next one's first); a
  * decoder step's embedding lookups, sum and norm; a decoder step's tail
  * (argmax, logit sums, the next step's feed and the history writes).
  *
@@ -324,6 +325,30 @@ static int embed_norm_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, in
     return len;
 }
 
+/* A layer norm of a layer norm's result (an encoder layer's output norm,
+ * then the next layer's first norm, encoder.c), as layer_norm2_w4 takes
+ * them: both on layer_norm_w4's path (norm_vec_ok: contiguous F32 rows of
+ * a multiple of 4 floats, at most a warp's 512 float4s, 16-byte aligned
+ * with their parameters), the second reading the first's result as it is,
+ * with the first's storage exactly its source's or apart from it, and the
+ * second's apart from everything the launch reads or writes. The first's
+ * result may have other readers: the launch writes it too
+ * (tg_cuda_group_writes). 2 when they fuse, else 1. */
+static int norm_pair_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
+    if (!c->use_norm_pair || i + 1 >= n) return 1;
+    const tg_tensor *a = nodes[i], *b = nodes[i + 1], *x = a->src[0];
+    if (b->op != TG_OP_LAYER_NORM || b->src[0] != a || n_uses[i] < 1 || !x || !tg_same_shape(a, b) ||
+        !tg_cuda_norm_vec_ok(a) || !tg_cuda_norm_vec_ok(b) || a->ne[0] / 4 > TG_NORM_WARP_N4 || tg_nrows(a) > INT32_MAX)
+        return 1;
+    if (tg_hazard_overlap(a, x) && !(a->data == x->data && tg_same_shape(a, x))) return 1;
+    const tg_tensor *reads[6] = {x, a, a->src[1], a->src[2], b->src[1], b->src[2]};
+    for (int k = 0; k < 6; k++) {
+        if (reads[k] && tg_hazard_overlap(b, reads[k])) return 1;
+        if (k >= 2 && reads[k] && tg_hazard_overlap(a, reads[k])) return 1;
+    }
+    return 2;
+}
+
 /* Contiguous, of type t, n elements. */
 static bool flat_of(const tg_tensor *x, tg_type t, int64_t n) {
     return x && x->type == t && tg_is_contiguous(x) && tg_nelements(x) == n;
@@ -412,6 +437,8 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
     if (nodes[i]->op == TG_OP_ADD) return bias_mask_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op == TG_OP_ARGMAX) return pick_fuse_len(c, nodes, n, i, n_uses);
     if (nodes[i]->op == TG_OP_CONV_2D) return sub_front_fuse_len(c, nodes, n, i, n_uses);
+    if (nodes[i]->op == TG_OP_LAYER_NORM && nodes[i + 1]->op == TG_OP_LAYER_NORM)
+        return norm_pair_fuse_len(c, nodes, n, i, n_uses);
     int len, p = i;
     if (nodes[i]->op != TG_OP_LAYER_NORM) {
         len = product_fuse_len(c, nodes, n, i, n_uses);
@@ -458,6 +485,10 @@ void tg_cuda_group_writes(tg_tensor *const *nodes, int i, int len, uint8_t *writ
         /* argmax_sum: the ids, sums, feed and the ids' history row; not
          * the cast, which only the group read */
         for (int k = i; k < i + len - 1; k++) writes[k] = k != i + 3;
+        return;
+    }
+    if (len == 2 && nodes[i]->op == TG_OP_LAYER_NORM && nodes[i + 1]->op == TG_OP_LAYER_NORM) {
+        writes[i] = 1; /* layer_norm2_w4 stores both norms */
         return;
     }
     if (len < 2 || nodes[i + len - 1]->op != TG_OP_SET_ROWS) return;

@@ -242,6 +242,7 @@ typedef struct tg_cuda_ctx {
     bool conv_fast;            /* CT_CUDA_CONV_FAST: conv_glu_dw_silu_c4's sigmoids by __expf and __fdividef */
     bool norm_prefetch;        /* CT_CUDA_NORM_PREFETCH: layer_norm_w4 asks its weights' lines into L2 before its wait */
     bool use_embed_norm;       /* CT_CUDA_FUSE_EMBED: a step's embedding lookups, sum and norm as one kernel */
+    bool use_norm_pair;        /* CT_CUDA_FUSE_NORM_PAIR: a layer norm of a layer norm's result in its launch */
     bool use_kv_rows;          /* CT_CUDA_FUSE_KV: a step's K/V cache write inside its q/k/v product */
     bool use_pick;             /* CT_CUDA_FUSE_PICK: a step's argmax, sums, feed and history writes as one kernel */
     bool use_attn_decode_wide; /* CT_CUDA_ATTN_DECODE_WIDE: a row's one-query attention on one 16-warp block */
@@ -525,6 +526,9 @@ void tg_cuda_plan_free(tg_cuda_plan *p);
 /* True when node's kernel can store BF16/F16 instead of F32 (its readers
  * being matrix products that take that type): the emit fusion. */
 bool tg_cuda_can_emit16(const tg_tensor *node);
+/* A layer norm on the vectorised kernels' path: contiguous F32 rows of a
+ * multiple of 4 floats, 16-byte aligned, as its parameters. */
+bool tg_cuda_norm_vec_ok(const tg_tensor *node);
 /* True when unary node n can read a source its producer stored BF16
  * (ew_unary_b4: both contiguous, 4-element groups, 16-byte aligned). */
 bool tg_cuda_unary_takes16(const tg_tensor *n);

@@ -399,6 +399,8 @@ static bool norm_vec_ok(const tg_tensor *n) {
            ((uintptr_t)n->data & 15) == 0 && (pw & 15) == 0 && (pb & 15) == 0 && tg_nrows(a) < (1ll << 31);
 }
 
+bool tg_cuda_norm_vec_ok(const tg_tensor *n) { return n->op == TG_OP_LAYER_NORM && norm_vec_ok(n); }
+
 static bool is_unary(tg_op op) {
     return op == TG_OP_SCALE || op == TG_OP_RELU || op == TG_OP_SILU || op == TG_OP_SIGMOID || op == TG_OP_LOG ||
            op == TG_OP_SQRT;
@@ -515,7 +517,7 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
             /* the affine's lines into L2 before the wait, where no kernel writes them */
             .prefetch = c->norm_prefetch && (w || b) && (!w || tg_cuda_is_weight(w)) && (!b || tg_cuda_is_weight(b))};
         /* A warp per row: no block barriers, the row in registers. */
-        if (n4 <= 32 * 16)
+        if (n4 <= TG_NORM_WARP_N4)
             return LAUNCH(c, s, "norm.cu", defs, layer_norm_w4, (unsigned)((rows + 7) / 8), 1, 1, 256, 0, v);
         unsigned block = 32;
         while (block < 256 && block < n4) block += 32;
@@ -524,6 +526,34 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
     }
     tg_args_layer_norm g = {.d = tg_cuda_desc(n), .a = tg_cuda_desc(a), .w = pw, .b = pb, .eps = eps};
     return LAUNCH(c, s, "norm.cu", "", layer_norm, (unsigned)rows, 1, 1, row_block(ne0), 0, g);
+}
+
+/* The pair norm_pair_fuse_len took: a, a layer norm, and b, the layer
+ * norm of a's result, in one layer_norm2_w4 launch; a stored F32, b as
+ * out16 says. */
+static tg_status encode_norm_pair(tg_cuda_ctx *c, CUstream s, const tg_tensor *a, const tg_tensor *b, int out16) {
+    const int64_t rows = tg_nrows(a);
+    if (rows == 0) return NULL;
+    char defs[32] = "";
+    if (out16 != TG_EMIT_F32) snprintf(defs, sizeof defs, TG_DEFS_OUT16, out16);
+    const tg_tensor *par[4] = {a->src[1], a->src[2], b->src[1], b->src[2]};
+    bool weights = true;
+    for (int k = 0; k < 4; k++) weights = weights && (!par[k] || tg_cuda_is_weight(par[k]));
+    tg_args_layer_norm2_w4 v = {.d = tg_cuda_dptr(b->data),
+                                .d1 = tg_cuda_dptr(a->data),
+                                .a = tg_cuda_dptr(a->src[0]->data),
+                                .w1 = par[0] ? tg_cuda_dptr(par[0]->data) : 0,
+                                .b1 = par[1] ? tg_cuda_dptr(par[1]->data) : 0,
+                                .w2 = par[2] ? tg_cuda_dptr(par[2]->data) : 0,
+                                .b2 = par[3] ? tg_cuda_dptr(par[3]->data) : 0,
+                                .rows = rows,
+                                .n4 = (int32_t)(a->ne[0] / 4),
+                                .eps1 = tg_param_f32(a, 0),
+                                .eps2 = tg_param_f32(b, 0),
+                                .prefetch = c->norm_prefetch && weights};
+    c->n_fused[TG_FUSED_NORM_PAIR]++;
+    if (out16 != TG_EMIT_F32) c->n_fused[TG_FUSED_EMIT]++;
+    return LAUNCH(c, s, "norm.cu", defs, layer_norm2_w4, (unsigned)((rows + 7) / 8), 1, 1, 256, 0, v);
 }
 
 /* The group of len nodes embed_norm_fuse_len took from nodes[i]: one
@@ -764,6 +794,11 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         if (p > i) return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o], TG_F32, n);
         return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o],
                                       tg_cuda_stored_type(c->emit, nodes, i, nodes[p]->src[1]), NULL);
+    }
+    if (len == 2 && n->op == TG_OP_LAYER_NORM && nodes[i + 1]->op == TG_OP_LAYER_NORM) {
+        const int tail = c->emit ? c->emit[i + 1] : TG_F32;
+        return encode_norm_pair(c, s, n, nodes[i + 1],
+                                tail == TG_BF16 ? TG_EMIT_BF16 : tail == TG_F16 ? TG_EMIT_F16 : TG_EMIT_F32);
     }
     if (len > 1 && n->op == TG_OP_LAYER_NORM && nodes[i + len - 1]->op == TG_OP_ATTENTION) {
         /* the norm, the q product and its attention (CT_CUDA_ATTN_CROSS_Q) */

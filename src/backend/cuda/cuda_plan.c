@@ -232,9 +232,13 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, tg_cuda_plan *p) {
         if (p->fuse[i] > 0) head = i;
         /* covered by a fused group, or a node leading one: never emits;
          * except the last node of a conv module group, whose kernel
-         * stores what that node would (conv_glu_dw_silu_c4) */
+         * stores what that node would (conv_glu_dw_silu_c4), and the
+         * second of two layer norms in one launch (layer_norm2_w4, which
+         * stores it as layer_norm_w4 would) */
         const bool tail = p->fuse[i] == 0 && head >= 0 && head + p->fuse[head] - 1 == i;
-        bool glu_tail = tail && g->nodes[head]->op == TG_OP_GLU;
+        const bool stores_tail =
+            tail && (g->nodes[head]->op == TG_OP_GLU ||
+                     (p->fuse[head] == 2 && g->nodes[head]->op == TG_OP_LAYER_NORM && t->op == TG_OP_LAYER_NORM));
         if (t->op == TG_OP_MUL_MAT && p->fuse[i] == 1 && p->uses[i] >= 1 && !(t->flags & TG_FLAG_OUTPUT) &&
             mask_only(c, g, p, i)) {
             p->emit[i] = TG_BF16;
@@ -281,7 +285,7 @@ static void plan_emit(tg_cuda_ctx *c, tg_graph *g, tg_cuda_plan *p) {
             p->emit[i] = operand_type(g, p, i, false);
             continue;
         }
-        if (p->fuse[i] != 1 && !glu_tail) continue;
+        if (p->fuse[i] != 1 && !stores_tail) continue;
         if (p->uses[i] < 1 || (t->flags & TG_FLAG_OUTPUT)) continue;
         if (!tg_cuda_can_emit16(t)) continue;
         int readers = 0;

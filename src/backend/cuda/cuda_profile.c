@@ -119,7 +119,7 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c) {
             "[debug] %s: %" PRIu64 " computes: %d direct, %d graph replays, %d captures, %d updates; fused: "
             "%d matmul+bias, %d matmul+bias+relu, %d layer norm+affine, %d softmax+scale/mask, %d attention, "
             "%d glu, %d norm/elementwise storing bf16/f16 for a product, %d matmul+bias+residual (%d of the "
-            "matmul groups with a scale), %d layer norm+matvec, %d glu+conv+bias+silu, %d bias+mask(+relu), %d embedding+norm, %d product+cache write, %d step tail (argmax+sums+feed+history), %d subsampling front; encoded: "
+            "matmul groups with a scale), %d layer norm+matvec, %d glu+conv+bias+silu, %d bias+mask(+relu), %d embedding+norm, %d product+cache write, %d step tail (argmax+sums+feed+history), %d subsampling front, %d layer norm pairs; encoded: "
             "%d matvec (%d on the wide kernel), %d attention "
             "decode (%d on one wide block a row, %d on wide blocks in a cluster, %d with the q product inside), %d products asking the next attention's K and V into L2, %d step "
             "chains of %d launches; %d kernel files compiled, %d from the cache\n",
@@ -128,7 +128,8 @@ void tg_cuda_debug_report(const tg_cuda_ctx *c) {
             c->n_fused[TG_FUSED_SOFTMAX], c->n_fused[TG_FUSED_ATTENTION], c->n_fused[TG_FUSED_GLU],
             c->n_fused[TG_FUSED_EMIT], c->n_fused[TG_FUSED_MM_BIAS_RESIDUAL], c->n_fused[TG_FUSED_MM_SCALE],
             c->n_fused[TG_FUSED_NORM_MATVEC], c->n_fused[TG_FUSED_CONV_GLU], c->n_fused[TG_FUSED_BIAS_MASK],
-            c->n_fused[TG_FUSED_EMBED_NORM], c->n_fused[TG_FUSED_KV_ROWS], c->n_fused[TG_FUSED_PICK], c->n_fused[TG_FUSED_SUB_FRONT], c->n_matvec, c->n_matvec_wide, c->n_attn_decode,
+            c->n_fused[TG_FUSED_EMBED_NORM], c->n_fused[TG_FUSED_KV_ROWS], c->n_fused[TG_FUSED_PICK], c->n_fused[TG_FUSED_SUB_FRONT],
+            c->n_fused[TG_FUSED_NORM_PAIR], c->n_matvec, c->n_matvec_wide, c->n_attn_decode,
             c->n_attn_decode_wide, c->n_attn_decode_wcl, c->n_attn_cross_q, c->n_pf_ahead, c->n_chains, c->n_chain_phases, dev->n_compiled, dev->n_cache_hits);
 }
 

@@ -97,6 +97,7 @@ enum {
     TG_FUSED_KV_ROWS,     /* a set_rows of a matvec product's rows (the K/V cache write) in its launch */
     TG_FUSED_PICK,        /* a step's tail: argmax, logit sums, the feed, both history writes */
     TG_FUSED_SUB_FRONT,   /* the subsampling's conv0, bias, mask, relu, depthwise conv, bias, mask */
+    TG_FUSED_NORM_PAIR,   /* a layer norm of a layer norm's result, both in one pass */
     TG_FUSED_KINDS
 };
 
@@ -196,6 +197,26 @@ typedef struct tg_norm4_args {
     tg_i32 prefetch, pad_;
 } tg_norm4_args;
 TG_KARGS_SIZE(tg_norm4_args, 56);
+
+/* The most float4s a row of layer_norm_w4 and layer_norm2_w4 holds (a
+ * warp a row, 16 a lane in registers). */
+#define TG_NORM_WARP_N4 512
+
+/* layer_norm2_w4: two layer norms in a row, d1 = LN(a; w1, b1) stored
+ * F32 and d = LN(d1; w2, b2) stored as TG_OUT16 says; contiguous rows of
+ * 4*n4 floats (an encoder layer's output norm and the next layer's first
+ * norm). prefetch: the four parameters are weights, asked into L2 before
+ * the wait. */
+typedef struct tg_norm2_args {
+    tg_dp_void d;
+    tg_dp_float4 d1;
+    tg_dp_cfloat4 a, w1, b1, w2, b2;
+    tg_i64 rows;
+    tg_i32 n4;
+    float eps1, eps2;
+    tg_i32 prefetch;
+} tg_norm2_args;
+TG_KARGS_SIZE(tg_norm2_args, 80);
 
 /* --------------------------------------------------------- softmax.cu */
 
@@ -600,6 +621,7 @@ TG_KARGS_SIZE(tg_spin_args, 8);
     X(norm, layer_norm, tg_norm_args)                        \
     X(norm, layer_norm_c4, tg_norm4_args)                    \
     X(norm, layer_norm_w4, tg_norm4_args)                    \
+    X(norm, layer_norm2_w4, tg_norm2_args)                   \
     X(norm, embed_norm, tg_embed_norm_args)                  \
     X(softmax, soft_max, tg_softmax_args)                    \
     X(softmax, soft_max_w4, tg_softmax_args)                 \

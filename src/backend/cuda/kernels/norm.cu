@@ -18,10 +18,10 @@
 
 #define TG_NORM_VEC 8
 
-/* The vectorised kernels' last step: element group i of a row, normalised,
- * the affine applied, stored at group `at` of d. */
-__device__ __forceinline__ void norm_store4(void *d, i64 at, float4 x, float mean, float rstd, const float4 *w,
-                                            const float4 *b, int i) {
+/* The vectorised kernels' last step: element group i of a row,
+ * normalised, the affine applied. */
+__device__ __forceinline__ float4 norm_affine4(float4 x, float mean, float rstd, const float4 *w, const float4 *b,
+                                               int i) {
     float4 y;
     y.x = (x.x - mean) * rstd;
     y.y = (x.y - mean) * rstd;
@@ -35,7 +35,13 @@ __device__ __forceinline__ void norm_store4(void *d, i64 at, float4 x, float mea
         float4 c = b[i];
         y.x += c.x; y.y += c.y; y.z += c.z; y.w += c.w;
     }
-    tg_store4(d, at, y);
+    return y;
+}
+
+/* ... stored at group `at` of d, in TG_OUT16's type. */
+__device__ __forceinline__ void norm_store4(void *d, i64 at, float4 x, float mean, float rstd, const float4 *w,
+                                            const float4 *b, int i) {
+    tg_store4(d, at, norm_affine4(x, mean, rstd, w, b, i));
 }
 
 extern "C" __global__ void layer_norm(const tg_args_layer_norm args) {
@@ -110,35 +116,18 @@ extern "C" __global__ void layer_norm_c4(const tg_args_layer_norm_c4 args) {
  * wait for the kernel before (a thread a 128-byte line): their loads come
  * after the row's sums, a second trip to memory that then ends in L2 (a
  * decoder step's 25 norms at batch 17 and more, on cuBLASLt's side). */
-#define TG_NORM_WV 16
-extern "C" __global__ void layer_norm_w4(const tg_args_layer_norm_w4 args) {
-    if (args.prefetch) {
-        const int lines = (args.n4 * 16 + 127) / 128, t = (int)threadIdx.x;
-        const char *p = t < lines && args.w ? (const char *)args.w + 128 * t
-                        : t >= lines && t < 2 * lines && args.b ? (const char *)args.b + 128 * (t - lines) : NULL;
-        if (p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-    }
-    TG_PDL();
-    void *d = args.d;
-    const float4 *a = args.a, *w = args.w, *b = args.b;
-    const int n4 = args.n4;
-    const i64 rows = args.rows;
-    const float eps = args.eps;
-    i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (r >= rows) return;
-    int lane = threadIdx.x & 31;
-    const float4 *src = a + r * n4;
-    const i64 dst = r * n4;
-    float4 x[TG_NORM_WV];
+#define TG_NORM_WV (TG_NORM_WARP_N4 / 32)
+
+/* A warp's row of n4 <= 32*TG_NORM_WV float4s in registers (lane's
+ * element groups lane, lane + 32, ...; zeros past n4): its mean and
+ * 1/sqrt(variance + eps), the variance from the centred values. */
+__device__ __forceinline__ void warp_row_stats(const float4 (&x)[TG_NORM_WV], int lane, int n4, float eps,
+                                               float &mean, float &rstd) {
     float s = 0.0f;
 #pragma unroll
-    for (int k = 0; k < TG_NORM_WV; k++) {
-        int i = lane + 32 * k;
-        x[k] = i < n4 ? src[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        s += (x[k].x + x[k].y) + (x[k].z + x[k].w);
-    }
-    float n = 4.0f * (float)n4;
-    float mean = tg_warp_sum(s) / n;
+    for (int k = 0; k < TG_NORM_WV; k++) s += (x[k].x + x[k].y) + (x[k].z + x[k].w);
+    const float n = 4.0f * (float)n4;
+    mean = tg_warp_sum(s) / n;
     float v = 0.0f;
 #pragma unroll
     for (int k = 0; k < TG_NORM_WV; k++) {
@@ -147,11 +136,89 @@ extern "C" __global__ void layer_norm_w4(const tg_args_layer_norm_w4 args) {
             v += (p * p + q * q) + (u * u + t * t);
         }
     }
-    float rstd = rsqrtf(tg_warp_sum(v) / n + eps);
+    rstd = rsqrtf(tg_warp_sum(v) / n + eps);
+}
+
+/* A warp's row of src into registers, zeros past n4. */
+__device__ __forceinline__ void warp_row_load(float4 (&x)[TG_NORM_WV], const float4 *src, int lane, int n4) {
 #pragma unroll
     for (int k = 0; k < TG_NORM_WV; k++) {
         int i = lane + 32 * k;
-        if (i < n4) norm_store4(d, dst + i, x[k], mean, rstd, w, b, i);
+        x[k] = i < n4 ? src[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+/* Thread t of the block asks line t of the (w, b) pairs' lines into L2. */
+__device__ __forceinline__ void norm_prefetch(int n4, const float4 *const *par, int n_par) {
+    const int lines = (n4 * 16 + 127) / 128, t = (int)threadIdx.x, k = t / lines;
+    const char *p = k < n_par && par[k] ? (const char *)par[k] + 128 * (t - k * lines) : NULL;
+    if (p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+/* One warp per row, 8 rows per block: contiguous F32 rows of n = 4*n4
+ * floats, n4 <= 32*TG_NORM_WV. No block barriers; the row lives in
+ * registers, so it crosses device memory once each way. With
+ * args.prefetch the affine's w and b lines are asked into L2 before the
+ * wait for the kernel before (a thread a 128-byte line): their loads come
+ * after the row's sums, a second trip to memory that then ends in L2 (a
+ * decoder step's 25 norms at batch 17 and more, on cuBLASLt's side). */
+extern "C" __global__ void layer_norm_w4(const tg_args_layer_norm_w4 args) {
+    if (args.prefetch) {
+        const float4 *par[2] = {args.w, args.b};
+        norm_prefetch(args.n4, par, 2);
+    }
+    TG_PDL();
+    const int n4 = args.n4;
+    const i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= args.rows) return;
+    const int lane = threadIdx.x & 31;
+    float4 x[TG_NORM_WV];
+    warp_row_load(x, args.a + r * n4, lane, n4);
+    float mean, rstd;
+    warp_row_stats(x, lane, n4, args.eps, mean, rstd);
+#pragma unroll
+    for (int k = 0; k < TG_NORM_WV; k++) {
+        int i = lane + 32 * k;
+        if (i < n4) norm_store4(args.d, r * n4 + i, x[k], mean, rstd, args.w, args.b, i);
+    }
+}
+
+/* Two layer norms in a row as one pass (an encoder layer's output norm,
+ * then the next layer's first norm, spec 2.2): d1 = LN(a; w1, b1), stored
+ * F32 for its other readers (the residual), and d = LN(d1; w2, b2), stored
+ * as TG_OUT16 says, from the normed row still in registers: the
+ * arithmetic of two layer_norm_w4 launches, so the same bits, with one read
+ * of the row where the two launches made two. A warp a row, as
+ * layer_norm_w4; d1 may be a itself (each warp reads its row before it
+ * writes it), d lies apart from both. */
+extern "C" __global__ void layer_norm2_w4(const tg_args_layer_norm2_w4 args) {
+    if (args.prefetch) {
+        const float4 *par[4] = {args.w1, args.b1, args.w2, args.b2};
+        norm_prefetch(args.n4, par, 4);
+    }
+    TG_PDL();
+    const int n4 = args.n4;
+    const i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= args.rows) return;
+    const int lane = threadIdx.x & 31;
+    float4 x[TG_NORM_WV];
+    warp_row_load(x, args.a + r * n4, lane, n4);
+    float mean, rstd;
+    warp_row_stats(x, lane, n4, args.eps1, mean, rstd);
+    float4 *y = args.d1 + r * n4;
+#pragma unroll
+    for (int k = 0; k < TG_NORM_WV; k++) {
+        int i = lane + 32 * k;
+        if (i < n4) {
+            x[k] = norm_affine4(x[k], mean, rstd, args.w1, args.b1, i);
+            y[i] = x[k];
+        }
+    }
+    warp_row_stats(x, lane, n4, args.eps2, mean, rstd);
+#pragma unroll
+    for (int k = 0; k < TG_NORM_WV; k++) {
+        int i = lane + 32 * k;
+        if (i < n4) norm_store4(args.d, r * n4 + i, x[k], mean, rstd, args.w2, args.b2, i);
     }
 }
 
