@@ -49,6 +49,10 @@ static tg_tensor *build_ffn_mma1_512(tg_ctx *ctx) { return ffn_block_d(ctx, 1, 5
  * columns: 40 fills two tiles of 16 and half a third, the fourth skipped),
  * and 150 as blocks of 64 (CT_CUDA_MATVEC_MMA_MAX=256; the last of 22). */
 static tg_tensor *build_ffn_mma40(tg_ctx *ctx) { return ffn_block(ctx, 40, 1024); }
+/* A step at batch 24 and 32: tiles of 16 by default, the norm apart. */
+static tg_tensor *build_ffn_mma24(tg_ctx *ctx) { return ffn_block(ctx, 24, 1024); }
+static tg_tensor *build_ffn_mma32(tg_ctx *ctx) { return ffn_block(ctx, 32, 512); }
+static tg_tensor *build_kv_step24(tg_ctx *ctx) { return kv_step_graph_b(ctx, 24); }
 static tg_tensor *build_ffn_mma64(tg_ctx *ctx) { return ffn_block(ctx, 64, 512); }
 static tg_tensor *build_ffn_mma150(tg_ctx *ctx) { return ffn_block(ctx, 150, 256); }
 /* 4800 hidden rows: 300 blocks of 16 rows, more than the SMs, so each
@@ -85,14 +89,15 @@ static tg_tensor *build_ffn_rows9000(tg_ctx *ctx) { return ffn_block(ctx, 3, 900
 
 /* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
  * product, scale, bias and residual as one launch (alpha), on cuBLASLt
- * (cols 29) and on matvec.cu (cols 2). */
+ * (cols 37: matvec.cu takes at most 32 by default) and on matvec.cu (cols
+ * 2). */
 static tg_tensor *half_ffn(tg_ctx *ctx, int64_t cols) {
     tg_tensor *x = in2(ctx, TG_F32, 256, cols);
     tg_tensor *w2 = in2(ctx, TG_BF16, 512, 256), *b2 = in2(ctx, TG_F32, 256, 1);
     tg_tensor *h = tg_silu(ctx, tg_mul_mat(ctx, in2(ctx, TG_BF16, 256, 512), x));
     return tg_add(ctx, x, tg_add(ctx, tg_scale(ctx, tg_mul_mat(ctx, w2, h), 0.5f), b2));
 }
-static tg_tensor *build_half_ffn(tg_ctx *ctx) { return half_ffn(ctx, 29); }
+static tg_tensor *build_half_ffn(tg_ctx *ctx) { return half_ffn(ctx, 37); }
 static tg_tensor *build_half_ffn_vec(tg_ctx *ctx) { return half_ffn(ctx, 2); }
 
 /* The rel-pos table's projection as encoder.c builds it: r = W_pos P (BF16
@@ -259,7 +264,7 @@ static tg_tensor *build_embed_norm(tg_ctx *ctx) {
  * weights and biases marked as weights, as the model's are (the silu adds
  * b1 only where it is one). */
 static tg_tensor *build_ffn_silu_bias(tg_ctx *ctx) {
-    tg_tensor *x = in2(ctx, TG_F32, 256, 29);
+    tg_tensor *x = in2(ctx, TG_F32, 256, 37);
     tg_tensor *w1 = in2(ctx, TG_BF16, 256, 512), *b1 = in2(ctx, TG_F32, 512, 1);
     tg_tensor *w2 = in2(ctx, TG_BF16, 512, 256), *b2 = in2(ctx, TG_F32, 256, 1);
     tg_tensor *marked[4] = {w1, b1, w2, b2};
@@ -416,7 +421,7 @@ static void test_operands_stored_16_bits(void) {
                                     * a BF16 result with its F32 bias and relu only where cuBLASLt
                                     * has an algorithm, which an H100's has not) */
     } cases[] = {
-        {build_ffn_silu_bias, "ffn, W1's group read by its silu (29 columns)", 1, 1, 0},
+        {build_ffn_silu_bias, "ffn, W1's group read by its silu (37 columns)", 1, 1, 0},
         {build_half_ffn, "half ffn, the product alone read by its silu", 1, 1, 0},
         {build_conv_module_pw, "conv module, W1's group read by the glu .. silu kernel", 1, 1, 0},
         {build_ffn_mma40, "ffn on 40 columns, the relu read by W2 (cuBLASLt)", -1, 0, 0},
@@ -479,7 +484,7 @@ static void many_columns_match_cpu(tg_backend *b, bool tiles) {
         {build_ffn_mma150, "ffn on 150 columns", true, false},
         /* x stored BF16 by the silu (the emit fusion) */
         {build_ffn_silu, "ffn with silu on 29 columns (bf16 x)", false, true},
-        {build_half_ffn, "half ffn on 29 columns (alpha, bf16 x, residual)", false, true},
+        {build_half_ffn, "half ffn on 37 columns (alpha, bf16 x, residual)", false, true},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char what[96];
@@ -497,19 +502,27 @@ static void many_columns_match_cpu(tg_backend *b, bool tiles) {
     }
 }
 
-/* mul_mat_vec_mma_wide where CT_CUDA_MATVEC_MMA_MAX allows it (not the
- * default: slower than cuBLASLt at batch 64, kernels/matvec.cu). */
+/* mul_mat_vec_mma_wide where CT_CUDA_MATVEC_MMA_MAX allows it and
+ * CT_CUDA_MATVEC_TILE16=0 asks for it, the norms inside
+ * (CT_CUDA_MATVEC_LN_MAX=256): not the default, slower than cuBLASLt at
+ * batch 64 (kernels/matvec.cu). */
 static void test_matvec_mma_wide_match_cpu(void) {
+    setenv("CT_CUDA_MATVEC_TILE16", "0", 1);
+    setenv("CT_CUDA_MATVEC_LN_MAX", "256", 1);
     tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "256");
+    unsetenv("CT_CUDA_MATVEC_TILE16");
+    unsetenv("CT_CUDA_MATVEC_LN_MAX");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    CHECK(c->matvec_mma_max == 256 && !c->matvec_tile16);
+    CHECK(c->matvec_mma_max == 256 && !c->matvec_tile16 && c->matvec_ln_max == 256);
     many_columns_match_cpu(b, false);
     tg_backend_free(b);
-    /* the default leaves 17 and more to cuBLASLt */
+    /* the default: 17-32 columns as tiles of 16, norms apart; more on
+     * cuBLASLt */
     if (!(b = cuda_or_skip())) return;
     c = (tg_cuda_ctx *)b->impl;
-    CHECK(c->matvec_mma_max == TG_MVM_MAXM && c->matvec_loop == 3);
+    CHECK(c->matvec_mma_max == TG_CUDA_MATVEC_MMA_MAX && c->matvec_tile16 && c->matvec_ln_max == TG_MVM_MAXM &&
+          c->matvec_loop == 3);
     tg_backend_free(b);
 }
 
@@ -517,12 +530,37 @@ static void test_matvec_mma_wide_match_cpu(void) {
  * block of rows. */
 static void test_matvec_mma_tiles16_match_cpu(void) {
     setenv("CT_CUDA_MATVEC_MMA_MAX", "256", 1);
+    setenv("CT_CUDA_MATVEC_LN_MAX", "256", 1);
     tg_backend *b = cuda_with("CT_CUDA_MATVEC_TILE16", "1");
     unsetenv("CT_CUDA_MATVEC_MMA_MAX");
+    unsetenv("CT_CUDA_MATVEC_LN_MAX");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
-    CHECK(c->matvec_mma_max == 256 && c->matvec_tile16);
+    CHECK(c->matvec_mma_max == 256 && c->matvec_tile16 && c->matvec_ln_max == 256);
     many_columns_match_cpu(b, true);
+    tg_backend_free(b);
+    /* the default: a step at 24 and 32 columns as tiles of 16 with the
+     * norm launched apart (layer_norm_w4), at 40 on cuBLASLt; a step's
+     * q/k/v at 24 with its cache write inside the tiles' launch */
+    if (!(b = cuda_or_skip())) return;
+    c = (tg_cuda_ctx *)b->impl;
+    if (c->dev->props.tc_level >= 2) {
+        static const build_fn fns[3] = {build_ffn_mma24, build_ffn_mma32, build_ffn_mma40};
+        static const char *what[3] = {"ffn on 24 columns, the default (tiles, norm apart)",
+                                      "ffn on 32 columns, the default (tiles, norm apart)",
+                                      "ffn on 40 columns, the default (cuBLASLt)"};
+        for (int k = 0; k < 3; k++) {
+            const int mma = c->n_matvec_mma, wide = c->n_matvec_wide, normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+            compare_with_cpu(b, fns[k], 3, 5e-4, what[k]);
+            CHECK_MSG((k < 2 ? c->n_matvec_mma >= mma + 4 : c->n_matvec_mma == mma) && c->n_matvec_wide == wide &&
+                          c->n_fused[TG_FUSED_NORM_MATVEC] == normed,
+                      "%s: %d mma launches, %d wide, %d normed inside", what[k], c->n_matvec_mma - mma,
+                      c->n_matvec_wide - wide, c->n_fused[TG_FUSED_NORM_MATVEC] - normed);
+        }
+        const int kv = c->n_fused[TG_FUSED_KV_ROWS], mma = c->n_matvec_mma;
+        compare_with_cpu(b, build_kv_step24, 3, 5e-4, "step at 24 columns, the default: cache write from the tiles");
+        CHECK(c->n_fused[TG_FUSED_KV_ROWS] > kv && c->n_matvec_mma > mma);
+    }
     tg_backend_free(b);
 }
 
@@ -533,8 +571,12 @@ static void test_matvec_mma_tiles16_match_cpu(void) {
 static void test_matvec_rows_loop_match_cpu(void) {
     for (int loop = 1; loop >= 0; loop--) {
         setenv("CT_CUDA_MATVEC_MMA_MAX", "64", 1);
+        setenv("CT_CUDA_MATVEC_TILE16", "0", 1);
+        setenv("CT_CUDA_MATVEC_LN_MAX", "256", 1);
         tg_backend *b = cuda_with("CT_CUDA_MATVEC_LOOP", loop ? "1" : "0");
         unsetenv("CT_CUDA_MATVEC_MMA_MAX");
+        unsetenv("CT_CUDA_MATVEC_TILE16");
+        unsetenv("CT_CUDA_MATVEC_LN_MAX");
         if (!b) return;
         tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
         CHECK(c->matvec_loop == (loop == 1));
@@ -692,7 +734,12 @@ static tg_tensor *build_kv_step17(tg_ctx *ctx) { return kv_step_graph_b(ctx, 17)
 static tg_tensor *build_kv_step70(tg_ctx *ctx) { return kv_step_graph_b(ctx, 70); }
 
 static void test_step_fusions_take_bad_ids_and_tiles(void) {
-    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "128"); /* the wide kernel past 16 columns */
+    /* the wide kernel past 16 columns, the norm inside */
+    setenv("CT_CUDA_MATVEC_TILE16", "0", 1);
+    setenv("CT_CUDA_MATVEC_LN_MAX", "256", 1);
+    tg_backend *b = cuda_with("CT_CUDA_MATVEC_MMA_MAX", "128");
+    unsetenv("CT_CUDA_MATVEC_TILE16");
+    unsetenv("CT_CUDA_MATVEC_LN_MAX");
     if (!b) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     if (c->dev->props.tc_level >= 2) {

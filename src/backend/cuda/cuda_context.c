@@ -102,9 +102,13 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     c->use_matvec = tg_cuda_env_int("CT_CUDA_MATVEC", 1) != 0;
     c->use_matvec_mma = tg_cuda_env_int("CT_CUDA_MATVEC_MMA", 1) != 0;
     c->matvec_mma_min = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MIN", 1);
-    c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_MVM_MAXM);
-    c->matvec_tile16 = tg_cuda_env_int("CT_CUDA_MATVEC_TILE16", 0) != 0;
-    c->matvec_ln_max = tg_cuda_env_int("CT_CUDA_MATVEC_LN_MAX", 256);
+    /* 17-32 columns (a decoder step at batch 17-32) as tiles of 16 on
+     * mul_mat_vec_mma, the layer norms launched apart; more on cuBLASLt
+     * (an H100, twenty-fifth session: the step -3.6% at batch 24, -8.4% at
+     * 32; +8.1% at 40, +7.6% at 64, so not there) */
+    c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_CUDA_MATVEC_MMA_MAX);
+    c->matvec_tile16 = tg_cuda_env_int("CT_CUDA_MATVEC_TILE16", 1) != 0;
+    c->matvec_ln_max = tg_cuda_env_int("CT_CUDA_MATVEC_LN_MAX", TG_MVM_MAXM);
     c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 3);
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;
     c->matvec_norm1 = tg_cuda_env_int("CT_CUDA_MATVEC_NORM1", 2);
@@ -130,7 +134,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
     if (c->matvec_mma_min < 1) c->matvec_mma_min = 1;
     /* 1 to 256 columns (4 wide blocks): past that the products are the
      * encoder's, where cuBLASLt's tiles reuse the weights */
-    if (c->matvec_mma_max < 1 || c->matvec_mma_max > 256) c->matvec_mma_max = TG_MVM_MAXM;
+    if (c->matvec_mma_max < 1 || c->matvec_mma_max > 256) c->matvec_mma_max = TG_CUDA_MATVEC_MMA_MAX;
     c->use_residual = tg_cuda_env_int("CT_CUDA_FUSE_RESIDUAL", 1) != 0;
     c->use_scale = tg_cuda_env_int("CT_CUDA_FUSE_SCALE", 1) != 0;
     c->use_ln_matvec = tg_cuda_env_int("CT_CUDA_FUSE_NORM", 1) != 0;

@@ -198,6 +198,9 @@ typedef struct cuda_graph_entry {
     uint64_t last_use;
 } cuda_graph_entry;
 
+/* The most columns a product takes on matvec.cu by default: a decoder
+ * step at batch 1-32 (17-32 as tiles of TG_MVM_MAXM, cuda_context.c). */
+#define TG_CUDA_MATVEC_MMA_MAX 32
 #define CUDA_MAX_GRAPHS 16
 #define CUDA_N_STREAMS 4
 
@@ -286,10 +289,12 @@ typedef struct tg_cuda_ctx {
      * encode's first launch, or streams forked) */
     const tg_tensor *prev_w[TG_HAZARD_GROUP_MAX];
     int prev_n;
-    int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_MVM_MAXM; more on the wide kernel) */
-    bool matvec_tile16;        /* CT_CUDA_MATVEC_TILE16: more than TG_MVM_MAXM columns as tiles of that many */
-    int matvec_ln_max;         /* CT_CUDA_MATVEC_LN_MAX: the most columns a matvec.cu product norms inside (256:
-                                  any it takes); past it the layer norm is a launch of its own */
+    int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_CUDA_MATVEC_MMA_MAX) */
+    bool matvec_tile16;        /* CT_CUDA_MATVEC_TILE16 (default 1): more than TG_MVM_MAXM columns as tiles of
+                                  that many, not on the wide kernel */
+    int matvec_ln_max;         /* CT_CUDA_MATVEC_LN_MAX: the most columns a matvec.cu product norms inside
+                                  (default TG_MVM_MAXM; 256: any it takes); past it the layer norm is a launch of
+                                  its own */
     bool use_attn_decode;      /* CT_CUDA_ATTN_DECODE: attention_split.cu's attn_decode */
     int attn_decode_fill;      /* CT_CUDA_ATTN_DECODE_FILL: attn_decode's keys a warp by the waves its blocks make (2,
                                   the default), by filling the slots (1, the rule of before), one round (0) */

@@ -49,11 +49,17 @@ static bool column_stride(const tg_tensor *t, int64_t *out_ld) {
  * weights once for 64 columns and takes the norm inside, to 2.00 against
  * 1.37 at batch 64 (an H100, sixth session): each block reads all 64 of
  * x's columns (256 KB at K = 1024) against 32 KB of weights, so L2, not
- * the weights, sets its time. CT_CUDA_MATVEC_MMA=0 gives the split of
- * before (1-2 columns on mul_mat_vec, more on cuBLASLt),
- * CT_CUDA_MATVEC_MMA_MIN=3 leaves 1-2 columns on mul_mat_vec,
- * CT_CUDA_MATVEC_MMA_MAX (default TG_MVM_MAXM) the most columns it takes,
- * 17 and more on the wide kernel (for measuring). */
+ * the weights, sets its time. Tiles of 16 with the layer norms launched
+ * apart (a norm inside is normed again by every block of rows) beat
+ * cuBLASLt at 17-32 columns only (an H100, twenty-fifth session: the step
+ * at batch 24 / 32 -3.6% / -8.4%, at 40 / 48 / 56 / 64 +8.1% / +3.7% /
+ * +6.9% / +7.6%), so that is the default (TG_CUDA_MATVEC_MMA_MAX,
+ * CT_CUDA_MATVEC_TILE16=1, CT_CUDA_MATVEC_LN_MAX=16). CT_CUDA_MATVEC_MMA=0
+ * gives the split of before (1-2 columns on mul_mat_vec, more on
+ * cuBLASLt), CT_CUDA_MATVEC_MMA_MIN=3 leaves 1-2 columns on mul_mat_vec,
+ * CT_CUDA_MATVEC_MMA_MAX the most columns it takes (16: none past one
+ * tile), more with CT_CUDA_MATVEC_TILE16=0 on the wide kernel (for
+ * measuring). */
 static bool matvec_cl(const tg_cuda_ctx *c, const tg_tensor *n);
 static bool matvec_mma(const tg_cuda_ctx *c, const tg_tensor *n) {
     const tg_tensor *x = n->src[1];
