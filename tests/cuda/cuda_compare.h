@@ -324,6 +324,7 @@ static inline tg_tensor *attn_proj_step(tg_ctx *ctx, int64_t B) {
 }
 static inline tg_tensor *build_attn_proj2(tg_ctx *ctx) { return attn_proj_step(ctx, 2); }
 static inline tg_tensor *build_attn_proj20(tg_ctx *ctx) { return attn_proj_step(ctx, 20); }
+static inline tg_tensor *build_attn_proj40(tg_ctx *ctx) { return attn_proj_step(ctx, 40); }
 
 /* ------------------------------------------------- the encoder's attention */
 

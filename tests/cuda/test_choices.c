@@ -259,6 +259,32 @@ static void test_embedding_head_fuses(void) {
     tg_free(c);
 }
 
+/* A context on a made-up device with BF16 mma and SMS SMs, whose matvec.cu
+ * takes 1-16 columns (switches off until a test sets them); NULL when out
+ * of memory. mma_ctx_free frees it with its device. */
+static tg_cuda_ctx *mma_ctx(void) {
+    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
+    tg_cuda_device *dev = tg_calloc(1, sizeof *dev);
+    CHECK(c && dev);
+    if (!c || !dev) {
+        tg_free(c);
+        tg_free(dev);
+        return NULL;
+    }
+    dev->props.tc_level = 2;
+    dev->props.sm_count = SMS;
+    c->dev = dev;
+    c->matvec_mma_min = 1;
+    c->matvec_mma_max = 16;
+    c->matvec_columns = 2;
+    return c;
+}
+
+static void mma_ctx_free(tg_cuda_ctx *c) {
+    if (c) tg_free(c->dev);
+    tg_free(c);
+}
+
 /* A decoder step's q/k/v product and the set_rows of its k and v into
  * the cache (kv_step_graph): one group from the layer norm to the
  * set_rows, on mul_mat_vec_mma, the product's result marked as written
@@ -268,21 +294,10 @@ static void test_embedding_head_fuses(void) {
  * product's weights; with fewer columns allowed the norm inside than the
  * step has (CT_CUDA_MATVEC_LN_MAX), the norm apart and the rest one group. */
 static void test_kv_write_fuses_into_the_product(void) {
-    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
-    tg_cuda_device *dev = tg_calloc(1, sizeof *dev);
-    CHECK(c && dev);
-    if (!c || !dev) {
-        tg_free(c);
-        tg_free(dev);
-        return;
-    }
-    dev->props.tc_level = 2;
-    dev->props.sm_count = SMS;
-    c->dev = dev;
+    tg_cuda_ctx *c = mma_ctx();
+    if (!c) return;
+    tg_cuda_device *dev = c->dev;
     c->use_fusion = c->use_matvec = c->use_matvec_mma = c->use_ln_matvec = true;
-    c->matvec_mma_min = 1;
-    c->matvec_mma_max = 16;
-    c->matvec_columns = 2;
     for (int v = 0; v < 5; v++) {
         c->use_kv_rows = v != 1;
         c->matvec_ln_max = v == 4 ? 2 : 256;
@@ -331,8 +346,7 @@ static void test_kv_write_fuses_into_the_product(void) {
         }
         tg_ctx_free(ctx);
     }
-    tg_free(dev);
-    tg_free(c);
+    mma_ctx_free(c);
 }
 
 /* The rel-pos table's projection as encoder.c builds it: r = W_pos P, no
@@ -610,24 +624,29 @@ static void test_subsampling_front_fuses(void) {
  * 2: b's storage over x (read while b is written); 3: a exactly over x
  * (a warp reads its row before it writes it): fuses; 4: a over x at
  * another offset; 5: rows wider than a warp's 512 float4s (the storage
- * spread apart by hand, so only the width refuses); 6: b normalises a
- * scale of a, not a itself. */
+ * spread apart by hand, so only the width refuses); 6: b normalises
+ * another tensor, not a (two norms in a row, not of each other); 7: b's storage over a's;
+ * 8: b's over its own weight; 9: b's product on matvec.cu, which takes
+ * the norm inside its launch instead (a step's). */
 static tg_tensor *norm_pair(tg_ctx *ctx, int v) {
     const int64_t d = v == 5 ? 2064 : 64, rows = 3;
     tg_tensor *x = tg_relu(ctx, tg_new_2d(ctx, TG_F32, d, rows));
     tg_tensor *a = tg_layer_norm(ctx, x, tg_new_1d(ctx, TG_F32, d), tg_new_1d(ctx, TG_F32, d), 1e-5f);
-    tg_tensor *src = v == 6 ? tg_scale(ctx, a, 0.5f) : a;
-    tg_tensor *b = tg_layer_norm(ctx, src, tg_new_1d(ctx, TG_F32, d), tg_new_1d(ctx, TG_F32, d), 1e-5f);
-    return tg_add(ctx, tg_mul_mat(ctx, tg_new_2d(ctx, TG_BF16, d, d), b), a);
+    tg_tensor *b = tg_layer_norm(ctx, v == 6 ? tg_new_2d(ctx, TG_F32, d, rows) : a, tg_new_1d(ctx, TG_F32, d),
+                                 tg_new_1d(ctx, TG_F32, d), 1e-5f);
+    tg_tensor *p = tg_mul_mat(ctx, tg_new_2d(ctx, TG_BF16, d, d), b);
+    /* a first, so that its norm comes right before b's in the graph */
+    return v == 6 ? tg_add(ctx, a, p) : tg_add(ctx, p, a);
 }
 
 static void test_norm_pair_fuses(void) {
-    tg_cuda_ctx *c = tg_calloc(1, sizeof *c);
-    CHECK(c != NULL);
+    tg_cuda_ctx *c = mma_ctx();
     if (!c) return;
-    for (int v = 0; v < 7; v++) {
+    c->matvec_ln_max = 16;
+    for (int v = 0; v < 10; v++) {
         c->use_fusion = true;
         c->use_norm_pair = v != 1;
+        c->use_matvec = c->use_matvec_mma = c->use_ln_matvec = v == 9;
         tg_ctx *ctx = tg_ctx_new();
         tg_tensor *nodes[16];
         int uses[16];
@@ -637,9 +656,12 @@ static void test_norm_pair_fuses(void) {
             tg_ctx_free(ctx);
             continue;
         }
-        CHECK(nodes[1]->op == TG_OP_LAYER_NORM && nodes[1]->src[0] == nodes[0]);
+        CHECK_MSG(nodes[1]->op == TG_OP_LAYER_NORM && nodes[1]->src[0] == nodes[0] && nodes[2]->op == TG_OP_LAYER_NORM,
+                  "case %d: not two norms at nodes 1 and 2", v);
         CHECK(uses[1] == 2 || v == 6);
         if (v == 2) nodes[2]->data = nodes[0]->data;
+        if (v == 7) nodes[2]->data = nodes[1]->data;
+        if (v == 8) nodes[2]->data = nodes[2]->src[1]->data;
         if (v == 3) nodes[1]->data = nodes[0]->data;
         if (v == 4) nodes[1]->data = (char *)nodes[0]->data + 16;
         if (v == 5) {
@@ -659,7 +681,7 @@ static void test_norm_pair_fuses(void) {
         }
         tg_ctx_free(ctx);
     }
-    tg_free(c);
+    mma_ctx_free(c);
 }
 
 TEST_MAIN(T(test_waves_keep_the_measured_batches), T(test_written_before), T(test_record_launch), T(test_waves_fix_the_second_wave_at_batch_67),

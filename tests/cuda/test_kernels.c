@@ -400,8 +400,8 @@ static void test_fused_and_mixed_graphs_match_cpu(void) {
  * or by the next product (a feed-forward's relu at 40 columns,
  * cuBLASLt, where it has an algorithm for that), and an attention's
  * read only by its out projection (CT_CUDA_EMIT_ATTN; a decoder step at 2
- * rows, the projection on matvec.cu, and at 20, and the encoder's packed
- * kernel). Each against the CPU with the switches on (the defaults: the
+ * rows, the projection on matvec.cu, at 20 (its tiles) and 40 (cuBLASLt),
+ * and the encoder's packed kernel). Each against the CPU with the switches on (the defaults: the
  * silu adds W1's bias, CT_CUDA_EMIT_DEFER) and off; the counters say which
  * ran. */
 static void test_operands_stored_16_bits(void) {
@@ -426,7 +426,8 @@ static void test_operands_stored_16_bits(void) {
         {build_conv_module_pw, "conv module, W1's group read by the glu .. silu kernel", 1, 1, 0},
         {build_ffn_mma40, "ffn on 40 columns, the relu read by W2 (cuBLASLt)", -1, 0, 0},
         {build_attn_proj2, "attention step, 2 rows, read by its projection (matvec.cu)", 0, 0, 1},
-        {build_attn_proj20, "attention step, 20 rows, read by its projection (cuBLASLt)", 0, 0, 1},
+        {build_attn_proj20, "attention step, 20 rows, read by its projection (tiles of 16)", 0, 0, 1},
+        {build_attn_proj40, "attention step, 40 rows, read by its projection (cuBLASLt)", 0, 0, 1},
         {build_attn_proj_enc, "encoder attention (packed), read by its projection", -1, 0, 1},
     };
     for (int v = 0; v < 2 && off; v++) {

@@ -83,13 +83,27 @@ static tg_tensor *build_ffn40_f32(tg_ctx *ctx) {
     return y;
 }
 
-/* A backend with CT_CUDA_MATVEC_CL=1 (and `name`=`value` when name is not
- * NULL) on a GPU that launches clusters and has BF16 mma; NULL (after
- * saying why) otherwise. */
-static tg_backend *cl_backend(const char *name, const char *value) {
+/* A backend with CT_CUDA_MATVEC_CL=1 and the products' split of before
+ * 17-32 columns went to the tiles by default (one tile on
+ * mul_mat_vec_mma, more on the cluster kernel, the norms inside:
+ * CT_CUDA_MATVEC_MMA_MAX=16, CT_CUDA_MATVEC_LN_MAX=256,
+ * CT_CUDA_MATVEC_TILE16=0), and `name`=`value` over those when name is not
+ * NULL. */
+static tg_backend *cl_with(const char *name, const char *value) {
+    static const char *const vars[3][2] = {
+        {"CT_CUDA_MATVEC_MMA_MAX", "16"}, {"CT_CUDA_MATVEC_LN_MAX", "256"}, {"CT_CUDA_MATVEC_TILE16", "0"}};
+    for (int k = 0; k < 3; k++) setenv(vars[k][0], vars[k][1], 1);
     if (name) setenv(name, value, 1);
     tg_backend *b = cuda_with("CT_CUDA_MATVEC_CL", "1");
+    for (int k = 0; k < 3; k++) unsetenv(vars[k][0]);
     if (name) unsetenv(name);
+    return b;
+}
+
+/* cl_with's backend on a GPU that launches clusters and has BF16 mma;
+ * NULL (after saying why) otherwise. */
+static tg_backend *cl_backend(const char *name, const char *value) {
+    tg_backend *b = cl_with(name, value);
     if (!b) return NULL;
     tg_cuda_ctx *c = (tg_cuda_ctx *)b->impl;
     CHECK(c->matvec_cl);
@@ -203,7 +217,7 @@ static void test_matvec_cl_choice(void) {
     CHECK_MSG(c->n_matvec_cl == 0, "%d cluster launches with the switch off", c->n_matvec_cl);
     tg_backend_free(b);
 
-    if (!(b = cuda_with("CT_CUDA_MATVEC_CL", "1"))) return;
+    if (!(b = cl_with(NULL, NULL))) return;
     c = (tg_cuda_ctx *)b->impl;
     const bool can = c->dev->props.clusters && c->dev->props.tc_level >= 2;
     compare_with_cpu(b, build_ffn65, 2, 5e-4, "ffn on 65 columns, cluster kernel on");

@@ -192,9 +192,11 @@ static void test_decoder_graphs_get_the_step_fusions(void) {
                   g_seen.sub_front_len);
         /* each layer's output norm and the next layer's first norm as one
          * launch, the first's result written (the residual reads it), the
-         * second's stored BF16 for its feed-forward product */
-        CHECK_MSG(g_seen.norm_pairs == m->n_enc_layers - 1 && g_seen.norm_pair16 == g_seen.norm_pairs &&
-                      g_seen.norm_pair_marks == 0,
+         * second's stored BF16 for its feed-forward product; at batch 1
+         * (15 frames) none: the products take 16 columns or fewer on
+         * matvec.cu, the second norm inside its product's launch */
+        const int pairs = B == 1 ? 0 : m->n_enc_layers - 1;
+        CHECK_MSG(g_seen.norm_pairs == pairs && g_seen.norm_pair16 == g_seen.norm_pairs && g_seen.norm_pair_marks == 0,
                   "batch %d: %d norm pairs (%d storing BF16, %d unmarked), %d layers", B, g_seen.norm_pairs,
                   g_seen.norm_pair16, g_seen.norm_pair_marks, m->n_enc_layers);
         ct_dec_opts dopt = {.queued = true};

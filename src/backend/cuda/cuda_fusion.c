@@ -333,11 +333,17 @@ static int embed_norm_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, in
  * with the first's storage exactly its source's or apart from it, and the
  * second's apart from everything the launch reads or writes. The first's
  * result may have other readers: the launch writes it too
- * (tg_cuda_group_writes). 2 when they fuse, else 1. */
+ * (tg_cuda_group_writes). Not where the second norm goes inside its
+ * product's matvec launch instead (a decoder step's first layer norm after
+ * the embedding norm, with CT_CUDA_FUSE_EMBED=0). 2 when they fuse, else
+ * 1. */
 static int norm_pair_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i, const int *n_uses) {
     if (!c->use_norm_pair || i + 1 >= n) return 1;
     const tg_tensor *a = nodes[i], *b = nodes[i + 1], *x = a->src[0];
-    if (b->op != TG_OP_LAYER_NORM || b->src[0] != a || n_uses[i] < 1 || !x || !tg_same_shape(a, b) ||
+    if (c->use_ln_matvec && i + 2 < n && n_uses[i + 1] == 1 && nodes[i + 2]->op == TG_OP_MUL_MAT &&
+        nodes[i + 2]->src[1] == b && tg_cuda_ln_matvec_ok(c, b, nodes[i + 2], nodes[i + 2]))
+        return 1;
+    if (b->op != TG_OP_LAYER_NORM || b->src[0] != a || !x || !tg_same_shape(a, b) ||
         !tg_cuda_norm_vec_ok(a) || !tg_cuda_norm_vec_ok(b) || a->ne[0] / 4 > TG_NORM_WARP_N4 || tg_nrows(a) > INT32_MAX)
         return 1;
     if (tg_hazard_overlap(a, x) && !(a->data == x->data && tg_same_shape(a, x))) return 1;

@@ -484,7 +484,8 @@ int tg_cuda_fuse_len(const tg_cuda_ctx *c, tg_tensor *const *nodes, int n, int i
 /* Marks in writes[] the nodes of the fused group of len nodes at nodes[i]
  * whose results its launch stores besides the last one (a product whose
  * result other nodes read, before the set_rows fused after it; a step
- * tail's ids, sums, feed and history of ids), for the hazard runs
+ * tail's ids, sums, feed and history of ids; the first of two layer
+ * norms in one launch), for the hazard runs
  * (tg_hazard_runs_grouped). */
 void tg_cuda_group_writes(tg_tensor *const *nodes, int i, int len, uint8_t *writes);
 /* The index of the node of the group at nodes[i] (ending in a fused

@@ -88,9 +88,10 @@ static int64_t mvc_smem(int64_t K, int64_t M) {
  * the minimum is lowered, in place of mul_mat_vec_mma) on
  * mul_mat_vec_mma_cl, clusters of TG_MVC_S blocks that split K (K a
  * multiple of 64 times that, at most 512 times: a warp's half of a
- * block's slice is 1 to 8 steps of 32), where the wide kernel is not asked for
- * (CT_CUDA_MATVEC_MMA_MAX below the columns) and the GPU launches clusters
- * (sm_90). Off by default: on an H100 (fourteenth session, against its
+ * block's slice is 1 to 8 steps of 32), where mul_mat_vec_mma's tiles or
+ * the wide kernel do not take them (CT_CUDA_MATVEC_MMA_MAX below the
+ * columns: 33-64 by default since the tiles take 17-32) and the GPU
+ * launches clusters (sm_90). Off by default: on an H100 (fourteenth session, against its
  * switch, interleaved) the step at batch 32 / 64 took 1.135 / 1.620 ms
  * against 0.886 / 1.145 with cuBLASLt and the norms' own launches, and at
  * 1 / 8 (the minimum at 1) 0.671 / 0.751 against 0.404 / 0.501 with
@@ -359,10 +360,12 @@ tg_status tg_cuda_encode_product(tg_cuda_ctx *c, CUstream s, const tg_tensor *n,
     const int64_t st_base = (mvm_smem(c, K, M, ln != NULL, TG_MVM_ROWS8) + 127) & ~(int64_t)127;
     const int64_t st_smem =
         st_grid > 0 ? st_base + (r8_blocks + st_grid - 1) / st_grid * TG_MVM_ROWS8 * (2 * K + TG_MVS_PAD) : 0;
-    const bool staged = mma && !cl && c->matvec_staged > 0 && cols <= TG_MVM_MAXM && sms > 0 && a.w_early &&
+    /* r8 and staged: one tile of columns (written for 1-16; not the tiles
+     * of 17-32 columns the default now takes) */
+    const bool staged = mma && !cl && c->matvec_staged > 0 && M <= TG_MVM_MAXM && sms > 0 && a.w_early &&
                         st_smem <= (int64_t)c->matvec_staged * 1024 &&
                         st_smem + MVM_STATIC_SMEM <= c->dev->props.smem_per_block_optin;
-    const bool r8 = !staged && mma && c->matvec_r8 && cols <= TG_MVM_MAXM && sms > 0 && r8_blocks <= sms &&
+    const bool r8 = !staged && mma && c->matvec_r8 && M <= TG_MVM_MAXM && sms > 0 && r8_blocks <= sms &&
                     (w->ne[1] + TG_MVM_ROWS - 1) / TG_MVM_ROWS < sms;
     const int64_t rows_a_block = staged || r8 ? TG_MVM_ROWS8 : TG_MVM_ROWS;
     unsigned smem = staged ? (unsigned)st_smem

@@ -533,7 +533,7 @@ static tg_status encode_layer_norm(tg_cuda_ctx *c, CUstream s, const tg_tensor *
  * out16 says. */
 static tg_status encode_norm_pair(tg_cuda_ctx *c, CUstream s, const tg_tensor *a, const tg_tensor *b, int out16) {
     const int64_t rows = tg_nrows(a);
-    if (rows == 0) return NULL;
+    if (rows == 0 || a->ne[0] == 0) return NULL;
     char defs[32] = "";
     if (out16 != TG_EMIT_F32) snprintf(defs, sizeof defs, TG_DEFS_OUT16, out16);
     const tg_tensor *par[4] = {a->src[1], a->src[2], b->src[1], b->src[2]};

@@ -37,7 +37,8 @@ void tg_cuda_plan_free(tg_cuda_plan *p) {
  * products skip their conversion pass. Never for outputs, nodes read outside
  * this graph (plan_make counts those), or a node whose result a fused group
  * writes, except the conv module group's last node, whose kernel
- * (conv_glu_dw_silu_c4) stores the 16-bit result itself. */
+ * (conv_glu_dw_silu_c4) stores the 16-bit result itself, and the second of
+ * two layer norms in one launch (layer_norm2_w4, likewise). */
 /* True when s (a source, or a view's view_src) reaches t along its view
  * chain before any node of g other than t (nodes lo .. hi - 1 searched):
  * plan_make's rule for which node a read counts for. */

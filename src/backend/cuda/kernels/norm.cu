@@ -19,21 +19,30 @@
 #define TG_NORM_VEC 8
 
 /* The vectorised kernels' last step: element group i of a row,
- * normalised, the affine applied. */
+ * normalised, the affine applied. Each operation rounded on its own
+ * (__fsub_rn, __fmul_rn, __fadd_rn: never contracted into an FMA, which
+ * the compiler may or may not do depending on what surrounds an inlined
+ * copy), so layer_norm2_w4's first norm gives layer_norm_w4's bits. */
 __device__ __forceinline__ float4 norm_affine4(float4 x, float mean, float rstd, const float4 *w, const float4 *b,
                                                int i) {
     float4 y;
-    y.x = (x.x - mean) * rstd;
-    y.y = (x.y - mean) * rstd;
-    y.z = (x.z - mean) * rstd;
-    y.w = (x.w - mean) * rstd;
+    y.x = __fmul_rn(__fsub_rn(x.x, mean), rstd);
+    y.y = __fmul_rn(__fsub_rn(x.y, mean), rstd);
+    y.z = __fmul_rn(__fsub_rn(x.z, mean), rstd);
+    y.w = __fmul_rn(__fsub_rn(x.w, mean), rstd);
     if (w) {
-        float4 g = w[i];
-        y.x *= g.x; y.y *= g.y; y.z *= g.z; y.w *= g.w;
+        const float4 g = w[i];
+        y.x = __fmul_rn(y.x, g.x);
+        y.y = __fmul_rn(y.y, g.y);
+        y.z = __fmul_rn(y.z, g.z);
+        y.w = __fmul_rn(y.w, g.w);
     }
     if (b) {
-        float4 c = b[i];
-        y.x += c.x; y.y += c.y; y.z += c.z; y.w += c.w;
+        const float4 c = b[i];
+        y.x = __fadd_rn(y.x, c.x);
+        y.y = __fadd_rn(y.y, c.y);
+        y.z = __fadd_rn(y.z, c.z);
+        y.w = __fadd_rn(y.w, c.w);
     }
     return y;
 }
@@ -109,13 +118,7 @@ extern "C" __global__ void layer_norm_c4(const tg_args_layer_norm_c4 args) {
     }
 }
 
-/* One warp per row, 8 rows per block: contiguous F32 rows of n = 4*n4
- * floats, n4 <= 32*TG_NORM_WV. No block barriers; the row lives in
- * registers, so it crosses device memory once each way. With
- * args.prefetch the affine's w and b lines are asked into L2 before the
- * wait for the kernel before (a thread a 128-byte line): their loads come
- * after the row's sums, a second trip to memory that then ends in L2 (a
- * decoder step's 25 norms at batch 17 and more, on cuBLASLt's side). */
+/* The warp-a-row kernels' float4s a lane. */
 #define TG_NORM_WV (TG_NORM_WARP_N4 / 32)
 
 /* A warp's row of n4 <= 32*TG_NORM_WV float4s in registers (lane's
@@ -148,10 +151,16 @@ __device__ __forceinline__ void warp_row_load(float4 (&x)[TG_NORM_WV], const flo
     }
 }
 
-/* Thread t of the block asks line t of the (w, b) pairs' lines into L2. */
-__device__ __forceinline__ void norm_prefetch(int n4, const float4 *const *par, int n_par) {
-    const int lines = (n4 * 16 + 127) / 128, t = (int)threadIdx.x, k = t / lines;
-    const char *p = k < n_par && par[k] ? (const char *)par[k] + 128 * (t - k * lines) : NULL;
+/* The 128-byte lines of a row's parameters (w or b) of n4 float4s. */
+__device__ __forceinline__ int norm_lines(int n4) { return (n4 * 16 + 127) / 128; }
+
+/* Threads base .. base + 2 lines - 1 of the block ask w's lines, then b's,
+ * into L2, a line a thread (NULL parameters skipped). */
+__device__ __forceinline__ void norm_prefetch(int n4, const float4 *w, const float4 *b, int base) {
+    const int lines = norm_lines(n4), t = (int)threadIdx.x - base;
+    const char *p = t >= 0 && t < lines && w                 ? (const char *)w + 128 * t
+                    : t >= lines && t < 2 * lines && b       ? (const char *)b + 128 * (t - lines)
+                                                             : NULL;
     if (p) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
@@ -163,10 +172,7 @@ __device__ __forceinline__ void norm_prefetch(int n4, const float4 *const *par, 
  * after the row's sums, a second trip to memory that then ends in L2 (a
  * decoder step's 25 norms at batch 17 and more, on cuBLASLt's side). */
 extern "C" __global__ void layer_norm_w4(const tg_args_layer_norm_w4 args) {
-    if (args.prefetch) {
-        const float4 *par[2] = {args.w, args.b};
-        norm_prefetch(args.n4, par, 2);
-    }
+    if (args.prefetch) norm_prefetch(args.n4, args.w, args.b, 0);
     TG_PDL();
     const int n4 = args.n4;
     const i64 r = (i64)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -193,8 +199,8 @@ extern "C" __global__ void layer_norm_w4(const tg_args_layer_norm_w4 args) {
  * writes it), d lies apart from both. */
 extern "C" __global__ void layer_norm2_w4(const tg_args_layer_norm2_w4 args) {
     if (args.prefetch) {
-        const float4 *par[4] = {args.w1, args.b1, args.w2, args.b2};
-        norm_prefetch(args.n4, par, 4);
+        norm_prefetch(args.n4, args.w1, args.b1, 0);
+        norm_prefetch(args.n4, args.w2, args.b2, 2 * norm_lines(args.n4));
     }
     TG_PDL();
     const int n4 = args.n4;
