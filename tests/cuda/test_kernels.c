@@ -523,7 +523,28 @@ static void test_matvec_mma_wide_match_cpu(void) {
     if (!(b = cuda_or_skip())) return;
     c = (tg_cuda_ctx *)b->impl;
     CHECK(c->matvec_mma_max == TG_CUDA_MATVEC_MMA_MAX && c->matvec_tile16 && c->matvec_ln_max == TG_MVM_MAXM &&
-          c->matvec_loop == 3);
+          c->matvec_loop == 3 && c->matvec_tile_max == 256);
+    tg_backend_free(b);
+    /* the tiles to 32 columns, the wide kernel from 33 to 64, the norms
+     * apart (CT_CUDA_MATVEC_MMA_MAX=64, CT_CUDA_MATVEC_TILE_MAX=32) */
+    setenv("CT_CUDA_MATVEC_MMA_MAX", "64", 1);
+    b = cuda_with("CT_CUDA_MATVEC_TILE_MAX", "32");
+    unsetenv("CT_CUDA_MATVEC_MMA_MAX");
+    if (!b) return;
+    c = (tg_cuda_ctx *)b->impl;
+    if (c->dev->props.tc_level >= 2) {
+        static const build_fn fns[3] = {build_ffn_mma24, build_ffn_mma40, build_ffn_mma64};
+        static const char *what[3] = {"ffn on 24 columns, tiles to 32 (tiles)", "ffn on 40 columns, tiles to 32 (wide)",
+                                      "ffn on 64 columns, tiles to 32 (wide)"};
+        for (int k = 0; k < 3; k++) {
+            const int mma = c->n_matvec_mma, wide = c->n_matvec_wide, normed = c->n_fused[TG_FUSED_NORM_MATVEC];
+            compare_with_cpu(b, fns[k], 3, 5e-4, what[k]);
+            CHECK_MSG(c->n_matvec_mma >= mma + 4 && (c->n_matvec_wide > wide) == (k > 0) &&
+                          c->n_fused[TG_FUSED_NORM_MATVEC] == normed,
+                      "%s: %d mma launches, %d wide, %d normed inside", what[k], c->n_matvec_mma - mma,
+                      c->n_matvec_wide - wide, c->n_fused[TG_FUSED_NORM_MATVEC] - normed);
+        }
+    }
     tg_backend_free(b);
 }
 

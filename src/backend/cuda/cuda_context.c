@@ -108,6 +108,7 @@ static void read_switches(tg_cuda_ctx *c, const tg_cuda_props *props) {
      * 32; +8.1% at 40, +7.6% at 64, so not there) */
     c->matvec_mma_max = tg_cuda_env_int("CT_CUDA_MATVEC_MMA_MAX", TG_CUDA_MATVEC_MMA_MAX);
     c->matvec_tile16 = tg_cuda_env_int("CT_CUDA_MATVEC_TILE16", 1) != 0;
+    c->matvec_tile_max = tg_cuda_env_int("CT_CUDA_MATVEC_TILE_MAX", 256);
     c->matvec_ln_max = tg_cuda_env_int("CT_CUDA_MATVEC_LN_MAX", TG_MVM_MAXM);
     c->matvec_loop = tg_cuda_env_int("CT_CUDA_MATVEC_LOOP", 3);
     c->matvec_prefetch = tg_cuda_env_int("CT_CUDA_MATVEC_PREFETCH", 1) != 0;

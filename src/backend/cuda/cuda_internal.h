@@ -290,6 +290,8 @@ typedef struct tg_cuda_ctx {
     const tg_tensor *prev_w[TG_HAZARD_GROUP_MAX];
     int prev_n;
     int matvec_mma_max;        /* CT_CUDA_MATVEC_MMA_MAX: the most (default TG_CUDA_MATVEC_MMA_MAX) */
+    int matvec_tile_max;       /* CT_CUDA_MATVEC_TILE_MAX (default 256): with tile16, the most columns taken as
+                                  tiles; more on the wide kernel (a lever: 33-64 there, the norms apart) */
     bool matvec_tile16;        /* CT_CUDA_MATVEC_TILE16 (default 1): more than TG_MVM_MAXM columns as tiles of
                                   that many, not on the wide kernel */
     int matvec_ln_max;         /* CT_CUDA_MATVEC_LN_MAX: the most columns a matvec.cu product norms inside

@@ -140,13 +140,19 @@ bool tg_cuda_product_on_matvec(const tg_cuda_ctx *c, const tg_tensor *n, const t
     return matvec_ok(c, n, out, TG_F32, &ldx, &ldo) || matvec_ok(c, n, out, TG_BF16, &ldx, &ldo);
 }
 
-/* The columns a block of the mma kernel for M columns holds. */
-/* With CT_CUDA_MATVEC_TILE16=1, every product takes tiles of TG_MVM_MAXM
- * columns (17-64 columns, where CT_CUDA_MATVEC_MMA_MAX lets them in, as 2-4
- * tiles a block of rows, next to each other in the grid, the weights read
- * from L2 after the first), not mul_mat_vec_mma_wide's one block of 64. */
+/* The columns a block of the mma kernel for M columns holds. With
+ * CT_CUDA_MATVEC_TILE16=1 (the default), a product of up to
+ * CT_CUDA_MATVEC_TILE_MAX columns (default: any) takes tiles of
+ * TG_MVM_MAXM columns (17-32 by default, where CT_CUDA_MATVEC_MMA_MAX lets
+ * them in; 2-4 tiles a block of rows, next to each other in the grid, the
+ * weights read from L2 after the first), not mul_mat_vec_mma_wide's one
+ * block of 64. With CT_CUDA_MATVEC_MMA_MAX=64 and
+ * CT_CUDA_MATVEC_TILE_MAX=32, 33-64 columns go to the wide kernel, the
+ * norms apart (a lever, written in the twenty-fifth session: the wide
+ * kernel lost to cuBLASLt with the norm inside, sixth session, and was
+ * never measured with it apart). */
 static int64_t mvm_block_columns(const tg_cuda_ctx *c, int64_t M) {
-    return M <= TG_MVM_MAXM || c->matvec_tile16 ? TG_MVM_MAXM : TG_MVM_WIDE;
+    return M <= TG_MVM_MAXM || (c->matvec_tile16 && M <= c->matvec_tile_max) ? TG_MVM_MAXM : TG_MVM_WIDE;
 }
 
 /* The mma kernels' warps: K split over 4 to 16 (32 x 4 k each at K =
