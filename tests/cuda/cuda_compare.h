@@ -313,7 +313,8 @@ static inline tg_tensor *build_attn_step_bf16(tg_ctx *ctx) {
 
 /* An attention read only by its out projection (reshaped, W o + b): a
  * decoder step of B rows over a BF16 cache of 150 keys (attn_decode; at 2
- * rows the projection on matvec.cu, at 20 on cuBLASLt), or the encoder's
+ * rows the projection on matvec.cu, at 20 on its tiles of 16, at 40 on
+ * cuBLASLt), or the encoder's
  * (packed tensor-core kernel, 150 frames, rel-pos mask). */
 static inline tg_tensor *attn_proj_step(tg_ctx *ctx, int64_t B) {
     const int64_t D = 128, Tk = 150, H = 4;

@@ -627,7 +627,10 @@ static void test_subsampling_front_fuses(void) {
  * spread apart by hand, so only the width refuses); 6: b normalises
  * another tensor, not a (two norms in a row, not of each other); 7: b's storage over a's;
  * 8: b's over its own weight; 9: b's product on matvec.cu, which takes
- * the norm inside its launch instead (a step's). */
+ * the norm inside its launch instead (a step's); 10: the same product
+ * with fewer columns allowed the norm inside than it has
+ * (CT_CUDA_MATVEC_LN_MAX, a step at batch 17-32 on the tiles): the pair
+ * again. */
 static tg_tensor *norm_pair(tg_ctx *ctx, int v) {
     const int64_t d = v == 5 ? 2064 : 64, rows = 3;
     tg_tensor *x = tg_relu(ctx, tg_new_2d(ctx, TG_F32, d, rows));
@@ -642,11 +645,11 @@ static tg_tensor *norm_pair(tg_ctx *ctx, int v) {
 static void test_norm_pair_fuses(void) {
     tg_cuda_ctx *c = mma_ctx();
     if (!c) return;
-    c->matvec_ln_max = 16;
-    for (int v = 0; v < 10; v++) {
+    for (int v = 0; v < 11; v++) {
         c->use_fusion = true;
         c->use_norm_pair = v != 1;
-        c->use_matvec = c->use_matvec_mma = c->use_ln_matvec = v == 9;
+        c->use_matvec = c->use_matvec_mma = c->use_ln_matvec = v >= 9;
+        c->matvec_ln_max = v == 10 ? 2 : 16;
         tg_ctx *ctx = tg_ctx_new();
         tg_tensor *nodes[16];
         int uses[16];
@@ -671,7 +674,7 @@ static void test_norm_pair_fuses(void) {
                 for (int q = 1; q < 3; q++)
                     nodes[1 + k]->src[q]->data = (void *)(uintptr_t)(0x20000000u + 0x100000u * (unsigned)(2 * k + q));
         }
-        const int want = v == 0 || v == 3 ? 2 : 1;
+        const int want = v == 0 || v == 3 || v == 10 ? 2 : 1;
         int len = tg_cuda_fuse_len(c, nodes, n, 1, uses);
         CHECK_MSG(len == want, "case %d: fuse length %d, want %d", v, len, want);
         if (len == 2) {

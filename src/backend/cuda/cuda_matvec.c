@@ -2,10 +2,11 @@
  * cuda_matvec.c: matrix products of few columns (a decoder step) on
  * matvec.cu, and the layer-norm fusion into them.
  *
- * A product of 1 to 16 columns at default precision runs on
- * mul_mat_vec_mma (and 17-64 on mul_mat_vec_mma_wide where
- * CT_CUDA_MATVEC_MMA_MAX allows, or on mul_mat_vec_mma_cl's clusters where
- * CT_CUDA_MATVEC_CL does), the tensor-core kernels; F32-precision requests of 1-2 columns on
+ * A product of 1 to 32 columns at default precision runs on
+ * mul_mat_vec_mma (17-32 as tiles of 16; to 64 on mul_mat_vec_mma_wide
+ * where CT_CUDA_MATVEC_MMA_MAX and CT_CUDA_MATVEC_TILE16 or _TILE_MAX
+ * allow, or on mul_mat_vec_mma_cl's clusters where CT_CUDA_MATVEC_CL
+ * does), the tensor-core kernels; F32-precision requests of 1-2 columns on
  * mul_mat_vec; everything else, and any layout the kernels do not take, on
  * cuBLASLt (cuda_matmul.c). The bias, relu, alpha and residual of the
  * product's fused group (tg_cuda_fuse_len) go into the same launch, and so

@@ -123,7 +123,9 @@ extern "C" __global__ void layer_norm_c4(const tg_args_layer_norm_c4 args) {
 
 /* A warp's row of n4 <= 32*TG_NORM_WV float4s in registers (lane's
  * element groups lane, lane + 32, ...; zeros past n4): its mean and
- * 1/sqrt(variance + eps), the variance from the centred values. */
+ * 1/sqrt(variance + eps), the variance from the centred values, its
+ * squares summed by explicit FMAs (what the compiler made of
+ * (p*p + q*q) + (u*u + t*t) before: now every copy is the same). */
 __device__ __forceinline__ void warp_row_stats(const float4 (&x)[TG_NORM_WV], int lane, int n4, float eps,
                                                float &mean, float &rstd) {
     float s = 0.0f;
@@ -135,8 +137,9 @@ __device__ __forceinline__ void warp_row_stats(const float4 (&x)[TG_NORM_WV], in
 #pragma unroll
     for (int k = 0; k < TG_NORM_WV; k++) {
         if (lane + 32 * k < n4) {
-            float p = x[k].x - mean, q = x[k].y - mean, u = x[k].z - mean, t = x[k].w - mean;
-            v += (p * p + q * q) + (u * u + t * t);
+            const float p = __fsub_rn(x[k].x, mean), q = __fsub_rn(x[k].y, mean), u = __fsub_rn(x[k].z, mean),
+                        t = __fsub_rn(x[k].w, mean);
+            v = __fadd_rn(v, __fadd_rn(__fmaf_rn(p, p, __fmul_rn(q, q)), __fmaf_rn(u, u, __fmul_rn(t, t))));
         }
     }
     rstd = rsqrtf(tg_warp_sum(v) / n + eps);
