@@ -60,7 +60,7 @@ T0=$(date +%s)
 if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=${GPU_CHECK_PRECOMPILE:-ON} > "$LOG/cmake.log" 2>&1; then
   tail -30 "$LOG/cmake.log"; echo "gpu-check: cmake failed"; exit 1
 fi
-TARGETS="test-cuda-backend test-cuda-kernels test-cuda-attn_step test-cuda-attn_mma test-cuda-matvec_cl test-cuda-chain test-cuda-pf_ahead test-cuda-cross_q test-cuda-choices test-cuda-compile test-cuda-cache test-cuda-hazard test-cuda-session_fault"
+TARGETS="test-cuda-backend test-cuda-kernels test-cuda-matvec test-cuda-attn_step test-cuda-attn_mma test-cuda-matvec_cl test-cuda-chain test-cuda-pf_ahead test-cuda-cross_q test-cuda-choices test-cuda-compile test-cuda-cache test-cuda-hazard test-cuda-session_fault"
 for bch in $BENCHES; do TARGETS="$TARGETS bench-$bch"; done
 if ! cmake --build "$BUILD" -j"$JOBS" --target $TARGETS > "$LOG/build.log" 2>&1; then
   grep -E "error|Error" "$LOG/build.log" | head -30; echo "gpu-check: build failed"; exit 1
@@ -84,7 +84,7 @@ export CT_CUDA_CACHE_DIR=/tmp/tg-gpu-check-cache CT_CUDA_TEST_FULL=1
 rm -rf "$CT_CUDA_CACHE_DIR"
 
 # --- tests ------------------------------------------------------------------------
-for t in cuda-compile cuda-choices cuda-cache cuda-hazard cuda-backend cuda-kernels cuda-attn_step cuda-attn_mma cuda-matvec_cl cuda-chain cuda-pf_ahead cuda-cross_q cuda-session_fault; do
+for t in cuda-compile cuda-choices cuda-cache cuda-hazard cuda-backend cuda-kernels cuda-matvec cuda-attn_step cuda-attn_mma cuda-matvec_cl cuda-chain cuda-pf_ahead cuda-cross_q cuda-session_fault; do
   stage tests || break
   T0=$(date +%s)
   timeout "$(cap 200)" $LINEBUF "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1
@@ -94,7 +94,7 @@ for t in cuda-compile cuda-choices cuda-cache cuda-hazard cuda-backend cuda-kern
   if [ $rc -ne 0 ]; then grep -E "FAIL|CHECK failed|failed:" "$LOG/test-$t.log" | head -20; fi
 done
 grep -hE "NMSE|graphs:|cold start|cc [0-9]" "$LOG/test-cuda-backend.log" "$LOG/test-cuda-kernels.log" \
-  "$LOG/test-cuda-attn_step.log" "$LOG/test-cuda-attn_mma.log" "$LOG/test-cuda-matvec_cl.log" \
+  "$LOG/test-cuda-matvec.log" "$LOG/test-cuda-attn_step.log" "$LOG/test-cuda-attn_mma.log" "$LOG/test-cuda-matvec_cl.log" \
   "$LOG/test-cuda-chain.log" "$LOG/test-cuda-pf_ahead.log" "$LOG/test-cuda-cross_q.log" | head -84
 
 if stage conformance; then
@@ -147,8 +147,8 @@ elif command -v compute-sanitizer >/dev/null; then
   # backend tests that fault on purpose (a bad launch, a wild write).
   # test-model-fixtures under the sanitizer died on the host with no output
   # (2026-12-04; src/backend/cuda/NOTES.md), so it is not here.
-  for mc in "test-cuda-kernels fused_and_mixed" "test-cuda-kernels matvec_mma_wide" "test-cuda-kernels matvec_mma_tiles16" \
-            "test-cuda-kernels ln_stage" "test-cuda-kernels norm_pair" \
+  for mc in "test-cuda-kernels fused_and_mixed" "test-cuda-matvec matvec_mma_wide" "test-cuda-matvec matvec_mma_tiles16" \
+            "test-cuda-matvec ln_stage" "test-cuda-kernels norm_pair" \
             "test-cuda-attn_mma q_staged" "test-cuda-matvec_cl match_cpu" "test-cuda-chain against_launches" "test-cuda-pf_ahead any_kv" "test-cuda-cross_q matches_cpu" \
             "test-cuda-backend graphs_capture" "test-cuda-backend buffers_set_get"; do
     set -- $mc

@@ -474,6 +474,47 @@ static inline void compare_cuda_exact(tg_backend *a, tg_backend *b, build_fn fn,
     compare_cuda_pair(a, b, fn, -1.0, what);
 }
 
+/* ------------------------------------- feed-forwards shared by test_kernels.c
+ * and test_matvec.c */
+
+/* The decoder step's shape: two columns (one token of two batch rows),
+ * products by matvec.cu with the bias (+ relu) added there, the first
+ * with the layer norm before it inside its launch (mul_mat_vec_mma; the
+ * second, K = 1000 not a multiple of 32, on mul_mat_vec). */
+static inline tg_tensor *build_ffn_vec(tg_ctx *ctx) { return ffn_block(ctx, 2, 1000); }
+/* A step at batch 8 and at 13: the products by mul_mat_vec_mma (K = 256
+ * and 1024 or 512), the norm inside the first. */
+static inline tg_tensor *build_ffn_mma8(tg_ctx *ctx) { return ffn_block(ctx, 8, 1024); }
+static inline tg_tensor *build_ffn_mma13(tg_ctx *ctx) { return ffn_block(ctx, 13, 512); }
+/* A step at batch 40: on cuBLASLt by default; on mul_mat_vec_mma_wide
+ * where asked (one block of 64 columns: 40 fills two tiles of 16 and half
+ * a third, the fourth skipped) or as tiles of 16. */
+static inline tg_tensor *build_ffn_mma40(tg_ctx *ctx) { return ffn_block(ctx, 40, 1024); }
+
+/* The encoder's half feed-forward step, x + (W2 h) / 2 + b2 / 2: the
+ * product, scale, bias and residual as one launch (alpha), on cuBLASLt
+ * (cols 37: matvec.cu takes at most 32 by default) and on matvec.cu (cols
+ * 2). */
+static inline tg_tensor *half_ffn(tg_ctx *ctx, int64_t cols) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, cols);
+    tg_tensor *w2 = in2(ctx, TG_BF16, 512, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *h = tg_silu(ctx, tg_mul_mat(ctx, in2(ctx, TG_BF16, 256, 512), x));
+    return tg_add(ctx, x, tg_add(ctx, tg_scale(ctx, tg_mul_mat(ctx, w2, h), 0.5f), b2));
+}
+static inline tg_tensor *build_half_ffn(tg_ctx *ctx) { return half_ffn(ctx, 37); }
+static inline tg_tensor *build_half_ffn_vec(tg_ctx *ctx) { return half_ffn(ctx, 2); }
+
+/* The conformer's FFN shape with SiLU: the SiLU stores BF16 straight for
+ * the second product (emit fusion), the biases ride the epilogue. */
+static inline tg_tensor *build_ffn_silu(tg_ctx *ctx) {
+    tg_tensor *x = in2(ctx, TG_F32, 256, 29);
+    tg_tensor *w1 = in2(ctx, TG_BF16, 256, 1024), *b1 = in2(ctx, TG_F32, 1024, 1);
+    tg_tensor *w2 = in2(ctx, TG_BF16, 1024, 256), *b2 = in2(ctx, TG_F32, 256, 1);
+    tg_tensor *h = tg_silu(ctx, tg_add(ctx, tg_mul_mat(ctx, w1, x), b1));
+    h = tg_add(ctx, tg_mul_mat(ctx, w2, h), b2);
+    return tg_scale(ctx, tg_add(ctx, h, x), 0.5f);
+}
+
 /* argmax over 7 rows of 1000 */
 static inline tg_tensor *build_argmax(tg_ctx *ctx) { return tg_argmax(ctx, tg_new_2d(ctx, TG_F32, 1000, 7)); }
 
