@@ -771,13 +771,15 @@ static tg_status source_stored(const tg_cuda_ctx *c, tg_tensor *const *nodes, in
     return NULL;
 }
 
+/* The store kind (TG_EMIT_*) the plan gave node k's result (plan_emit). */
+static int emit_kind(const tg_cuda_ctx *c, int k) {
+    const int t = c->emit ? c->emit[k] : TG_F32;
+    return t == TG_BF16 ? TG_EMIT_BF16 : t == TG_F16 ? TG_EMIT_F16 : TG_EMIT_F32;
+}
+
 tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes, int i, int len) {
     const tg_tensor *n = nodes[i];
-    if (len > 1 && n->op == TG_OP_GLU) {
-        int tail = c->emit ? c->emit[i + len - 1] : TG_F32;
-        int out16 = tail == TG_BF16 ? TG_EMIT_BF16 : tail == TG_F16 ? TG_EMIT_F16 : TG_EMIT_F32;
-        return encode_conv_glu(c, s, nodes, i, out16);
-    }
+    if (len > 1 && n->op == TG_OP_GLU) return encode_conv_glu(c, s, nodes, i, emit_kind(c, i + len - 1));
     if (len > 1 && n->op == TG_OP_ADD) return encode_bias_mask(c, s, n, nodes[i + 1], nodes[i + len - 1]);
     if (len > 1 && n->op == TG_OP_CONV_2D) return encode_sub_front(c, s, nodes, i, len);
     if (len > 1 && n->op == TG_OP_GET_ROWS) return encode_embed_norm(c, s, nodes, i, len);
@@ -795,11 +797,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         return tg_cuda_encode_product(c, s, nodes[p], &f, nodes[o],
                                       tg_cuda_stored_type(c->emit, nodes, i, nodes[p]->src[1]), NULL);
     }
-    if (len == 2 && n->op == TG_OP_LAYER_NORM && nodes[i + 1]->op == TG_OP_LAYER_NORM) {
-        const int tail = c->emit ? c->emit[i + 1] : TG_F32;
-        return encode_norm_pair(c, s, n, nodes[i + 1],
-                                tail == TG_BF16 ? TG_EMIT_BF16 : tail == TG_F16 ? TG_EMIT_F16 : TG_EMIT_F32);
-    }
+    if (len == 2 && n->op == TG_OP_LAYER_NORM && nodes[i + 1]->op == TG_OP_LAYER_NORM)
+        return encode_norm_pair(c, s, n, nodes[i + 1], emit_kind(c, i + 1));
     if (len > 1 && n->op == TG_OP_LAYER_NORM && nodes[i + len - 1]->op == TG_OP_ATTENTION) {
         /* the norm, the q product and its attention (CT_CUDA_ATTN_CROSS_Q) */
         c->n_fused[TG_FUSED_NORM_MATVEC]++;
@@ -825,11 +824,8 @@ tg_status tg_cuda_op_encode(tg_cuda_ctx *c, CUstream s, tg_tensor *const *nodes,
         return tg_cuda_encode_product(c, s, n, &f, nodes[i + len - 1], tg_cuda_stored_type(c->emit, nodes, i, n->src[1]),
                                       NULL);
     }
-    int out16 = TG_EMIT_F32;
-    if (c->emit && c->emit[i] != TG_F32) {
-        out16 = c->emit[i] == TG_BF16 ? TG_EMIT_BF16 : TG_EMIT_F16;
-        c->n_fused[TG_FUSED_EMIT]++;
-    }
+    const int out16 = emit_kind(c, i);
+    if (out16 != TG_EMIT_F32) c->n_fused[TG_FUSED_EMIT]++;
     tg_t dd = tg_cuda_desc(n), da = tg_cuda_desc(n->src[0]), db = tg_cuda_desc(n->src[1]);
     tg_type src_stored = TG_F32;
     const tg_tensor *src_bias = NULL;

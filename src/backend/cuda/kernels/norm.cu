@@ -154,6 +154,17 @@ __device__ __forceinline__ void warp_row_load(float4 (&x)[TG_NORM_WV], const flo
     }
 }
 
+/* A warp's normed row (its mean and rstd) with the affine (w, b) stored
+ * from group `at` of d, in TG_OUT16's type. */
+__device__ __forceinline__ void warp_row_store(void *d, i64 at, const float4 (&x)[TG_NORM_WV], int lane, int n4,
+                                               float mean, float rstd, const float4 *w, const float4 *b) {
+#pragma unroll
+    for (int k = 0; k < TG_NORM_WV; k++) {
+        int i = lane + 32 * k;
+        if (i < n4) norm_store4(d, at + i, x[k], mean, rstd, w, b, i);
+    }
+}
+
 /* The 128-byte lines of a row's parameters (w or b) of n4 float4s. */
 __device__ __forceinline__ int norm_lines(int n4) { return (n4 * 16 + 127) / 128; }
 
@@ -185,11 +196,7 @@ extern "C" __global__ void layer_norm_w4(const tg_args_layer_norm_w4 args) {
     warp_row_load(x, args.a + r * n4, lane, n4);
     float mean, rstd;
     warp_row_stats(x, lane, n4, args.eps, mean, rstd);
-#pragma unroll
-    for (int k = 0; k < TG_NORM_WV; k++) {
-        int i = lane + 32 * k;
-        if (i < n4) norm_store4(args.d, r * n4 + i, x[k], mean, rstd, args.w, args.b, i);
-    }
+    warp_row_store(args.d, r * n4, x, lane, n4, mean, rstd, args.w, args.b);
 }
 
 /* Two layer norms in a row as one pass (an encoder layer's output norm,
@@ -224,11 +231,7 @@ extern "C" __global__ void layer_norm2_w4(const tg_args_layer_norm2_w4 args) {
         }
     }
     warp_row_stats(x, lane, n4, args.eps2, mean, rstd);
-#pragma unroll
-    for (int k = 0; k < TG_NORM_WV; k++) {
-        int i = lane + 32 * k;
-        if (i < n4) norm_store4(args.d, r * n4 + i, x[k], mean, rstd, args.w2, args.b2, i);
-    }
+    warp_row_store(args.d, r * n4, x, lane, n4, mean, rstd, args.w2, args.b2);
 }
 
 /* Row r of d = LN(ta[:, ia[r]] + tb[:, ib[r]]): the sum is formed three
