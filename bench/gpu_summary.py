@@ -3,7 +3,9 @@
 transformers side by side, the floor of each row from the ceilings measured
 in the same run, and issue 9's targets, each met or not, with the floor and
 the stage furthest above it where one is not met, with the rate that stage
-reached on the resource that sets its floor (FLOPs or bytes).
+reached on the resource that sets its floor (FLOPs or bytes); a cold or
+warm start not met, which no FLOP or byte floor bounds, with where its
+first call went (its stages, from bench-transcribe_batch's first_*_ms).
 
 Why apart from the script: the table and the verdicts are the part people
 read, and they can be checked on any machine from a run's JSON files
@@ -155,6 +157,17 @@ def main():
     # count to the first token: a first call made with --first-tokens 1
     # (first_tokens 1 in the JSON) ends there; a first call of all its
     # tokens (runs before 2026-12-05's fifth session) bounds it from above.
+    def first_parts(r):
+        """Where a start not met spent its first call: the stages' own times (bench-transcribe_batch's
+        first_*_ms), the encoder beside a timed call's, and what lies outside the stages."""
+        if "first_encoder_ms" not in r:
+            return ""
+        parts = [r["first_frontend_ms"], r["first_encoder_ms"], r["first_decoder_ms"]]
+        return ("; its first call: frontend %.1f ms, encoder %.1f (%s in a timed call), decoder %.1f, "
+                "%.1f outside the stages: what a first call pays beyond a timed one is first-use work "
+                "(plans, kernel and library loads), not FLOPs or bytes" % (
+                    parts[0], parts[1], f(r.get("encoder_ms"), "%.1f"), parts[2], r["first_ms"] - sum(parts)))
+
     for name, what, target, with_weights in (("cold.json", "cold start (empty kernel cache)", COLD_MS, True),
                                              ("warm.json", "warm start (kernel cache filled)", WARM_MS, False)):
         r = load(a.log, name).get(1)
@@ -174,7 +187,7 @@ def main():
                   f(r.get("backends_ms")), f(r.get("weights_ms")), f(r.get("weights_gb"), "%.2f"), first_what,
                   r["first_ms"],
                   whole, f(apart, "%.1f"), "n/a (no weights time in this JSON)" if judged is None else
-                  "met" if judged <= target else "not met"))
+                  "met" if judged <= target else "not met" + first_parts(r)))
     if ours:
         print("ours: medians of %s runs after two warm-ups, wall inside the process, frontend included; %d new "
               "tokens per clip of %.0f s; ratio = our RTFx / transformers' RTFx; x floor = our total / the floor" % (

@@ -7,11 +7,13 @@
  * Per batch size: one session (opened once, weights uploaded once, reported
  * apart as open_ms, with its parts from ct_session_open_times: making the
  * backends, and loading and uploading the weights; the first call's wall
- * time is first_ms), two warm-up calls (the first pays kernel loads and plans, the
- * second the CUDA-graph capture of shapes that repeat), then `runs` timed
- * calls; each figure is the median over those. Wall time is taken around
- * the call inside the process, frontend included. One JSON object per batch
- * size goes to stdout (and to --json FILE), for the script's table.
+ * time is first_ms, its stages' times first_frontend_ms, first_encoder_ms
+ * and first_decoder_ms), two warm-up calls (the first pays kernel loads and
+ * plans, the second the CUDA-graph capture of shapes that repeat), then
+ * `runs` timed calls; each figure is the median over those. Wall time is
+ * taken around the call inside the process, frontend included. One JSON
+ * object per batch size goes to stdout (and to --json FILE), for the
+ * script's table.
  *
  * The clips are deterministic noise (amplitude 0.1, as the peer's script
  * uses), different per clip. Token counts are fixed by the checkpoint
@@ -141,6 +143,7 @@ int main(int argc, char **argv) {
             lens[i] = n;
         }
         double tot[MAX_RUNS], fe[MAX_RUNS], en[MAX_RUNS], de[MAX_RUNS], sub[MAX_RUNS], first_ms = 0;
+        double first_parts[3] = {0, 0, 0}; /* the first call's frontend, encoder, decoder */
         size_t peak = 0;
         int min_tok = 1 << 30, max_tok = 0, first_min = 1 << 30, first_max = 0;
         for (int r = -2; !st && r < runs; r++) {
@@ -155,7 +158,12 @@ int main(int argc, char **argv) {
             tg_backend_stats bs;
             ct_session_stats(s, &bs);
             if (bs.mem_peak > peak) peak = bs.mem_peak;
-            if (r == -2) first_ms = wall; /* kernel loads, plans, first captures */
+            if (r == -2) { /* kernel loads, plans, first captures */
+                first_ms = wall;
+                first_parts[0] = res[0]->timings.frontend_ms;
+                first_parts[1] = res[0]->timings.encoder_ms;
+                first_parts[2] = res[0]->timings.decoder_ms;
+            }
             if (r >= 0) {
                 /* the host's share of the backend's compute time */
                 sub[r] = bs.compute_us > 0 ? bs.submit_us / bs.compute_us : 0;
@@ -186,16 +194,18 @@ int main(int argc, char **argv) {
             if (first_min != first_tokens || first_max != first_tokens)
                 fprintf(stderr, "bench-transcribe_batch: batch %d: the first call made %d..%d tokens, not %d\n", B,
                         first_min, first_max, first_tokens);
-            char line[640];
+            char line[768];
             snprintf(line, sizeof line,
                      "{\"batch\": %d, \"backend\": \"%s\", \"open_ms\": %.1f, \"backends_ms\": %.1f, "
                      "\"weights_ms\": %.1f, \"weights_gb\": %.3f, \"total_ms\": %.2f, "
-                     "\"first_ms\": %.1f, \"first_tokens\": %d, \"frontend_ms\": %.2f, \"encoder_ms\": %.2f, \"decoder_ms\": %.2f, "
+                     "\"first_ms\": %.1f, \"first_tokens\": %d, \"first_frontend_ms\": %.2f, \"first_encoder_ms\": %.2f, "
+                     "\"first_decoder_ms\": %.2f, \"frontend_ms\": %.2f, \"encoder_ms\": %.2f, \"decoder_ms\": %.2f, "
                      "\"step_ms\": %.4f, "
                      "\"tokens_min\": %d, \"tokens_max\": %d, \"rtfx\": %.1f, \"peak_gib\": %.3f, "
                      "\"host_submit_share\": %.3f, \"runs\": %d}",
                      B, ct_session_backend(s), open_ms, ot.backends_ms, ot.weights_ms,
-                     (double)(ot.weights_bytes + ot.mapped_bytes) / 1e9, total, first_ms, first_max, f, e, d, d / steps, min_tok, max_tok,
+                     (double)(ot.weights_bytes + ot.mapped_bytes) / 1e9, total, first_ms, first_max, first_parts[0],
+                     first_parts[1], first_parts[2], f, e, d, d / steps, min_tok, max_tok,
                      B * seconds / (total / 1e3), peak / 1073741824.0, median(sub, runs), runs);
             printf("%s\n", line);
             fflush(stdout);

@@ -94,6 +94,19 @@ check("first transcription to its first token 601 ms" in cold and cold.endswith(
 check("first transcription to its first token 300 ms" in warm and warm.endswith(": met"),
       "warm start 500 ms to the first token met:\n" + out)
 
+# a start not met says where its first call went (bench-transcribe_batch's
+# first_*_ms): the stages, the encoder beside a timed call's, the rest; a
+# start met says nothing more
+parts = {"first_frontend_ms": 1.0, "first_encoder_ms": 300.0, "first_decoder_ms": 20.0, "encoder_ms": 13.5}
+rc, out = run({"ours.json": ours, "cold.json": [dict({"batch": 1, "open_ms": 900, "backends_ms": 200, "weights_ms": 600,
+                                                      "weights_gb": 4.1, "first_ms": 350, "first_tokens": 1}, **parts)],
+               "warm.json": [dict({"batch": 1, "open_ms": 800, "backends_ms": 100, "weights_ms": 600,
+                                   "weights_gb": 4.1, "first_ms": 350, "first_tokens": 1}, **parts)]})
+cold, warm = line(out, "- cold start"), line(out, "- warm start")
+check(cold.endswith(": met"), "cold start 1250 ms met, nothing after it:\n" + out)
+check("not met; its first call: frontend 1.0 ms, encoder 300.0 (13.5 in a timed call), decoder 20.0, 29.0 outside "
+      "the stages" in warm and "not FLOPs or bytes" in warm, "warm start 550 ms not met, with its first call's parts:\n" + out)
+
 # no ceilings, no peer, no batch 64, no cold or warm run
 rc, out = run({"ours.json": [row(8, 300.0, 150.0, 140.0, 1.1, 933.0, 5.0), row(1, 90.0, 30.0, 55.0, 0.5, 389.0, 4.0)]})
 check(rc == 0, "exit status %d without ceilings" % rc)
