@@ -26,8 +26,9 @@
 # GPU_CHECK_PRECOMPILE=OFF (no nvcc fatbins: a faster build; NVRTC compiles),
 # COLD=0 (no cold- and warm-start runs, a fresh process each at batch 1, the
 # first with an empty kernel cache, the second with the cache the first
-# filled, each timed from nothing to its first token: for runs that compare
-# levers), BACKEND=cpu with a small checkpoint
+# filled, each timed from nothing to its first token, each printing its
+# first encoder call's host time by part and how many kernels it compiled:
+# for runs that compare levers), BACKEND=cpu with a small checkpoint
 # in CT_FULL_MODEL (tests/data/tiny/hub) to try the script itself without a
 # GPU (then no ceilings, no floors, no transformers unless PEER=1, and the
 # targets are not judged). LEVERS="NAME=VAR=VALUE ..." adds each lever
@@ -77,16 +78,21 @@ if [ "$BACKEND" = cuda ]; then
   "./$BUILD/bench-cuda_ceilings" --json "$LOG/ceilings.json" 2>&1 | tee "$LOG/ceilings.log"
 fi
 
+# start: one fresh process at batch 1 to its first token (NAME, its title), its
+# debug log apart: the first encoder call's host time by part (graph and plan,
+# inputs, compute) and how many kernels it compiled, a warm one none
+start() {
+  echo "== ours, $1: a fresh process, $2, batch 1"
+  CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=debug "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
+      --backend "$BACKEND" --batches 1 --tokens "$TOKENS" --first-tokens 1 --runs 1 --json "$LOG/$1.json" \
+      2> "$LOG/$1.debug.log" | tee "$LOG/$1.log"
+  grep -vE "^\[(debug|info)\]" "$LOG/$1.debug.log" | head -5
+  echo "first call: $(grep -m1 -o "encoder: .*" "$LOG/$1.debug.log"); kernels compiled: $(grep -c "cuda: compiled" "$LOG/$1.debug.log")"
+}
 if [ "${COLD:-1}" = 1 ]; then
-  echo "== ours, cold: a fresh process, an empty kernel cache, batch 1"
   rm -rf /tmp/ct-bench-kcache-cold
-  CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
-      --backend "$BACKEND" --batches 1 --tokens "$TOKENS" --first-tokens 1 --runs 1 --json "$LOG/cold.json" 2>&1 |
-      tee "$LOG/cold.log"
-  echo "== ours, warm: a fresh process, the kernel cache the cold run filled, batch 1"
-  CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache-cold CT_LOG=warn "./$BUILD/bench-transcribe_batch" --model "$MODEL" \
-      --backend "$BACKEND" --batches 1 --tokens "$TOKENS" --first-tokens 1 --runs 1 --json "$LOG/warm.json" 2>&1 |
-      tee "$LOG/warm.log"
+  start cold "an empty kernel cache"
+  start warm "the kernel cache the cold run filled"
 fi
 echo "== ours"
 export CT_CUDA_CACHE_DIR=/tmp/ct-bench-kcache
