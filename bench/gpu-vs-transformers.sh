@@ -88,6 +88,7 @@ start() {
       2> "$LOG/$1.debug.log" | tee "$LOG/$1.log"
   grep -vE "^\[(debug|info)\]" "$LOG/$1.debug.log" | head -5
   echo "first call: $(grep -m1 -o "encoder: .*" "$LOG/$1.debug.log"); kernels compiled: $(grep -c "cuda: compiled" "$LOG/$1.debug.log")"
+  grep -m1 -o "first-use host time: .*" "$LOG/$1.debug.log"
 }
 if [ "${COLD:-1}" = 1 ]; then
   rm -rf /tmp/ct-bench-kcache-cold

@@ -363,7 +363,9 @@ tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *de
         dev->mods[dev->n_mods++] = (cuda_module_entry){mh, k, mod};
     }
     CUfunction fn;
+    double tf = tg_clock_now_ms(); /* lazy module loading loads the function here */
     CUresult r = dev->cu->cuModuleGetFunction(&fn, mod, name);
+    dev->library_ms += tg_clock_now_ms() - tf;
     if (r != CUDA_SUCCESS) {
         st = tg_status_new(TG_ERR_NOT_FOUND, "kernel '%s' not found in %s (%s)", name, module,
                            tg_cuda_result_text(r));

@@ -85,7 +85,7 @@ typedef struct tg_cuda_device {
     char *kernels_dir;             /* CT_CUDA_KERNELS_DIR, or NULL */
     int n_compiled, n_cache_hits, n_precompiled;
     double compile_ms;             /* NVRTC alone                          */
-    double library_ms;             /* getting kernels ready: compile or cache read, module load */
+    double library_ms;             /* getting kernels ready: compile or cache read, module load, function */
 
     struct {                       /* where device_create's time went (ms) */
         double driver_ms;          /* libcuda loaded, cuInit (first device only) */
@@ -181,6 +181,7 @@ typedef struct cuda_mm_plan {
     cublasLtMatmulAlgo_t algo;
     size_t ws;
     bool none; /* the heuristic had no algorithm for this key: asked once, refused after */
+    bool launched; /* launched once (its first launch's host time counted) */
 } cuda_mm_plan;
 
 /* ---------------------------------------------------- captured graphs */
@@ -229,6 +230,11 @@ typedef struct tg_cuda_ctx {
 
     cuda_mm_plan *plans;
     int n_plans, cap_plans;
+    /* first-use host time (ms), which a repeated call does not pay: plans
+     * made, their first launches (cuBLASLt loads kernels lazily), graphs
+     * captured and instantiated */
+    double plan_ms, lt_first_ms, graph_make_ms;
+    int n_lt_first;
 
     cuda_graph_entry graphs[CUDA_MAX_GRAPHS];
     uint64_t n_computes;

@@ -91,6 +91,10 @@ static tg_status lt_fail(cublasStatus_t s, const char *what) {
     return tg_status_new(TG_ERR_DEVICE, "cuBLASLt %s failed (status %d)", what, (int)s);
 }
 
+static tg_status mm_plan_make(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out);
+
+/* The plan for key k: found, or made (its host time counted in
+ * c->plan_ms, what a first call pays that a later one does not). */
 static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
     for (int i = 0; i < c->n_plans; i++)
         if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
@@ -100,6 +104,32 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
             *out = &c->plans[i];
             return NULL;
         }
+    double t0 = tg_clock_now_ms();
+    tg_status st = mm_plan_make(c, k, out);
+    c->plan_ms += tg_clock_now_ms() - t0;
+    return st;
+}
+
+/* cublasLtMatmul with plan p on stream s; the host time of each plan's first
+ * launch (where cuBLASLt loads its kernel, lazily) is counted in
+ * c->lt_first_ms. */
+static cublasStatus_t mm_launch(tg_cuda_ctx *c, cuda_mm_plan *p, const float *alpha, CUdeviceptr A,
+                                CUdeviceptr B, const float *beta, CUdeviceptr C, CUdeviceptr D,
+                                CUdeviceptr ws, size_t ws_size, CUstream s) {
+    double t0 = p->launched ? 0.0 : tg_clock_now_ms();
+    cublasStatus_t ls = c->dev->lt->cublasLtMatmul(c->dev->lt_handle, p->op, alpha, (const void *)(uintptr_t)A,
+                                                   p->la, (const void *)(uintptr_t)B, p->lb, beta,
+                                                   (void *)(uintptr_t)C, p->ld, (void *)(uintptr_t)D, p->ld,
+                                                   &p->algo, (void *)(uintptr_t)ws, ws_size, s);
+    if (!p->launched) {
+        c->lt_first_ms += tg_clock_now_ms() - t0;
+        c->n_lt_first++;
+        p->launched = true;
+    }
+    return ls;
+}
+
+static tg_status mm_plan_make(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
     const tg_cublaslt_api *lt = c->dev->lt;
     cuda_mm_plan p;
     memset(&p, 0, sizeof p);
@@ -336,10 +366,7 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
             c->last_grid[1] = (unsigned)m_tot;
             c->last_grid[2] = (unsigned)batch;
             c->last_block = (unsigned)K;
-            cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
-                                                   (const void *)(uintptr_t)B, p->lb, &beta, (void *)(uintptr_t)C, p->ld,
-                                                   (void *)(uintptr_t)D, p->ld, &p->algo, (void *)(uintptr_t)c->lt_ws,
-                                                   p->ws, s);
+            cublasStatus_t ls = mm_launch(c, p, &alpha, A, B, &beta, C, D, c->lt_ws, p->ws, s);
             if (ls) {
                 st = lt_fail(ls, "matmul");
                 return tg_status_wrap(st, "mul_mat '%s' (%lldx%lldx%lld)", node->name, (long long)N,
@@ -424,10 +451,7 @@ tg_status tg_cuda_conv_1x1(tg_cuda_ctx *c, CUstream s, const tg_tensor *n) {
     c->last_grid[1] = (unsigned)Cout;
     c->last_grid[2] = (unsigned)B;
     c->last_block = (unsigned)Cin;
-    const tg_cublaslt_api *lt = c->dev->lt;
-    cublasStatus_t ls = lt->cublasLtMatmul(c->dev->lt_handle, p->op, &alpha, (const void *)(uintptr_t)A, p->la,
-                                           (const void *)(uintptr_t)Bm, p->lb, &beta, (void *)(uintptr_t)D, p->ld,
-                                           (void *)(uintptr_t)D, p->ld, &p->algo, NULL, 0, s);
+    cublasStatus_t ls = mm_launch(c, p, &alpha, A, Bm, &beta, D, D, 0, 0, s);
     if (ls)
         return tg_status_wrap(lt_fail(ls, "matmul"), "conv_2d '%s' (1x1, %lldx%lldx%lld, batch %lld)", n->name,
                               (long long)P, (long long)Cout, (long long)Cin, (long long)B);
