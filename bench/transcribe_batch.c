@@ -144,6 +144,7 @@ int main(int argc, char **argv) {
         }
         double tot[MAX_RUNS], fe[MAX_RUNS], en[MAX_RUNS], de[MAX_RUNS], sub[MAX_RUNS], first_ms = 0;
         double first_parts[3] = {0, 0, 0}; /* the first call's frontend, encoder, decoder */
+        tg_backend_stats first_bs = {0};   /* its backend stats: the first-use host time by part */
         size_t peak = 0;
         int min_tok = 1 << 30, max_tok = 0, first_min = 1 << 30, first_max = 0;
         for (int r = -2; !st && r < runs; r++) {
@@ -163,6 +164,7 @@ int main(int argc, char **argv) {
                 first_parts[0] = res[0]->timings.frontend_ms;
                 first_parts[1] = res[0]->timings.encoder_ms;
                 first_parts[2] = res[0]->timings.decoder_ms;
+                first_bs = bs;
             }
             if (r >= 0) {
                 /* the host's share of the backend's compute time */
@@ -194,18 +196,22 @@ int main(int argc, char **argv) {
             if (first_min != first_tokens || first_max != first_tokens)
                 fprintf(stderr, "bench-transcribe_batch: batch %d: the first call made %d..%d tokens, not %d\n", B,
                         first_min, first_max, first_tokens);
-            char line[768];
+            char line[1024];
             snprintf(line, sizeof line,
                      "{\"batch\": %d, \"backend\": \"%s\", \"open_ms\": %.1f, \"backends_ms\": %.1f, "
                      "\"weights_ms\": %.1f, \"weights_gb\": %.3f, \"total_ms\": %.2f, "
                      "\"first_ms\": %.1f, \"first_tokens\": %d, \"first_frontend_ms\": %.2f, \"first_encoder_ms\": %.2f, "
-                     "\"first_decoder_ms\": %.2f, \"frontend_ms\": %.2f, \"encoder_ms\": %.2f, \"decoder_ms\": %.2f, "
+                     "\"first_decoder_ms\": %.2f, \"first_setup_ms\": %.2f, \"first_setup_kernels_ms\": %.2f, "
+                     "\"first_setup_plans_ms\": %.2f, \"first_setup_first_launch_ms\": %.2f, "
+                     "\"first_setup_graphs_ms\": %.2f, \"frontend_ms\": %.2f, \"encoder_ms\": %.2f, \"decoder_ms\": %.2f, "
                      "\"step_ms\": %.4f, "
                      "\"tokens_min\": %d, \"tokens_max\": %d, \"rtfx\": %.1f, \"peak_gib\": %.3f, "
                      "\"host_submit_share\": %.3f, \"runs\": %d}",
                      B, ct_session_backend(s), open_ms, ot.backends_ms, ot.weights_ms,
                      (double)(ot.weights_bytes + ot.mapped_bytes) / 1e9, total, first_ms, first_max, first_parts[0],
-                     first_parts[1], first_parts[2], f, e, d, d / steps, min_tok, max_tok,
+                     first_parts[1], first_parts[2], first_bs.setup_us / 1e3, first_bs.setup_kernels_us / 1e3,
+                     first_bs.setup_plans_us / 1e3, first_bs.setup_first_us / 1e3, first_bs.setup_graphs_us / 1e3,
+                     f, e, d, d / steps, min_tok, max_tok,
                      B * seconds / (total / 1e3), peak / 1073741824.0, median(sub, runs), runs);
             printf("%s\n", line);
             fflush(stdout);

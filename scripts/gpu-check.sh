@@ -60,7 +60,7 @@ T0=$(date +%s)
 if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTG_CUDA_PRECOMPILE=${GPU_CHECK_PRECOMPILE:-ON} > "$LOG/cmake.log" 2>&1; then
   tail -30 "$LOG/cmake.log"; echo "gpu-check: cmake failed"; exit 1
 fi
-TARGETS="test-cuda-backend test-cuda-kernels test-cuda-matvec test-cuda-attn_step test-cuda-attn_mma test-cuda-matvec_cl test-cuda-chain test-cuda-pf_ahead test-cuda-cross_q test-cuda-choices test-cuda-compile test-cuda-cache test-cuda-hazard test-cuda-session_fault"
+TARGETS="test-cuda-backend test-cuda-kernels test-cuda-matvec test-cuda-attn_step test-cuda-attn_mma test-cuda-matvec_cl test-cuda-chain test-cuda-pf_ahead test-cuda-cross_q test-cuda-first_use test-cuda-choices test-cuda-compile test-cuda-cache test-cuda-hazard test-cuda-session_fault"
 for bch in $BENCHES; do TARGETS="$TARGETS bench-$bch"; done
 if ! cmake --build "$BUILD" -j"$JOBS" --target $TARGETS > "$LOG/build.log" 2>&1; then
   grep -E "error|Error" "$LOG/build.log" | head -30; echo "gpu-check: build failed"; exit 1
@@ -84,7 +84,7 @@ export CT_CUDA_CACHE_DIR=/tmp/tg-gpu-check-cache CT_CUDA_TEST_FULL=1
 rm -rf "$CT_CUDA_CACHE_DIR"
 
 # --- tests ------------------------------------------------------------------------
-for t in cuda-compile cuda-choices cuda-cache cuda-hazard cuda-backend cuda-kernels cuda-matvec cuda-attn_step cuda-attn_mma cuda-matvec_cl cuda-chain cuda-pf_ahead cuda-cross_q cuda-session_fault; do
+for t in cuda-compile cuda-choices cuda-cache cuda-hazard cuda-backend cuda-kernels cuda-matvec cuda-attn_step cuda-attn_mma cuda-matvec_cl cuda-chain cuda-pf_ahead cuda-cross_q cuda-first_use cuda-session_fault; do
   stage tests || break
   T0=$(date +%s)
   timeout "$(cap 200)" $LINEBUF "./$BUILD/test-$t" > "$LOG/test-$t.log" 2>&1
@@ -96,6 +96,7 @@ done
 grep -hE "NMSE|graphs:|cold start|cc [0-9]" "$LOG/test-cuda-backend.log" "$LOG/test-cuda-kernels.log" \
   "$LOG/test-cuda-matvec.log" "$LOG/test-cuda-attn_step.log" "$LOG/test-cuda-attn_mma.log" "$LOG/test-cuda-matvec_cl.log" \
   "$LOG/test-cuda-chain.log" "$LOG/test-cuda-pf_ahead.log" "$LOG/test-cuda-cross_q.log" | head -84
+grep -h "first compute:" "$LOG/test-cuda-first_use.log"
 
 if stage conformance; then
 T0=$(date +%s)

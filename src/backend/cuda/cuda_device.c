@@ -384,6 +384,13 @@ out:
     return st;
 }
 
+double tg_cuda_library_ms(tg_cuda_device *dev) {
+    pthread_mutex_lock(&dev->lock);
+    double ms = dev->library_ms;
+    pthread_mutex_unlock(&dev->lock);
+    return ms;
+}
+
 /* -------------------------------------------------------------- probes */
 
 /* Compiles and runs a probe kernel; false on any failure (logged at debug). */

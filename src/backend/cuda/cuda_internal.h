@@ -115,6 +115,9 @@ tg_status tg_cuda_device_bind(tg_cuda_device *dev);
  * long as the device. */
 tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *defines,
                          const char *name, CUfunction *out_fn);
+/* The host time dev has spent readying kernels so far (ms), read under its
+ * lock. */
+double tg_cuda_library_ms(tg_cuda_device *dev);
 /* Compiles arbitrary source to a loaded module (capability probes, tests);
  * the caller unloads it with cuModuleUnload. Not cached on disk. */
 tg_status tg_cuda_compile_source(tg_cuda_device *dev, const char *name, const char *source,

@@ -1,0 +1,116 @@
+/*
+ * test_first_use.c: the backend stats' first-use host time
+ * (tg_backend_stats.setup_us and its parts): what a compute pays once,
+ * kernels readied, product plans made and launched for the first time,
+ * graphs captured, counted in the compute that pays it and not again. A
+ * feed-forward block on 37 columns (its products on cuBLASLt) computed
+ * three times on the same tensors: the first readies kernels and makes a
+ * plan; the second readies and plans nothing (it captures the graph where
+ * graphs are on, since its addresses repeat); the third replays it and
+ * prepares nothing at all. The CPU backend counts none.
+ *
+ * Prints "skipped: no CUDA device" and passes without a driver or GPU; on
+ * the stand-in driver (ctest's cuda/first_use_fake) the counts are the same.
+ *
+ * Not here: how long a real first call takes (bench-transcribe_batch's
+ * first_setup_*_ms, on a GPU).
+ */
+#include "check.h"
+#include "cuda_compare.h"
+#include "tg.h"
+
+#ifdef TG_HAVE_CUDA
+#include "cuda_internal.h"
+
+/* One compute of r's graph on be, its stats apart. */
+static tg_backend_stats compute_once(tg_backend *be, run *r) {
+    tg_backend_stats s;
+    tg_backend_reset_stats(be);
+    CHECK_OK(tg_backend_graph_compute(be, r->g));
+    tg_backend_get_stats(be, &s);
+    double parts = s.setup_kernels_us + s.setup_plans_us + s.setup_first_us + s.setup_graphs_us;
+    CHECK_MSG(s.setup_us > parts - 1e-6 && s.setup_us < parts + 1e-6, "setup %.3f us, its parts %.3f", s.setup_us,
+              parts);
+    CHECK(s.setup_us <= s.submit_us + 1e-6 || s.submit_us == 0);
+    return s;
+}
+
+static void test_counted_once(void) {
+    tg_backend *be = cuda_or_skip();
+    if (!be) return;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
+    run r;
+    CHECK_OK(run_make(be, build_ffn, &r));
+    CHECK_OK(fill_leaves(&r, 7));
+    const int plans0 = c->n_plans;
+    tg_backend_stats s1 = compute_once(be, &r);
+    CHECK_MSG(s1.setup_kernels_us > 0, "first compute: kernels readied in %.3f us", s1.setup_kernels_us);
+    CHECK_MSG(c->n_plans > plans0 && s1.setup_plans_us > 0, "first compute: %d plans in %.3f us",
+              c->n_plans - plans0, s1.setup_plans_us);
+    CHECK_MSG(s1.setup_first_us > 0, "first compute: first launches %.3f us", s1.setup_first_us);
+
+    const int captures = c->n_graph_captures, plans1 = c->n_plans;
+    tg_backend_stats s2 = compute_once(be, &r);
+    CHECK_MSG(s2.setup_kernels_us == 0 && s2.setup_plans_us == 0 && s2.setup_first_us == 0,
+              "second compute: kernels %.3f, plans %.3f, first launches %.3f us", s2.setup_kernels_us,
+              s2.setup_plans_us, s2.setup_first_us);
+    CHECK(c->n_plans == plans1);
+    bool captured = c->n_graph_captures > captures;
+    CHECK_MSG(captured ? s2.setup_graphs_us > 0 : s2.setup_graphs_us == 0, "second compute: %s, graphs %.3f us",
+              captured ? "captured" : "not captured", s2.setup_graphs_us);
+
+    const int hits = c->n_graph_hits;
+    tg_backend_stats s3 = compute_once(be, &r);
+    if (c->n_graph_hits > hits)
+        CHECK_MSG(s3.setup_us == 0, "a replay: setup %.3f us", s3.setup_us);
+    else
+        CHECK_MSG(s3.setup_kernels_us == 0 && s3.setup_plans_us == 0 && s3.setup_first_us == 0,
+                  "third compute: kernels %.3f, plans %.3f, first launches %.3f us", s3.setup_kernels_us,
+                  s3.setup_plans_us, s3.setup_first_us);
+    printf("  first compute: setup %.1f us (kernels %.1f, plans %.1f, first launches %.1f); second %.1f "
+           "(graphs %.1f, %s); third %.1f\n",
+           s1.setup_us, s1.setup_kernels_us, s1.setup_plans_us, s1.setup_first_us, s2.setup_us, s2.setup_graphs_us,
+           captured ? "captured" : "not captured", s3.setup_us);
+    run_free(&r);
+    tg_backend_free(be);
+}
+
+/* A second backend on the same device finds the kernels the first readied:
+ * its first compute readies none, but makes its own plans. */
+static void test_kernels_per_device(void) {
+    tg_backend *a = cuda_or_skip();
+    if (!a) return;
+    tg_backend *b = cuda_or_skip();
+    run ra, rb;
+    CHECK_OK(run_make(a, build_ffn, &ra));
+    CHECK_OK(fill_leaves(&ra, 8));
+    compute_once(a, &ra);
+    if (b) {
+        CHECK_OK(run_make(b, build_ffn, &rb));
+        CHECK_OK(fill_leaves(&rb, 8));
+        tg_backend_stats s = compute_once(b, &rb);
+        CHECK_MSG(s.setup_kernels_us == 0, "second backend: kernels readied again (%.3f us)", s.setup_kernels_us);
+        CHECK_MSG(s.setup_plans_us > 0, "second backend: no plans made (%.3f us)", s.setup_plans_us);
+        run_free(&rb);
+        tg_backend_free(b);
+    }
+    run_free(&ra);
+    tg_backend_free(a);
+}
+
+static void test_cpu_counts_none(void) {
+    tg_backend *cpu = NULL;
+    CHECK_OK(tg_backend_cpu_new(2, &cpu));
+    run r;
+    CHECK_OK(run_make(cpu, build_ffn, &r));
+    CHECK_OK(fill_leaves(&r, 9));
+    tg_backend_stats s = compute_once(cpu, &r);
+    CHECK_MSG(s.setup_us == 0, "CPU: setup %.3f us", s.setup_us);
+    run_free(&r);
+    tg_backend_free(cpu);
+}
+
+TEST_MAIN(T(test_counted_once), T(test_kernels_per_device), T(test_cpu_counts_none))
+#else
+TEST_MAIN_WITHOUT_CUDA()
+#endif
