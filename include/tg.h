@@ -355,12 +355,14 @@ void tg_backend_fail_after(tg_backend_fault kind, long n, long times);
  * the part of that which prepares work once, so a later compute of the same
  * shapes does not pay it again (a GPU backend's kernels loaded, product plans
  * made and their library kernels loaded at first launch, graphs captured;
- * the CPU backend has none). */
+ * the CPU backend has none); apart from the computes, the host time spent
+ * allocating buffers (tg_backend_buffer_alloc). */
 typedef struct tg_backend_stats {
     size_t mem_in_use, mem_peak;   /* bytes */
     double compute_us, submit_us;  /* summed over computes */
     double setup_us;               /* of submit_us: first-use preparation */
     double setup_kernels_us, setup_plans_us, setup_first_us, setup_graphs_us; /* its parts, in that order */
+    double alloc_us;               /* buffers allocated */
     int64_t n_computes;
 } tg_backend_stats;
 /* Fills *out (zeros for NULL backend). */

@@ -146,7 +146,9 @@ tg_status tg_backend_buffer_alloc(tg_backend *backend, size_t size, tg_buffer **
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: allocating a buffer of %zu bytes: out of "
                                                "device memory (injected by tg_backend_fail_after)",
                              tg_backend_name(backend), size);
+    const double t0 = tg_clock_now_ms();
     tg_status st = backend->iface->buffer_alloc(backend, size, out_buffer);
+    backend->stats.alloc_us += (tg_clock_now_ms() - t0) * 1e3;
     if (!st) tg_backend_note_memory(backend, (int64_t)(*out_buffer)->size);
     return tg_status_wrap(st, "%s: allocating a buffer of %zu bytes", tg_backend_name(backend),
                           size);

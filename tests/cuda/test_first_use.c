@@ -7,7 +7,8 @@
  * three times on the same tensors: the first readies kernels and makes a
  * plan; the second readies and plans nothing (it captures the graph where
  * graphs are on, since its addresses repeat); the third replays it and
- * prepares nothing at all. The CPU backend counts none.
+ * prepares nothing at all. The CPU backend counts none. The graph's
+ * buffer's allocation is counted apart (alloc_us).
  *
  * Prints "skipped: no CUDA device" and passes without a driver or GPU; on
  * the stand-in driver (ctest's cuda/first_use_fake) the counts are the same.
@@ -40,7 +41,12 @@ static void test_counted_once(void) {
     if (!be) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
     run r;
+    tg_backend_reset_stats(be);
     CHECK_OK(run_make(be, build_ffn, &r));
+    tg_backend_stats sa;
+    tg_backend_get_stats(be, &sa);
+    CHECK_MSG(sa.alloc_us > 0 && sa.setup_us == 0, "the graph's buffer: allocated in %.3f us, setup %.3f",
+              sa.alloc_us, sa.setup_us);
     CHECK_OK(fill_leaves(&r, 7));
     const int plans0 = c->n_plans;
     tg_backend_stats s1 = compute_once(be, &r);
