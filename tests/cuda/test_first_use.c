@@ -8,7 +8,10 @@
  * plan; the second readies and plans nothing (it captures the graph where
  * graphs are on, since its addresses repeat); the third replays it and
  * prepares nothing at all. The CPU backend counts none. The graph's
- * buffer's allocation is counted apart (alloc_us).
+ * buffer's allocation is counted apart (alloc_us). With CT_CUDA_PREWARM=1
+ * a backend prepares the last one's kernels and plans on a thread before
+ * its first compute (cuda_prewarm.c), which then prepares none; a list it
+ * cannot read is skipped.
  *
  * Prints "skipped: no CUDA device" and passes without a driver or GPU; on
  * the stand-in driver (ctest's cuda/first_use_fake) the counts are the same.
@@ -16,11 +19,15 @@
  * Not here: how long a real first call takes (bench-transcribe_batch's
  * first_setup_*_ms, on a GPU).
  */
+#include <stdlib.h>
+#include <unistd.h>
+
 #include "check.h"
 #include "cuda_compare.h"
 #include "tg.h"
 
 #ifdef TG_HAVE_CUDA
+#include "cuda_cache.h"
 #include "cuda_internal.h"
 
 /* One compute of r's graph on be, its stats apart. */
@@ -116,7 +123,90 @@ static void test_cpu_counts_none(void) {
     tg_backend_free(cpu);
 }
 
-TEST_MAIN(T(test_counted_once), T(test_kernels_per_device), T(test_cpu_counts_none))
+/* CT_CUDA_PREWARM=1 in a cache folder of its own (made here, removed
+ * after): a backend that computed writes its list at its end; the next
+ * one prepares it on its thread before its first compute, which then
+ * readies no kernel and makes and first-launches no plan. */
+static char g_cache[64];
+
+static tg_backend *prewarm_backend(void) {
+    setenv("CT_CUDA_CACHE_DIR", g_cache, 1);
+    setenv("CT_CUDA_PREWARM", "1", 1);
+    tg_backend *be = cuda_or_skip();
+    unsetenv("CT_CUDA_PREWARM");
+    return be;
+}
+
+static void compute_ffn_and_free(tg_backend *be, uint64_t seed, tg_backend_stats *out) {
+    run r;
+    CHECK_OK(run_make(be, build_ffn, &r));
+    CHECK_OK(fill_leaves(&r, seed));
+    *out = compute_once(be, &r);
+    run_free(&r);
+    setenv("CT_CUDA_PREWARM", "1", 1); /* the end writes the list */
+    tg_backend_free(be);
+    unsetenv("CT_CUDA_PREWARM");
+}
+
+static void test_prewarm(void) {
+    snprintf(g_cache, sizeof g_cache, "/tmp/ct-test-prewarm-XXXXXX");
+    if (!mkdtemp(g_cache)) {
+        CHECK_MSG(0, "mkdtemp");
+        return;
+    }
+    tg_backend *a = prewarm_backend();
+    if (!a) {
+        unsetenv("CT_CUDA_CACHE_DIR");
+        rmdir(g_cache);
+        return;
+    }
+    CHECK(((tg_cuda_ctx *)a->impl)->prewarm == NULL); /* no list yet */
+    tg_backend_stats s1, s2;
+    compute_ffn_and_free(a, 10, &s1);
+    CHECK_MSG(s1.setup_kernels_us > 0 && s1.setup_plans_us > 0, "no list: kernels %.3f, plans %.3f us",
+              s1.setup_kernels_us, s1.setup_plans_us);
+
+    tg_backend *b = prewarm_backend();
+    CHECK(b && ((tg_cuda_ctx *)b->impl)->prewarm != NULL);
+    if (b) {
+        compute_ffn_and_free(b, 11, &s2);
+        CHECK_MSG(s2.setup_kernels_us == 0 && s2.setup_plans_us == 0 && s2.setup_first_us == 0,
+                  "prewarmed: kernels %.3f, plans %.3f, first launches %.3f us", s2.setup_kernels_us,
+                  s2.setup_plans_us, s2.setup_first_us);
+        printf("  prewarm: first compute's setup %.1f us without it, %.1f with it\n", s1.setup_us, s2.setup_us);
+    }
+
+    /* a list this build cannot read (valid as a cache entry) is warned
+     * about and skipped; the backend computes as without one */
+    tg_backend *c = prewarm_backend();
+    if (c) {
+        tg_cuda_ctx *cc = (tg_cuda_ctx *)c->impl;
+        tg_cuda_prewarm_join(cc);
+        char key[160];
+        tg_cuda_prewarm_key(cc->dev, key, sizeof key);
+        const char junk[] = "not a prewarm list";
+        CHECK_OK(tg_kcache_put(cc->dev->cache, key, junk, sizeof junk));
+        tg_backend_free(c);
+        tg_backend *d = prewarm_backend();
+        CHECK(d && ((tg_cuda_ctx *)d->impl)->prewarm == NULL);
+        if (d) {
+            tg_backend_stats s3;
+            run r;
+            CHECK_OK(run_make(d, build_ffn, &r));
+            CHECK_OK(fill_leaves(&r, 12));
+            s3 = compute_once(d, &r);
+            CHECK(s3.setup_plans_us > 0);
+            run_free(&r);
+            tg_backend_free(d);
+        }
+    }
+    unsetenv("CT_CUDA_CACHE_DIR");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_cache);
+    CHECK(system(cmd) == 0);
+}
+
+TEST_MAIN(T(test_counted_once), T(test_kernels_per_device), T(test_cpu_counts_none), T(test_prewarm))
 #else
 TEST_MAIN_WITHOUT_CUDA()
 #endif

@@ -687,6 +687,7 @@ static tg_status graph_compute(tg_backend *b, tg_graph *g) {
 static tg_status cuda_graph_compute(tg_backend *b, tg_graph *g) {
     RANGE_PUSH("tg cuda graph compute");
     tg_cuda_ctx *c = ctx_of(b);
+    tg_cuda_prewarm_join(c); /* its thread owns the plans until now */
     /* first-use host time inside this compute, by part, into the stats
      * (the kernel table is the device's: another context's loads in the
      * meantime would count here too; a backend has one context a device) */
@@ -768,6 +769,14 @@ static void ctx_destroy(tg_cuda_ctx *c) {
     const tg_cu_api *cu = dev->cu;
     cu->cuCtxSetCurrent(dev->ctx);
     if (c->stream && !c->error) cu->cuStreamSynchronize(c->stream);
+    tg_cuda_prewarm_join(c);
+    if (!c->error && c->n_computes > 0 && tg_cuda_prewarm_enabled()) {
+        tg_status ws = tg_cuda_prewarm_save(c);
+        if (ws) {
+            TG_WARN("%s: %s", c->name, tg_status_message(ws));
+            tg_status_free(ws);
+        }
+    }
     tg_cuda_debug_report(c);
     TG_DEBUG("%s: first-use host time: %d matmul plans made in %.1f ms, their first launches %.1f ms; "
              "%d graphs captured in %.1f ms; kernels: %d files ready in %.1f ms (%d compiled, %d from "
@@ -870,6 +879,7 @@ tg_status tg_backend_cuda_new(int device, tg_backend **out_backend) {
     c->dump_skip = tg_cuda_env_int("CT_CUDA_DUMP_GRAPH_SKIP", 0);
     /* the workspace counts as the backend's memory (tg_backend_stats) */
     tg_backend_note_memory(b, (int64_t)c->lt_ws_size);
+    tg_cuda_prewarm_start(c); /* CT_CUDA_PREWARM: the last run's first-use work, on a thread */
     *out_backend = b;
     return NULL;
 cu_fail:

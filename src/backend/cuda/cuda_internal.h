@@ -238,6 +238,7 @@ typedef struct tg_cuda_ctx {
      * captured and instantiated */
     double plan_ms, lt_first_ms, graph_make_ms;
     int n_lt_first;
+    struct tg_cuda_prewarm *prewarm; /* its thread, until the first compute (cuda_prewarm.c) */
 
     cuda_graph_entry graphs[CUDA_MAX_GRAPHS];
     uint64_t n_computes;
@@ -758,6 +759,27 @@ tg_status tg_cuda_encode_mul_mat(tg_cuda_ctx *c, CUstream s, const tg_tensor *no
 tg_cuda_fused tg_cuda_fused_parts(tg_tensor *const *nodes, int i, int len);
 /* Frees the matmul plans. */
 void tg_cuda_mm_free(tg_cuda_ctx *c);
+/* The first-use work of n product plans by key (cuda_prewarm.c): each
+ * plan made and launched once on scratch memory of its own (at most
+ * max_scratch bytes; a key needing more is skipped) on a stream of its
+ * own, waited for. Counts into *n_done, *n_skipped, *n_failed. */
+void tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size_t max_scratch, int *n_done,
+                        int *n_skipped, int *n_failed);
+
+/* cuda_prewarm.c. CT_CUDA_PREWARM=1 (read at each call). */
+typedef struct tg_cuda_prewarm tg_cuda_prewarm;
+bool tg_cuda_prewarm_enabled(void);
+/* Starts c's prewarm thread where the kernel cache holds a list for this
+ * GPU and driver; nothing otherwise. */
+void tg_cuda_prewarm_start(tg_cuda_ctx *c);
+/* Waits for c's prewarm thread, if any, and frees it: before anything
+ * touches c's plans (the first compute) and at c's end. */
+void tg_cuda_prewarm_join(tg_cuda_ctx *c);
+/* Writes the kernels c's device readied and the plans c made as the
+ * kernel cache's prewarm list for this GPU and driver. */
+tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c);
+/* The kernel cache key of dev's prewarm list (tests damage it). */
+void tg_cuda_prewarm_key(const tg_cuda_device *dev, char *buf, size_t size);
 /* conv_2d 1x1 (stride 1, no padding, F32, pixels contiguous) as one f32
  * cuBLASLt product per batch entry (cuda_matmul.c). */
 bool tg_cuda_conv_1x1_ok(const tg_cuda_ctx *c, const tg_tensor *n);

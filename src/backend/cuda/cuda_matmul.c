@@ -227,6 +227,81 @@ fail:
     return st;
 }
 
+/* Bytes of an element of cuBLASLt type t; 0 for a type this file never
+ * plans. */
+static size_t lt_type_size(int32_t t) {
+    return t == (int32_t)CUDA_R_32F ? 4 : t == (int32_t)CUDA_R_16F || t == (int32_t)CUDA_R_16BF ? 2 : 0;
+}
+
+/* Bytes a matrix of `cols` columns of ld elements, batch times at stride
+ * bstride, spans; 0 where its type is unknown. */
+static size_t span_bytes(int32_t type, int64_t ld, int64_t cols, int64_t batch, int64_t bstride) {
+    size_t es = lt_type_size(type);
+    if (!es || ld <= 0 || cols <= 0 || batch <= 0 || bstride < 0) return 0;
+    return es * (size_t)((batch - 1) * bstride + ld * cols);
+}
+
+#define SPAN_ALIGN(x) (((x) + 255) & ~(size_t)255)
+
+/* The bytes of key k's A, B and D (C is D) and the scratch all four (with
+ * the bias) take, 256-byte aligned; 0 where a type is unknown. */
+static size_t key_spans(const cuda_mm_key *k, size_t *a, size_t *b, size_t *d) {
+    *a = span_bytes(k->atype, k->lda, k->a_plain ? k->k : k->n, k->batch, k->sa);
+    *b = span_bytes(k->btype, k->ldb, k->m, k->batch, k->sb);
+    *d = span_bytes(k->dtype, k->ldd, k->m, k->batch, k->sd);
+    return *a && *b && *d ? SPAN_ALIGN(*a) + SPAN_ALIGN(*b) + SPAN_ALIGN(*d) + SPAN_ALIGN((size_t)k->n * 4) : 0;
+}
+
+void tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size_t max_scratch, int *n_done,
+                        int *n_skipped, int *n_failed) {
+    const tg_cu_api *cu = c->dev->cu;
+    if (!c->dev->lt) return;
+    size_t need = 0, a, b, d;
+    for (int i = 0; i < n; i++) {
+        size_t all = key_spans(&keys[i], &a, &b, &d);
+        if (all && all <= max_scratch && all > need) need = all;
+    }
+    CUdeviceptr scratch = 0;
+    CUstream s = NULL;
+    if (!need || cu->cuMemAlloc(&scratch, need) != CUDA_SUCCESS) return;
+    if (cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        cu->cuMemFree(scratch);
+        return;
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const cuda_mm_key *k = &keys[i];
+        size_t all = key_spans(k, &a, &b, &d);
+        if (!all || all > need) {
+            (*n_skipped)++;
+            continue;
+        }
+        cuda_mm_plan *p = NULL;
+        tg_status st = mm_plan(c, k, &p);
+        if (st) {
+            tg_status_free(st);
+            (*n_failed)++;
+            continue;
+        }
+        CUdeviceptr A = scratch, B = A + SPAN_ALIGN(a), D = B + SPAN_ALIGN(b), bias = D + SPAN_ALIGN(d);
+        if (k->epilogue) {
+            const void *bp = (const void *)(uintptr_t)bias;
+            if (c->dev->lt->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp,
+                                                           sizeof bp)) {
+                (*n_failed)++;
+                continue;
+            }
+        }
+        cublasStatus_t ls = k->a_plain ? mm_launch(c, p, &alpha, A, B, &beta, D, D, 0, 0, s)
+                                       : mm_launch(c, p, &alpha, A, B, &beta, D, D, c->lt_ws, p->ws, s);
+        if (ls) (*n_failed)++;
+        else (*n_done)++;
+    }
+    cu->cuStreamSynchronize(s);
+    cu->cuStreamDestroy(s);
+    cu->cuMemFree(scratch);
+}
+
 void tg_cuda_mm_free(tg_cuda_ctx *c) {
     const tg_cublaslt_api *lt = c->dev->lt;
     for (int i = 0; i < c->n_plans && lt; i++) {
