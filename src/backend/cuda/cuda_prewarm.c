@@ -159,16 +159,18 @@ static void *prewarm_main(void *arg) {
     }
     warm_header h;
     memcpy(&h, w->data, sizeof h);
-    const cuda_mm_key *keys = (const cuda_mm_key *)(void *)((char *)w->data + sizeof h);
+    /* the keys sit at byte 20 of the entry: copied out, aligned */
+    cuda_mm_key *keys = h.n_plans ? tg_malloc((size_t)h.n_plans * sizeof *keys) : NULL;
+    if (keys) memcpy(keys, (const char *)w->data + sizeof h, (size_t)h.n_plans * sizeof *keys);
     const char *s = (const char *)w->data + sizeof h + (size_t)h.n_plans * sizeof(cuda_mm_key);
     for (uint32_t i = 0; i < h.n_kernels; i++) {
         if (warm_kernel(c->dev, s)) w->n_kernels++;
         else w->failed++;
         s += strlen(s) + 1;
     }
-    if (h.n_plans) {
-        tg_cuda_mm_prewarm(c, keys, (int)h.n_plans, WARM_SCRATCH_MAX, &w->n_plans, &w->skipped, &w->failed);
-    }
+    if (keys) tg_cuda_mm_prewarm(c, keys, (int)h.n_plans, WARM_SCRATCH_MAX, &w->n_plans, &w->skipped, &w->failed);
+    else if (h.n_plans) w->failed += (int)h.n_plans;
+    tg_free(keys);
     w->ms = tg_clock_now_ms() - t0;
     return NULL;
 }
