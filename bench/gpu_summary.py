@@ -168,11 +168,11 @@ def main():
             # the backend's own count of that first-use host time (tg_backend_stats.setup_us)
             setup = ("; of it the backend's first-use host time %.1f ms: kernel files and functions readied %.1f, "
                      "product plans made %.1f, their first launches (cuBLASLt loads a kernel at its first use) "
-                     "%.1f, graphs captured %.1f; buffers allocated %s; the rest of the first call (%.1f ms) is "
-                     "its work, launches and waits" % (
+                     "%.1f, graphs captured %.1f, waiting for the prewarm %s; buffers allocated %s; the rest "
+                     "of the first call (%.1f ms) is its work, launches and waits" % (
                          r["first_setup_ms"], r["first_setup_kernels_ms"], r["first_setup_plans_ms"],
                          r["first_setup_first_launch_ms"], r["first_setup_graphs_ms"],
-                         f(r.get("first_alloc_ms"), "%.1f"),
+                         f(r.get("first_setup_wait_ms"), "%.1f"), f(r.get("first_alloc_ms"), "%.1f"),
                          r["first_ms"] - r["first_setup_ms"] - r.get("first_alloc_ms", 0.0)))
         return ("; its first call: frontend %.1f ms, encoder %.1f (%s in a timed call), decoder %.1f, "
                 "%.1f outside the stages: what a first call pays beyond a timed one is first-use work "

@@ -203,7 +203,8 @@ int main(int argc, char **argv) {
                      "\"first_ms\": %.1f, \"first_tokens\": %d, \"first_frontend_ms\": %.2f, \"first_encoder_ms\": %.2f, "
                      "\"first_decoder_ms\": %.2f, \"first_setup_ms\": %.2f, \"first_setup_kernels_ms\": %.2f, "
                      "\"first_setup_plans_ms\": %.2f, \"first_setup_first_launch_ms\": %.2f, "
-                     "\"first_setup_graphs_ms\": %.2f, \"first_alloc_ms\": %.2f, \"frontend_ms\": %.2f, \"encoder_ms\": %.2f, \"decoder_ms\": %.2f, "
+                     "\"first_setup_graphs_ms\": %.2f, \"first_setup_wait_ms\": %.2f, \"first_alloc_ms\": %.2f, "
+                     "\"frontend_ms\": %.2f, \"encoder_ms\": %.2f, \"decoder_ms\": %.2f, "
                      "\"step_ms\": %.4f, "
                      "\"tokens_min\": %d, \"tokens_max\": %d, \"rtfx\": %.1f, \"peak_gib\": %.3f, "
                      "\"host_submit_share\": %.3f, \"runs\": %d}",
@@ -211,7 +212,7 @@ int main(int argc, char **argv) {
                      (double)(ot.weights_bytes + ot.mapped_bytes) / 1e9, total, first_ms, first_max, first_parts[0],
                      first_parts[1], first_parts[2], first_bs.setup_us / 1e3, first_bs.setup_kernels_us / 1e3,
                      first_bs.setup_plans_us / 1e3, first_bs.setup_first_us / 1e3, first_bs.setup_graphs_us / 1e3,
-                     first_bs.alloc_us / 1e3,
+                     first_bs.setup_wait_us / 1e3, first_bs.alloc_us / 1e3,
                      f, e, d, d / steps, min_tok, max_tok,
                      B * seconds / (total / 1e3), peak / 1073741824.0, median(sub, runs), runs);
             printf("%s\n", line);

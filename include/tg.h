@@ -352,16 +352,17 @@ void tg_backend_fail_after(tg_backend_fault kind, long n, long times);
  * and at most at once; and the time of its graph computes: wall time from
  * the call to the finished result, and the host's part of it, submitting
  * work (for a GPU backend: planning and launches, or a graph launch), and
- * the part of that which prepares work once, so a later compute of the same
- * shapes does not pay it again (a GPU backend's kernels loaded, product plans
- * made and their library kernels loaded at first launch, graphs captured;
- * the CPU backend has none); apart from the computes, the host time spent
- * allocating buffers (tg_backend_buffer_alloc). */
+ * the host time a compute spent preparing work once, so that a later compute
+ * of the same shapes does not pay it again (a GPU backend's kernels loaded,
+ * product plans made and their library kernels loaded at first launch,
+ * graphs captured or updated, and the wait for work prepared ahead on a
+ * thread; the CPU backend has none); apart from the computes, the host time
+ * spent allocating buffers (tg_backend_buffer_alloc). */
 typedef struct tg_backend_stats {
     size_t mem_in_use, mem_peak;   /* bytes */
     double compute_us, submit_us;  /* summed over computes */
-    double setup_us;               /* of submit_us: first-use preparation */
-    double setup_kernels_us, setup_plans_us, setup_first_us, setup_graphs_us; /* its parts, in that order */
+    double setup_us;               /* first-use preparation: the sum of its parts */
+    double setup_kernels_us, setup_plans_us, setup_first_us, setup_graphs_us, setup_wait_us; /* in that order */
     double alloc_us;               /* buffers allocated */
     int64_t n_computes;
 } tg_backend_stats;

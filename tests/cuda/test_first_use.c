@@ -19,7 +19,9 @@
  * Not here: how long a real first call takes (bench-transcribe_batch's
  * first_setup_*_ms, on a GPU).
  */
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -36,7 +38,7 @@ static tg_backend_stats compute_once(tg_backend *be, run *r) {
     tg_backend_reset_stats(be);
     CHECK_OK(tg_backend_graph_compute(be, r->g));
     tg_backend_get_stats(be, &s);
-    double parts = s.setup_kernels_us + s.setup_plans_us + s.setup_first_us + s.setup_graphs_us;
+    double parts = s.setup_kernels_us + s.setup_plans_us + s.setup_first_us + s.setup_graphs_us + s.setup_wait_us;
     CHECK_MSG(s.setup_us > parts - 1e-6 && s.setup_us < parts + 1e-6, "setup %.3f us, its parts %.3f", s.setup_us,
               parts);
     CHECK(s.setup_us <= s.submit_us + 1e-6 || s.submit_us == 0);
@@ -44,6 +46,7 @@ static tg_backend_stats compute_once(tg_backend *be, run *r) {
 }
 
 static void test_counted_once(void) {
+    unsetenv("CT_CUDA_PREWARM"); /* a caller's prewarm would prepare what this counts */
     tg_backend *be = cuda_or_skip();
     if (!be) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
@@ -124,85 +127,121 @@ static void test_cpu_counts_none(void) {
 }
 
 /* CT_CUDA_PREWARM=1 in a cache folder of its own (made here, removed
- * after): a backend that computed writes its list at its end; the next
- * one prepares it on its thread before its first compute, which then
- * readies no kernel and makes and first-launches no plan. */
-static char g_cache[64];
-
-static tg_backend *prewarm_backend(void) {
-    setenv("CT_CUDA_CACHE_DIR", g_cache, 1);
-    setenv("CT_CUDA_PREWARM", "1", 1);
-    tg_backend *be = cuda_or_skip();
-    unsetenv("CT_CUDA_PREWARM");
-    return be;
-}
-
-static void compute_ffn_and_free(tg_backend *be, uint64_t seed, tg_backend_stats *out) {
+ * after; both variables set for the whole test, so no thread reads the
+ * environment while it changes): a backend that computed writes its list
+ * at its end; the next one prepares it on its thread before its first
+ * compute, which then readies no kernel and makes and first-launches no
+ * plan. A list that cannot be read is warned about and not prepared; a
+ * key that is not one a plan could have is skipped. */
+static tg_backend_stats compute_ffn_and_free(tg_backend *be, uint64_t seed) {
     run r;
     CHECK_OK(run_make(be, build_ffn, &r));
     CHECK_OK(fill_leaves(&r, seed));
-    *out = compute_once(be, &r);
+    tg_backend_stats s = compute_once(be, &r);
     run_free(&r);
-    setenv("CT_CUDA_PREWARM", "1", 1); /* the end writes the list */
     tg_backend_free(be);
-    unsetenv("CT_CUDA_PREWARM");
+    return s;
+}
+
+/* Replaces the prewarm list in be's cache by `size` bytes of `data`. */
+static void put_list(tg_backend *be, const void *data, size_t size) {
+    tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
+    char key[160];
+    tg_cuda_prewarm_key(c->dev, key, sizeof key);
+    CHECK_OK(tg_kcache_put(c->dev->cache, key, data, size));
+}
+
+/* A backend started on `data` as the list; whether it prepared it, its
+ * first compute's stats and the plans its prewarm skipped. */
+static bool start_on(const void *data, size_t size, tg_backend_stats *out, int *out_skipped) {
+    tg_backend *be = cuda_or_skip();
+    if (!be) return false;
+    (void)tg_cuda_prewarm_join((tg_cuda_ctx *)be->impl, true); /* the list it found */
+    put_list(be, data, size);
+    tg_backend_free(be); /* it computed nothing: writes no list */
+    be = cuda_or_skip();
+    if (!be) return false;
+    tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
+    bool prewarming = c->prewarm != NULL;
+    run r;
+    CHECK_OK(run_make(be, build_ffn, &r));
+    CHECK_OK(fill_leaves(&r, 13));
+    *out = compute_once(be, &r);
+    *out_skipped = c->prewarm_skipped;
+    run_free(&r);
+    tg_backend_free(be);
+    return prewarming;
 }
 
 static void test_prewarm(void) {
-    snprintf(g_cache, sizeof g_cache, "/tmp/ct-test-prewarm-XXXXXX");
-    if (!mkdtemp(g_cache)) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/ct-test-prewarm-XXXXXX");
+    if (!mkdtemp(dir)) {
         CHECK_MSG(0, "mkdtemp");
         return;
     }
-    tg_backend *a = prewarm_backend();
-    if (!a) {
-        unsetenv("CT_CUDA_CACHE_DIR");
-        rmdir(g_cache);
-        return;
-    }
-    CHECK(((tg_cuda_ctx *)a->impl)->prewarm == NULL); /* no list yet */
-    tg_backend_stats s1, s2;
-    compute_ffn_and_free(a, 10, &s1);
-    CHECK_MSG(s1.setup_kernels_us > 0 && s1.setup_plans_us > 0, "no list: kernels %.3f, plans %.3f us",
-              s1.setup_kernels_us, s1.setup_plans_us);
+    setenv("CT_CUDA_CACHE_DIR", dir, 1);
+    setenv("CT_CUDA_PREWARM", "1", 1);
+    tg_backend *a = cuda_or_skip();
+    if (a) {
+        CHECK(((tg_cuda_ctx *)a->impl)->prewarm == NULL); /* no list yet */
+        tg_backend_stats s1 = compute_ffn_and_free(a, 10);
+        CHECK_MSG(s1.setup_kernels_us > 0 && s1.setup_plans_us > 0, "no list: kernels %.3f, plans %.3f us",
+                  s1.setup_kernels_us, s1.setup_plans_us);
 
-    tg_backend *b = prewarm_backend();
-    CHECK(b && ((tg_cuda_ctx *)b->impl)->prewarm != NULL);
-    if (b) {
-        compute_ffn_and_free(b, 11, &s2);
-        CHECK_MSG(s2.setup_kernels_us == 0 && s2.setup_plans_us == 0 && s2.setup_first_us == 0,
-                  "prewarmed: kernels %.3f, plans %.3f, first launches %.3f us", s2.setup_kernels_us,
-                  s2.setup_plans_us, s2.setup_first_us);
-        printf("  prewarm: first compute's setup %.1f us without it, %.1f with it\n", s1.setup_us, s2.setup_us);
-    }
-
-    /* a list this build cannot read (valid as a cache entry) is warned
-     * about and skipped; the backend computes as without one */
-    tg_backend *c = prewarm_backend();
-    if (c) {
-        tg_cuda_ctx *cc = (tg_cuda_ctx *)c->impl;
-        tg_cuda_prewarm_join(cc);
-        char key[160];
-        tg_cuda_prewarm_key(cc->dev, key, sizeof key);
-        const char junk[] = "not a prewarm list";
-        CHECK_OK(tg_kcache_put(cc->dev->cache, key, junk, sizeof junk));
-        tg_backend_free(c);
-        tg_backend *d = prewarm_backend();
-        CHECK(d && ((tg_cuda_ctx *)d->impl)->prewarm == NULL);
-        if (d) {
-            tg_backend_stats s3;
+        tg_backend *b = cuda_or_skip();
+        tg_cuda_ctx *cb = b ? (tg_cuda_ctx *)b->impl : NULL;
+        CHECK(cb && cb->prewarm != NULL);
+        if (b) {
+            /* the list as written, for the damaged copies below */
+            char key[160];
+            void *list = NULL;
+            size_t size = 0;
+            tg_cuda_prewarm_key(cb->dev, key, sizeof key);
+            CHECK(tg_kcache_get(cb->dev->cache, key, &list, &size));
             run r;
-            CHECK_OK(run_make(d, build_ffn, &r));
-            CHECK_OK(fill_leaves(&r, 12));
-            s3 = compute_once(d, &r);
-            CHECK(s3.setup_plans_us > 0);
+            CHECK_OK(run_make(b, build_ffn, &r));
+            CHECK_OK(fill_leaves(&r, 11));
+            tg_backend_stats s2 = compute_once(b, &r);
+            CHECK_MSG(s2.setup_kernels_us == 0 && s2.setup_plans_us == 0 && s2.setup_first_us == 0,
+                      "prewarmed: kernels %.3f, plans %.3f, first launches %.3f us", s2.setup_kernels_us,
+                      s2.setup_plans_us, s2.setup_first_us);
+            CHECK_MSG(cb->prewarm_done == 2 && cb->prewarm_skipped == 0 && cb->prewarm_failed == 0,
+                      "prewarm: %d plans launched, %d skipped, %d failed (the block's two products)",
+                      cb->prewarm_done, cb->prewarm_skipped, cb->prewarm_failed);
+            printf("  prewarm: first compute's setup %.1f us without it, %.1f with it (%.1f of it waiting)\n",
+                   s1.setup_us, s2.setup_us, s2.setup_wait_us);
             run_free(&r);
-            tg_backend_free(d);
+            tg_backend_free(b);
+
+            const size_t header = 20; /* five uint32: magic, version, key size, kernels, plans */
+            tg_backend_stats s3;
+            if (list && size > header + sizeof(cuda_mm_key)) {
+                /* one key with an epilogue no plan has: skipped, the rest prepared */
+                char *bad = tg_malloc(size);
+                memcpy(bad, list, size);
+                int32_t epi = 99;
+                memcpy(bad + header + offsetof(cuda_mm_key, epilogue), &epi, sizeof epi);
+                int skipped = 0;
+                CHECK(start_on(bad, size, &s3, &skipped));
+                CHECK_MSG(skipped == 1 && s3.setup_plans_us > 0,
+                          "a bad key: %d skipped, its plan made by the compute in %.3f us", skipped, s3.setup_plans_us);
+                tg_free(bad);
+                /* the same list cut short: not read at all */
+                CHECK(!start_on(list, size - 1, &s3, &skipped));
+                CHECK(s3.setup_kernels_us > 0 && s3.setup_plans_us > 0);
+            }
+            const char junk[] = "not a prewarm list";
+            int skipped = 0;
+            CHECK(!start_on(junk, sizeof junk, &s3, &skipped));
+            CHECK(s3.setup_plans_us > 0);
+            tg_free(list);
         }
     }
+    unsetenv("CT_CUDA_PREWARM");
     unsetenv("CT_CUDA_CACHE_DIR");
     char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_cache);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0);
 }
 

@@ -533,7 +533,9 @@ static tg_status encode_captured(tg_cuda_ctx *c, tg_graph *g, const tg_cuda_plan
         return st;
     }
     CUgraph graph;
-    double t0 = tg_clock_now_ms();
+    /* the graph's own time: what the capture's encode readies, plans or
+     * first-launches is counted in those parts, not here */
+    double t0 = tg_clock_now_ms(), nested0 = tg_cuda_library_ms(c->dev) + c->plan_ms + c->lt_first_ms;
     tg_status st = capture(c, g, p, &graph);
     if (st || !graph) {
         e->direct = true;
@@ -563,7 +565,8 @@ static tg_status encode_captured(tg_cuda_ctx *c, tg_graph *g, const tg_cuda_plan
         c->n_graph_captures++;
     }
     cu->cuGraphDestroy(graph);
-    c->graph_make_ms += tg_clock_now_ms() - t0;
+    c->graph_make_ms +=
+        tg_clock_now_ms() - t0 - (tg_cuda_library_ms(c->dev) + c->plan_ms + c->lt_first_ms - nested0);
     e->full = full;
     /* Updated again and again with no replay between (addresses that
      * repeat once and then move, A A B B C C): the captures cost what direct
@@ -687,19 +690,23 @@ static tg_status graph_compute(tg_backend *b, tg_graph *g) {
 static tg_status cuda_graph_compute(tg_backend *b, tg_graph *g) {
     RANGE_PUSH("tg cuda graph compute");
     tg_cuda_ctx *c = ctx_of(b);
-    tg_cuda_prewarm_join(c); /* its thread owns the plans until now */
+    tg_backend_stats *s = &b->stats;
+    /* the prewarm's thread owns the plans until now; waiting for it is
+     * this compute's first-use time (and its submit time) */
+    const double wait = tg_cuda_prewarm_join(c, false);
+    tg_backend_note_submit(b, 1e3 * wait);
+    s->setup_wait_us += 1e3 * wait;
     /* first-use host time inside this compute, by part, into the stats
      * (the kernel table is the device's: another context's loads in the
      * meantime would count here too; a backend has one context a device) */
     double k0 = tg_cuda_library_ms(c->dev), p0 = c->plan_ms, f0 = c->lt_first_ms, g0 = c->graph_make_ms;
     tg_status st = graph_compute(b, g);
-    tg_backend_stats *s = &b->stats;
     double k = tg_cuda_library_ms(c->dev) - k0, p = c->plan_ms - p0, f = c->lt_first_ms - f0, gr = c->graph_make_ms - g0;
     s->setup_kernels_us += 1e3 * k;
     s->setup_plans_us += 1e3 * p;
     s->setup_first_us += 1e3 * f;
     s->setup_graphs_us += 1e3 * gr;
-    s->setup_us += 1e3 * (k + p + f + gr);
+    s->setup_us += 1e3 * (wait + k + p + f + gr);
     RANGE_POP();
     return st;
 }
@@ -769,7 +776,7 @@ static void ctx_destroy(tg_cuda_ctx *c) {
     const tg_cu_api *cu = dev->cu;
     cu->cuCtxSetCurrent(dev->ctx);
     if (c->stream && !c->error) cu->cuStreamSynchronize(c->stream);
-    tg_cuda_prewarm_join(c);
+    (void)tg_cuda_prewarm_join(c, true);
     if (!c->error && c->n_computes > 0 && tg_cuda_prewarm_enabled()) {
         tg_status ws = tg_cuda_prewarm_save(c);
         if (ws) {
@@ -778,11 +785,12 @@ static void ctx_destroy(tg_cuda_ctx *c) {
         }
     }
     tg_cuda_debug_report(c);
-    TG_DEBUG("%s: first-use host time: %d matmul plans made in %.1f ms, their first launches %.1f ms; "
-             "%d graphs captured in %.1f ms; kernels: %d files ready in %.1f ms (%d compiled, %d from "
+    TG_DEBUG("%s: first-use host time: %d matmul plans made in %.1f ms, %d first launches %.1f ms; "
+             "%d graphs captured (%d updated) in %.1f ms; kernels: %d files ready in %.1f ms (%d compiled, %d from "
              "the cache, %d precompiled)",
-             c->name, c->n_plans, c->plan_ms, c->lt_first_ms, c->n_graph_captures, c->graph_make_ms,
-             dev->n_mods, dev->library_ms, dev->n_compiled, dev->n_cache_hits, dev->n_precompiled);
+             c->name, c->n_plans, c->plan_ms, c->n_lt_first, c->lt_first_ms, c->n_graph_captures,
+             c->n_graph_updates, c->graph_make_ms,
+             dev->n_mods, tg_cuda_library_ms(dev), dev->n_compiled, dev->n_cache_hits, dev->n_precompiled);
     graphs_drop(c);
     tg_cuda_mm_free(c);
     if (c->scratch) cu->cuMemFree(c->scratch);
@@ -935,7 +943,7 @@ int tg_cuda_test_precompiled(tg_backend *b) {
 }
 
 double tg_cuda_test_library_ms(tg_backend *b) {
-    return b && b->iface == &cuda_iface ? ctx_of(b)->dev->library_ms : 0.0;
+    return b && b->iface == &cuda_iface ? tg_cuda_library_ms(ctx_of(b)->dev) : 0.0;
 }
 
 const tg_cuda_props *tg_cuda_backend_props(tg_backend *b) {

@@ -327,14 +327,21 @@ static char *key_make(const char *a, const char *b, const char *c) {
     return k;
 }
 
-tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *defines,
-                         const char *name, CUfunction *out_fn) {
+static void add_ns(tg_cuda_device *dev, double t0_ms) {
+    double ms = tg_clock_now_ms() - t0_ms;
+    __atomic_fetch_add(&dev->library_ns, (uint64_t)(ms > 0 ? ms * 1e6 : 0), __ATOMIC_RELAXED);
+}
+
+/* tg_cuda_kernel, marking the entry as asked for by a compute when `used`. */
+static tg_status kernel_get(tg_cuda_device *dev, const char *module, const char *defines, const char *name,
+                            bool used, CUfunction *out_fn) {
     if (!defines) defines = "";
     uint64_t kh = str_hash3(module, defines, name);
     pthread_mutex_lock(&dev->lock);
     for (int i = 0; i < dev->n_kerns; i++) {
         if (dev->kerns[i].hash == kh && key_eq(dev->kerns[i].key, module, defines, name)) {
             *out_fn = dev->kerns[i].fn;
+            dev->kerns[i].used |= used;
             pthread_mutex_unlock(&dev->lock);
             return NULL;
         }
@@ -350,7 +357,7 @@ tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *de
         double t0 = tg_clock_now_ms();
         if ((st = source_text(dev->kernels_dir, module, &text, &owned))) goto out;
         st = compile_and_load(dev, module, text, defines, true, &mod);
-        dev->library_ms += tg_clock_now_ms() - t0;
+        add_ns(dev, t0);
         if (owned) tg_free((void *)text);
         if (st) goto out;
         char *k = key_make(module, defines, NULL);
@@ -365,7 +372,7 @@ tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *de
     CUfunction fn;
     double tf = tg_clock_now_ms(); /* lazy module loading loads the function here */
     CUresult r = dev->cu->cuModuleGetFunction(&fn, mod, name);
-    dev->library_ms += tg_clock_now_ms() - tf;
+    add_ns(dev, tf);
     if (r != CUDA_SUCCESS) {
         st = tg_status_new(TG_ERR_NOT_FOUND, "kernel '%s' not found in %s (%s)", name, module,
                            tg_cuda_result_text(r));
@@ -377,18 +384,27 @@ tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *de
         st = tg_status_new(TG_ERR_NO_MEMORY, "kernel table");
         goto out;
     }
-    dev->kerns[dev->n_kerns++] = (cuda_kernel_entry){kh, k, fn};
+    dev->kerns[dev->n_kerns++] = (cuda_kernel_entry){kh, k, fn, used};
     *out_fn = fn;
 out:
     pthread_mutex_unlock(&dev->lock);
     return st;
 }
 
-double tg_cuda_library_ms(tg_cuda_device *dev) {
-    pthread_mutex_lock(&dev->lock);
-    double ms = dev->library_ms;
-    pthread_mutex_unlock(&dev->lock);
-    return ms;
+tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *defines,
+                         const char *name, CUfunction *out_fn) {
+    return kernel_get(dev, module, defines, name, true, out_fn);
+}
+
+tg_status tg_cuda_kernel_ready(tg_cuda_device *dev, const char *module, const char *defines, const char *name) {
+    CUfunction fn;
+    return kernel_get(dev, module, defines, name, false, &fn);
+}
+
+bool tg_cuda_source_known(const char *module) { return embedded(module) != NULL; }
+
+double tg_cuda_library_ms(const tg_cuda_device *dev) {
+    return (double)__atomic_load_n(&dev->library_ns, __ATOMIC_RELAXED) / 1e6;
 }
 
 /* -------------------------------------------------------------- probes */

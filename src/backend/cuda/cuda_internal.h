@@ -55,6 +55,7 @@ typedef struct cuda_kernel_entry {
     uint64_t hash;
     char *key;        /* "module|defines|name" */
     CUfunction fn;
+    bool used;        /* asked for by a compute, not only readied ahead (cuda_prewarm.c) */
 } cuda_kernel_entry;
 
 typedef struct cuda_module_entry {
@@ -85,7 +86,8 @@ typedef struct tg_cuda_device {
     char *kernels_dir;             /* CT_CUDA_KERNELS_DIR, or NULL */
     int n_compiled, n_cache_hits, n_precompiled;
     double compile_ms;             /* NVRTC alone                          */
-    double library_ms;             /* getting kernels ready: compile or cache read, module load, function */
+    uint64_t library_ns;           /* getting kernels ready: compile or cache read, module load,
+                                      function (atomic: read without the lock, tg_cuda_library_ms) */
 
     struct {                       /* where device_create's time went (ms) */
         double driver_ms;          /* libcuda loaded, cuInit (first device only) */
@@ -115,9 +117,13 @@ tg_status tg_cuda_device_bind(tg_cuda_device *dev);
  * long as the device. */
 tg_status tg_cuda_kernel(tg_cuda_device *dev, const char *module, const char *defines,
                          const char *name, CUfunction *out_fn);
-/* The host time dev has spent readying kernels so far (ms), read under its
- * lock. */
-double tg_cuda_library_ms(tg_cuda_device *dev);
+/* The host time dev has spent readying kernels so far (ms). */
+double tg_cuda_library_ms(const tg_cuda_device *dev);
+/* tg_cuda_kernel for the prewarm thread (cuda_prewarm.c): the kernel is
+ * readied but not marked as one a compute asked for. */
+tg_status tg_cuda_kernel_ready(tg_cuda_device *dev, const char *module, const char *defines, const char *name);
+/* True when `module` is one of the embedded kernel files. */
+bool tg_cuda_source_known(const char *module);
 /* Compiles arbitrary source to a loaded module (capability probes, tests);
  * the caller unloads it with cuModuleUnload. Not cached on disk. */
 tg_status tg_cuda_compile_source(tg_cuda_device *dev, const char *name, const char *source,
@@ -185,6 +191,7 @@ typedef struct cuda_mm_plan {
     size_t ws;
     bool none; /* the heuristic had no algorithm for this key: asked once, refused after */
     bool launched; /* launched once (its first launch's host time counted) */
+    bool used;     /* asked for by a compute, not only made ahead (cuda_prewarm.c) */
 } cuda_mm_plan;
 
 /* ---------------------------------------------------- captured graphs */
@@ -239,6 +246,8 @@ typedef struct tg_cuda_ctx {
     double plan_ms, lt_first_ms, graph_make_ms;
     int n_lt_first;
     struct tg_cuda_prewarm *prewarm; /* its thread, until the first compute (cuda_prewarm.c) */
+    bool in_prewarm;                 /* that thread is making plans: not marked used */
+    int prewarm_done, prewarm_skipped, prewarm_failed; /* what the last one did (tests) */
 
     cuda_graph_entry graphs[CUDA_MAX_GRAPHS];
     uint64_t n_computes;
@@ -761,10 +770,20 @@ tg_cuda_fused tg_cuda_fused_parts(tg_tensor *const *nodes, int i, int len);
 void tg_cuda_mm_free(tg_cuda_ctx *c);
 /* The first-use work of n product plans by key (cuda_prewarm.c): each
  * plan made and launched once on scratch memory of its own (at most
- * max_scratch bytes; a key needing more is skipped) on a stream of its
- * own, waited for. Counts into *n_done, *n_skipped, *n_failed. */
-void tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size_t max_scratch, int *n_done,
-                        int *n_skipped, int *n_failed);
+ * max_scratch bytes; a key needing more, or not tg_cuda_mm_key_ok, is
+ * skipped) on a stream of its own, waited for; stops between keys once
+ * *stop is set. Counts into *out_counts; returns the wait's result (a
+ * launch's fault shows there). */
+typedef struct tg_cuda_prewarm_counts {
+    int done, skipped, failed;
+} tg_cuda_prewarm_counts;
+CUresult tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size_t max_scratch, const int *stop,
+                            tg_cuda_prewarm_counts *out_counts);
+/* True when key k is one mm_plan could have made: known types and
+ * epilogue, positive sizes, leading dimensions that hold their rows,
+ * power-of-two alignments, and operand spans that fit a size_t (a list
+ * read from disk is checked with it). */
+bool tg_cuda_mm_key_ok(const cuda_mm_key *k);
 
 /* cuda_prewarm.c. CT_CUDA_PREWARM=1 (read at each call). */
 typedef struct tg_cuda_prewarm tg_cuda_prewarm;
@@ -772,9 +791,11 @@ bool tg_cuda_prewarm_enabled(void);
 /* Starts c's prewarm thread where the kernel cache holds a list for this
  * GPU and driver; nothing otherwise. */
 void tg_cuda_prewarm_start(tg_cuda_ctx *c);
-/* Waits for c's prewarm thread, if any, and frees it: before anything
- * touches c's plans (the first compute) and at c's end. */
-void tg_cuda_prewarm_join(tg_cuda_ctx *c);
+/* Waits for c's prewarm thread, if any (with `stop`, after its current
+ * item), and frees it: before anything touches c's plans (the first
+ * compute) and at c's end. Returns the ms it waited. A fault of the
+ * prewarm's launches fails c (tg_cuda_ctx_fail) and empties the list. */
+double tg_cuda_prewarm_join(tg_cuda_ctx *c, bool stop);
 /* Writes the kernels c's device readied and the plans c made as the
  * kernel cache's prewarm list for this GPU and driver. */
 tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c);

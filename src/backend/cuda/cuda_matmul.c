@@ -102,11 +102,13 @@ static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **ou
                 return tg_status_new(TG_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld product",
                                      (long long)k->n, (long long)k->m, (long long)k->k);
             *out = &c->plans[i];
+            c->plans[i].used |= !c->in_prewarm;
             return NULL;
         }
     double t0 = tg_clock_now_ms();
     tg_status st = mm_plan_make(c, k, out);
     c->plan_ms += tg_clock_now_ms() - t0;
+    if (!st) (*out)->used = !c->in_prewarm;
     return st;
 }
 
@@ -121,7 +123,7 @@ static cublasStatus_t mm_launch(tg_cuda_ctx *c, cuda_mm_plan *p, const float *al
                                                    p->la, (const void *)(uintptr_t)B, p->lb, beta,
                                                    (void *)(uintptr_t)C, p->ld, (void *)(uintptr_t)D, p->ld,
                                                    &p->algo, (void *)(uintptr_t)ws, ws_size, s);
-    if (!p->launched) {
+    if (!p->launched && ls == CUBLAS_STATUS_SUCCESS) {
         c->lt_first_ms += tg_clock_now_ms() - t0;
         c->n_lt_first++;
         p->launched = true;
@@ -233,54 +235,80 @@ static size_t lt_type_size(int32_t t) {
     return t == (int32_t)CUDA_R_32F ? 4 : t == (int32_t)CUDA_R_16F || t == (int32_t)CUDA_R_16BF ? 2 : 0;
 }
 
-/* Bytes a matrix of `cols` columns of ld elements, batch times at stride
- * bstride, spans; 0 where its type is unknown. */
-static size_t span_bytes(int32_t type, int64_t ld, int64_t cols, int64_t batch, int64_t bstride) {
-    size_t es = lt_type_size(type);
-    if (!es || ld <= 0 || cols <= 0 || batch <= 0 || bstride < 0) return 0;
-    return es * (size_t)((batch - 1) * bstride + ld * cols);
-}
-
+#define SPAN_MAX ((int64_t)1 << 40) /* elements: far above any product here */
 #define SPAN_ALIGN(x) (((x) + 255) & ~(size_t)255)
 
-/* The bytes of key k's A, B and D (C is D) and the scratch all four (with
- * the bias) take, 256-byte aligned; 0 where a type is unknown. */
-static size_t key_spans(const cuda_mm_key *k, size_t *a, size_t *b, size_t *d) {
-    *a = span_bytes(k->atype, k->lda, k->a_plain ? k->k : k->n, k->batch, k->sa);
-    *b = span_bytes(k->btype, k->ldb, k->m, k->batch, k->sb);
-    *d = span_bytes(k->dtype, k->ldd, k->m, k->batch, k->sd);
-    return *a && *b && *d ? SPAN_ALIGN(*a) + SPAN_ALIGN(*b) + SPAN_ALIGN(*d) + SPAN_ALIGN((size_t)k->n * 4) : 0;
+/* Bytes a matrix of `rows` x `cols` elements of `type` with leading
+ * dimension ld, batch times at stride bstride, spans; 0 where the type is
+ * unknown, ld cannot hold the rows or a size is out of range (checked
+ * before any product, so nothing overflows). */
+static size_t span_bytes(int32_t type, int64_t rows, int64_t ld, int64_t cols, int64_t batch, int64_t bstride) {
+    size_t es = lt_type_size(type);
+    if (!es || rows <= 0 || rows > SPAN_MAX || ld < rows || ld > SPAN_MAX || cols <= 0 || cols > SPAN_MAX ||
+        batch <= 0 || batch > SPAN_MAX || bstride < 0 || bstride > SPAN_MAX)
+        return 0;
+    int64_t last, body, elems;
+    if (__builtin_mul_overflow(batch - 1, bstride, &last) || __builtin_mul_overflow(ld, cols, &body) ||
+        __builtin_add_overflow(last, body, &elems) || elems > SPAN_MAX)
+        return 0;
+    return es * (size_t)elems;
 }
 
-void tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size_t max_scratch, int *n_done,
-                        int *n_skipped, int *n_failed) {
+/* The bytes of key k's A, B and D (C is D) and the scratch all four (with
+ * the bias) take, 256-byte aligned; 0 where tg_cuda_mm_key_ok would say no. */
+static size_t key_spans(const cuda_mm_key *k, size_t *a, size_t *b, size_t *d) {
+    /* A as mm_plan_make lays it out: n x k (plain) or k x n (transposed) */
+    *a = span_bytes(k->atype, k->a_plain ? k->n : k->k, k->lda, k->a_plain ? k->k : k->n, k->batch, k->sa);
+    *b = span_bytes(k->btype, k->k, k->ldb, k->m, k->batch, k->sb);
+    *d = span_bytes(k->dtype, k->n, k->ldd, k->m, k->batch, k->sd);
+    if (!*a || !*b || !*d) return 0;
+    return SPAN_ALIGN(*a) + SPAN_ALIGN(*b) + SPAN_ALIGN(*d) + SPAN_ALIGN((size_t)k->n * 4);
+}
+
+static bool align_ok(int32_t a) { return a >= 1 && a <= 256 && (a & (a - 1)) == 0; }
+
+bool tg_cuda_mm_key_ok(const cuda_mm_key *k) {
+    size_t a, b, d;
+    return (k->compute == CUBLAS_COMPUTE_32F || k->compute == CUBLAS_COMPUTE_32F_FAST_TF32) &&
+           (k->epilogue == 0 || k->epilogue == CUBLASLT_EPILOGUE_BIAS || k->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS) &&
+           (k->a_plain == 0 || k->a_plain == 1) && align_ok(k->align_a) && align_ok(k->align_b) &&
+           align_ok(k->align_d) && key_spans(k, &a, &b, &d) != 0;
+}
+
+CUresult tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size_t max_scratch, const int *stop,
+                            tg_cuda_prewarm_counts *out_counts) {
     const tg_cu_api *cu = c->dev->cu;
-    if (!c->dev->lt) return;
+    if (!c->dev->lt || n <= 0) return CUDA_SUCCESS;
     size_t need = 0, a, b, d;
     for (int i = 0; i < n; i++) {
-        size_t all = key_spans(&keys[i], &a, &b, &d);
+        size_t all = tg_cuda_mm_key_ok(&keys[i]) ? key_spans(&keys[i], &a, &b, &d) : 0;
         if (all && all <= max_scratch && all > need) need = all;
     }
     CUdeviceptr scratch = 0;
     CUstream s = NULL;
-    if (!need || cu->cuMemAlloc(&scratch, need) != CUDA_SUCCESS) return;
-    if (cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+    CUresult r = need ? cu->cuMemAlloc(&scratch, need) : CUDA_SUCCESS;
+    if (need && r == CUDA_SUCCESS && (r = cu->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
         cu->cuMemFree(scratch);
-        return;
+    if (!need || r != CUDA_SUCCESS) {
+        if (need) out_counts->failed += n; /* no memory or stream: none prepared */
+        else out_counts->skipped += n;
+        return CUDA_SUCCESS;               /* nothing launched: the context is as it was */
     }
     const float alpha = 1.0f, beta = 0.0f;
+    c->in_prewarm = true;
     for (int i = 0; i < n; i++) {
+        if (__atomic_load_n(stop, __ATOMIC_RELAXED)) break; /* the first compute is waiting */
         const cuda_mm_key *k = &keys[i];
-        size_t all = key_spans(k, &a, &b, &d);
+        size_t all = tg_cuda_mm_key_ok(k) ? key_spans(k, &a, &b, &d) : 0;
         if (!all || all > need) {
-            (*n_skipped)++;
+            out_counts->skipped++;
             continue;
         }
         cuda_mm_plan *p = NULL;
         tg_status st = mm_plan(c, k, &p);
         if (st) {
             tg_status_free(st);
-            (*n_failed)++;
+            out_counts->failed++;
             continue;
         }
         CUdeviceptr A = scratch, B = A + SPAN_ALIGN(a), D = B + SPAN_ALIGN(b), bias = D + SPAN_ALIGN(d);
@@ -288,18 +316,20 @@ void tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size_t m
             const void *bp = (const void *)(uintptr_t)bias;
             if (c->dev->lt->cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp,
                                                            sizeof bp)) {
-                (*n_failed)++;
+                out_counts->failed++;
                 continue;
             }
         }
         cublasStatus_t ls = k->a_plain ? mm_launch(c, p, &alpha, A, B, &beta, D, D, 0, 0, s)
                                        : mm_launch(c, p, &alpha, A, B, &beta, D, D, c->lt_ws, p->ws, s);
-        if (ls) (*n_failed)++;
-        else (*n_done)++;
+        if (ls) out_counts->failed++;
+        else out_counts->done++;
     }
-    cu->cuStreamSynchronize(s);
+    c->in_prewarm = false;
+    r = cu->cuStreamSynchronize(s);
     cu->cuStreamDestroy(s);
     cu->cuMemFree(scratch);
+    return r;
 }
 
 void tg_cuda_mm_free(tg_cuda_ctx *c) {

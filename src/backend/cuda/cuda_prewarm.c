@@ -23,10 +23,13 @@
  * launches it once on scratch memory on a stream of its own (garbage in,
  * garbage out, never read), skipping a plan whose operands would take more
  * than 64 MB (a batch of 64 clips' products: the first call of a large
- * batch is not a start). The context's first compute, and its end, wait
- * for the thread (tg_cuda_prewarm_join): until then the thread owns the
- * context's plan table; the weights' upload, which needs neither, runs
- * beside it.
+ * batch is not a start). The context's first compute waits for the
+ * thread (tg_cuda_prewarm_join), and its end stops it after its current
+ * item: until then the thread owns the context's plan table; the weights'
+ * upload, which needs neither, runs beside it. Only what a compute asked
+ * for is written, so a list holds what the last run used, never what an
+ * earlier prewarm prepared and nothing used; a list whose launches fault
+ * fails the context where its first compute sees it and is emptied.
  *
  * Not here: graphs (captured from a compute's own launches, never ahead),
  * buffers (their sizes come with the first graph), what the work costs
@@ -50,11 +53,12 @@ typedef struct warm_header {
 struct tg_cuda_prewarm {
     pthread_t thread;
     bool running;
-    void *data;             /* the cache entry: header, plan keys, kernel strings */
-    size_t size;
-    int n_kernels, n_plans; /* readied and launched */
-    int failed, skipped;    /* kernels or plans that did not prepare; plans too large */
-    double ms;              /* the thread's time */
+    int stop;                      /* set by the join: the thread ends after its current item */
+    void *data;                    /* the cache entry: header, plan keys, kernel strings */
+    int n_kernels;                 /* kernels readied */
+    tg_cuda_prewarm_counts plans;  /* plans launched, skipped, failed (and kernels failed) */
+    CUresult result;               /* the wait for the plans' launches */
+    double ms;                     /* the thread's time */
 };
 
 void tg_cuda_prewarm_key(const tg_cuda_device *dev, char *buf, size_t size) {
@@ -69,12 +73,17 @@ bool tg_cuda_prewarm_enabled(void) { return tg_cuda_env_int("CT_CUDA_PREWARM", 0
 tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c) {
     tg_cuda_device *dev = c->dev;
     if (!dev->cache) return NULL;
-    int n_plans = 0;
-    for (int i = 0; i < c->n_plans && n_plans < WARM_MAX_PLANS; i++) n_plans += !c->plans[i].none;
+    /* only what a compute asked for: a list never grows by what it
+     * prepared itself and nothing used */
+    int n_plans = 0, n_kernels = 0;
+    for (int i = 0; i < c->n_plans && n_plans < WARM_MAX_PLANS; i++) n_plans += !c->plans[i].none && c->plans[i].used;
     pthread_mutex_lock(&dev->lock);
-    int n_kernels = dev->n_kerns < WARM_MAX_KERNELS ? dev->n_kerns : WARM_MAX_KERNELS;
     size_t strings = 0;
-    for (int i = 0; i < n_kernels; i++) strings += strlen(dev->kerns[i].key) + 1;
+    for (int i = 0; i < dev->n_kerns && n_kernels < WARM_MAX_KERNELS; i++) {
+        if (!dev->kerns[i].used) continue;
+        strings += strlen(dev->kerns[i].key) + 1;
+        n_kernels++;
+    }
     size_t size = sizeof(warm_header) + (size_t)n_plans * sizeof(cuda_mm_key) + strings;
     char *data = tg_malloc(size);
     if (!data) {
@@ -86,15 +95,17 @@ tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c) {
     memcpy(data, &h, sizeof h);
     char *at = data + sizeof h;
     for (int i = 0, w = 0; i < c->n_plans && w < n_plans; i++) {
-        if (c->plans[i].none) continue;
+        if (c->plans[i].none || !c->plans[i].used) continue;
         memcpy(at, &c->plans[i].key, sizeof(cuda_mm_key));
         at += sizeof(cuda_mm_key);
         w++;
     }
-    for (int i = 0; i < n_kernels; i++) {
+    for (int i = 0, w = 0; i < dev->n_kerns && w < n_kernels; i++) {
+        if (!dev->kerns[i].used) continue;
         size_t n = strlen(dev->kerns[i].key) + 1;
         memcpy(at, dev->kerns[i].key, n);
         at += n;
+        w++;
     }
     pthread_mutex_unlock(&dev->lock);
     char key[160];
@@ -137,8 +148,8 @@ static bool warm_kernel(tg_cuda_device *dev, const char *key) {
     module[nm] = 0;
     memcpy(defines, bar1 + 1, nd);
     defines[nd] = 0;
-    CUfunction fn;
-    tg_status st = tg_cuda_kernel(dev, module, defines, bar2 + 1, &fn);
+    if (!tg_cuda_source_known(module)) return false; /* an embedded file's name only, never a path */
+    tg_status st = tg_cuda_kernel_ready(dev, module, defines, bar2 + 1);
     if (st) {
         TG_DEBUG("cuda: prewarm: %s", tg_status_message(st));
         tg_status_free(st);
@@ -163,13 +174,13 @@ static void *prewarm_main(void *arg) {
     cuda_mm_key *keys = h.n_plans ? tg_malloc((size_t)h.n_plans * sizeof *keys) : NULL;
     if (keys) memcpy(keys, (const char *)w->data + sizeof h, (size_t)h.n_plans * sizeof *keys);
     const char *s = (const char *)w->data + sizeof h + (size_t)h.n_plans * sizeof(cuda_mm_key);
-    for (uint32_t i = 0; i < h.n_kernels; i++) {
+    for (uint32_t i = 0; i < h.n_kernels && !__atomic_load_n(&w->stop, __ATOMIC_RELAXED); i++) {
         if (warm_kernel(c->dev, s)) w->n_kernels++;
-        else w->failed++;
+        else w->plans.failed++;
         s += strlen(s) + 1;
     }
-    if (keys) tg_cuda_mm_prewarm(c, keys, (int)h.n_plans, WARM_SCRATCH_MAX, &w->n_plans, &w->skipped, &w->failed);
-    else if (h.n_plans) w->failed += (int)h.n_plans;
+    if (keys) w->result = tg_cuda_mm_prewarm(c, keys, (int)h.n_plans, WARM_SCRATCH_MAX, &w->stop, &w->plans);
+    else w->plans.failed += (int)h.n_plans;
     tg_free(keys);
     w->ms = tg_clock_now_ms() - t0;
     return NULL;
@@ -194,7 +205,6 @@ void tg_cuda_prewarm_start(tg_cuda_ctx *c) {
         return;
     }
     w->data = data;
-    w->size = size;
     c->prewarm = w;
     if (pthread_create(&w->thread, NULL, prewarm_main, c) != 0) {
         TG_DEBUG("%s: prewarm: no thread; not prewarming", c->name);
@@ -206,15 +216,39 @@ void tg_cuda_prewarm_start(tg_cuda_ctx *c) {
     w->running = true;
 }
 
-void tg_cuda_prewarm_join(tg_cuda_ctx *c) {
+/* Overwrites the list with an empty one, so the next start prepares
+ * nothing (after a prewarm that faulted). */
+static void forget_list(tg_cuda_ctx *c) {
+    char key[160];
+    tg_cuda_prewarm_key(c->dev, key, sizeof key);
+    warm_header h = {WARM_MAGIC, WARM_VERSION, (uint32_t)sizeof(cuda_mm_key), 0, 0};
+    tg_status st = tg_kcache_put(c->dev->cache, key, &h, sizeof h);
+    tg_status_free(st);
+}
+
+double tg_cuda_prewarm_join(tg_cuda_ctx *c, bool stop) {
     tg_cuda_prewarm *w = c->prewarm;
-    if (!w) return;
+    if (!w) return 0.0;
     const double t0 = tg_clock_now_ms();
+    if (stop) __atomic_store_n(&w->stop, 1, __ATOMIC_RELAXED);
     if (w->running) pthread_join(w->thread, NULL);
-    TG_DEBUG("%s: prewarmed %d kernels and %d product plans (%d failed, %d too large) in %.1f ms; waited %.1f ms "
+    const double waited = tg_clock_now_ms() - t0;
+    TG_DEBUG("%s: prewarmed %d kernels and %d product plans (%d failed, %d skipped) in %.1f ms; waited %.1f ms "
              "for it",
-             c->name, w->n_kernels, w->n_plans, w->failed, w->skipped, w->ms, tg_clock_now_ms() - t0);
+             c->name, w->n_kernels, w->plans.done, w->plans.failed, w->plans.skipped, w->ms, waited);
+    c->prewarm_done = w->plans.done;
+    c->prewarm_skipped = w->plans.skipped;
+    c->prewarm_failed = w->plans.failed;
+    CUresult r = w->result;
     c->prewarm = NULL;
     tg_free(w->data);
     tg_free(w);
+    if (r != CUDA_SUCCESS) {
+        /* a launch of the prewarm faulted the context: say so where the
+         * caller sees it, and do not prepare that list again */
+        TG_WARN("%s: the prewarm's launches failed (%s); its list is dropped", c->name, tg_cuda_result_text(r));
+        forget_list(c);
+        tg_status_free(tg_cuda_ctx_fail(c, r, "the prewarm's product launches (CT_CUDA_PREWARM)"));
+    }
+    return waited;
 }

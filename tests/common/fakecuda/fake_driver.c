@@ -246,7 +246,12 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void 
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr *p, size_t n) {
-    void *m = calloc(1, n ? n : 1);
+    /* 256-byte aligned, as a GPU's allocations are at least (a product
+     * plan's key holds its operands' alignments, so they must not vary
+     * from run to run more than a GPU's would) */
+    size_t size = ((n ? n : 1) + 255) & ~(size_t)255;
+    void *m = aligned_alloc(256, size);
+    if (m) memset(m, 0, size);
     *p = (CUdeviceptr)(uintptr_t)m;
     return m ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
