@@ -357,7 +357,8 @@ void tg_backend_fail_after(tg_backend_fault kind, long n, long times);
  * product plans made and their library kernels loaded at first launch,
  * graphs captured or updated, and the wait for work prepared ahead on a
  * thread; the CPU backend has none); apart from the computes, the host time
- * spent allocating buffers (tg_backend_buffer_alloc). */
+ * spent allocating buffers (tg_backend_buffer_alloc, and a GPU backend's
+ * own scratch as a compute grows it). */
 typedef struct tg_backend_stats {
     size_t mem_in_use, mem_peak;   /* bytes */
     double compute_us, submit_us;  /* summed over computes */

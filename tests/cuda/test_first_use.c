@@ -59,7 +59,11 @@ static void test_counted_once(void) {
               sa.alloc_us, sa.setup_us);
     CHECK_OK(fill_leaves(&r, 7));
     const int plans0 = c->n_plans;
+    const size_t scratch0 = c->scratch_size;
     tg_backend_stats s1 = compute_once(be, &r);
+    /* the backend's own scratch, grown by a compute, counts as allocation */
+    CHECK_MSG(c->scratch_size > scratch0 ? s1.alloc_us > 0 : s1.alloc_us == 0,
+              "first compute: scratch %zu -> %zu bytes, allocation %.3f us", scratch0, c->scratch_size, s1.alloc_us);
     CHECK_MSG(s1.setup_kernels_us > 0, "first compute: kernels readied in %.3f us", s1.setup_kernels_us);
     CHECK_MSG(c->n_plans > plans0 && s1.setup_plans_us > 0, "first compute: %d plans in %.3f us",
               c->n_plans - plans0, s1.setup_plans_us);
@@ -67,6 +71,7 @@ static void test_counted_once(void) {
 
     const int captures = c->n_graph_captures, plans1 = c->n_plans;
     tg_backend_stats s2 = compute_once(be, &r);
+    CHECK_MSG(s2.alloc_us == 0, "second compute: allocation %.3f us", s2.alloc_us);
     CHECK_MSG(s2.setup_kernels_us == 0 && s2.setup_plans_us == 0 && s2.setup_first_us == 0,
               "second compute: kernels %.3f, plans %.3f, first launches %.3f us", s2.setup_kernels_us,
               s2.setup_plans_us, s2.setup_first_us);
@@ -83,10 +88,10 @@ static void test_counted_once(void) {
         CHECK_MSG(s3.setup_kernels_us == 0 && s3.setup_plans_us == 0 && s3.setup_first_us == 0,
                   "third compute: kernels %.3f, plans %.3f, first launches %.3f us", s3.setup_kernels_us,
                   s3.setup_plans_us, s3.setup_first_us);
-    printf("  first compute: setup %.1f us (kernels %.1f, plans %.1f, first launches %.1f); second %.1f "
-           "(graphs %.1f, %s); third %.1f\n",
-           s1.setup_us, s1.setup_kernels_us, s1.setup_plans_us, s1.setup_first_us, s2.setup_us, s2.setup_graphs_us,
-           captured ? "captured" : "not captured", s3.setup_us);
+    printf("  first compute: setup %.1f us (kernels %.1f, plans %.1f, first launches %.1f), scratch allocated "
+           "in %.1f; second %.1f (graphs %.1f, %s); third %.1f\n",
+           s1.setup_us, s1.setup_kernels_us, s1.setup_plans_us, s1.setup_first_us, s1.alloc_us, s2.setup_us,
+           s2.setup_graphs_us, captured ? "captured" : "not captured", s3.setup_us);
     run_free(&r);
     tg_backend_free(be);
 }

@@ -319,7 +319,9 @@ static tg_status ensure_scratch(tg_cuda_ctx *c, tg_graph *g) {
         graphs_drop(c); /* they hold the old address */
     }
     size_t sz = need + need / 4;
+    const double t0 = tg_clock_now_ms();
     CUresult r = cu->cuMemAlloc(&c->scratch, sz);
+    c->backend->stats.alloc_us += (tg_clock_now_ms() - t0) * 1e3; /* a buffer of the backend's own */
     if (r != CUDA_SUCCESS) {
         c->scratch = 0;
         return tg_status_new(TG_ERR_NO_MEMORY, "%s: cannot allocate %.1f MiB of scratch memory: %s", c->name,
