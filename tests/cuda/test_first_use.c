@@ -8,10 +8,12 @@
  * plan; the second readies and plans nothing (it captures the graph where
  * graphs are on, since its addresses repeat); the third replays it and
  * prepares nothing at all. The CPU backend counts none. The graph's
- * buffer's allocation is counted apart (alloc_us). With CT_CUDA_PREWARM=1
- * a backend prepares the last one's kernels and plans on a thread before
- * its first compute (cuda_prewarm.c), which then prepares none; a list it
- * cannot read is skipped.
+ * buffer's allocation is counted apart (alloc_us); these tests turn the
+ * prewarm off (CT_CUDA_PREWARM=0). With it on (the default) a backend
+ * prepares the last one's kernels and plans on a thread before its first
+ * compute (cuda_prewarm.c), which then prepares none; a list it cannot
+ * read is skipped. A product cuBLASLt refuses is asked for once: a compute
+ * after the first makes no plan and counts no plan time.
  *
  * Prints "skipped: no CUDA device" and passes without a driver or GPU; on
  * the stand-in driver (ctest's cuda/first_use_fake) the counts are the same.
@@ -46,7 +48,10 @@ static tg_backend_stats compute_once(tg_backend *be, run *r) {
 }
 
 static void test_counted_once(void) {
-    unsetenv("CT_CUDA_PREWARM"); /* a caller's prewarm would prepare what this counts */
+    setenv("CT_CUDA_PREWARM", "0", 1); /* a prewarm (on by default) would prepare what this counts */
+    /* the stand-in cuBLASLt refuses bf16 results, as a real one refuses
+     * some keys: a refusal is first-use work, asked for once */
+    setenv("TG_FAKE_LT_REFUSE_BF16_D", "7", 1);
     tg_backend *be = cuda_or_skip();
     if (!be) return;
     tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
@@ -76,6 +81,10 @@ static void test_counted_once(void) {
               "second compute: kernels %.3f, plans %.3f, first launches %.3f us", s2.setup_kernels_us,
               s2.setup_plans_us, s2.setup_first_us);
     CHECK(c->n_plans == plans1);
+    int refused = 0;
+    for (int i = 0; i < c->n_plans; i++) refused += c->plans[i].none;
+    if (getenv("CT_TEST_FAKE_CUDA"))
+        CHECK_MSG(refused > 0, "the stand-in refused %d of %d plans (bf16 results)", refused, c->n_plans);
     bool captured = c->n_graph_captures > captures;
     CHECK_MSG(captured ? s2.setup_graphs_us > 0 : s2.setup_graphs_us == 0, "second compute: %s, graphs %.3f us",
               captured ? "captured" : "not captured", s2.setup_graphs_us);
@@ -88,17 +97,19 @@ static void test_counted_once(void) {
         CHECK_MSG(s3.setup_kernels_us == 0 && s3.setup_plans_us == 0 && s3.setup_first_us == 0,
                   "third compute: kernels %.3f, plans %.3f, first launches %.3f us", s3.setup_kernels_us,
                   s3.setup_plans_us, s3.setup_first_us);
-    printf("  first compute: setup %.1f us (kernels %.1f, plans %.1f, first launches %.1f), scratch allocated "
-           "in %.1f; second %.1f (graphs %.1f, %s); third %.1f\n",
-           s1.setup_us, s1.setup_kernels_us, s1.setup_plans_us, s1.setup_first_us, s1.alloc_us, s2.setup_us,
-           s2.setup_graphs_us, captured ? "captured" : "not captured", s3.setup_us);
+    printf("  first compute: setup %.1f us (kernels %.1f, plans %.1f for %d, %d refused, first launches %.1f), "
+           "scratch allocated in %.1f; second %.1f (graphs %.1f, %s); third %.1f\n",
+           s1.setup_us, s1.setup_kernels_us, s1.setup_plans_us, c->n_plans - plans0, refused, s1.setup_first_us,
+           s1.alloc_us, s2.setup_us, s2.setup_graphs_us, captured ? "captured" : "not captured", s3.setup_us);
     run_free(&r);
     tg_backend_free(be);
+    unsetenv("TG_FAKE_LT_REFUSE_BF16_D");
 }
 
 /* A second backend on the same device finds the kernels the first readied:
  * its first compute readies none, but makes its own plans. */
 static void test_kernels_per_device(void) {
+    setenv("CT_CUDA_PREWARM", "0", 1); /* b's plans its own compute's, not a list's */
     tg_backend *a = cuda_or_skip();
     if (!a) return;
     tg_backend *b = cuda_or_skip();
@@ -187,6 +198,7 @@ static void test_prewarm(void) {
     }
     setenv("CT_CUDA_CACHE_DIR", dir, 1);
     setenv("CT_CUDA_PREWARM", "1", 1);
+    setenv("TG_FAKE_LT_REFUSE_BF16_D", "7", 1); /* the list holds a refused key: asked again ahead */
     tg_backend *a = cuda_or_skip();
     if (a) {
         CHECK(((tg_cuda_ctx *)a->impl)->prewarm == NULL); /* no list yet */
@@ -214,6 +226,8 @@ static void test_prewarm(void) {
             CHECK_MSG(cb->prewarm_done == 2 && cb->prewarm_skipped == 0 && cb->prewarm_failed == 0,
                       "prewarm: %d plans launched, %d skipped, %d failed (the block's two products)",
                       cb->prewarm_done, cb->prewarm_skipped, cb->prewarm_failed);
+            if (getenv("CT_TEST_FAKE_CUDA"))
+                CHECK_MSG(cb->prewarm_refused > 0, "prewarm: %d refused keys asked again", cb->prewarm_refused);
             printf("  prewarm: first compute's setup %.1f us without it, %.1f with it (%.1f of it waiting)\n",
                    s1.setup_us, s2.setup_us, s2.setup_wait_us);
             run_free(&r);
@@ -243,7 +257,8 @@ static void test_prewarm(void) {
             tg_free(list);
         }
     }
-    unsetenv("CT_CUDA_PREWARM");
+    setenv("CT_CUDA_PREWARM", "0", 1);
+    unsetenv("TG_FAKE_LT_REFUSE_BF16_D");
     unsetenv("CT_CUDA_CACHE_DIR");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -189,7 +189,8 @@ typedef struct cuda_mm_plan {
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
     size_t ws;
-    bool none; /* the heuristic had no algorithm for this key: asked once, refused after */
+    bool none; /* cuBLASLt refused this key: asked once, refused after without asking */
+    int none_status; /* with none: cuBLASLt's status (0: the heuristic found no algorithm) */
     bool launched; /* launched once (its first launch's host time counted) */
     bool used;     /* asked for by a compute, not only made ahead (cuda_prewarm.c) */
 } cuda_mm_plan;
@@ -247,7 +248,7 @@ typedef struct tg_cuda_ctx {
     int n_lt_first;
     struct tg_cuda_prewarm *prewarm; /* its thread, until the first compute (cuda_prewarm.c) */
     bool in_prewarm;                 /* that thread is making plans: not marked used */
-    int prewarm_done, prewarm_skipped, prewarm_failed; /* what the last one did (tests) */
+    int prewarm_done, prewarm_refused, prewarm_skipped, prewarm_failed; /* what the last one did (tests) */
 
     cuda_graph_entry graphs[CUDA_MAX_GRAPHS];
     uint64_t n_computes;
@@ -775,7 +776,7 @@ void tg_cuda_mm_free(tg_cuda_ctx *c);
  * *stop is set. Counts into *out_counts; returns the wait's result (a
  * launch's fault shows there). */
 typedef struct tg_cuda_prewarm_counts {
-    int done, skipped, failed;
+    int done, refused, skipped, failed; /* refused: cuBLASLt refused the key again, kept as refused */
 } tg_cuda_prewarm_counts;
 CUresult tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size_t max_scratch, const int *stop,
                             tg_cuda_prewarm_counts *out_counts);
@@ -785,7 +786,7 @@ CUresult tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size
  * read from disk is checked with it). */
 bool tg_cuda_mm_key_ok(const cuda_mm_key *k);
 
-/* cuda_prewarm.c. CT_CUDA_PREWARM=1 (read at each call). */
+/* cuda_prewarm.c. On unless CT_CUDA_PREWARM=0 (read at each call). */
 typedef struct tg_cuda_prewarm tg_cuda_prewarm;
 bool tg_cuda_prewarm_enabled(void);
 /* Starts c's prewarm thread where the kernel cache holds a list for this

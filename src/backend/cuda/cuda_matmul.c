@@ -98,11 +98,13 @@ static tg_status mm_plan_make(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan
 static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
     for (int i = 0; i < c->n_plans; i++)
         if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
-            if (c->plans[i].none)
-                return tg_status_new(TG_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld product",
-                                     (long long)k->n, (long long)k->m, (long long)k->k);
-            *out = &c->plans[i];
             c->plans[i].used |= !c->in_prewarm;
+            if (c->plans[i].none)
+                return tg_status_new(TG_ERR_UNSUPPORTED,
+                                     "cuBLASLt refused a %lldx%lldx%lld product (types %d/%d, status %d)",
+                                     (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
+                                     c->plans[i].none_status);
+            *out = &c->plans[i];
             return NULL;
         }
     double t0 = tg_clock_now_ms();
@@ -129,6 +131,24 @@ static cublasStatus_t mm_launch(tg_cuda_ctx *c, cuda_mm_plan *p, const float *al
         p->launched = true;
     }
     return ls;
+}
+
+/* Keeps key k as refused with cuBLASLt's status s, so that a plan asking
+ * again (tg_cuda_mm_d16_ok, at every compute that is not a replay) costs a
+ * lookup, not a heuristic call: a refusal depends on the key alone, except
+ * a failed allocation, which is not kept. */
+static void mm_plan_refused(tg_cuda_ctx *c, const cuda_mm_key *k, cublasStatus_t s) {
+    TG_DEBUG("%s: cuBLASLt refused a %lldx%lldx%lld product (types %d/%d/%d, batch %lld, epilogue %d, status %d)",
+             c->name, (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype, k->dtype,
+             (long long)k->batch, k->epilogue, (int)s);
+    if (s == CUBLAS_STATUS_ALLOC_FAILED || !tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans))
+        return;
+    cuda_mm_plan *none = &c->plans[c->n_plans++];
+    memset(none, 0, sizeof *none);
+    none->key = *k;
+    none->none = true;
+    none->none_status = (int)s;
+    none->used = !c->in_prewarm; /* a refusal is first-use work too: the prewarm asks again */
 }
 
 static tg_status mm_plan_make(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
@@ -195,16 +215,7 @@ static tg_status mm_plan_make(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan
                            "cuBLASLt has no algorithm for a %lldx%lldx%lld product (types %d/%d, batch %lld, status %d)",
                            (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
                            (long long)k->batch, (int)s);
-        /* no algorithm (not an error of the call): kept as refused, so a
-         * plan asking again (tg_cuda_mm_d16_ok, at every compute that is
-         * not a replay) costs a lookup, not a heuristic call */
-        if ((s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED) &&
-            tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) {
-            cuda_mm_plan *none = &c->plans[c->n_plans++];
-            memset(none, 0, sizeof *none);
-            none->key = *k;
-            none->none = true;
-        }
+        mm_plan_refused(c, k, s);
         goto fail;
     }
     p.algo = res.algo;
@@ -220,6 +231,7 @@ static tg_status mm_plan_make(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan
     return NULL;
 lt_err:
     st = lt_fail(s, what);
+    mm_plan_refused(c, k, s);
 fail:
     if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);
     if (p.la) lt->cublasLtMatrixLayoutDestroy(p.la);
@@ -305,10 +317,14 @@ CUresult tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size
             continue;
         }
         cuda_mm_plan *p = NULL;
+        const int n0 = c->n_plans;
         tg_status st = mm_plan(c, k, &p);
         if (st) {
             tg_status_free(st);
-            out_counts->failed++;
+            /* refused again (kept, so the compute asking learns it from
+             * the table), or failed */
+            if (c->n_plans > n0 && c->plans[c->n_plans - 1].none) out_counts->refused++;
+            else out_counts->failed++;
             continue;
         }
         CUdeviceptr A = scratch, B = A + SPAN_ALIGN(a), D = B + SPAN_ALIGN(b), bias = D + SPAN_ALIGN(d);

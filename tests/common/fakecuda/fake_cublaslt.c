@@ -1,13 +1,18 @@
 /*
  * fake_cublaslt.c: a stand-in libcublasLt for fake_driver.c: every call
  * succeeds, heuristics offer one algorithm, a product computes nothing.
+ * TG_FAKE_LT_REFUSE_BF16_D=<status> makes the heuristic refuse, with that
+ * status, every product whose D layout (the last layout made) is bf16, as
+ * a real cuBLASLt refuses some (tests of a refusal asked for once).
  *
  * Not here: anything a product computes.
  */
 #include <cublasLt.h>
+#include <stdlib.h>
 #include <string.h>
 
 static char g_dummy[8]; /* every handle: nothing allocated, nothing to leak */
+static cudaDataType g_last_layout_type = CUDA_R_32F;
 cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t *h) {
     *h = (cublasLtHandle_t)g_dummy;
     return CUBLAS_STATUS_SUCCESS;
@@ -39,10 +44,10 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t 
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType t, uint64_t r,
                                                        uint64_t c, int64_t ld) {
-    (void)t;
     (void)r;
     (void)c;
     (void)ld;
+    g_last_layout_type = t;
     *l = (cublasLtMatrixLayout_t)g_dummy;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -89,6 +94,11 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, c
     (void)dd;
     (void)p;
     (void)req;
+    const char *refuse = getenv("TG_FAKE_LT_REFUSE_BF16_D");
+    if (refuse && g_last_layout_type == CUDA_R_16BF) {
+        *ret = 0;
+        return (cublasStatus_t)atoi(refuse);
+    }
     memset(&r[0], 0, sizeof r[0]);
     r[0].state = CUBLAS_STATUS_SUCCESS;
     r[0].wavesCount = 1.0f;
