@@ -89,6 +89,7 @@ start() {
   grep -vE "^\[(debug|info)\]" "$LOG/$1.debug.log" | head -5
   echo "first call: $(grep -m1 -o "encoder: .*" "$LOG/$1.debug.log"); kernels compiled: $(grep -c "cuda: compiled" "$LOG/$1.debug.log")"
   grep -m1 -o "first-use host time: .*" "$LOG/$1.debug.log"
+  grep -m1 -o "prewarmed .*" "$LOG/$1.debug.log" # a warm start's first-use work, done during the upload
 }
 if [ "${COLD:-1}" = 1 ]; then
   rm -rf /tmp/ct-bench-kcache-cold

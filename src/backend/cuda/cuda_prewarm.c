@@ -1,7 +1,8 @@
 /*
  * cuda_prewarm.c: a context's first-use work done ahead of its first
- * compute, on a thread of its own (CT_CUDA_PREWARM=1, off by default until
- * measured).
+ * compute, on a thread of its own (on by default; CT_CUDA_PREWARM=0 turns
+ * it off). On an H100 it took a warm start's first call from 245-330 ms
+ * to 34-43 ms (twenty-eighth session, src/backend/cuda/NOTES.md).
  *
  * A fresh process pays, in its first compute of a shape, for work a later
  * compute does not repeat: kernel files and functions readied (from the
@@ -17,8 +18,8 @@
  * the product plans it made (their keys: shapes, types, strides,
  * alignments, epilogue) as one entry of the kernel cache (tg_kcache: a
  * checksum, written by rename), keyed by the GPU's architecture, the
- * driver and the key's layout. At its start, a context with the switch on
- * reads that entry and starts a thread that readies each kernel
+ * driver and the key's layout (rewritten only when it changed). At its
+ * start, a context with the switch on reads that entry and starts a thread that readies each kernel
  * (tg_cuda_kernel, under the device's lock), then makes each plan and
  * launches it once on scratch memory on a stream of its own (garbage in,
  * garbage out, never read), skipping a plan whose operands would take more
@@ -66,7 +67,7 @@ void tg_cuda_prewarm_key(const tg_cuda_device *dev, char *buf, size_t size) {
              dev->props.cc_minor, dev->props.driver_version, sizeof(cuda_mm_key));
 }
 
-bool tg_cuda_prewarm_enabled(void) { return tg_cuda_env_int("CT_CUDA_PREWARM", 0) == 1; }
+bool tg_cuda_prewarm_enabled(void) { return tg_cuda_env_int("CT_CUDA_PREWARM", 1) != 0; }
 
 /* ----------------------------------------------------------------- record */
 
@@ -76,7 +77,7 @@ tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c) {
     /* only what a compute asked for: a list never grows by what it
      * prepared itself and nothing used */
     int n_plans = 0, n_kernels = 0;
-    for (int i = 0; i < c->n_plans && n_plans < WARM_MAX_PLANS; i++) n_plans += !c->plans[i].none && c->plans[i].used;
+    for (int i = 0; i < c->n_plans && n_plans < WARM_MAX_PLANS; i++) n_plans += c->plans[i].used;
     pthread_mutex_lock(&dev->lock);
     size_t strings = 0;
     for (int i = 0; i < dev->n_kerns && n_kernels < WARM_MAX_KERNELS; i++) {
@@ -95,7 +96,7 @@ tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c) {
     memcpy(data, &h, sizeof h);
     char *at = data + sizeof h;
     for (int i = 0, w = 0; i < c->n_plans && w < n_plans; i++) {
-        if (c->plans[i].none || !c->plans[i].used) continue;
+        if (!c->plans[i].used) continue;
         memcpy(at, &c->plans[i].key, sizeof(cuda_mm_key));
         at += sizeof(cuda_mm_key);
         w++;
@@ -110,9 +111,15 @@ tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c) {
     pthread_mutex_unlock(&dev->lock);
     char key[160];
     tg_cuda_prewarm_key(dev, key, sizeof key);
-    tg_status st = tg_kcache_put(dev->cache, key, data, size);
+    /* the same list as the cache holds (a run like the last): not rewritten */
+    void *old = NULL;
+    size_t old_size = 0;
+    bool same = tg_kcache_get(dev->cache, key, &old, &old_size) && old_size == size && memcmp(old, data, size) == 0;
+    tg_free(old);
+    tg_status st = same ? NULL : tg_kcache_put(dev->cache, key, data, size);
     tg_free(data);
-    if (!st) TG_DEBUG("%s: prewarm list written: %d kernels, %d plans", c->name, n_kernels, n_plans);
+    if (!st) TG_DEBUG("%s: prewarm list %s: %d kernels, %d plans", c->name, same ? "unchanged" : "written", n_kernels,
+                      n_plans);
     return st;
 }
 
@@ -233,10 +240,11 @@ double tg_cuda_prewarm_join(tg_cuda_ctx *c, bool stop) {
     if (stop) __atomic_store_n(&w->stop, 1, __ATOMIC_RELAXED);
     if (w->running) pthread_join(w->thread, NULL);
     const double waited = tg_clock_now_ms() - t0;
-    TG_DEBUG("%s: prewarmed %d kernels and %d product plans (%d failed, %d skipped) in %.1f ms; waited %.1f ms "
-             "for it",
-             c->name, w->n_kernels, w->plans.done, w->plans.failed, w->plans.skipped, w->ms, waited);
+    TG_DEBUG("%s: prewarmed %d kernels and %d product plans (%d refused, %d failed, %d skipped) in %.1f ms; "
+             "waited %.1f ms for it",
+             c->name, w->n_kernels, w->plans.done, w->plans.refused, w->plans.failed, w->plans.skipped, w->ms, waited);
     c->prewarm_done = w->plans.done;
+    c->prewarm_refused = w->plans.refused;
     c->prewarm_skipped = w->plans.skipped;
     c->prewarm_failed = w->plans.failed;
     CUresult r = w->result;
