@@ -49,11 +49,15 @@ static tg_backend_stats compute_once(tg_backend *be, run *r) {
 
 static void test_counted_once(void) {
     setenv("CT_CUDA_PREWARM", "0", 1); /* a prewarm (on by default) would prepare what this counts */
-    /* the stand-in cuBLASLt refuses bf16 results, as a real one refuses
-     * some keys: a refusal is first-use work, asked for once */
+    /* the stand-in cuBLASLt refuses bf16 results (CUBLAS_STATUS_INVALID_VALUE),
+     * as a real one refuses some keys: a refusal is first-use work, asked
+     * for once */
     setenv("TG_FAKE_LT_REFUSE_BF16_D", "7", 1);
     tg_backend *be = cuda_or_skip();
-    if (!be) return;
+    if (!be) {
+        unsetenv("TG_FAKE_LT_REFUSE_BF16_D");
+        return;
+    }
     tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
     run r;
     tg_backend_reset_stats(be);
@@ -103,6 +107,34 @@ static void test_counted_once(void) {
            s1.alloc_us, s2.setup_us, s2.setup_graphs_us, captured ? "captured" : "not captured", s3.setup_us);
     run_free(&r);
     tg_backend_free(be);
+    unsetenv("TG_FAKE_LT_REFUSE_BF16_D");
+}
+
+/* A failure that could pass (CUBLAS_STATUS_INTERNAL_ERROR, from the
+ * stand-in) is not kept as a refusal: the next compute asks again. And the
+ * prewarm is on unless CT_CUDA_PREWARM=0. */
+static void test_transient_not_kept(void) {
+    unsetenv("CT_CUDA_PREWARM");
+    CHECK(tg_cuda_prewarm_enabled());
+    setenv("CT_CUDA_PREWARM", "0", 1);
+    CHECK(!tg_cuda_prewarm_enabled());
+    if (!getenv("CT_TEST_FAKE_CUDA")) return; /* a real cuBLASLt fails at will only */
+    setenv("TG_FAKE_LT_REFUSE_BF16_D", "14", 1);
+    tg_backend *be = cuda_or_skip();
+    if (be) {
+        tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
+        run r;
+        CHECK_OK(run_make(be, build_ffn, &r));
+        CHECK_OK(fill_leaves(&r, 9));
+        compute_once(be, &r);
+        int refused = 0;
+        for (int i = 0; i < c->n_plans; i++) refused += c->plans[i].none;
+        CHECK_MSG(refused == 0, "%d failures kept as refusals", refused);
+        tg_backend_stats s2 = compute_once(be, &r);
+        CHECK_MSG(s2.setup_plans_us > 0, "the failed key asked again: plans %.3f us", s2.setup_plans_us);
+        run_free(&r);
+        tg_backend_free(be);
+    }
     unsetenv("TG_FAKE_LT_REFUSE_BF16_D");
 }
 
@@ -179,6 +211,7 @@ static bool start_on(const void *data, size_t size, tg_backend_stats *out, int *
     if (!be) return false;
     tg_cuda_ctx *c = (tg_cuda_ctx *)be->impl;
     bool prewarming = c->prewarm != NULL;
+    (void)tg_cuda_prewarm_join(c, false); /* the upload: the whole list prepared before the first compute */
     run r;
     CHECK_OK(run_make(be, build_ffn, &r));
     CHECK_OK(fill_leaves(&r, 13));
@@ -219,6 +252,9 @@ static void test_prewarm(void) {
             run r;
             CHECK_OK(run_make(b, build_ffn, &r));
             CHECK_OK(fill_leaves(&r, 11));
+            /* the session's upload, which the thread runs beside: the whole
+             * list prepared before the first compute (which would stop it) */
+            (void)tg_cuda_prewarm_join(cb, false);
             tg_backend_stats s2 = compute_once(b, &r);
             CHECK_MSG(s2.setup_kernels_us == 0 && s2.setup_plans_us == 0 && s2.setup_first_us == 0,
                       "prewarmed: kernels %.3f, plans %.3f, first launches %.3f us", s2.setup_kernels_us,
@@ -228,10 +264,18 @@ static void test_prewarm(void) {
                       cb->prewarm_done, cb->prewarm_skipped, cb->prewarm_failed);
             if (getenv("CT_TEST_FAKE_CUDA"))
                 CHECK_MSG(cb->prewarm_refused > 0, "prewarm: %d refused keys asked again", cb->prewarm_refused);
-            printf("  prewarm: first compute's setup %.1f us without it, %.1f with it (%.1f of it waiting)\n",
-                   s1.setup_us, s2.setup_us, s2.setup_wait_us);
+            printf("  prewarm: first compute's setup %.1f us without it, %.1f with it\n", s1.setup_us, s2.setup_us);
             run_free(&r);
+            /* b used what a used: the list is not written again (a backend
+             * that computes nothing holds the device and its cache) */
+            tg_backend *keep = cuda_or_skip();
+            tg_kcache *kc = keep ? ((tg_cuda_ctx *)keep->impl)->dev->cache : NULL;
+            const int writes = kc ? tg_kcache_get_stats(kc).writes : 0;
             tg_backend_free(b);
+            if (kc)
+                CHECK_MSG(tg_kcache_get_stats(kc).writes == writes, "the same list written again (%d writes)",
+                          tg_kcache_get_stats(kc).writes - writes);
+            tg_backend_free(keep);
 
             const size_t header = 20; /* five uint32: magic, version, key size, kernels, plans */
             tg_backend_stats s3;
@@ -265,7 +309,7 @@ static void test_prewarm(void) {
     CHECK(system(cmd) == 0);
 }
 
-TEST_MAIN(T(test_counted_once), T(test_kernels_per_device), T(test_cpu_counts_none), T(test_prewarm))
+TEST_MAIN(T(test_counted_once), T(test_transient_not_kept), T(test_kernels_per_device), T(test_cpu_counts_none), T(test_prewarm))
 #else
 TEST_MAIN_WITHOUT_CUDA()
 #endif

@@ -693,9 +693,11 @@ static tg_status cuda_graph_compute(tg_backend *b, tg_graph *g) {
     RANGE_PUSH("tg cuda graph compute");
     tg_cuda_ctx *c = ctx_of(b);
     tg_backend_stats *s = &b->stats;
-    /* the prewarm's thread owns the plans until now; waiting for it is
-     * this compute's first-use time (and its submit time) */
-    const double wait = tg_cuda_prewarm_join(c, false);
+    /* the prewarm's thread owns the plans until now: stopped after its
+     * current item (what it has not reached, this compute makes as it
+     * needs it; a session's upload usually outlasts the whole list), the
+     * wait counted as this compute's first-use time (and submit time) */
+    const double wait = tg_cuda_prewarm_join(c, true);
     tg_backend_note_submit(b, 1e3 * wait);
     s->setup_wait_us += 1e3 * wait;
     /* first-use host time inside this compute, by part, into the stats
@@ -782,7 +784,9 @@ static void ctx_destroy(tg_cuda_ctx *c) {
     if (!c->error && c->n_computes > 0 && tg_cuda_prewarm_enabled()) {
         tg_status ws = tg_cuda_prewarm_save(c);
         if (ws) {
-            TG_WARN("%s: %s", c->name, tg_status_message(ws));
+            /* a read-only or full cache: the next start is not prewarmed,
+             * nothing else (not worth a warning at every close) */
+            TG_DEBUG("%s: the prewarm list: %s", c->name, tg_status_message(ws));
             tg_status_free(ws);
         }
     }

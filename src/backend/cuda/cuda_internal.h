@@ -190,7 +190,8 @@ typedef struct cuda_mm_plan {
     cublasLtMatmulAlgo_t algo;
     size_t ws;
     bool none; /* cuBLASLt refused this key: asked once, refused after without asking */
-    int none_status; /* with none: cuBLASLt's status (0: the heuristic found no algorithm) */
+    int none_status; /* with none: cuBLASLt's status (0: the heuristic found no algorithm; only
+                      * statuses that refuse the key are kept, cuda_matmul.c's lt_refusal) */
     bool launched; /* launched once (its first launch's host time counted) */
     bool used;     /* asked for by a compute, not only made ahead (cuda_prewarm.c) */
 } cuda_mm_plan;

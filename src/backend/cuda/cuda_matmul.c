@@ -93,17 +93,32 @@ static tg_status lt_fail(cublasStatus_t s, const char *what) {
 
 static tg_status mm_plan_make(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out);
 
+/* Whether cuBLASLt's status s, making key k's plan, says something of the
+ * key itself (no algorithm, not supported, a value or layout this GPU does
+ * not take), which asking again would only repeat; a failure that could
+ * pass (allocation, internal, execution, not initialised) does not. */
+static bool lt_refusal(cublasStatus_t s) {
+    return s == CUBLAS_STATUS_SUCCESS || s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE ||
+           s == CUBLAS_STATUS_ARCH_MISMATCH;
+}
+
+/* The error of a refused key, the same when first refused and when found
+ * refused in the table. */
+static tg_status mm_refused(const cuda_mm_key *k, int s) {
+    return tg_status_new(TG_ERR_UNSUPPORTED,
+                         "cuBLASLt refused a %lldx%lldx%lld product (types %d/%d/%d, batch %lld, epilogue %d, "
+                         "status %d%s)",
+                         (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype, k->dtype,
+                         (long long)k->batch, k->epilogue, s, s == 0 ? ": no algorithm" : "");
+}
+
 /* The plan for key k: found, or made (its host time counted in
  * c->plan_ms, what a first call pays that a later one does not). */
 static tg_status mm_plan(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan **out) {
     for (int i = 0; i < c->n_plans; i++)
         if (memcmp(&c->plans[i].key, k, sizeof *k) == 0) {
             c->plans[i].used |= !c->in_prewarm;
-            if (c->plans[i].none)
-                return tg_status_new(TG_ERR_UNSUPPORTED,
-                                     "cuBLASLt refused a %lldx%lldx%lld product (types %d/%d, status %d)",
-                                     (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
-                                     c->plans[i].none_status);
+            if (c->plans[i].none) return mm_refused(k, c->plans[i].none_status);
             *out = &c->plans[i];
             return NULL;
         }
@@ -133,16 +148,15 @@ static cublasStatus_t mm_launch(tg_cuda_ctx *c, cuda_mm_plan *p, const float *al
     return ls;
 }
 
-/* Keeps key k as refused with cuBLASLt's status s, so that a plan asking
- * again (tg_cuda_mm_d16_ok, at every compute that is not a replay) costs a
- * lookup, not a heuristic call: a refusal depends on the key alone, except
- * a failed allocation, which is not kept. */
+/* Keeps key k as refused where cuBLASLt's status s is a refusal of the key
+ * (lt_refusal), so that a plan asking again (tg_cuda_mm_d16_ok, at every
+ * compute that is not a replay) costs a lookup, not a heuristic call; a
+ * failure that could pass is not kept (the next compute asks again). */
 static void mm_plan_refused(tg_cuda_ctx *c, const cuda_mm_key *k, cublasStatus_t s) {
-    TG_DEBUG("%s: cuBLASLt refused a %lldx%lldx%lld product (types %d/%d/%d, batch %lld, epilogue %d, status %d)",
-             c->name, (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype, k->dtype,
-             (long long)k->batch, k->epilogue, (int)s);
-    if (s == CUBLAS_STATUS_ALLOC_FAILED || !tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans))
-        return;
+    TG_DEBUG("%s: cuBLASLt %s a %lldx%lldx%lld product (types %d/%d/%d, batch %lld, epilogue %d, status %d)",
+             c->name, lt_refusal(s) ? "refused" : "failed on", (long long)k->n, (long long)k->m, (long long)k->k,
+             k->atype, k->btype, k->dtype, (long long)k->batch, k->epilogue, (int)s);
+    if (!lt_refusal(s) || !tg_grow((void **)&c->plans, &c->cap_plans, c->n_plans + 1, sizeof *c->plans)) return;
     cuda_mm_plan *none = &c->plans[c->n_plans++];
     memset(none, 0, sizeof *none);
     none->key = *k;
@@ -211,10 +225,7 @@ static tg_status mm_plan_make(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan
     what = "heuristic";
     s = lt->cublasLtMatmulAlgoGetHeuristic(c->dev->lt_handle, p.op, p.la, p.lb, p.ld, p.ld, pref, 1, &res, &n_res);
     if (s || n_res == 0) {
-        st = tg_status_new(TG_ERR_UNSUPPORTED,
-                           "cuBLASLt has no algorithm for a %lldx%lldx%lld product (types %d/%d, batch %lld, status %d)",
-                           (long long)k->n, (long long)k->m, (long long)k->k, k->atype, k->btype,
-                           (long long)k->batch, (int)s);
+        st = lt_refusal(s) ? mm_refused(k, (int)s) : lt_fail(s, what);
         mm_plan_refused(c, k, s);
         goto fail;
     }
@@ -230,7 +241,7 @@ static tg_status mm_plan_make(tg_cuda_ctx *c, const cuda_mm_key *k, cuda_mm_plan
     *out = &c->plans[c->n_plans++];
     return NULL;
 lt_err:
-    st = lt_fail(s, what);
+    st = lt_refusal(s) ? mm_refused(k, (int)s) : lt_fail(s, what);
     mm_plan_refused(c, k, s);
 fail:
     if (pref) lt->cublasLtMatmulPreferenceDestroy(pref);

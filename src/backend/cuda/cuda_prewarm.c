@@ -15,22 +15,28 @@
  *
  * What to prepare is what the last context on this GPU used: at close, a
  * context with the switch on writes the kernels its device readied and
- * the product plans it made (their keys: shapes, types, strides,
- * alignments, epilogue) as one entry of the kernel cache (tg_kcache: a
- * checksum, written by rename), keyed by the GPU's architecture, the
- * driver and the key's layout (rewritten only when it changed). At its
- * start, a context with the switch on reads that entry and starts a thread that readies each kernel
- * (tg_cuda_kernel, under the device's lock), then makes each plan and
- * launches it once on scratch memory on a stream of its own (garbage in,
- * garbage out, never read), skipping a plan whose operands would take more
- * than 64 MB (a batch of 64 clips' products: the first call of a large
- * batch is not a start). The context's first compute waits for the
- * thread (tg_cuda_prewarm_join), and its end stops it after its current
- * item: until then the thread owns the context's plan table; the weights'
- * upload, which needs neither, runs beside it. Only what a compute asked
- * for is written, so a list holds what the last run used, never what an
- * earlier prewarm prepared and nothing used; a list whose launches fault
- * fails the context where its first compute sees it and is emptied.
+ * the product plans it made or had refused (their keys: shapes, types,
+ * strides, alignments, epilogue) as one entry of the kernel cache
+ * (tg_kcache: a checksum, written by rename), keyed by the GPU's
+ * architecture, the driver and the key's layout (rewritten only when it
+ * changed; a cache it cannot write to is said at debug only). At its
+ * start, a context with the switch on reads that entry and starts a
+ * thread that readies each kernel (tg_cuda_kernel, under the device's
+ * lock), then makes each plan and launches it once on scratch memory on a
+ * stream of its own (garbage in, garbage out, never read), skipping a
+ * plan whose operands would take more than 64 MB (a batch of 64 clips'
+ * products: the first call of a large batch is not a start). The
+ * context's first compute, and its end, stop the thread after its current
+ * item and wait for it (tg_cuda_prewarm_join): until then the thread owns
+ * the context's plan table; the weights' upload, which needs neither,
+ * runs beside it, and usually outlasts the list (a process that computes
+ * at once waits for one item, then makes what it needs itself). Only
+ * what a compute asked for is written, so a list holds what the last run
+ * used, never what an earlier prewarm prepared and nothing used; a list
+ * whose launches fault fails the context where its first compute sees it
+ * and is emptied. The list is one a GPU and driver, whatever the program
+ * or model: runs of different shapes sharing a cache folder prepare each
+ * other's (what is not needed costs the thread's time, not the compute's).
  *
  * Not here: graphs (captured from a compute's own launches, never ahead),
  * buffers (their sizes come with the first graph), what the work costs
@@ -57,7 +63,7 @@ struct tg_cuda_prewarm {
     int stop;                      /* set by the join: the thread ends after its current item */
     void *data;                    /* the cache entry: header, plan keys, kernel strings */
     int n_kernels;                 /* kernels readied */
-    tg_cuda_prewarm_counts plans;  /* plans launched, skipped, failed (and kernels failed) */
+    tg_cuda_prewarm_counts plans;  /* plans launched, refused, skipped, failed (and kernels failed) */
     CUresult result;               /* the wait for the plans' launches */
     double ms;                     /* the thread's time */
 };
@@ -71,13 +77,18 @@ bool tg_cuda_prewarm_enabled(void) { return tg_cuda_env_int("CT_CUDA_PREWARM", 1
 
 /* ----------------------------------------------------------------- record */
 
+/* Whether plan p goes in the list: asked for by a compute (made, or
+ * refused: the prewarm asks again) and a key the reader takes. */
+static bool saved(const cuda_mm_plan *p) { return p->used && tg_cuda_mm_key_ok(&p->key); }
+
 tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c) {
     tg_cuda_device *dev = c->dev;
     if (!dev->cache) return NULL;
     /* only what a compute asked for: a list never grows by what it
      * prepared itself and nothing used */
     int n_plans = 0, n_kernels = 0;
-    for (int i = 0; i < c->n_plans && n_plans < WARM_MAX_PLANS; i++) n_plans += c->plans[i].used;
+    /* (a key the reader would skip, tg_cuda_mm_key_ok, is not written) */
+    for (int i = 0; i < c->n_plans && n_plans < WARM_MAX_PLANS; i++) n_plans += saved(&c->plans[i]);
     pthread_mutex_lock(&dev->lock);
     size_t strings = 0;
     for (int i = 0; i < dev->n_kerns && n_kernels < WARM_MAX_KERNELS; i++) {
@@ -96,7 +107,7 @@ tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c) {
     memcpy(data, &h, sizeof h);
     char *at = data + sizeof h;
     for (int i = 0, w = 0; i < c->n_plans && w < n_plans; i++) {
-        if (!c->plans[i].used) continue;
+        if (!saved(&c->plans[i])) continue;
         memcpy(at, &c->plans[i].key, sizeof(cuda_mm_key));
         at += sizeof(cuda_mm_key);
         w++;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 static char g_dummy[8]; /* every handle: nothing allocated, nothing to leak */
-static cudaDataType g_last_layout_type = CUDA_R_32F;
+static _Thread_local cudaDataType g_last_layout_type = CUDA_R_32F; /* a plan is made on one thread */
 cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t *h) {
     *h = (cublasLtHandle_t)g_dummy;
     return CUBLAS_STATUS_SUCCESS;

@@ -260,8 +260,13 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr p) {
     return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemAllocHost(void **p, size_t n) {
-    *p = calloc(1, n ? n : 1);
-    return CUDA_SUCCESS;
+    /* page-aligned, as a driver's pinned allocations are (calloc's
+     * addresses, 16-byte aligned, made plan keys' alignments vary) */
+    size_t size = ((n ? n : 1) + 4095) & ~(size_t)4095;
+    void *m = aligned_alloc(4096, size);
+    if (m) memset(m, 0, size);
+    *p = m;
+    return m ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 CUresult CUDAAPI cuMemFreeHost(void *p) {
     free(p);
