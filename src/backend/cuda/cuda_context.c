@@ -798,6 +798,7 @@ static void ctx_destroy(tg_cuda_ctx *c) {
              c->n_graph_updates, c->graph_make_ms,
              dev->n_mods, tg_cuda_library_ms(dev), dev->n_compiled, dev->n_cache_hits, dev->n_precompiled);
     graphs_drop(c);
+    tg_free(c->prewarm_list);
     tg_cuda_mm_free(c);
     if (c->scratch) cu->cuMemFree(c->scratch);
     tg_cuda_chain_free(c);

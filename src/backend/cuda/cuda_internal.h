@@ -248,6 +248,8 @@ typedef struct tg_cuda_ctx {
     double plan_ms, lt_first_ms, graph_make_ms;
     int n_lt_first;
     struct tg_cuda_prewarm *prewarm; /* its thread, until the first compute (cuda_prewarm.c) */
+    void *prewarm_list;              /* the list this context started on, owned; NULL if none */
+    size_t prewarm_list_size;
     bool in_prewarm;                 /* that thread is making plans: not marked used */
     int prewarm_done, prewarm_refused, prewarm_skipped, prewarm_failed; /* what the last one did (tests) */
 
@@ -799,7 +801,8 @@ void tg_cuda_prewarm_start(tg_cuda_ctx *c);
  * prewarm's launches fails c (tg_cuda_ctx_fail) and empties the list. */
 double tg_cuda_prewarm_join(tg_cuda_ctx *c, bool stop);
 /* Writes the kernels c's device readied and the plans c made as the
- * kernel cache's prewarm list for this GPU and driver. */
+ * kernel cache's prewarm list for this GPU and driver, unless that is the
+ * list c started on (c->prewarm_list). */
 tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c);
 /* The kernel cache key of dev's prewarm list (tests damage it). */
 void tg_cuda_prewarm_key(const tg_cuda_device *dev, char *buf, size_t size);

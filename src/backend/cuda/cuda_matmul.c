@@ -290,12 +290,19 @@ static size_t key_spans(const cuda_mm_key *k, size_t *a, size_t *b, size_t *d) {
 
 static bool align_ok(int32_t a) { return a >= 1 && a <= 256 && (a & (a - 1)) == 0; }
 
+/* key_spans for a key tg_cuda_mm_key_ok takes; 0 for any other. */
+static size_t key_usable(const cuda_mm_key *k, size_t *a, size_t *b, size_t *d) {
+    bool fields = (k->compute == CUBLAS_COMPUTE_32F || k->compute == CUBLAS_COMPUTE_32F_FAST_TF32) &&
+                  (k->epilogue == 0 || k->epilogue == CUBLASLT_EPILOGUE_BIAS ||
+                   k->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS) &&
+                  (k->a_plain == 0 || k->a_plain == 1) && align_ok(k->align_a) && align_ok(k->align_b) &&
+                  align_ok(k->align_d);
+    return fields ? key_spans(k, a, b, d) : 0;
+}
+
 bool tg_cuda_mm_key_ok(const cuda_mm_key *k) {
     size_t a, b, d;
-    return (k->compute == CUBLAS_COMPUTE_32F || k->compute == CUBLAS_COMPUTE_32F_FAST_TF32) &&
-           (k->epilogue == 0 || k->epilogue == CUBLASLT_EPILOGUE_BIAS || k->epilogue == CUBLASLT_EPILOGUE_RELU_BIAS) &&
-           (k->a_plain == 0 || k->a_plain == 1) && align_ok(k->align_a) && align_ok(k->align_b) &&
-           align_ok(k->align_d) && key_spans(k, &a, &b, &d) != 0;
+    return key_usable(k, &a, &b, &d) != 0;
 }
 
 CUresult tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size_t max_scratch, const int *stop,
@@ -304,7 +311,7 @@ CUresult tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size
     if (!c->dev->lt || n <= 0) return CUDA_SUCCESS;
     size_t need = 0, a, b, d;
     for (int i = 0; i < n; i++) {
-        size_t all = tg_cuda_mm_key_ok(&keys[i]) ? key_spans(&keys[i], &a, &b, &d) : 0;
+        size_t all = key_usable(&keys[i], &a, &b, &d);
         if (all && all <= max_scratch && all > need) need = all;
     }
     CUdeviceptr scratch = 0;
@@ -322,20 +329,19 @@ CUresult tg_cuda_mm_prewarm(tg_cuda_ctx *c, const cuda_mm_key *keys, int n, size
     for (int i = 0; i < n; i++) {
         if (__atomic_load_n(stop, __ATOMIC_RELAXED)) break; /* the first compute is waiting */
         const cuda_mm_key *k = &keys[i];
-        size_t all = tg_cuda_mm_key_ok(k) ? key_spans(k, &a, &b, &d) : 0;
+        size_t all = key_usable(k, &a, &b, &d);
         if (!all || all > need) {
             out_counts->skipped++;
             continue;
         }
         cuda_mm_plan *p = NULL;
-        const int n0 = c->n_plans;
         tg_status st = mm_plan(c, k, &p);
         if (st) {
-            tg_status_free(st);
-            /* refused again (kept, so the compute asking learns it from
-             * the table), or failed */
-            if (c->n_plans > n0 && c->plans[c->n_plans - 1].none) out_counts->refused++;
+            /* refused again (kept in the table, where the compute asking
+             * finds it: mm_refused's code), or failed */
+            if (tg_status_code(st) == TG_ERR_UNSUPPORTED) out_counts->refused++;
             else out_counts->failed++;
+            tg_status_free(st);
             continue;
         }
         CUdeviceptr A = scratch, B = A + SPAN_ALIGN(a), D = B + SPAN_ALIGN(b), bias = D + SPAN_ALIGN(d);

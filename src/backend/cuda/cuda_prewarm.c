@@ -18,8 +18,9 @@
  * the product plans it made or had refused (their keys: shapes, types,
  * strides, alignments, epilogue) as one entry of the kernel cache
  * (tg_kcache: a checksum, written by rename), keyed by the GPU's
- * architecture, the driver and the key's layout (rewritten only when it
- * changed; a cache it cannot write to is said at debug only). At its
+ * architecture, the driver and the key's layout (not rewritten when it is
+ * the list the context started on; a cache it cannot write to is said at
+ * debug only). At its
  * start, a context with the switch on reads that entry and starts a
  * thread that readies each kernel (tg_cuda_kernel, under the device's
  * lock), then makes each plan and launches it once on scratch memory on a
@@ -62,6 +63,7 @@ struct tg_cuda_prewarm {
     bool running;
     int stop;                      /* set by the join: the thread ends after its current item */
     void *data;                    /* the cache entry: header, plan keys, kernel strings */
+    size_t size;
     int n_kernels;                 /* kernels readied */
     tg_cuda_prewarm_counts plans;  /* plans launched, refused, skipped, failed (and kernels failed) */
     CUresult result;               /* the wait for the plans' launches */
@@ -87,7 +89,6 @@ tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c) {
     /* only what a compute asked for: a list never grows by what it
      * prepared itself and nothing used */
     int n_plans = 0, n_kernels = 0;
-    /* (a key the reader would skip, tg_cuda_mm_key_ok, is not written) */
     for (int i = 0; i < c->n_plans && n_plans < WARM_MAX_PLANS; i++) n_plans += saved(&c->plans[i]);
     pthread_mutex_lock(&dev->lock);
     size_t strings = 0;
@@ -122,11 +123,8 @@ tg_status tg_cuda_prewarm_save(tg_cuda_ctx *c) {
     pthread_mutex_unlock(&dev->lock);
     char key[160];
     tg_cuda_prewarm_key(dev, key, sizeof key);
-    /* the same list as the cache holds (a run like the last): not rewritten */
-    void *old = NULL;
-    size_t old_size = 0;
-    bool same = tg_kcache_get(dev->cache, key, &old, &old_size) && old_size == size && memcmp(old, data, size) == 0;
-    tg_free(old);
+    /* the list this context started on (a run like the last): not rewritten */
+    bool same = c->prewarm_list && c->prewarm_list_size == size && memcmp(c->prewarm_list, data, size) == 0;
     tg_status st = same ? NULL : tg_kcache_put(dev->cache, key, data, size);
     tg_free(data);
     if (!st) TG_DEBUG("%s: prewarm list %s: %d kernels, %d plans", c->name, same ? "unchanged" : "written", n_kernels,
@@ -223,11 +221,12 @@ void tg_cuda_prewarm_start(tg_cuda_ctx *c) {
         return;
     }
     w->data = data;
+    w->size = size;
     c->prewarm = w;
     if (pthread_create(&w->thread, NULL, prewarm_main, c) != 0) {
         TG_DEBUG("%s: prewarm: no thread; not prewarming", c->name);
         c->prewarm = NULL;
-        tg_free(w->data);
+        c->prewarm_list = data, c->prewarm_list_size = size; /* still the list it started on */
         tg_free(w);
         return;
     }
@@ -237,6 +236,8 @@ void tg_cuda_prewarm_start(tg_cuda_ctx *c) {
 /* Overwrites the list with an empty one, so the next start prepares
  * nothing (after a prewarm that faulted). */
 static void forget_list(tg_cuda_ctx *c) {
+    tg_free(c->prewarm_list);
+    c->prewarm_list = NULL, c->prewarm_list_size = 0;
     char key[160];
     tg_cuda_prewarm_key(c->dev, key, sizeof key);
     warm_header h = {WARM_MAGIC, WARM_VERSION, (uint32_t)sizeof(cuda_mm_key), 0, 0};
@@ -260,7 +261,8 @@ double tg_cuda_prewarm_join(tg_cuda_ctx *c, bool stop) {
     c->prewarm_failed = w->plans.failed;
     CUresult r = w->result;
     c->prewarm = NULL;
-    tg_free(w->data);
+    /* kept: the save at the end compares against it */
+    c->prewarm_list = w->data, c->prewarm_list_size = w->size;
     tg_free(w);
     if (r != CUDA_SUCCESS) {
         /* a launch of the prewarm faulted the context: say so where the
